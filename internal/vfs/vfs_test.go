@@ -1,0 +1,147 @@
+package vfs
+
+import (
+	"bytes"
+	"errors"
+	"math/rand"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// exercise runs the same checks against any FS.
+func exercise(t *testing.T, fs FS, dir string) {
+	t.Helper()
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, "a")
+	f, err := Create(fs, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Allocate(0, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := f.Size(); n != 4096 {
+		t.Fatalf("size after allocate = %d, want 4096", n)
+	}
+	if _, err := f.WriteAt([]byte("hello"), 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := f.ReadAt(buf, 10); err != nil || string(buf) != "hello" {
+		t.Fatalf("ReadAt = %q, %v", buf, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(fs, filepath.Join(dir, "mark"), []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFile(fs, filepath.Join(dir, "mark"))
+	if err != nil || string(got) != "v1" {
+		t.Fatalf("ReadFile = %q, %v", got, err)
+	}
+	names, err := fs.List(dir)
+	if err != nil || len(names) != 2 || names[0] != "a" || names[1] != "mark" {
+		t.Fatalf("List = %v, %v", names, err)
+	}
+	free, total, err := fs.DiskUsage(dir)
+	if err != nil || total == 0 || free > total {
+		t.Fatalf("DiskUsage = %d/%d, %v", free, total, err)
+	}
+}
+
+func TestDefault(t *testing.T) { exercise(t, Default, t.TempDir()) }
+func TestMem(t *testing.T)     { exercise(t, NewMemFS(), "/data") }
+
+func TestMemCrashKeepsOnlySynced(t *testing.T) {
+	fs := NewMemFS()
+	fs.MkdirAll("/d", 0o755)
+	f, _ := Create(fs, "/d/synced")
+	f.WriteAt([]byte("durable"), 0)
+	f.Sync()
+	f.WriteAt([]byte("-lost"), 7)
+	fs.SyncDir("/d")
+	g, _ := Create(fs, "/d/unnamed") // data synced, name never synced
+	g.WriteAt([]byte("x"), 0)
+	g.Sync()
+
+	c := fs.CrashClone(nil)
+	got, err := ReadFile(c, "/d/synced")
+	if err != nil || string(got) != "durable" {
+		t.Fatalf("after crash: %q, %v; want %q", got, err, "durable")
+	}
+	if _, err := c.Stat("/d/unnamed"); err == nil {
+		t.Fatal("a file whose directory was never synced survived the crash")
+	}
+	// The original keeps running with everything.
+	got, _ = ReadFile(fs, "/d/synced")
+	if string(got) != "durable-lost" {
+		t.Fatalf("running fs: %q", got)
+	}
+}
+
+func TestMemCrashTornSectors(t *testing.T) {
+	fs := NewMemFS()
+	f, _ := Create(fs, "/f")
+	fs.SyncDir("/")
+	f.WriteAt(bytes.Repeat([]byte{1}, 512), 0)
+	f.Sync()
+	f.WriteAt(bytes.Repeat([]byte{2}, 4096), 512)
+	sawSome, sawNone := false, false
+	for seed := int64(0); seed < 20; seed++ {
+		c := fs.CrashClone(rand.New(rand.NewSource(seed)))
+		got, _ := ReadFile(c, "/f")
+		if !bytes.Equal(got[:512], bytes.Repeat([]byte{1}, 512)) {
+			t.Fatal("synced sector changed by a crash")
+		}
+		if bytes.Contains(got, []byte{2}) {
+			sawSome = true
+		} else {
+			sawNone = true
+		}
+	}
+	if !sawSome || !sawNone {
+		t.Fatalf("random crash should sometimes keep unsynced sectors and sometimes not (some=%v none=%v)", sawSome, sawNone)
+	}
+}
+
+func TestFaultFS(t *testing.T) {
+	var sw Switch
+	fs := NewFaultFS(NewMemFS(), sw.Inject)
+	f, err := Create(fs, "/j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw.Arm(OpSync, ErrInjectedIO)
+	if err := f.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Sync = %v, want EIO", err)
+	}
+	sw.Disarm(OpSync)
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	sw.Arm(OpWrite, ErrNoSpace)
+	n, err := f.WriteAt(make([]byte, 100), 0)
+	if !errors.Is(err, syscall.ENOSPC) || n != 50 {
+		t.Fatalf("WriteAt = %d, %v; want a short write of 50 and ENOSPC", n, err)
+	}
+
+	after := NewFaultFS(NewMemFS(), FailAfter(OpSync, "seg", 2, ErrInjectedIO))
+	g, _ := Create(after, "/seg-1")
+	for i := 0; i < 2; i++ {
+		if err := g.Sync(); err != nil {
+			t.Fatalf("sync %d: %v", i, err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if err := g.Sync(); err == nil {
+			t.Fatal("FailAfter let a sync through after failing")
+		}
+	}
+}
