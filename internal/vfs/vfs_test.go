@@ -100,14 +100,16 @@ func TestMemCrashTornSectors(t *testing.T) {
 		if !bytes.Equal(got[:512], bytes.Repeat([]byte{1}, 512)) {
 			t.Fatal("synced sector changed by a crash")
 		}
-		if bytes.Contains(got, []byte{2}) {
+		kept := bytes.Count(got, []byte{2}) / 512
+		if kept > 0 {
 			sawSome = true
-		} else {
+		}
+		if kept < 8 {
 			sawNone = true
 		}
 	}
 	if !sawSome || !sawNone {
-		t.Fatalf("random crash should sometimes keep unsynced sectors and sometimes not (some=%v none=%v)", sawSome, sawNone)
+		t.Fatalf("random crash should sometimes keep unsynced sectors and sometimes drop them (kept=%v dropped=%v)", sawSome, sawNone)
 	}
 }
 
