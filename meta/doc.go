@@ -1,0 +1,35 @@
+// Package meta is the ledger metadata store and bookie registry.
+//
+// A ledger's metadata (LedgerMetadata: state, quorums, ensemble fragments,
+// last entry once closed) is changed only by compare-and-swap on its
+// Version: Store.UpdateLedger fails with ErrBadVersion when someone else
+// changed it first, which is how a writer learns that a recovering client
+// took its ledger over, and how exactly one close wins. Bookies announce
+// themselves with Store.RegisterBookie under a lease, so dead bookies
+// disappear from Store.ListBookies; cookies and the cluster id let a bookie
+// detect that its storage was wiped or replaced.
+//
+// The implementation is EtcdStore on etcd v3. Open takes the endpoint form
+// every --metadata flag uses, "etcd://host:port[,host:port...][/prefix]".
+// StartEmbedded runs a one-member etcd inside the process for a local
+// cluster and for tests (see package metatest).
+//
+// # Key layout
+//
+// Under the prefix P (default "/bookie-go"):
+//
+//	P/cluster/id            cluster instance id (UUID text), created once
+//	P/idgen/ledgers         last ledger id handed out (decimal text)
+//	P/ledgers/<id>          ledger metadata, binary (AppendLedgerMetadata);
+//	                        <id> is 20 zero-padded decimal digits, so key
+//	                        order is id order
+//	P/bookies/<bookie id>   live registration, JSON, attached to a lease
+//	P/cookies/<bookie id>   cookie, JSON
+//
+// # Encoding
+//
+// Ledger metadata is a versioned binary format, drawn at FormatVersion and
+// pinned by testdata/ledger-v1-*.bin. Registrations and cookies are JSON
+// objects with a "format" field. docs/metadata.md has the diagrams, the
+// CAS rule of every operation and how ledger ids are allocated.
+package meta

@@ -1,0 +1,387 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Key layout under the prefix P (default "/bookie-go"); see docs/metadata.md.
+//
+//	P/cluster/id            cluster instance id (text), created once
+//	P/idgen/ledgers         last ledger id handed out (decimal text)
+//	P/ledgers/<id>          ledger metadata (AppendLedgerMetadata), id as
+//	                        20 zero-padded decimal digits so that key order
+//	                        is id order
+//	P/bookies/<bookie id>   live registration (JSON), attached to a lease
+//	P/cookies/<bookie id>   cookie (JSON)
+//
+// Part of the format: other releases and tools read these keys.
+const (
+	keyClusterID = "/cluster/id"
+	keyIDGen     = "/idgen/ledgers"
+	dirLedgers   = "/ledgers/"
+	dirBookies   = "/bookies/"
+	dirCookies   = "/cookies/"
+)
+
+// EtcdStore is the Store on etcd. Every change is a single etcd transaction
+// that compares the ModRevision (or CreateRevision) of the keys it writes.
+type EtcdStore struct {
+	cli        *clientv3.Client
+	prefix     string
+	ownsClient bool // Close closes cli; set by Open
+
+	// idgenMu protects the last ledger-id counter value and its
+	// ModRevision seen by this client: a hint that lets CreateLedger
+	// usually succeed in one round trip. Never trusted: the transaction
+	// compares the revision.
+	idgenMu   sync.Mutex
+	idgenLast uint64
+	idgenRev  int64
+}
+
+var _ Store = (*EtcdStore)(nil)
+
+// NewEtcdStore returns a Store using cli with keys under prefix (e.g.
+// DefaultPrefix; a trailing '/' is removed). Closing the store does not
+// close cli. Use it to bring your own client (TLS, auth); Open is simpler.
+func NewEtcdStore(cli *clientv3.Client, prefix string) *EtcdStore {
+	return &EtcdStore{cli: cli, prefix: strings.TrimRight(prefix, "/")}
+}
+
+// Client returns the underlying etcd client.
+func (s *EtcdStore) Client() *clientv3.Client { return s.cli }
+
+// Close closes the etcd client if Open created it.
+func (s *EtcdStore) Close() error {
+	if !s.ownsClient {
+		return nil
+	}
+	return s.cli.Close()
+}
+
+func (s *EtcdStore) clusterKey() string { return s.prefix + keyClusterID }
+func (s *EtcdStore) idgenKey() string   { return s.prefix + keyIDGen }
+func (s *EtcdStore) ledgerKey(id uint64) string {
+	return fmt.Sprintf("%s%s%020d", s.prefix, dirLedgers, id)
+}
+func (s *EtcdStore) bookieKey(id BookieID) string { return s.prefix + dirBookies + string(id) }
+func (s *EtcdStore) cookieKey(id BookieID) string { return s.prefix + dirCookies + string(id) }
+
+// decodeLedger decodes a ledger key-value and checks that the id inside
+// matches the id in the key.
+func (s *EtcdStore) decodeLedger(kv keyValue) (LedgerMetadata, error) {
+	md, err := DecodeLedgerMetadata(kv.Value)
+	if err != nil {
+		return md, fmt.Errorf("meta: key %s: %w", kv.Key, err)
+	}
+	if want := s.ledgerKey(md.ID); want != string(kv.Key) {
+		return md, fmt.Errorf("meta: key %s: %w: holds ledger %d", kv.Key, ErrCorrupt, md.ID)
+	}
+	md.Version = kv.ModRevision
+	return md, nil
+}
+
+// keyValue is the part of mvccpb.KeyValue the decoders use.
+type keyValue struct {
+	Key, Value  []byte
+	ModRevision int64
+}
+
+// CreateLedger implements Store. The id comes from the counter at
+// P/idgen/ledgers: one transaction checks that the counter's ModRevision
+// is the one last read and that P/ledgers/<last+1> does not exist, then
+// writes both. A client that loses the race gets the counter's new value
+// from the same transaction and tries the next id, so ids are dense,
+// start at 1 and are never reused, even after a ledger is deleted.
+func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (LedgerMetadata, error) {
+	if md.State != StateOpen {
+		return LedgerMetadata{}, fmt.Errorf("%w: new ledger in state %v, want OPEN", ErrInvalidMetadata, md.State)
+	}
+	md = md.Clone()
+	md.ID, md.Version = 0, 0
+	if md.CreatedAt.IsZero() {
+		md.CreatedAt = time.Now().UTC()
+	}
+	if err := md.Validate(); err != nil {
+		return LedgerMetadata{}, err
+	}
+
+	s.idgenMu.Lock()
+	last, rev := s.idgenLast, s.idgenRev
+	s.idgenMu.Unlock()
+	gk := s.idgenKey()
+	var buf []byte
+	for {
+		if last == math.MaxUint64 {
+			return LedgerMetadata{}, fmt.Errorf("meta: create ledger: ledger ids exhausted")
+		}
+		md.ID = last + 1
+		lk := s.ledgerKey(md.ID)
+		buf = AppendLedgerMetadata(buf[:0], &md)
+		resp, err := s.cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(gk), "=", rev),
+			clientv3.Compare(clientv3.CreateRevision(lk), "=", 0),
+		).Then(
+			clientv3.OpPut(gk, strconv.FormatUint(md.ID, 10)),
+			clientv3.OpPut(lk, string(buf)),
+		).Else(
+			clientv3.OpGet(gk),
+		).Commit()
+		if err != nil {
+			return LedgerMetadata{}, fmt.Errorf("meta: create ledger: %w", err)
+		}
+		if resp.Succeeded {
+			md.Version = resp.Header.Revision
+			s.idgenMu.Lock()
+			if rev := resp.Header.Revision; rev > s.idgenRev {
+				s.idgenLast, s.idgenRev = md.ID, rev
+			}
+			s.idgenMu.Unlock()
+			return md, nil
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		newLast, newRev := uint64(0), int64(0)
+		if len(kvs) > 0 {
+			newRev = kvs[0].ModRevision
+			newLast, err = strconv.ParseUint(string(kvs[0].Value), 10, 64)
+			if err != nil {
+				return LedgerMetadata{}, fmt.Errorf("meta: create ledger: %w: counter %s = %q", ErrCorrupt, gk, kvs[0].Value)
+			}
+		}
+		if newRev == rev && newLast == last {
+			// The counter did not move, so P/ledgers/<last+1> exists
+			// without it (restored backup, hand-made key): skip that id.
+			newLast = last + 1
+		}
+		last, rev = newLast, newRev
+	}
+}
+
+// GetLedger implements Store.
+func (s *EtcdStore) GetLedger(ctx context.Context, id uint64) (LedgerMetadata, error) {
+	resp, err := s.cli.Get(ctx, s.ledgerKey(id))
+	if err != nil {
+		return LedgerMetadata{}, fmt.Errorf("meta: get ledger %d: %w", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return LedgerMetadata{}, fmt.Errorf("meta: get ledger %d: %w", id, ErrNoSuchLedger)
+	}
+	kv := resp.Kvs[0]
+	return s.decodeLedger(keyValue{kv.Key, kv.Value, kv.ModRevision})
+}
+
+// UpdateLedger implements Store. It reads the stored value to check the
+// transition, then writes in a transaction comparing the key's ModRevision
+// with md.Version, so the check and the write see the same value.
+func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (LedgerMetadata, error) {
+	if err := md.Validate(); err != nil {
+		return LedgerMetadata{}, err
+	}
+	cur, err := s.GetLedger(ctx, md.ID)
+	if err != nil {
+		return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, unwrapGet(err))
+	}
+	if cur.Version != md.Version {
+		return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w: expected version %d, stored %d",
+			md.ID, ErrBadVersion, md.Version, cur.Version)
+	}
+	if err := CheckTransition(&cur, &md); err != nil {
+		return LedgerMetadata{}, err
+	}
+	lk := s.ledgerKey(md.ID)
+	resp, err := s.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(lk), "=", md.Version),
+	).Then(
+		clientv3.OpPut(lk, string(AppendLedgerMetadata(nil, &md))),
+	).Else(
+		clientv3.OpGet(lk, clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, err)
+	}
+	if !resp.Succeeded {
+		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+			return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, ErrNoSuchLedger)
+		}
+		return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w: expected version %d", md.ID, ErrBadVersion, md.Version)
+	}
+	md.Version = resp.Header.Revision
+	return md, nil
+}
+
+// unwrapGet strips GetLedger's "meta: get ledger N: " prefix from sentinel
+// errors so that an outer operation's message does not repeat it.
+func unwrapGet(err error) error {
+	for _, sentinel := range []error{ErrNoSuchLedger} {
+		if errors.Is(err, sentinel) {
+			return sentinel
+		}
+	}
+	return err
+}
+
+// DeleteLedger implements Store.
+func (s *EtcdStore) DeleteLedger(ctx context.Context, id uint64, version int64) error {
+	lk := s.ledgerKey(id)
+	cmp := clientv3.Compare(clientv3.ModRevision(lk), "=", version)
+	if version == AnyVersion {
+		cmp = clientv3.Compare(clientv3.CreateRevision(lk), ">", 0)
+	}
+	resp, err := s.cli.Txn(ctx).If(cmp).Then(
+		clientv3.OpDelete(lk),
+	).Else(
+		clientv3.OpGet(lk, clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return fmt.Errorf("meta: delete ledger %d: %w", id, err)
+	}
+	if !resp.Succeeded {
+		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+			return fmt.Errorf("meta: delete ledger %d: %w", id, ErrNoSuchLedger)
+		}
+		return fmt.Errorf("meta: delete ledger %d: %w: expected version %d", id, ErrBadVersion, version)
+	}
+	return nil
+}
+
+// defaultListLimit is ListLedgers' page size when limit <= 0.
+const defaultListLimit = 1000
+
+// ListLedgers implements Store.
+func (s *EtcdStore) ListLedgers(ctx context.Context, after uint64, limit int) ([]LedgerMetadata, error) {
+	if after == math.MaxUint64 {
+		return nil, nil
+	}
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	end := clientv3.GetPrefixRangeEnd(s.prefix + dirLedgers)
+	resp, err := s.cli.Get(ctx, s.ledgerKey(after+1), clientv3.WithRange(end), clientv3.WithLimit(int64(limit)))
+	if err != nil {
+		return nil, fmt.Errorf("meta: list ledgers after %d: %w", after, err)
+	}
+	page := make([]LedgerMetadata, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		md, err := s.decodeLedger(keyValue{kv.Key, kv.Value, kv.ModRevision})
+		if err != nil {
+			return nil, fmt.Errorf("meta: list ledgers: %w", err)
+		}
+		page = append(page, md)
+	}
+	return page, nil
+}
+
+// WatchLedger implements Store.
+func (s *EtcdStore) WatchLedger(ctx context.Context, id uint64) (<-chan LedgerMetadata, error) {
+	md, err := s.GetLedger(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("meta: watch ledger %d: %w", id, unwrapGet(err))
+	}
+	ch := make(chan LedgerMetadata, 1)
+	ch <- md
+	go s.watchLedger(ctx, id, md.Version, ch)
+	return ch, nil
+}
+
+// watchLedger feeds ch with versions of ledger id newer than rev until the
+// ledger is deleted or ctx or the store ends, then closes ch. It runs on
+// its own goroutine, the only sender on ch.
+func (s *EtcdStore) watchLedger(ctx context.Context, id uint64, rev int64, ch chan LedgerMetadata) {
+	defer close(ch)
+	lk := s.ledgerKey(id)
+	for {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := s.cli.Watch(wctx, lk, clientv3.WithRev(rev+1))
+		var ended bool
+		rev, ended = s.drainLedgerWatch(wch, rev, ch)
+		cancel()
+		if ended {
+			return
+		}
+		// The watch broke: compaction past rev, lost leader, or shutdown.
+		// Re-read the ledger and watch again from its current version.
+		for {
+			if !s.pause(ctx, watchRetryDelay) {
+				return
+			}
+			md, err := s.GetLedger(ctx, id)
+			if errors.Is(err, ErrNoSuchLedger) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnknownFormat) {
+				return
+			}
+			if err != nil {
+				continue
+			}
+			if md.Version > rev {
+				sendLatest(ch, md)
+				rev = md.Version
+			}
+			break
+		}
+	}
+}
+
+// drainLedgerWatch forwards the puts on wch to ch. It returns the last
+// version forwarded and whether the watch is over for good (delete, or a
+// value that does not decode).
+func (s *EtcdStore) drainLedgerWatch(wch clientv3.WatchChan, rev int64, ch chan LedgerMetadata) (int64, bool) {
+	for wr := range wch {
+		if wr.Err() != nil {
+			return rev, false
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				return rev, true
+			}
+			md, err := s.decodeLedger(keyValue{ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision})
+			if err != nil {
+				return rev, true
+			}
+			sendLatest(ch, md)
+			rev = md.Version
+		}
+	}
+	return rev, false
+}
+
+// watchRetryDelay is the pause before re-establishing a broken watch.
+const watchRetryDelay = 100 * time.Millisecond
+
+// pause waits for d and reports whether ctx and the store are still live.
+func (s *EtcdStore) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return ctx.Err() == nil && s.cli.Ctx().Err() == nil
+	case <-ctx.Done():
+		return false
+	case <-s.cli.Ctx().Done():
+		return false
+	}
+}
+
+// sendLatest puts v on ch, replacing an unreceived older value. ch must
+// have capacity 1 and the caller must be its only sender, so the loop ends
+// after at most two rounds.
+func sendLatest[T any](ch chan T, v T) {
+	for {
+		select {
+		case ch <- v:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
+}

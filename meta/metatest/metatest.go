@@ -1,0 +1,45 @@
+// Package metatest starts real metadata stores for tests of other
+// packages: an embedded etcd server per test, silent, without fsync,
+// stopped by t.Cleanup.
+package metatest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+)
+
+// Start starts an embedded etcd server in a temporary directory and
+// returns its endpoint ("etcd://127.0.0.1:PORT"). The server stops when
+// the test and its subtests finish. Takes about 0.1 s and 30 MB.
+func Start(t testing.TB) string {
+	t.Helper()
+	e, err := meta.StartEmbedded(t.TempDir(), meta.EmbeddedOptions{UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatalf("metatest: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e.Endpoint()
+}
+
+// Open opens a store on endpoint, closed when the test finishes (before
+// the server Start registered earlier stops, as cleanups run last first).
+func Open(t testing.TB, endpoint string) meta.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := meta.Open(ctx, endpoint)
+	if err != nil {
+		t.Fatalf("metatest: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// NewStore starts a server and opens a store on it.
+func NewStore(t testing.TB) meta.Store {
+	t.Helper()
+	return Open(t, Start(t))
+}
