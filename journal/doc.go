@@ -1,0 +1,97 @@
+// Package journal is the bookie's write-ahead log: records are appended to
+// preallocated, checksummed segment files and made durable by group commit
+// (one pwrite and one fdatasync for everything pending), and replayed after a
+// restart from a durable checkpoint mark.
+//
+// # Use
+//
+// Open replays the journal (Options.Replay) and starts the writer goroutine.
+// Append copies a record into the pending batch and returns at once, never
+// waiting for I/O; Options.Completed reports each record, in sequence order,
+// after the fdatasync that made it durable. Checkpoint records that
+// everything up to a Mark is durable elsewhere, so older segments can go.
+//
+// A failed write, fdatasync or segment creation is final (see ErrFailed):
+// pending records complete with the error, later Appends fail, and nothing is
+// reported durable again.
+//
+// # Files
+//
+// A journal directory holds segment files named by a 16-hex-digit number
+// ("0000000000000001.log"), numbered consecutively, and a CHECKPOINT file.
+// All integers are little-endian.
+//
+// Segment header (32 bytes), written and synced, with its directory entry,
+// before any record is acknowledged into the segment:
+//
+//	+---------------+-----------+------------+----------------+---------------+
+//	| magic (8)     | version   | reserved   | segment number | xxhash64 of   |
+//	| "BKGOJRNL"    | (4) = 1   | (4) = 0    | (8)            | bytes [0,24)  |
+//	+---------------+-----------+------------+----------------+---------------+
+//	0               8           12           16               24              32
+//
+// The header is followed by batches back to back, then preallocated space
+// (zeros, or a recycled segment's old bytes) up to the segment size. A batch
+// is the unit of group commit: a TypeBatch record, then its records.
+//
+// Record (24-byte header, then the payload; no alignment, no padding):
+//
+//	+---------------+------------+------+----------+---------------+-----------------+
+//	| checksum (8)  | length (4) | type | reserved | sequence (8)  | payload         |
+//	|               |            | (1)  | (3) = 0  |               | (length bytes)  |
+//	+---------------+------------+------+----------+---------------+-----------------+
+//	0               8            12     13         16              24        24+length
+//
+// checksum is xxhash64 of bytes [8, 24+length): the rest of the header and the
+// payload. length is the payload length, at most MaxPayload. type is a
+// RecordType (never zero, so zeroed space never decodes as a record). sequence
+// numbers start at 1 and increase by one per record across segments and
+// restarts, without gaps.
+//
+// TypeBatch record: its sequence field is the sequence number of the batch's
+// first record, and its 8-byte payload is
+//
+//	+------------+-----------------+
+//	| count (4)  | body bytes (4)  |
+//	+------------+-----------------+
+//
+// the number of records that follow and their total encoded size. A batch
+// never straddles segments. The writer writes a batch only after the
+// previous one was synced, so at most the last batch can be torn by a crash.
+//
+// CHECKPOINT (48 bytes, replaced atomically: tmp file, fsync, rename, fsync
+// directory):
+//
+//	+---------------+-----------+----------+-------------+------------+----------+---------------+
+//	| magic (8)     | version   | reserved | segment (8) | offset (8) | seq (8)  | xxhash64 of   |
+//	| "BKGOCKPT"    | (4) = 1   | (4) = 0  |             |            |          | bytes [0,40)  |
+//	+---------------+-----------+----------+-------------+------------+----------+---------------+
+//	0               8           12         16            24           32         40              48
+//
+// # Replay
+//
+// Replay reads the checkpoint mark's segment and every later one, returning
+// each record after the mark. It tells four tails apart:
+//
+//   - clean end (io.EOF): the segment file ends right after a batch;
+//   - preallocated space (ErrPreallocated): zeros, or an old batch of a
+//     recycled segment (sequence number below the next expected one);
+//   - torn tail (ErrTornTail): a batch that does not verify, with no batch
+//     written after it in this or a later segment. It was never synced, so
+//     never acknowledged: Open truncates the segment at the batch's start
+//     and appends go to a new segment;
+//   - corruption (ErrCorrupt): a batch that does not verify, or zeros, with a
+//     later batch after it (so it had been synced), anything damaged before
+//     the checkpoint mark, a bad segment header, or a gap in sequence
+//     numbers or segment numbers (ErrGap). Open fails and names the segment
+//     and offset; it never treats corruption as the end of the log.
+//
+// A torn tail cannot be told from damage to a last batch that had been
+// synced: both are truncated. Every write-ahead log shares this limit.
+//
+// # Concurrency
+//
+// One writer goroutine owns the active segment. A second goroutine creates
+// the next segment ahead of time so that rolling does not wait for
+// preallocation. Append and Checkpoint are safe for concurrent use.
+package journal

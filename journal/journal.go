@@ -1,0 +1,480 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+)
+
+// Errors returned by Append, Close and Checkpoint.
+var (
+	// ErrFull is returned by Append when accepting the record would exceed
+	// Options.MaxQueueBytes. It is retryable: try again after completions.
+	ErrFull = errors.New("journal: queue full")
+	// ErrTooLarge is returned by Append for a record that can never fit in
+	// the queue (larger than Options.MaxQueueBytes or MaxPayload).
+	ErrTooLarge = errors.New("journal: record too large")
+	// ErrType is returned by Append for a record type callers may not append
+	// (zero, TypeBatch, TypePadding).
+	ErrType = errors.New("journal: record type not appendable")
+	// ErrFailed wraps the cause of a failed write, fsync or segment creation.
+	// After it, the journal accepts nothing and reports nothing durable again;
+	// Append, Err and Close return it.
+	ErrFailed = errors.New("journal: failed")
+	// ErrClosed is returned by Append after Close.
+	ErrClosed = errors.New("journal: closed")
+	// ErrCheckpoint is returned by Checkpoint for a mark that moves backwards
+	// or lies beyond what is durable.
+	ErrCheckpoint = errors.New("journal: bad checkpoint mark")
+)
+
+// Mark is a position in the journal: just after the record with sequence
+// number Seq, which ends at byte Offset of segment Segment.
+type Mark struct {
+	Segment uint64
+	Offset  int64
+	Seq     uint64
+}
+
+// Completion reports the fate of one appended record to Options.Completed.
+type Completion struct {
+	Seq  uint64
+	Type RecordType
+	// Ctx is the value passed to Append.
+	Ctx any
+	// Pos is the position just after the record; zero when Err is set.
+	Pos Mark
+	// Payload aliases the journal's buffer: valid only during the callback.
+	Payload []byte
+	// Err is nil when the record is durable, else the journal's sticky
+	// failure (wrapping ErrFailed).
+	Err error
+
+	off  int // where the record starts in its batch buffer
+	size int // encoded size of the record
+}
+
+// Options configure a Journal. The zero value is usable.
+type Options struct {
+	// SegmentSize is the preallocated size of a segment file in bytes.
+	// Default 64 MiB. A batch never straddles segments; a single record
+	// larger than a segment makes that segment grow.
+	SegmentSize int64
+	// Prealloc says how new segments reserve their space. Default PreallocZero.
+	Prealloc Prealloc
+	// RecycleSegments is how many segment files freed by Checkpoint are kept
+	// and reused as new segments (their space is already written, so the
+	// fastest to write into). Default 2; negative disables reuse.
+	RecycleSegments int
+	// MaxQueueBytes bounds the memory of records accepted but not yet
+	// completed (record bytes plus a fixed per-record cost). Append returns
+	// ErrFull beyond it. Default 64 MiB.
+	MaxQueueBytes int64
+	// MaxWait, when positive, lets the writer wait up to this long after the
+	// first pending record for more before writing, unless MaxBatchBytes are
+	// already pending. Default 0: write at once; batches form under load.
+	MaxWait time.Duration
+	// MaxBatchBytes ends a MaxWait early once this many bytes are pending.
+	// Default 512 KiB. It does not split batches.
+	MaxBatchBytes int64
+	// Completed, if set, receives completions in sequence order, on one
+	// goroutine (the writer), after the fdatasync that made them durable or
+	// after the failure that lost them. The slice and each Payload are
+	// reused after it returns; it must not retain them. It must not block
+	// for long: the next write waits for it.
+	Completed func(batch []Completion)
+	// Replay, if set, is called by Open for every record after the
+	// checkpoint mark, in sequence order, before Open returns. Record.Payload
+	// is valid only during the call. An error stops Open and is returned.
+	Replay func(r Record) error
+}
+
+func (o *Options) fill() {
+	if o.SegmentSize <= 0 {
+		o.SegmentSize = 64 << 20
+	}
+	if o.SegmentSize < segmentHeaderSize+batchSize {
+		o.SegmentSize = segmentHeaderSize + batchSize
+	}
+	if o.RecycleSegments == 0 {
+		o.RecycleSegments = 2
+	}
+	if o.RecycleSegments < 0 {
+		o.RecycleSegments = 0
+	}
+	if o.MaxQueueBytes <= 0 {
+		o.MaxQueueBytes = 64 << 20
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 512 << 10
+	}
+}
+
+// completionCost is what each queued record costs against MaxQueueBytes on
+// top of its encoded size: its Completion.
+const completionCost = int64(unsafe.Sizeof(Completion{}))
+
+// batch is a group of records written by one pwrite: buf holds a reserved
+// slot for the TypeBatch record, then the records back to back.
+type batch struct {
+	buf   []byte
+	comps []Completion
+	cost  int64 // against MaxQueueBytes
+}
+
+func (b *batch) reset() {
+	b.buf = b.buf[:batchSize]
+	clear(b.comps) // drop Ctx references
+	b.comps = b.comps[:0]
+	b.cost = 0
+}
+
+// Journal is a write-ahead log of records made durable by group commit.
+// Append and Checkpoint are safe for concurrent use; one writer goroutine
+// owns the active segment.
+type Journal struct {
+	fs      vfs.FS
+	dir     string
+	opts    Options
+	factory *segmentFactory
+
+	mu sync.Mutex
+	// Protected by mu.
+	pending    *batch
+	queued     int64 // cost of records accepted and not yet completed
+	nextSeq    uint64
+	failed     error // sticky; wraps ErrFailed
+	closed     bool
+	writerIdle bool  // the writer waits on wake
+	wakeAt     int64 // pending bytes at which an idle writer is woken
+	durable    Mark  // end of the last record completed without error
+
+	wake       chan struct{} // capacity 1
+	writerDone chan struct{}
+
+	// Owned by the writer goroutine.
+	spare     *batch
+	active    *segment
+	next      chan prepared // the next segment, created ahead of time
+	preparing bool          // a segment is being prepared for next
+
+	ckptMu sync.Mutex
+	ckpt   Mark // durable checkpoint mark; protected by ckptMu
+
+	replayed ReplayInfo // set by Open
+}
+
+type prepared struct {
+	seg *segment
+	err error
+}
+
+// Open opens or creates the journal in dir, replays it (calling
+// opts.Replay), makes its tail clean, and starts the writer. Appends start
+// after Open returns, so they always follow the replayed records.
+func Open(fs vfs.FS, dir string, opts Options) (*Journal, error) {
+	opts.fill()
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("journal: mkdir %s: %w", dir, err)
+	}
+	j := &Journal{
+		fs:   fs,
+		dir:  dir,
+		opts: opts,
+		factory: &segmentFactory{
+			fs: fs, dir: dir, size: opts.SegmentSize, mode: opts.Prealloc, recycle: opts.RecycleSegments,
+		},
+		wake:       make(chan struct{}, 1),
+		writerDone: make(chan struct{}),
+		next:       make(chan prepared, 1),
+	}
+	st, err := j.recover()
+	if err != nil {
+		return nil, err
+	}
+	j.nextSeq = st.lastSeq + 1
+	j.durable = st.end
+	if j.active, err = j.factory.create(st.maxSegment + 1); err != nil {
+		return nil, err
+	}
+	j.pending = newBatch()
+	j.spare = newBatch()
+	j.prepareNext()
+	go j.run()
+	return j, nil
+}
+
+func newBatch() *batch {
+	b := &batch{buf: make([]byte, batchSize, 64<<10), comps: make([]Completion, 0, 256)}
+	return b
+}
+
+// prepareNext creates the segment after the active one in the background.
+// Runs on the writer goroutine (or in Open before it starts).
+func (j *Journal) prepareNext() {
+	num := j.active.num + 1
+	j.preparing = true
+	go func() {
+		seg, err := j.factory.create(num)
+		j.next <- prepared{seg, err}
+	}()
+}
+
+// Append adds a record to the journal and returns its sequence number. It
+// never blocks on I/O: it copies payload into the pending batch and returns;
+// Options.Completed later reports the record durable (or lost, with Err).
+// Records appended by one goroutine are journaled in call order. Safe for
+// concurrent use; does not allocate in steady state.
+//
+// Errors: ErrFull (retry later), ErrTooLarge, ErrType, ErrClosed, or the
+// sticky failure wrapping ErrFailed.
+func (j *Journal) Append(typ RecordType, payload []byte, ctx any) (uint64, error) {
+	if !typ.appendable() {
+		return 0, ErrType
+	}
+	cost := int64(recordHeaderSize+len(payload)) + completionCost
+	if cost > j.opts.MaxQueueBytes || len(payload) > MaxPayload {
+		return 0, ErrTooLarge
+	}
+	j.mu.Lock()
+	if j.failed != nil {
+		err := j.failed
+		j.mu.Unlock()
+		return 0, err
+	}
+	if j.closed {
+		j.mu.Unlock()
+		return 0, ErrClosed
+	}
+	if j.queued+cost > j.opts.MaxQueueBytes {
+		j.mu.Unlock()
+		return 0, ErrFull
+	}
+	j.queued += cost
+	seq := j.nextSeq
+	j.nextSeq++
+	b := j.pending
+	b.comps = append(b.comps, Completion{Seq: seq, Type: typ, Ctx: ctx, off: len(b.buf), size: recordHeaderSize + len(payload)})
+	b.buf = appendRecord(b.buf, typ, seq, payload)
+	b.cost += cost
+	wake := j.writerIdle && int64(len(b.buf)) >= j.wakeAt
+	if wake {
+		j.writerIdle = false
+	}
+	j.mu.Unlock()
+	if wake {
+		select {
+		case j.wake <- struct{}{}:
+		default:
+		}
+	}
+	return seq, nil
+}
+
+// Force appends an empty TypeForce record: its completion means everything
+// appended before it is durable.
+func (j *Journal) Force(ctx any) (uint64, error) {
+	return j.Append(TypeForce, nil, ctx)
+}
+
+// Err returns the sticky failure (wrapping ErrFailed), or nil.
+func (j *Journal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.failed
+}
+
+// Close stops accepting appends, writes and syncs everything accepted
+// before it, completes it, and stops the writer. It returns the sticky
+// failure, if any. Close is idempotent.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	if !j.closed {
+		j.closed = true
+		j.writerIdle = false
+		select {
+		case j.wake <- struct{}{}:
+		default:
+		}
+	}
+	j.mu.Unlock()
+	<-j.writerDone
+	return j.Err()
+}
+
+// Replayed describes what Open found.
+func (j *Journal) Replayed() ReplayInfo { return j.replayed }
+
+// Dir returns the journal's directory.
+func (j *Journal) Dir() string { return j.dir }
+
+// run is the writer goroutine: it takes everything pending, writes it with
+// one pwrite and one fdatasync per segment it lands in, and completes it.
+func (j *Journal) run() {
+	defer close(j.writerDone)
+	defer j.shutdown()
+	var timer *time.Timer
+	for {
+		j.mu.Lock()
+		for len(j.pending.comps) == 0 && !j.closed {
+			j.writerIdle = true
+			j.wakeAt = batchSize + 1
+			j.mu.Unlock()
+			<-j.wake
+			j.mu.Lock()
+		}
+		if len(j.pending.comps) == 0 {
+			j.mu.Unlock()
+			return
+		}
+		if j.opts.MaxWait > 0 && !j.closed && int64(len(j.pending.buf)) < j.opts.MaxBatchBytes {
+			j.writerIdle = true
+			j.wakeAt = j.opts.MaxBatchBytes
+			j.mu.Unlock()
+			if timer == nil {
+				timer = time.NewTimer(j.opts.MaxWait)
+			} else {
+				timer.Reset(j.opts.MaxWait)
+			}
+			select {
+			case <-j.wake:
+				timer.Stop()
+			case <-timer.C:
+			}
+			j.mu.Lock()
+			j.writerIdle = false
+		}
+		b := j.pending
+		j.pending = j.spare
+		j.spare = b
+		failed := j.failed
+		j.mu.Unlock()
+
+		j.write(b, failed)
+		b.reset()
+	}
+}
+
+// write writes, syncs and completes batch b. Runs on the writer goroutine.
+func (j *Journal) write(b *batch, failed error) {
+	comps := b.comps
+	for len(comps) > 0 {
+		if failed != nil {
+			j.complete(comps, failed)
+			return
+		}
+		// The records that fit in the active segment: at least one if the
+		// segment is empty, else roll.
+		seg := j.active
+		room := seg.remaining() - batchSize
+		n, body := 0, 0
+		for n < len(comps) {
+			size := comps[n].size
+			if int64(body+size) > room && (n > 0 || seg.off > segmentHeaderSize) {
+				break
+			}
+			body += size
+			n++
+		}
+		if n == 0 {
+			if err := j.roll(); err != nil {
+				failed = j.fail(err)
+			}
+			continue
+		}
+		chunk := comps[:n]
+		start := chunk[0].off - batchSize // batch record goes just before the first record
+		putBatch(b.buf[start:], chunk[0].Seq, n, body)
+		if _, err := seg.f.WriteAt(b.buf[start:chunk[0].off+body], seg.off); err != nil {
+			failed = j.fail(fmt.Errorf("write %s at %d: %w", seg.f.Name(), seg.off, err))
+			continue
+		}
+		if err := seg.f.Sync(); err != nil {
+			failed = j.fail(fmt.Errorf("sync %s: %w", seg.f.Name(), err))
+			continue
+		}
+		pos := seg.off - int64(start)
+		for i := range chunk {
+			c := &chunk[i]
+			end := c.off + c.size
+			c.Pos = Mark{Segment: seg.num, Offset: pos + int64(end), Seq: c.Seq}
+			c.Payload = b.buf[c.off+recordHeaderSize : end]
+		}
+		seg.off += int64(batchSize + body)
+		j.complete(chunk, nil)
+		comps = comps[n:]
+	}
+}
+
+// complete reports comps to Completed and releases their queue cost.
+// Runs on the writer goroutine.
+func (j *Journal) complete(comps []Completion, err error) {
+	var cost int64
+	for i := range comps {
+		c := &comps[i]
+		cost += int64(c.size) + completionCost
+		if err != nil {
+			c.Err = err
+			c.Pos = Mark{}
+			c.Payload = nil
+		}
+	}
+	if err == nil {
+		j.mu.Lock()
+		j.durable = comps[len(comps)-1].Pos
+		j.mu.Unlock()
+	}
+	if j.opts.Completed != nil {
+		j.opts.Completed(comps)
+	}
+	j.mu.Lock()
+	j.queued -= cost
+	j.mu.Unlock()
+}
+
+// fail makes err the sticky failure and returns it. Runs on the writer goroutine.
+func (j *Journal) fail(err error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.failed == nil {
+		j.failed = fmt.Errorf("%w: %w", ErrFailed, err)
+	}
+	return j.failed
+}
+
+// roll closes the active segment and makes the prepared one active, then
+// starts preparing the one after. Runs on the writer goroutine.
+func (j *Journal) roll() error {
+	p := <-j.next
+	j.preparing = false
+	if p.err != nil {
+		return p.err
+	}
+	if err := j.active.f.Close(); err != nil {
+		p.seg.f.Close()
+		return fmt.Errorf("close %s: %w", j.active.f.Name(), err)
+	}
+	j.active = p.seg
+	j.prepareNext()
+	return nil
+}
+
+// shutdown closes the writer's files. Runs on the writer goroutine as it exits.
+func (j *Journal) shutdown() {
+	j.active.f.Close()
+	if j.preparing {
+		if p := <-j.next; p.seg != nil {
+			p.seg.f.Close()
+		}
+	}
+}
+
+// segmentPath returns the path of segment num.
+func (j *Journal) segmentPath(num uint64) string {
+	return path.Join(j.dir, segmentName(num))
+}

@@ -1,0 +1,347 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"path"
+	"sync"
+	"testing"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+)
+
+// acked collects completions; safe to read while the journal runs.
+type acked struct {
+	mu   sync.Mutex
+	recs []Record // durable records, payload copied
+	errs []Completion
+	cond *sync.Cond
+}
+
+func newAcked() *acked {
+	a := &acked{}
+	a.cond = sync.NewCond(&a.mu)
+	return a
+}
+
+func (a *acked) completed(batch []Completion) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range batch {
+		if c.Err != nil {
+			c.Payload = nil
+			a.errs = append(a.errs, c)
+			continue
+		}
+		a.recs = append(a.recs, Record{Seq: c.Seq, Type: c.Type, Payload: bytes.Clone(c.Payload), Pos: c.Pos})
+	}
+	a.cond.Broadcast()
+}
+
+// waitFor waits until n completions (durable or failed) arrived.
+func (a *acked) waitFor(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for len(a.recs)+len(a.errs) < n {
+		a.cond.Wait()
+	}
+}
+
+func (a *acked) durable() []Record {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]Record(nil), a.recs...)
+}
+
+// replayAll opens the journal on fs and returns what it replays.
+func replayAll(t *testing.T, fs vfs.FS, dir string, opts Options) ([]Record, *Journal) {
+	t.Helper()
+	var got []Record
+	opts.Replay = func(r Record) error {
+		r.Payload = bytes.Clone(r.Payload)
+		got = append(got, r)
+		return nil
+	}
+	j, err := Open(fs, dir, opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return got, j
+}
+
+func payloadFor(seq uint64, size int) []byte {
+	p := make([]byte, size)
+	rng := rand.New(rand.NewSource(int64(seq)))
+	rng.Read(p)
+	return p
+}
+
+func sameRecords(t *testing.T, got, want []Record) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Seq != w.Seq || g.Type != w.Type || !bytes.Equal(g.Payload, w.Payload) || g.Pos != w.Pos {
+			t.Fatalf("record %d: got seq %d %v %d bytes at %+v, want seq %d %v %d bytes at %+v",
+				i, g.Seq, g.Type, len(g.Payload), g.Pos, w.Seq, w.Type, len(w.Payload), w.Pos)
+		}
+	}
+}
+
+var appendableTypes = []RecordType{TypeForce, TypeEntry, TypeFence, TypeMasterKey, TypeExplicitLAC, TypeLedgerDelete, TypeLimbo, 200}
+
+func TestAppendReplayEveryType(t *testing.T) {
+	fs := vfs.NewMemFS()
+	a := newAcked()
+	j, err := Open(fs, "/j", Options{SegmentSize: 1 << 20, Completed: a.completed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i, typ := range appendableTypes {
+		for _, size := range []int{0, 1, 100, 5000} {
+			if typ == TypeForce && size > 0 {
+				continue
+			}
+			seq, err := j.Append(typ, payloadFor(uint64(i*10+size), size), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+			if seq != uint64(n) {
+				t.Fatalf("seq %d, want %d", seq, n)
+			}
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := a.durable()
+	if len(want) != n {
+		t.Fatalf("%d completions, want %d", len(want), n)
+	}
+	got, j2 := replayAll(t, fs, "/j", Options{SegmentSize: 1 << 20})
+	defer j2.Close()
+	sameRecords(t, got, want)
+	if info := j2.Replayed(); info.Records != n || info.End != want[n-1].Pos {
+		t.Fatalf("replay info %+v", info)
+	}
+	// Sequence numbers continue after a restart.
+	if seq, err := j2.Append(TypeEntry, []byte("x"), nil); err != nil || seq != uint64(n+1) {
+		t.Fatalf("append after reopen: seq %d, %v", seq, err)
+	}
+}
+
+func TestAppendRejects(t *testing.T) {
+	j, err := Open(vfs.NewMemFS(), "/j", Options{SegmentSize: 1 << 16, MaxQueueBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []RecordType{typeInvalid, TypeBatch, TypePadding} {
+		if _, err := j.Append(typ, nil, nil); !errors.Is(err, ErrType) {
+			t.Errorf("append %v: %v, want ErrType", typ, err)
+		}
+	}
+	if _, err := j.Append(TypeEntry, make([]byte, 5000), nil); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("append 5000 bytes into a 4096-byte queue: %v, want ErrTooLarge", err)
+	}
+	j.Close()
+	if _, err := j.Append(TypeEntry, nil, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("append after close: %v, want ErrClosed", err)
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	sw := &vfs.Switch{}
+	fs := vfs.NewFaultFS(vfs.NewMemFS(), sw.Inject)
+	block := make(chan struct{})
+	var once sync.Once
+	a := newAcked()
+	j, err := Open(fs, "/j", Options{SegmentSize: 1 << 20, MaxQueueBytes: 64 << 10, Completed: func(b []Completion) {
+		once.Do(func() { <-block }) // hold the writer inside the first completion
+		a.completed(b)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := 0
+	for {
+		_, err := j.Append(TypeEntry, make([]byte, 1000), nil)
+		if errors.Is(err, ErrFull) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted++
+		if accepted > 1000 {
+			t.Fatal("queue never filled")
+		}
+	}
+	perRecord := 1000 + recordHeaderSize + int(completionCost)
+	if accepted > (64<<10)/perRecord {
+		t.Fatalf("accepted %d records of %d bytes into a 64 KiB queue", accepted, perRecord)
+	}
+	close(block)
+	a.waitFor(accepted)
+	if _, err := j.Append(TypeEntry, make([]byte, 1000), nil); err != nil {
+		t.Fatalf("append after the queue drained: %v", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSegmentsRollAndCheckpoint(t *testing.T) {
+	fs := vfs.NewMemFS()
+	a := newAcked()
+	opts := Options{SegmentSize: 8 << 10, Completed: a.completed}
+	j, err := Open(fs, "/j", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := 1; i <= n; i++ {
+		if _, err := j.Append(TypeEntry, payloadFor(uint64(i), 300), nil); err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 0 {
+			a.waitFor(i) // vary batch sizes
+		}
+	}
+	a.waitFor(n)
+	recs := a.durable()
+	last := recs[n-1].Pos
+	if last.Segment < 5 {
+		t.Fatalf("200 records of 300 bytes in 8 KiB segments ended in segment %d", last.Segment)
+	}
+	mid := recs[n/2-1].Pos
+	if err := j.Checkpoint(mid); err != nil {
+		t.Fatal(err)
+	}
+	if got := j.CheckpointMark(); got != mid {
+		t.Fatalf("checkpoint mark %+v, want %+v", got, mid)
+	}
+	if err := j.Checkpoint(recs[10].Pos); !errors.Is(err, ErrCheckpoint) {
+		t.Fatalf("checkpoint backwards: %v, want ErrCheckpoint", err)
+	}
+	if err := j.Checkpoint(Mark{Segment: last.Segment + 5, Offset: 1, Seq: n + 10}); !errors.Is(err, ErrCheckpoint) {
+		t.Fatalf("checkpoint beyond the durable end: %v, want ErrCheckpoint", err)
+	}
+	names, _ := fs.List("/j")
+	for _, name := range names {
+		if num, ok := parseSegmentName(name); ok && num < mid.Segment && !j.factory.isFree(path.Join("/j", name)) {
+			t.Errorf("segment %s before the mark (segment %d) still present", name, mid.Segment)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, j2 := replayAll(t, fs, "/j", Options{SegmentSize: 8 << 10})
+	defer j2.Close()
+	sameRecords(t, got, recs[n/2:])
+	if j2.CheckpointMark() != mid {
+		t.Fatalf("checkpoint after reopen %+v, want %+v", j2.CheckpointMark(), mid)
+	}
+}
+
+// TestCheckpointAtEveryRecord checks the mark at every position of a few
+// segments, boundaries included (ZOOKEEPER-1156: truncate one too many).
+func TestCheckpointAtEveryRecord(t *testing.T) {
+	base := vfs.NewMemFS()
+	a := newAcked()
+	j, err := Open(base, "/j", Options{SegmentSize: 2 << 10, Completed: a.completed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	for i := 1; i <= n; i++ {
+		j.Append(TypeEntry, payloadFor(uint64(i), 200), nil)
+		if i%3 == 0 {
+			a.waitFor(i)
+		}
+	}
+	j.Close()
+	recs := a.durable()
+	for k := 0; k < n; k++ {
+		fs := base.CrashClone(nil)
+		j, err := Open(fs, "/j", Options{SegmentSize: 2 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Checkpoint(recs[k].Pos); err != nil {
+			t.Fatalf("checkpoint at record %d: %v", k+1, err)
+		}
+		j.Close()
+		got, j2 := replayAll(t, fs, "/j", Options{SegmentSize: 2 << 10})
+		j2.Close()
+		sameRecords(t, got, recs[k+1:])
+	}
+}
+
+func TestClosedJournalReplaysCleanEnd(t *testing.T) {
+	for _, mode := range []Prealloc{PreallocZero, PreallocFallocate, PreallocNone} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			fs := vfs.NewMemFS()
+			j, err := Open(fs, "/j", Options{SegmentSize: 4 << 10, Prealloc: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			j.Append(TypeEntry, []byte("hello"), nil)
+			j.Close()
+			_, j2 := replayAll(t, fs, "/j", Options{SegmentSize: 4 << 10, Prealloc: mode})
+			defer j2.Close()
+			want := ErrPreallocated
+			if mode == PreallocNone {
+				want = io.EOF
+			}
+			if info := j2.Replayed(); info.Tail != want || info.Records != 1 {
+				t.Fatalf("tail %v, %d records; want %v, 1", info.Tail, info.Records, want)
+			}
+		})
+	}
+}
+
+func TestAppendDoesNotAllocate(t *testing.T) {
+	a := newAcked()
+	var count int
+	// The real file system: MemFS allocates on every write, and
+	// AllocsPerRun counts every goroutine's allocations.
+	j, err := Open(vfs.Default, t.TempDir(), Options{SegmentSize: 4 << 20, Completed: func(b []Completion) {
+		a.mu.Lock()
+		count += len(b)
+		a.cond.Broadcast()
+		a.mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	payload := make([]byte, 1024)
+	ctx := &struct{ id int }{}
+	appended := 0
+	run := func() {
+		if _, err := j.Append(TypeEntry, payload, ctx); err != nil {
+			t.Fatal(err)
+		}
+		appended++
+		if appended%64 == 0 { // let batches complete so buffers are reused
+			a.mu.Lock()
+			for count < appended {
+				a.cond.Wait()
+			}
+			a.mu.Unlock()
+		}
+	}
+	for range 1000 { // warm up buffers
+		run()
+	}
+	if allocs := testing.AllocsPerRun(1000, run); allocs != 0 {
+		t.Fatalf("Append allocates %.2f times per call, want 0", allocs)
+	}
+}

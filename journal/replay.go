@@ -1,0 +1,386 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+)
+
+// How a replay ends, and why it refuses to. Open reports the tail in
+// ReplayInfo.Tail; a corrupt journal makes Open fail with ErrCorrupt.
+var (
+	// ErrCorrupt is returned by Open when a record, batch or segment header
+	// before the tail is damaged: bytes that were synced (a batch was
+	// written after them, or the checkpoint covers them) no longer verify,
+	// or zeros hide records written after them. The error names the
+	// segment and offset. It is never treated as an end of log.
+	ErrCorrupt = errors.New("journal: corrupt")
+	// ErrGap is returned by Open when sequence numbers skip (a record or
+	// segment is missing), or the checkpoint mark's record is not found.
+	// errors.Is(err, ErrCorrupt) also holds.
+	ErrGap = fmt.Errorf("%w: gap in sequence numbers", ErrCorrupt)
+	// ErrTornTail is the tail of a journal whose last batch was only partly
+	// written when the process or machine stopped. That batch was never
+	// synced, so never acknowledged; Open truncates the segment at its start.
+	ErrTornTail = errors.New("journal: torn tail")
+	// ErrPreallocated is the tail of a segment whose records end in
+	// preallocated space: zeros, or the old records of a recycled segment.
+	ErrPreallocated = errors.New("journal: end of records in preallocated space")
+)
+
+// The clean end of a journal, a segment file that ends right after its last
+// record, is reported as io.EOF.
+
+// Record is a record returned by replay.
+type Record struct {
+	Seq  uint64
+	Type RecordType
+	// Payload aliases the replay buffer: valid only during the Replay call.
+	Payload []byte
+	// Pos is the position just after the record.
+	Pos Mark
+}
+
+// ReplayInfo describes what Open found.
+type ReplayInfo struct {
+	// Checkpoint is the mark replay started after.
+	Checkpoint Mark
+	// Records is how many records were passed to Options.Replay.
+	Records int
+	// End is the position after the last record (Checkpoint if none).
+	End Mark
+	// Tail is how the segment holding the last record ended: io.EOF,
+	// ErrPreallocated or ErrTornTail.
+	Tail error
+	// TruncatedAt is where a torn tail was cut off (when Tail is ErrTornTail).
+	TruncatedAt Mark
+}
+
+// recovered is what Open needs from recovery.
+type recovered struct {
+	lastSeq    uint64
+	end        Mark
+	maxSegment uint64
+}
+
+// recover reads the checkpoint mark, frees segments before it, replays the
+// rest and truncates a torn tail. Runs in Open, before the writer starts.
+func (j *Journal) recover() (recovered, error) {
+	var st recovered
+	names, err := j.fs.List(j.dir)
+	if err != nil {
+		return st, fmt.Errorf("journal: list %s: %w", j.dir, err)
+	}
+	var segs []uint64
+	for _, name := range names {
+		if strings.HasSuffix(name, tmpSuffix) {
+			if err := j.fs.Remove(path.Join(j.dir, name)); err != nil {
+				return st, fmt.Errorf("journal: remove %s: %w", name, err)
+			}
+			continue
+		}
+		if num, ok := parseSegmentName(name); ok {
+			segs = append(segs, num)
+		}
+	}
+	mark, err := readCheckpoint(j.fs, j.dir)
+	if err != nil {
+		return st, err
+	}
+	j.ckpt = mark
+	if len(segs) > 0 {
+		st.maxSegment = segs[len(segs)-1]
+	}
+	st.maxSegment = max(st.maxSegment, mark.Segment)
+	var live []uint64
+	for _, num := range segs {
+		if num < mark.Segment {
+			if err := j.factory.release(j.segmentPath(num)); err != nil {
+				return st, err
+			}
+			continue
+		}
+		live = append(live, num)
+	}
+	if mark.Seq > 0 && (len(live) == 0 || live[0] != mark.Segment) {
+		return st, fmt.Errorf("%w: checkpoint mark is in segment %s, which is missing", ErrGap, segmentName(mark.Segment))
+	}
+	for i := 1; i < len(live); i++ {
+		if live[i] != live[i-1]+1 {
+			return st, fmt.Errorf("%w: segment %s is missing", ErrGap, segmentName(live[i-1]+1))
+		}
+	}
+	r := replayer{j: j, mark: mark, next: mark.Seq + 1, end: mark, tail: io.EOF}
+	if mark.Seq == 0 {
+		r.markSeen = true
+	}
+	if err := r.run(live); err != nil {
+		return st, err
+	}
+	if !r.markSeen {
+		return st, fmt.Errorf("%w: the checkpoint mark's record %d is not in segment %s", ErrGap, mark.Seq, segmentName(mark.Segment))
+	}
+	j.replayed = ReplayInfo{Checkpoint: mark, Records: r.records, End: r.end, Tail: r.tail, TruncatedAt: r.truncatedAt}
+	st.lastSeq = r.next - 1
+	st.end = r.end
+	return st, nil
+}
+
+// replayer walks segments in order. Runs in Open.
+type replayer struct {
+	j        *Journal
+	mark     Mark
+	next     uint64 // the sequence number the next record must carry
+	markSeen bool   // the record at the checkpoint mark was seen
+	started  bool   // a batch of the mark's segment was read
+	end      Mark
+	records  int
+	tail     error
+	buf      []byte // segment contents; reused
+
+	truncatedAt Mark
+}
+
+func (r *replayer) run(live []uint64) error {
+	for i, num := range live {
+		data, err := r.read(num)
+		if err != nil {
+			return err
+		}
+		pos, tail, cause := r.segment(num, data)
+		if tail == nil {
+			return cause
+		}
+		if tail == ErrTornTail {
+			if err := r.checkLater(num, data, pos, live[i+1:], cause); err != nil {
+				return err
+			}
+			if err := r.truncate(num, pos); err != nil {
+				return err
+			}
+			r.tail = tail
+			r.truncatedAt = Mark{Segment: num, Offset: int64(pos), Seq: r.next - 1}
+			return nil
+		}
+		if tail == ErrPreallocated {
+			// Zeros or old records must not hide records written after them.
+			if at, seq := findBatch(data, pos+1, r.next); at >= 0 {
+				return fmt.Errorf("%w: segment %s offset %d: records end in %s, but a batch with sequence %d follows at offset %d",
+					ErrCorrupt, segmentName(num), pos, describeEnd(data[pos:]), seq, at)
+			}
+		}
+		if r.end.Segment == num || i == 0 {
+			r.tail = tail
+		}
+	}
+	return nil
+}
+
+// read returns the contents of segment num, after checking its header.
+func (r *replayer) read(num uint64) ([]byte, error) {
+	name := r.j.segmentPath(num)
+	f, err := vfs.Open(r.j.fs, name)
+	if err != nil {
+		return nil, fmt.Errorf("journal: open %s: %w", name, err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, fmt.Errorf("journal: stat %s: %w", name, err)
+	}
+	if int64(cap(r.buf)) < size {
+		r.buf = make([]byte, size)
+	}
+	data := r.buf[:size]
+	if n, err := f.ReadAt(data, 0); err != nil && !(err == io.EOF && int64(n) == size) {
+		return nil, fmt.Errorf("journal: read %s: %w", name, err)
+	}
+	if err := checkSegmentHeader(data, num); err != nil {
+		return nil, fmt.Errorf("%w: segment %s offset 0: %v", ErrCorrupt, segmentName(num), err)
+	}
+	return data, nil
+}
+
+// segment replays the batches of segment num. It returns where the records
+// end and how: io.EOF or ErrPreallocated, or ErrTornTail with the decoding
+// problem as cause (a candidate: run decides whether it is a torn tail or
+// corruption); or a nil tail and a fatal error.
+func (r *replayer) segment(num uint64, data []byte) (pos int, tail, cause error) {
+	markSeg := num == r.mark.Segment
+	pos = segmentHeaderSize
+	for {
+		if pos == len(data) {
+			return pos, io.EOF, nil
+		}
+		durable := markSeg && int64(pos) < r.mark.Offset // the checkpoint covers it
+		bad := func(err error) (int, error, error) {
+			err = fmt.Errorf("segment %s offset %d: %w", segmentName(num), pos, err)
+			if durable {
+				return pos, nil, fmt.Errorf("%w: %w (before the checkpoint mark)", ErrCorrupt, err)
+			}
+			return pos, ErrTornTail, err
+		}
+		h, n, err := decodeRecord(data[pos:])
+		if err == errZeros && !durable {
+			return pos, ErrPreallocated, nil
+		}
+		if err != nil {
+			return bad(err)
+		}
+		if h.typ != TypeBatch {
+			return bad(fmt.Errorf("%v record where a batch must start", h.typ))
+		}
+		count, body, _ := decodeBatch(data[pos+recordHeaderSize : pos+n])
+		first := h.seq
+		switch {
+		case durable && first > r.mark.Seq:
+			return pos, nil, fmt.Errorf("%w: segment %s offset %d: batch from sequence %d starts before the checkpoint mark %+v",
+				ErrGap, segmentName(num), pos, first, r.mark)
+		case durable && r.started && first != r.next:
+			return pos, nil, fmt.Errorf("%w: segment %s offset %d: batch starts at sequence %d, expected %d",
+				ErrGap, segmentName(num), pos, first, r.next)
+		case durable:
+		case first < r.next:
+			return pos, ErrPreallocated, nil // an old batch of a recycled segment
+		case first > r.next:
+			return pos, nil, fmt.Errorf("%w: segment %s offset %d: batch starts at sequence %d, expected %d",
+				ErrGap, segmentName(num), pos, first, r.next)
+		}
+		r.started = true
+		if count == 0 || pos+n+body > len(data) {
+			return bad(fmt.Errorf("batch of %d records, %d bytes, does not fit", count, body))
+		}
+		if err := r.batch(num, data, pos+n, first, count, body); err != nil {
+			if errors.Is(err, errStop) {
+				return pos, nil, err
+			}
+			return bad(err)
+		}
+		pos += n + body
+	}
+}
+
+// errStop marks an error of the Replay callback: it stops Open as is.
+var errStop = errors.New("journal: replay callback failed")
+
+// batch replays the count records in data[at:at+body], which must carry
+// sequence numbers first, first+1, ... and fill the body exactly.
+func (r *replayer) batch(num uint64, data []byte, at int, first uint64, count, body int) error {
+	last := first + uint64(count) - 1
+	if last < r.mark.Seq && r.mark.Seq > 0 {
+		r.next = last + 1
+		return nil // wholly before the checkpoint mark
+	}
+	end := at + body
+	seq := first
+	for at < end {
+		h, n, err := decodeRecord(data[at:end])
+		if err != nil {
+			return fmt.Errorf("record %d at offset %d: %w", seq, at, err)
+		}
+		if h.typ == TypePadding {
+			at += n
+			continue
+		}
+		if h.typ == TypeBatch || h.seq != seq || seq > last {
+			return fmt.Errorf("%v record %d at offset %d in batch of %d from %d", h.typ, h.seq, at, count, first)
+		}
+		at += n
+		pos := Mark{Segment: num, Offset: int64(at), Seq: seq}
+		if seq == r.mark.Seq {
+			if r.mark.Offset != 0 && pos.Offset != r.mark.Offset {
+				return fmt.Errorf("%w: checkpoint mark %+v, but record %d ends at offset %d", ErrCorrupt, r.mark, seq, at)
+			}
+			r.markSeen = true
+		}
+		if seq > r.mark.Seq {
+			if r.j.opts.Replay != nil {
+				rec := Record{Seq: seq, Type: h.typ, Payload: data[at-h.length : at], Pos: pos}
+				if err := r.j.opts.Replay(rec); err != nil {
+					return fmt.Errorf("%w: record %d: %w", errStop, seq, err)
+				}
+			}
+			r.records++
+			r.end = pos
+		}
+		seq++
+	}
+	if seq != last+1 {
+		return fmt.Errorf("batch of %d records from %d holds %d", count, first, seq-first)
+	}
+	r.next = seq
+	return nil
+}
+
+// checkLater decides whether a bad batch at pos of segment num is a torn
+// tail: only if no batch was written after it (the writer writes a batch
+// only after the previous one is synced). cause says what is wrong at pos.
+func (r *replayer) checkLater(num uint64, data []byte, pos int, later []uint64, cause error) error {
+	if at, seq := findBatch(data, pos+1, r.next); at >= 0 {
+		return fmt.Errorf("%w: %w; batch %d at offset %d was written after it", ErrCorrupt, cause, seq, at)
+	}
+	for _, n := range later {
+		d, err := r.read(n)
+		if err != nil {
+			return err
+		}
+		if at, seq := findBatch(d, segmentHeaderSize, r.next); at >= 0 {
+			return fmt.Errorf("%w: %w; batch %d in segment %s offset %d was written after it",
+				ErrCorrupt, cause, seq, segmentName(n), at)
+		}
+	}
+	return nil
+}
+
+// truncate cuts segment num at pos, durably, so that the next replay ends
+// cleanly there. Runs in Open.
+func (r *replayer) truncate(num uint64, pos int) error {
+	name := r.j.segmentPath(num)
+	f, err := r.j.fs.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("journal: open %s: %w", name, err)
+	}
+	defer f.Close()
+	if err := f.Truncate(int64(pos)); err != nil {
+		return fmt.Errorf("journal: truncate torn tail of %s at %d: %w", name, pos, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("journal: sync %s: %w", name, err)
+	}
+	return nil
+}
+
+// findBatch returns the offset of the first valid TypeBatch record in data
+// at or after from whose first sequence number is at least minSeq, and that
+// number; or -1.
+func findBatch(data []byte, from int, minSeq uint64) (int, uint64) {
+	for i := from; i+batchSize <= len(data); i++ {
+		k := bytes.IndexByte(data[i+typeOff:len(data)-batchSize+typeOff+1], byte(TypeBatch))
+		if k < 0 {
+			return -1, 0
+		}
+		i += k
+		if binary.LittleEndian.Uint32(data[i+lengthOff:]) != batchPayloadSize {
+			continue
+		}
+		h, _, err := decodeRecord(data[i : i+batchSize])
+		if err == nil && h.typ == TypeBatch && h.seq >= minSeq {
+			return i, h.seq
+		}
+	}
+	return -1, 0
+}
+
+func describeEnd(b []byte) string {
+	if len(b) >= recordHeaderSize && allZero(b[:recordHeaderSize]) {
+		return "zeros"
+	}
+	return "old records"
+}
