@@ -31,25 +31,21 @@ func TestRoundTrip(t *testing.T) {
 func reencode(t *testing.T, m any) []byte {
 	prefix := []byte("prefix")
 	dst := append([]byte(nil), prefix...)
+	if h, ok := headerOf(m); ok && h.Response && h.Status != StatusOK {
+		dst = AppendStatusResponse(dst, h.Op, h.RequestID, h.Status)
+		return dst[len(prefix):]
+	}
 	switch m := m.(type) {
 	case Hello:
 		dst = AppendHello(dst, &m)
 	case AddRequest:
 		dst = AppendAddRequest(dst, m.RequestID, m.Flags, &m.MasterKey, m.Entry.Raw)
 	case AddResponse:
-		if m.Status != StatusOK {
-			dst = AppendStatusResponse(dst, m.Op, m.RequestID, m.Status)
-		} else {
-			dst = AppendAddResponse(dst, m.RequestID, m.Ledger, m.EntryID)
-		}
+		dst = AppendAddResponse(dst, m.RequestID, m.Ledger, m.EntryID)
 	case ReadRequest:
 		dst = AppendReadRequest(dst, m.RequestID, m.Flags, m.Ledger, m.EntryID, &m.MasterKey)
 	case ReadResponse:
-		if m.Status != StatusOK {
-			dst = AppendStatusResponse(dst, m.Op, m.RequestID, m.Status)
-		} else {
-			dst = AppendReadResponse(dst, m.RequestID, m.Entry.Raw)
-		}
+		dst = AppendReadResponse(dst, m.RequestID, m.Entry.Raw)
 	case ReadLACRequest:
 		dst = AppendReadLACRequest(dst, m.RequestID, m.Flags, m.Ledger, &m.MasterKey)
 	case ReadLACResponse:
@@ -71,11 +67,7 @@ func reencode(t *testing.T, m any) []byte {
 	case AuthRequest:
 		dst = AppendAuthRequest(dst, m.RequestID, m.Method, m.Data)
 	case AuthResponse:
-		if m.Status != StatusOK {
-			dst = AppendStatusResponse(dst, m.Op, m.RequestID, m.Status)
-		} else {
-			dst = AppendAuthResponse(dst, m.RequestID, m.Data)
-		}
+		dst = AppendAuthResponse(dst, m.RequestID, m.Data)
 	case Header:
 		switch {
 		case m.Op == OpGetInfo && !m.Response:

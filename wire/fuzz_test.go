@@ -1,0 +1,224 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// Fuzz targets for every decoder, seeded with the golden frames. Run one for a while with
+//
+//	go test ./wire -run '^$' -fuzz '^FuzzDecodeRequest$' -fuzztime 60s
+//
+// Without -fuzz, go test runs each target over its seeds and testdata/fuzz as a unit test.
+
+// requestDecoders and responseDecoders are the decoders by direction.
+var requestDecoders, responseDecoders = splitDecoders()
+
+func splitDecoders() (req, resp []func([]byte) (any, error)) {
+	for name, d := range decoders {
+		switch {
+		case name == "hello":
+		case bytes.HasSuffix([]byte(name), []byte("-request")):
+			req = append(req, d)
+		default:
+			resp = append(resp, d)
+		}
+	}
+	return req, resp
+}
+
+func seedFrames(f *testing.F) {
+	for _, frame := range goldenFrames(f) {
+		f.Add(frame)
+	}
+}
+
+// clip returns a copy of b whose capacity ends at its length, followed in memory by canary
+// bytes: a decoder that reslices past the frame panics instead of reading them.
+func clip(b []byte) []byte {
+	buf := append(bytes.Clone(b), 0xde, 0xad, 0xbe, 0xef)
+	return buf[:len(b):len(b)]
+}
+
+// checkDecoded checks what every successful decode must satisfy: the header agrees with
+// ParseHeader, and encoding the decoded value again gives back the same bytes (the format
+// has a single encoding for each value).
+func checkDecoded(t *testing.T, frame []byte, m any) {
+	t.Helper()
+	if h, ok := headerOf(m); ok {
+		ph, err := ParseHeader(frame)
+		if err != nil || ph != h {
+			t.Fatalf("decoded header %+v, ParseHeader %+v, %v", h, ph, err)
+		}
+	}
+	want := frame
+	if r, ok := m.(GetInfoResponse); ok && r.Status == StatusOK {
+		// State bits other than read-only are ignored by design: later versions may set them.
+		want = bytes.Clone(frame)
+		want[34] = 0
+		want[35] &= infoReadOnly
+	}
+	if got := reencode(t, m); !bytes.Equal(got, want) {
+		t.Fatalf("decoded %+v\nre-encoded %x\n  original %x", m, got, want)
+	}
+}
+
+// decodeEvery runs every decoder of a direction over frame; at most the one for its opcode
+// may succeed.
+func decodeEvery(t *testing.T, frame []byte, ds []func([]byte) (any, error)) {
+	frame = clip(frame)
+	h, herr := ParseHeader(frame)
+	ok := 0
+	for _, d := range ds {
+		m, err := d(frame)
+		if err != nil {
+			if StatusOf(err) == StatusOK {
+				t.Fatalf("error %v maps to StatusOK", err)
+			}
+			continue
+		}
+		ok++
+		if herr != nil {
+			t.Fatalf("decoded %+v from a frame ParseHeader refuses: %v", m, herr)
+		}
+		checkDecoded(t, frame, m)
+	}
+	if ok > 1 {
+		t.Fatalf("%d decoders accepted one frame", ok)
+	}
+	ledger, entry, found := ParseTarget(frame)
+	if !found && (ledger != 0 || entry != NoEntry) {
+		t.Fatalf("ParseTarget = %d, %d, false", ledger, entry)
+	}
+	if herr == nil && !h.Op.Known() {
+		t.Fatalf("ParseHeader accepted unknown opcode %v", h.Op)
+	}
+}
+
+func FuzzDecodeRequest(f *testing.F) {
+	seedFrames(f)
+	f.Fuzz(func(t *testing.T, frame []byte) { decodeEvery(t, frame, requestDecoders) })
+}
+
+func FuzzDecodeResponse(f *testing.F) {
+	seedFrames(f)
+	f.Fuzz(func(t *testing.T, frame []byte) { decodeEvery(t, frame, responseDecoders) })
+}
+
+func FuzzDecodeHello(f *testing.F) {
+	seedFrames(f)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		frame = clip(frame)
+		h, err := DecodeHello(frame)
+		if err != nil {
+			return
+		}
+		checkDecoded(t, frame, h)
+	})
+}
+
+func FuzzParseEntry(f *testing.F) {
+	for _, frame := range goldenFrames(f) {
+		f.Add(frame)
+		// The entries inside frames, for seeds that pass the checksum.
+		for _, off := range []int{RequestHeaderSize + MasterKeySize, ResponseHeaderSize, ResponseHeaderSize + 16} {
+			if off < len(frame) {
+				f.Add(frame[off:])
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		b = clip(b)
+		e, err := ParseEntry(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrChecksumMismatch) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		if got := AppendEntry(nil, e.LedgerID, e.EntryID, e.LAC, e.Payload); !bytes.Equal(got, b) {
+			t.Fatalf("re-encoded %x, parsed %x", got, b)
+		}
+		if !bytes.Equal(e.Raw, b) {
+			t.Fatal("Raw is not the parsed bytes")
+		}
+	})
+}
+
+// FuzzSplitFrame feeds a stream of frames to SplitFrame in pieces cut at points the fuzzer
+// picks, as a socket delivers them, and checks that the frames that come out are those of the
+// whole stream split at once, and that each decodes as it does on its own.
+func FuzzSplitFrame(f *testing.F) {
+	var stream []byte
+	for _, frame := range goldenFrames(f) {
+		stream = append(stream, frame...)
+		f.Add(frame, []byte{1, 2, 3})
+	}
+	f.Add(stream, []byte{0, 7, 200, 13, 255, 1})
+	f.Add(stream, []byte{1})
+	f.Fuzz(func(t *testing.T, stream, cuts []byte) {
+		const limit = 64 << 10
+		var want [][]byte
+		var wantErr error
+		for rest := stream; ; {
+			frame, r, err := SplitFrame(rest, limit)
+			if err != nil {
+				wantErr = err
+				break
+			}
+			if frame == nil {
+				break
+			}
+			want = append(want, frame)
+			rest = r
+		}
+
+		var got [][]byte
+		var gotErr error
+		var buf []byte
+		pos := 0
+		for i := 0; pos < len(stream) && gotErr == nil; i++ {
+			step := 1
+			if len(cuts) > 0 {
+				step = int(cuts[i%len(cuts)]) + 1
+			}
+			next := min(pos+step, len(stream))
+			buf = append(buf, stream[pos:next]...)
+			pos = next
+			for {
+				frame, rest, err := SplitFrame(buf, limit)
+				if err != nil {
+					gotErr = err
+					break
+				}
+				if frame == nil {
+					break
+				}
+				got = append(got, bytes.Clone(frame))
+				buf = rest
+			}
+		}
+		if !reflect.DeepEqual(errString(gotErr), errString(wantErr)) || len(got) != len(want) {
+			t.Fatalf("in pieces: %d frames, %v; at once: %d frames, %v", len(got), gotErr, len(want), wantErr)
+		}
+		for i := range want {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("frame %d: in pieces %x, at once %x", i, got[i], want[i])
+			}
+			h1, err1 := ParseHeader(got[i])
+			h2, err2 := ParseHeader(want[i])
+			if h1 != h2 || errString(err1) != errString(err2) {
+				t.Fatalf("frame %d decodes differently", i)
+			}
+		}
+	})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
