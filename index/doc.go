@@ -1,0 +1,151 @@
+// Package index maps (ledger, entry) to the Location of the entry in an entry
+// log, and keeps per-ledger state (master key, fenced flag, LACs, last entry,
+// limbo). It is the bookie's answer to "do I have this entry, and where?", so
+// it never answers "no" without proof: ErrNoSuchLedger and ErrNoSuchEntry are
+// returned only when a validated structure shows absence; anything unreadable
+// or failing a checksum is ErrCorrupt.
+//
+// # Design
+//
+// Per-ledger paged index files, in the manner of BookKeeper's
+// IndexPersistenceMgr, with a bounded LRU page cache, a single state file and
+// a double-write file that makes in-place page updates crash-safe.
+//
+// Why paged per-ledger files rather than a log-structured tree: entry ids of a
+// ledger are dense and appended in order (0, 1, 2, ...), so the position of a
+// slot is computed, not searched: lookup is one hash-map probe of the page
+// cache and, on a miss, one 4 KiB pread at offset (entry/510)*4096. No
+// background compaction, no read amplification, and deleting a ledger removes
+// one file. The cost is space for gaps (an absent entry id below the last one
+// still has its 8-byte slot) and one file per ledger.
+//
+// # Directory layout
+//
+//	dir/ledgers.state                  state file (all ledgers), replaced atomically
+//	dir/index.dw                       double-write file (last batch of page rewrites)
+//	dir/xx/LLLLLLLLLLLLLLLL-FFFFFFFFFFFFFFFF.idx
+//	                                   index file of ledger L (hex), incarnation F;
+//	                                   xx is the ledger id's low byte in hex
+//
+// The file id F is unique per incarnation of a ledger (a counter kept in the
+// state file), so a ledger deleted and re-created before a Sync never sees
+// its old pages, and deleting never touches a live file.
+//
+// # Index file
+//
+// An array of pages; page n holds entries [n*510, n*510+510). Every page below
+// the file's durable extent (recorded in the state file) is a whole, valid
+// page; pages at or beyond the extent are ignored (see crash safety).
+//
+// Page (PageSize = 4096 bytes, all integers little-endian):
+//
+//	 0       4    6   7   8               16                          4096
+//	+--------+----+---+---+----------------+----------------------------+
+//	| crc32c |"IX"|ver|flg|  page number   |  510 slots x 8 bytes        |
+//	+--------+----+---+---+----------------+----------------------------+
+//	crc32c: CRC-32C (Castagnoli) of the ledger id (8 bytes, not stored)
+//	        followed by bytes 4..4095.
+//	ver:    1. flg: 0.
+//	slot i: the Location of entry n*510+i, 0 = empty (the zero Location is
+//	        not storable). Location = entry log id << 32 | record offset.
+//
+// A page whose magic, version, page number or checksum is wrong, including
+// an all-zero page, is corrupt: it is never read as "empty".
+//
+// # State file
+//
+// Header (32 bytes) then one 96-byte record per ledger, ascending by ledger id:
+//
+//	 0          8     10    12      16             24       28      32
+//	+----------+-----+-----+-------+--------------+--------+-------+
+//	|"BKIXSTAT"| ver | 0   | count | next file id | crc32c |   0   |
+//	+----------+-----+-----+-------+--------------+--------+-------+
+//	crc32c covers bytes 0..23. ver = 1. The file is exactly 32+96*count bytes.
+//
+//	 0        8         16      24          32    40            48     52  56           88  92
+//	+--------+---------+-------+-----------+-----+-------------+------+---+------------+---+--------+
+//	| ledger | file id | pages | lastEntry | LAC | explicitLAC |flags | 0 | master key | 0 | crc32c |
+//	+--------+---------+-------+-----------+-----+-------------+------+---+------------+---+--------+
+//	file id: 0 = no index file. pages: the file's durable extent.
+//	lastEntry, LAC, explicitLAC: int64, -1 = none.
+//	flags: bit 0 has master key, bit 1 fenced, bit 2 limbo; others must be 0.
+//	crc32c covers bytes 0..91 of the record.
+//
+// # Double-write file
+//
+// The last batch of page rewrites (pages inside their file's durable extent):
+//
+//	 0          8     10  12      16          20      28       32
+//	+----------+-----+---+-------+-----------+-------+--------+
+//	|"BKIXDBLW"| ver | 0 | count | body crc  |   0   | hdr crc|  then count records:
+//	+----------+-----+---+-------+-----------+-------+--------+
+//	 0        8         16            24    32                 32+4096
+//	+--------+---------+-------------+-----+---------------------+
+//	| ledger | file id | page number |  0  | page image (above)  |
+//	+--------+---------+-------------+-----+---------------------+
+//	hdr crc covers header bytes 0..27; body crc covers every record.
+//	Bytes after the last record (an earlier, larger batch) are ignored.
+//
+// # Crash safety
+//
+// The journal is the truth until a checkpoint; the index must keep every
+// mapping and state that a completed Sync made durable, whatever a crash
+// does to a later Sync (writes lost, reordered, or torn at any granularity).
+//
+//   - New pages (at or beyond the durable extent) are written, gaps filled
+//     with empty pages, and the file fsynced; only then does a new state file
+//     raise the extent to cover them. A crash before that leaves them outside
+//     the extent, where Open ignores them (it resets the in-memory extent to
+//     the durable one and overwrites them later).
+//   - A page inside the extent may hold synced mappings, and a torn write
+//     would destroy them, so it is never overwritten unprotected: the batch
+//     of such pages is written to the double-write file and fsynced, then
+//     written in place, then the index files are fsynced, and only then may
+//     the double-write file be overwritten by the next batch. Whenever an
+//     in-place page can be torn, the double-write file holds a valid image
+//     of it (newer than or equal to its synced contents); Open writes a valid
+//     batch again. A batch torn itself fails its checksum and is ignored:
+//     nothing of it had been written in place yet. In-place images only ever
+//     add or replace mappings, so replaying one is idempotent, and a newer
+//     mapping than the checkpoint is harmless (the journal replays it).
+//   - The state file is replaced atomically (tmp, fsync, rename, fsync dir).
+//     New index files and directories are fsynced before the state file
+//     names them. Deleted ledgers' files are removed only after a state file
+//     without them is durable; Open removes files no ledger refers to.
+//   - A failed fsync is final (ErrFailed): the kernel may have dropped pages
+//     the index wrote, so neither durability nor reads can be promised.
+//
+// What is trusted: a sector that was fsynced reads back as written, or fails
+// its checksum. What proves absence: no record in the validated state file
+// (ErrNoSuchLedger); an entry id above the ledger's LastEntry, a page at or
+// beyond the extent, or an empty slot in a validated page (ErrNoSuchEntry),
+// except for a ledger in limbo (ErrLimbo). A ledger whose state names pages
+// but whose index file is missing or short is corrupt.
+//
+// # Costs
+//
+// Disk: 8 bytes per entry id from 0 to the ledger's last entry (plus a
+// 16-byte header per 510 slots: 8.03 bytes), so 10^9 dense entries take
+// about 8.0 GB; ids skipped within a ledger (a bookie in a striped ensemble
+// stores WQ/E of them) still take their slot. Per ledger: one file (its last
+// page partly used, up to 4 KiB) and a 96-byte state record.
+//
+// Memory: at most CacheBytes of pages (a cached page costs about 4.2 KiB:
+// 4,080 bytes of slots plus list and map overhead, for 510 entries), plus
+// about 250 bytes per known ledger (its state, extents and map entry); nothing
+// per entry. Writeback needs one buffer of 4,128 bytes per page rewritten
+// in a batch (at most half the cache).
+//
+// Time: Get and Put are O(1): a map probe, plus one 4 KiB pread on a miss. A
+// writeback batch costs one sequential double-write write and fsync (only if
+// it rewrites synced pages), one pwrite per page and one fsync per index file
+// touched. Sync also rewrites the state file: O(ledgers), 96 bytes each.
+//
+// # Concurrency
+//
+// An Index is safe for concurrent use. One mutex protects the cache and the
+// ledger table; page loads and writeback run under it, so a reader may wait
+// behind a Sync's I/O. Put keeps at most half the cache dirty (writing back a
+// batch when it would exceed that), so readers can always evict a clean page.
+// Scan and Ledgers call their callback without the lock held.
+package index

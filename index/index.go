@@ -1,0 +1,623 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"sync"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+)
+
+// Errors returned by the index. Callers test them with errors.Is.
+var (
+	// ErrNoSuchLedger is returned when the index proves it holds no such
+	// ledger: the ledger has no record in a state file that was read and
+	// validated (or was deleted since).
+	ErrNoSuchLedger = errors.New("index: no such ledger")
+	// ErrNoSuchEntry is returned when the index proves the entry is absent:
+	// the entry id is beyond the ledger's last entry, its page was never
+	// written, or its slot is empty in a page that was read and validated.
+	ErrNoSuchEntry = errors.New("index: no such entry")
+	// ErrLimbo is returned instead of ErrNoSuchEntry for a ledger whose
+	// state is marked Limbo: it may have lost data, so absence proves nothing.
+	ErrLimbo = errors.New("index: ledger in limbo, absence unknown")
+	// ErrCorrupt is returned when a page, the state file or an index file
+	// that must exist cannot be read or fails validation. It is never
+	// reported as absence. The wrapping error names the path and offset.
+	ErrCorrupt = errors.New("index: corrupt")
+	// ErrFailed is returned by every call after a failed fsync (or another
+	// error that leaves the disk in an unknown state): nothing can be
+	// promised durable any more, and pages read back may be stale. Reopen
+	// the index (after a restart) and replay the journal.
+	ErrFailed = errors.New("index: failed")
+	// ErrClosed is returned by calls after Close.
+	ErrClosed = errors.New("index: closed")
+	// ErrInvalid is returned for arguments the index cannot store: a
+	// negative entry id or the zero Location.
+	ErrInvalid = errors.New("index: invalid argument")
+)
+
+// Location is where an entry lives: the entry log id in the upper 32 bits and
+// the byte offset of the entry's record in that log in the lower 32 bits. The
+// zero Location means "empty slot" on disk and cannot be stored (log 0 offset
+// 0 is an entry log header, never a record).
+type Location uint64
+
+// MakeLocation returns the Location of the record at byte offset off of entry
+// log log.
+func MakeLocation(log uint32, off uint32) Location { return Location(uint64(log)<<32 | uint64(off)) }
+
+// Log returns the entry log id.
+func (l Location) Log() uint32 { return uint32(l >> 32) }
+
+// Offset returns the byte offset of the record in its entry log.
+func (l Location) Offset() uint32 { return uint32(l) }
+
+func (l Location) String() string { return fmt.Sprintf("%d:%d", l.Log(), l.Offset()) }
+
+// Options configure an Index.
+type Options struct {
+	// CacheBytes bounds the memory used for cached index pages (clean and
+	// dirty). It is rounded down to whole pages, with a minimum of 16 pages.
+	// Zero means 64 MiB.
+	CacheBytes int64
+	// MaxOpenFiles bounds the number of index files kept open. Zero means 256.
+	MaxOpenFiles int
+}
+
+const (
+	defaultCacheBytes   = 64 << 20
+	minCachePages       = 16
+	defaultMaxOpenFiles = 256
+)
+
+// Index maps (ledger, entry) to Location, and keeps per-ledger state. All
+// methods are safe for concurrent use: many goroutines may call Get, Scan,
+// LastEntry and State while others call Put, SetState, DeleteLedger and Sync.
+// See the package documentation for the design.
+type Index struct {
+	fs           vfs.FS
+	dir          string
+	capacity     int // pages the cache may hold
+	maxOpenFiles int
+
+	// mu protects every field below, the ledgers and the cached pages.
+	// It is held during the I/O of page loads and writeback.
+	mu         sync.Mutex
+	failed     error // sticky; wraps ErrFailed
+	closed     bool
+	ledgers    map[uint64]*ledger
+	pages      map[pageKey]*page
+	lru        page // sentinel of the LRU list: lru.next is the most recently used
+	free       []*page
+	ndirty     int
+	openFiles  int
+	stateDirty bool
+	nextFileID uint64
+	removals   []string        // index files of deleted ledgers, removed after the next state write
+	newDirs    map[string]bool // directories with names created since the last Sync
+	dw         vfs.File        // the double-write file
+	buf        []byte          // writeback and read scratch, reused
+	temp       page            // a page read for Get when every cached page is dirty
+}
+
+// ledger is the in-memory record of one ledger. Protected by Index.mu.
+type ledger struct {
+	id           uint64
+	st           LedgerState
+	fileID       uint64   // 0: no index file yet
+	durablePages uint64   // the extent recorded in the last synced state file
+	filePages    uint64   // pages written to the file (>= durablePages)
+	unsynced     bool     // the file has writes not yet fsynced
+	file         vfs.File // open handle, or nil
+}
+
+type pageKey struct {
+	ledger uint64
+	no     uint64
+}
+
+// page is a cached index page. Protected by Index.mu.
+type page struct {
+	key        pageKey
+	slots      [SlotsPerPage]uint64
+	dirty      bool
+	prev, next *page
+}
+
+// Open opens the index in dir, creating it if dir holds no index. It replays
+// the double-write file left by an interrupted writeback and removes index
+// files that no ledger refers to (left by a crash before a Sync completed).
+func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = defaultCacheBytes
+	}
+	if opts.MaxOpenFiles <= 0 {
+		opts.MaxOpenFiles = defaultMaxOpenFiles
+	}
+	x := &Index{
+		fs:           fs,
+		dir:          path.Clean(dir),
+		capacity:     max(int(opts.CacheBytes/PageSize), minCachePages),
+		maxOpenFiles: opts.MaxOpenFiles,
+		ledgers:      make(map[uint64]*ledger),
+		pages:        make(map[pageKey]*page),
+		newDirs:      make(map[string]bool),
+		buf:          make([]byte, PageSize),
+	}
+	x.lru.next, x.lru.prev = &x.lru, &x.lru
+	if err := x.open(); err != nil {
+		x.closeFiles()
+		return nil, err
+	}
+	return x, nil
+}
+
+// Put maps (ledger, entry) to loc, replacing any earlier mapping (compaction
+// relocates entries). The mapping is visible to Get when Put returns and
+// durable after the next Sync. A Put for an unknown ledger creates it. Put
+// may write back dirty pages when the cache is full of them.
+func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
+	if entry < 0 || loc == 0 {
+		return fmt.Errorf("%w: put ledger %d entry %d location %v", ErrInvalid, ledgerID, entry, loc)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.usable(); err != nil {
+		return err
+	}
+	l := x.ledgers[ledgerID]
+	if l == nil {
+		l = &ledger{id: ledgerID, st: NewLedgerState()}
+		x.ledgers[ledgerID] = l
+		x.stateDirty = true
+	}
+	no, slot := pageOf(entry)
+	p, err := x.cachedPage(l, no, true)
+	if err != nil {
+		return err
+	}
+	p.slots[slot] = uint64(loc)
+	if !p.dirty {
+		p.dirty = true
+		x.ndirty++
+	}
+	if entry > l.st.LastEntry {
+		l.st.LastEntry = entry
+		x.stateDirty = true
+	}
+	if x.ndirty > x.capacity/2 {
+		// Keep at least half of the cache clean, so readers can always
+		// evict, and write back in large batches.
+		return x.writeBack()
+	}
+	return nil
+}
+
+// Get returns the location of (ledger, entry). It returns ErrNoSuchLedger or
+// ErrNoSuchEntry only when the index proves absence (see those errors),
+// ErrLimbo for an absent entry of a ledger in limbo, and an error wrapping
+// ErrCorrupt when the page that would hold the entry cannot be read or fails
+// its checksum.
+func (x *Index) Get(ledgerID uint64, entry int64) (Location, error) {
+	if entry < 0 {
+		return 0, fmt.Errorf("%w: get ledger %d entry %d", ErrInvalid, ledgerID, entry)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.usable(); err != nil {
+		return 0, err
+	}
+	l := x.ledgers[ledgerID]
+	if l == nil {
+		return 0, fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
+	}
+	if entry > l.st.LastEntry {
+		return 0, x.absent(l, entry)
+	}
+	no, slot := pageOf(entry)
+	p, err := x.cachedPage(l, no, false)
+	if err != nil {
+		return 0, err
+	}
+	if loc := p.slots[slot]; loc != 0 {
+		return Location(loc), nil
+	}
+	return 0, x.absent(l, entry)
+}
+
+// absent returns the error that reports entry as absent from l.
+func (x *Index) absent(l *ledger, entry int64) error {
+	if l.st.Limbo {
+		return fmt.Errorf("%w: ledger %d entry %d", ErrLimbo, l.id, entry)
+	}
+	return fmt.Errorf("%w: ledger %d entry %d", ErrNoSuchEntry, l.id, entry)
+}
+
+// LastEntry returns the highest entry id stored for ledger, or -1 (and a nil
+// error) when the ledger is known but holds no entry.
+func (x *Index) LastEntry(ledgerID uint64) (int64, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.usable(); err != nil {
+		return 0, err
+	}
+	l := x.ledgers[ledgerID]
+	if l == nil {
+		return 0, fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
+	}
+	return l.st.LastEntry, nil
+}
+
+// Scan calls fn for every entry of ledger with id >= from, in ascending order,
+// with its location. It stops at the first error fn returns and returns it.
+// fn runs without any lock held and may call the Index (compaction calls Put
+// from it); entries Put during the scan may or may not be seen.
+func (x *Index) Scan(ledgerID uint64, from int64, fn func(entry int64, loc Location) error) error {
+	from = max(from, 0)
+	var slots [SlotsPerPage]uint64
+	for {
+		x.mu.Lock()
+		if err := x.usable(); err != nil {
+			x.mu.Unlock()
+			return err
+		}
+		l := x.ledgers[ledgerID]
+		if l == nil {
+			x.mu.Unlock()
+			return fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
+		}
+		last := l.st.LastEntry
+		if from > last {
+			x.mu.Unlock()
+			return nil
+		}
+		no, first := pageOf(from)
+		p, err := x.cachedPage(l, no, false)
+		if err != nil {
+			x.mu.Unlock()
+			return err
+		}
+		slots = p.slots
+		x.mu.Unlock()
+
+		base := int64(no) * SlotsPerPage
+		for i := first; i < SlotsPerPage && base+int64(i) <= last; i++ {
+			if slots[i] == 0 {
+				continue
+			}
+			if err := fn(base+int64(i), Location(slots[i])); err != nil {
+				return err
+			}
+		}
+		from = base + SlotsPerPage
+	}
+}
+
+// Ledgers calls fn for every known ledger, in ascending order of id. fn runs
+// without any lock held; ledgers created or deleted meanwhile may or may not
+// be seen.
+func (x *Index) Ledgers(fn func(ledger uint64) error) error {
+	x.mu.Lock()
+	if err := x.usable(); err != nil {
+		x.mu.Unlock()
+		return err
+	}
+	ids := make([]uint64, 0, len(x.ledgers))
+	for id := range x.ledgers {
+		ids = append(ids, id)
+	}
+	x.mu.Unlock()
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if err := fn(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// State returns the state of ledger and whether the ledger is known.
+func (x *Index) State(ledgerID uint64) (LedgerState, bool, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.usable(); err != nil {
+		return LedgerState{}, false, err
+	}
+	l := x.ledgers[ledgerID]
+	if l == nil {
+		return LedgerState{}, false, nil
+	}
+	return l.st, true, nil
+}
+
+// SetState stores st as the state of ledger, creating the ledger if unknown.
+// st.LastEntry is ignored: the index maintains it from Put. The state is
+// durable after the next Sync.
+func (x *Index) SetState(ledgerID uint64, st LedgerState) error {
+	if st.LAC < -1 || st.ExplicitLAC < -1 {
+		return fmt.Errorf("%w: ledger %d state LAC %d explicit LAC %d", ErrInvalid, ledgerID, st.LAC, st.ExplicitLAC)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.usable(); err != nil {
+		return err
+	}
+	l := x.ledgers[ledgerID]
+	if l == nil {
+		l = &ledger{id: ledgerID, st: NewLedgerState()}
+		x.ledgers[ledgerID] = l
+	}
+	st.LastEntry = l.st.LastEntry
+	l.st = st
+	x.stateDirty = true
+	return nil
+}
+
+// DeleteLedger removes ledger's mappings and state. Get answers
+// ErrNoSuchLedger for it at once; the deletion is durable after the next Sync,
+// which also removes its index file. It returns ErrNoSuchLedger for an
+// unknown ledger.
+func (x *Index) DeleteLedger(ledgerID uint64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if err := x.usable(); err != nil {
+		return err
+	}
+	l := x.ledgers[ledgerID]
+	if l == nil {
+		return fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
+	}
+	for p := x.lru.next; p != &x.lru; {
+		next := p.next
+		if p.key.ledger == ledgerID {
+			x.dropPage(p)
+		}
+		p = next
+	}
+	x.closeFile(l)
+	if l.fileID != 0 {
+		x.removals = append(x.removals, x.filePath(l.id, l.fileID))
+	}
+	delete(x.ledgers, ledgerID)
+	x.stateDirty = true
+	return nil
+}
+
+// Close writes nothing: call Sync first for durability. It releases files
+// and memory; later calls return ErrClosed.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return ErrClosed
+	}
+	x.closed = true
+	err := x.closeFiles()
+	x.pages, x.free, x.ledgers = nil, nil, nil
+	return err
+}
+
+// usable returns the error that stops every call, if any. Requires mu held.
+func (x *Index) usable() error {
+	if x.closed {
+		return ErrClosed
+	}
+	return x.failed
+}
+
+// fail makes err sticky: every later call returns it. Requires mu held.
+func (x *Index) fail(err error) error {
+	if x.failed == nil {
+		x.failed = fmt.Errorf("%w: %w", ErrFailed, err)
+	}
+	return x.failed
+}
+
+// cachedPage returns page no of l, from the cache or loaded into it. For a
+// read (forWrite false) when every cached page is dirty, it returns x.temp,
+// valid until mu is released. Requires mu held.
+func (x *Index) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
+	key := pageKey{l.id, no}
+	if p := x.pages[key]; p != nil {
+		x.touch(p)
+		return p, nil
+	}
+	var p *page
+	if len(x.pages) >= x.capacity {
+		p = x.evict()
+		if p == nil && forWrite {
+			if err := x.writeBack(); err != nil {
+				return nil, err
+			}
+			p = x.evict()
+		}
+		if p == nil {
+			// Every cached page is dirty: read into the temporary page.
+			if err := x.loadPage(l, no, &x.temp.slots); err != nil {
+				return nil, err
+			}
+			return &x.temp, nil
+		}
+	} else if n := len(x.free); n > 0 {
+		p, x.free = x.free[n-1], x.free[:n-1]
+	} else {
+		p = new(page)
+	}
+	if err := x.loadPage(l, no, &p.slots); err != nil {
+		x.free = append(x.free, p)
+		return nil, err
+	}
+	p.key, p.dirty = key, false
+	x.pages[key] = p
+	x.pushFront(p)
+	return p, nil
+}
+
+// loadPage fills slots with page no of l: empty when the page was never
+// written, else read from the index file and validated. Requires mu held.
+func (x *Index) loadPage(l *ledger, no uint64, slots *[SlotsPerPage]uint64) error {
+	if no >= l.filePages {
+		*slots = [SlotsPerPage]uint64{}
+		return nil
+	}
+	f, err := x.file(l, false)
+	if err != nil {
+		return err
+	}
+	off := int64(no) * PageSize
+	buf := x.buf[:PageSize]
+	if _, err := f.ReadAt(buf, off); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("index: read %s at offset %d: %w: %w", f.Name(), off, ErrCorrupt, err)
+	}
+	if err := decodePage(buf, l.id, no, slots); err != nil {
+		return fmt.Errorf("index: %s at offset %d: %w: %w", f.Name(), off, ErrCorrupt, err)
+	}
+	return nil
+}
+
+// evict removes the least recently used clean page from the cache and
+// returns it for reuse, or nil if every page is dirty. Requires mu held.
+func (x *Index) evict() *page {
+	for p := x.lru.prev; p != &x.lru; p = p.prev {
+		if !p.dirty {
+			x.unlink(p)
+			delete(x.pages, p.key)
+			return p
+		}
+	}
+	return nil
+}
+
+// dropPage removes p from the cache, dirty or not. Requires mu held.
+func (x *Index) dropPage(p *page) {
+	if p.dirty {
+		x.ndirty--
+		p.dirty = false
+	}
+	x.unlink(p)
+	delete(x.pages, p.key)
+	x.free = append(x.free, p)
+}
+
+func (x *Index) touch(p *page) {
+	if x.lru.next != p {
+		x.unlink(p)
+		x.pushFront(p)
+	}
+}
+
+func (x *Index) pushFront(p *page) {
+	p.prev, p.next = &x.lru, x.lru.next
+	x.lru.next.prev = p
+	x.lru.next = p
+}
+
+func (x *Index) unlink(p *page) {
+	p.prev.next, p.next.prev = p.next, p.prev
+	p.prev, p.next = nil, nil
+}
+
+// filePath returns the path of index file fileID of ledger:
+// dir/xx/LLLLLLLLLLLLLLLL-FFFFFFFFFFFFFFFF.idx, xx being the ledger's low byte.
+func (x *Index) filePath(ledgerID, fileID uint64) string {
+	return fmt.Sprintf("%s/%02x/%016x-%016x.idx", x.dir, ledgerID&0xff, ledgerID, fileID)
+}
+
+// file returns l's open index file. With create, a ledger without a file gets
+// a new one (its name becomes durable at the next Sync); without, a missing
+// file that the state says exists is ErrCorrupt. Requires mu held.
+func (x *Index) file(l *ledger, create bool) (vfs.File, error) {
+	if l.file != nil {
+		return l.file, nil
+	}
+	if x.openFiles >= x.maxOpenFiles {
+		x.closeSomeFile()
+	}
+	if l.fileID == 0 {
+		if !create {
+			return nil, fmt.Errorf("index: ledger %d has pages but no file: %w", l.id, ErrCorrupt)
+		}
+		id := x.nextFileID
+		name := x.filePath(l.id, id)
+		sub := path.Dir(name)
+		if _, err := x.fs.Stat(sub); err != nil {
+			if err := x.fs.MkdirAll(sub, 0o755); err != nil {
+				return nil, fmt.Errorf("index: mkdir %s: %w", sub, err)
+			}
+			x.newDirs[x.dir] = true
+		}
+		f, err := x.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("index: create %s: %w", name, err)
+		}
+		x.nextFileID++
+		x.stateDirty = true
+		x.newDirs[sub] = true
+		l.fileID, l.file = id, f
+		x.openFiles++
+		return f, nil
+	}
+	name := x.filePath(l.id, l.fileID)
+	f, err := x.fs.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("index: ledger %d: open %s: %w: %w", l.id, name, ErrCorrupt, err)
+		}
+		return nil, fmt.Errorf("index: open %s: %w", name, err)
+	}
+	l.file = f
+	x.openFiles++
+	return f, nil
+}
+
+// closeSomeFile closes one open index file to stay within maxOpenFiles. A
+// file with unsynced writes stays open: an fsync through a descriptor opened
+// after a failed writeback may not report the failure (Linux errseq), so the
+// limit is exceeded until the next Sync instead. Requires mu held.
+func (x *Index) closeSomeFile() {
+	for _, l := range x.ledgers {
+		if l.file != nil && !l.unsynced {
+			x.closeFile(l)
+			return
+		}
+	}
+}
+
+// closeFile closes l's file handle, if open. Requires mu held.
+func (x *Index) closeFile(l *ledger) {
+	if l.file != nil {
+		l.file.Close()
+		l.file = nil
+		x.openFiles--
+	}
+}
+
+// closeFiles closes every open file and returns the first error.
+// Requires mu held.
+func (x *Index) closeFiles() error {
+	var first error
+	for _, l := range x.ledgers {
+		if l.file != nil {
+			if err := l.file.Close(); err != nil && first == nil {
+				first = err
+			}
+			l.file = nil
+		}
+	}
+	x.openFiles = 0
+	if x.dw != nil {
+		if err := x.dw.Close(); err != nil && first == nil {
+			first = err
+		}
+		x.dw = nil
+	}
+	return first
+}
