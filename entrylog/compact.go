@@ -1,0 +1,324 @@
+package entrylog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// logUsage is the live-data estimate of one entry log. Live bytes are added
+// exactly when the index is pointed at a record, and estimated on Open (see
+// rebuildUsage). An estimate only decides when a log is compacted; what
+// compaction keeps is decided record by record against the index.
+type logUsage struct {
+	data    int64            // durable record bytes: header end - HeaderSize
+	records uint64           // durable records
+	live    int64            // estimated live bytes
+	ledgers map[uint64]int64 // ledger -> estimated live bytes
+	writing bool             // owned by a logWriter, or filled but not yet indexed
+}
+
+func (u *logUsage) add(ledger uint64, n int64) {
+	u.ledgers[ledger] += n
+	u.live += n
+}
+
+// avgRecord is the mean record size in the log, the estimate used for
+// records counted from the index on Open.
+func (u *logUsage) avgRecord() int64 {
+	if u.records == 0 {
+		return RecordHeaderSize
+	}
+	return u.data / int64(u.records)
+}
+
+// addLog registers an open log for reads and accounting.
+func (s *Store) addLog(lf *logFile, h header, writing bool) {
+	s.logsMu.Lock()
+	s.logs[lf.id] = lf
+	s.logsMu.Unlock()
+	s.indexMu.Lock()
+	s.usage[lf.id] = &logUsage{data: h.end - HeaderSize, records: h.records, ledgers: make(map[uint64]int64), writing: writing}
+	s.indexMu.Unlock()
+}
+
+// noteSynced records a log's new durable end.
+func (s *Store) noteSynced(id uint32, end int64, records uint64) {
+	s.indexMu.Lock()
+	if u := s.usage[id]; u != nil {
+		u.data, u.records = end-HeaderSize, records
+	}
+	s.indexMu.Unlock()
+}
+
+// sealLog makes a log a compaction candidate.
+func (s *Store) sealLog(id uint32) {
+	s.indexMu.Lock()
+	s.sealLocked(id)
+	s.indexMu.Unlock()
+}
+
+// sealLocked is sealLog. Requires indexMu.
+func (s *Store) sealLocked(id uint32) {
+	if u := s.usage[id]; u != nil {
+		u.writing = false
+	}
+}
+
+// DeleteLedger removes every entry of ledger from the write cache and the
+// index, and syncs the index: once it returns, no crash brings the entries
+// back from storage (the journal may still replay them; that is the
+// caller's business). The space is reclaimed by compaction.
+func (s *Store) DeleteLedger(ledger uint64) error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	s.cacheMu.Lock()
+	s.active.dropLedger(ledger)
+	if h := s.flushing; h != nil && h.hasLedger(ledger) {
+		if h.deleted == nil {
+			h.deleted = make(map[uint64]struct{})
+		}
+		h.deleted[ledger] = struct{}{}
+	}
+	s.cacheMu.Unlock()
+	if err := s.ix.deleteLedger(ledger); err != nil && !errors.Is(err, ErrNoSuchLedger) {
+		return fmt.Errorf("entrylog: delete ledger %d: %w", ledger, err)
+	}
+	if err := s.ix.sync(); err != nil {
+		return fmt.Errorf("entrylog: delete ledger %d: index sync: %w", ledger, err)
+	}
+	for _, u := range s.usage {
+		if n, ok := u.ledgers[ledger]; ok {
+			u.live -= n
+			delete(u.ledgers, ledger)
+		}
+	}
+	return nil
+}
+
+// CompactStats says what one Compact call did.
+type CompactStats struct {
+	LogsCompacted int   // logs removed
+	EntriesMoved  int   // live records copied to new logs
+	BytesMoved    int64 // bytes of those records
+	BytesFreed    int64 // durable bytes of the removed logs
+}
+
+// Compact rewrites every sealed log whose live fraction is below
+// CompactionThreshold: it copies the records the index still points at
+// into a new log, syncs it, points the index at the copies and syncs the
+// index, and only then removes the old log and syncs the directory. A crash
+// at any point leaves every indexed record readable. Compaction may use the
+// space flushes leave free (ReserveBytes).
+func (s *Store) Compact(ctx context.Context) (CompactStats, error) {
+	var st CompactStats
+	if s.isClosed() {
+		return st, ErrClosed
+	}
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	defer func() {
+		// The output logs are indexed now (or hold only dead records).
+		s.cw.close()
+	}()
+	for _, id := range s.candidates() {
+		if err := ctx.Err(); err != nil {
+			return st, err
+		}
+		if err := s.compactLog(id, &st); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// candidates returns the sealed logs under the threshold, emptiest first.
+func (s *Store) candidates() []uint32 {
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	var ids []uint32
+	for id, u := range s.usage {
+		if !u.writing && float64(u.live) < s.opts.CompactionThreshold*float64(u.data) || !u.writing && u.data == 0 {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b uint32) int {
+		ua, ub := s.usage[a], s.usage[b]
+		return compareFloat(float64(ua.live)/float64(max(ua.data, 1)), float64(ub.live)/float64(max(ub.data, 1)))
+	})
+	return ids
+}
+
+func compareFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+type move struct {
+	ledger   uint64
+	entry    int64
+	from, to location
+	size     int64
+}
+
+// compactLog moves the live records of log id and removes it.
+// Requires compactMu.
+func (s *Store) compactLog(id uint32, st *CompactStats) error {
+	s.indexMu.Lock()
+	u := s.usage[id]
+	var end, live int64
+	if u != nil {
+		end, live = HeaderSize+u.data, u.live
+	}
+	s.indexMu.Unlock()
+	s.logsMu.RLock()
+	lf := s.logs[id]
+	s.logsMu.RUnlock()
+	if u == nil || lf == nil {
+		return nil
+	}
+	if err := s.checkSpace(uint64(live), 0); err != nil {
+		return err
+	}
+
+	var moves []move
+	w := &s.cw
+	if s.scanBuf == nil {
+		s.scanBuf = make([]byte, 1<<20)
+	}
+	err := lf.scan(end, s.scanBuf, func(off int64, rec Record) error {
+		from := makeLocation(id, off)
+		cur, err := s.ix.get(rec.Ledger, rec.Entry)
+		if absent(err) || err == nil && cur != from {
+			return nil // dead
+		}
+		if err != nil {
+			return fmt.Errorf("entrylog: compact %s: index get ledger %d entry %d: %w", lf.name, rec.Ledger, rec.Entry, err)
+		}
+		to, err := w.append(rec.Ledger, rec.Entry, rec.Data)
+		if err != nil {
+			return err
+		}
+		moves = append(moves, move{rec.Ledger, rec.Entry, from, to, int64(RecordSize(len(rec.Data)))})
+		return nil
+	})
+	if err == nil {
+		err = w.sync()
+	}
+	if err != nil {
+		w.abandon()
+		return fmt.Errorf("entrylog: compact log %d: %w", id, err)
+	}
+
+	// Switch the index, then forget the old log.
+	s.indexMu.Lock()
+	for _, m := range moves {
+		cur, err := s.ix.get(m.ledger, m.entry)
+		if err != nil || cur != m.from {
+			if err == nil || absent(err) {
+				continue // replaced or deleted since the scan
+			}
+			s.indexMu.Unlock()
+			return fmt.Errorf("entrylog: compact log %d: index get: %w", id, err)
+		}
+		if err := s.ix.put(m.ledger, m.entry, m.to); err != nil {
+			s.indexMu.Unlock()
+			return fmt.Errorf("entrylog: compact log %d: index put: %w", id, err)
+		}
+		if nu := s.usage[m.to.log()]; nu != nil {
+			nu.add(m.ledger, m.size)
+		}
+		st.EntriesMoved++
+		st.BytesMoved += m.size
+	}
+	if err := s.ix.sync(); err != nil {
+		s.indexMu.Unlock()
+		return fmt.Errorf("entrylog: compact log %d: index sync: %w", id, err)
+	}
+	delete(s.usage, id)
+	s.indexMu.Unlock()
+
+	s.logsMu.Lock()
+	delete(s.logs, id)
+	s.logsMu.Unlock()
+	lf.f.Close()
+	s.dirMu.Lock()
+	err = s.fs.Remove(lf.name)
+	if err == nil {
+		err = s.fs.SyncDir(s.dir)
+	}
+	s.dirMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("entrylog: compact: remove %s: %w", lf.name, err)
+	}
+	st.LogsCompacted++
+	st.BytesFreed += end
+	return nil
+}
+
+// compactLoop runs Compact every CompactionInterval. Runs on its own goroutine.
+func (s *Store) compactLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.opts.CompactionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-s.done:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		s.Compact(ctx)
+		cancel()
+	}
+}
+
+// Usage returns the free and total bytes of the file system holding the
+// entry logs.
+func (s *Store) Usage() (free, total uint64, err error) {
+	return s.fs.DiskUsage(s.dir)
+}
+
+// Writable reports whether adds should be accepted: the file system holding
+// the entry logs is at most maxUsed full (a fraction, e.g. 0.95) and has more
+// than ReserveBytes free. It returns false if usage cannot be read. The
+// bookie goes read-only while it is false and writable again once it is
+// true; reads are served either way.
+func (s *Store) Writable(maxUsed float64) bool {
+	free, total, err := s.Usage()
+	if err != nil || total == 0 {
+		return false
+	}
+	return free > s.opts.ReserveBytes && float64(total-free) <= maxUsed*float64(total)
+}
+
+// checkSpace returns ErrDiskFull if writing n bytes would leave less than
+// reserve free. An unreadable usage lets the write go ahead: the write
+// itself reports a full disk.
+func (s *Store) checkSpace(n, reserve uint64) error {
+	free, _, err := s.fs.DiskUsage(s.dir)
+	if err != nil {
+		return nil
+	}
+	if free < n+reserve {
+		return fmt.Errorf("%w: %d bytes free, writing %d would leave less than the %d reserved", ErrDiskFull, free, n, reserve)
+	}
+	return nil
+}

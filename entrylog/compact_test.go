@@ -1,0 +1,213 @@
+package entrylog
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+)
+
+// fillLedgers puts n entries of size bytes into each ledger, interleaved so
+// every log holds entries of every ledger, flushing as it goes.
+func fillLedgers(t *testing.T, s *testStore, ledgers []uint64, n, size int, want map[[2]int64][]byte) {
+	t.Helper()
+	for e := int64(0); e < int64(n); e++ {
+		for _, l := range ledgers {
+			d := payload(l, e, size)
+			if err := s.Put(l, e, d); errors.Is(err, ErrCacheFull) {
+				if err := s.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				err = s.Put(l, e, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			want[[2]int64{int64(l), e}] = d
+		}
+		if e%10 == 9 {
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deleteFromModel(want map[[2]int64][]byte, ledger uint64) {
+	for k := range want {
+		if k[0] == int64(ledger) {
+			want[k] = nil
+		}
+	}
+}
+
+func countLogs(t *testing.T, fs vfs.FS) int {
+	t.Helper()
+	names, err := fs.List(testLogDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range names {
+		if strings.HasSuffix(name, ".log") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestDeleteAndCompact(t *testing.T) {
+	fs := vfs.NewMemFS()
+	s := mustOpen(t, fs, smallOpts())
+	defer func() { s.close(t) }()
+	want := map[[2]int64][]byte{}
+	fillLedgers(t, s, []uint64{1, 2, 3, 4}, 60, 300, want)
+	before := countLogs(t, fs)
+
+	// Nothing is dead yet: compaction leaves everything in place.
+	st, err := s.Compact(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.EntriesMoved != 0 || countLogs(t, fs) != before {
+		t.Fatalf("compaction of live logs: %+v, %d logs (was %d)", st, countLogs(t, fs), before)
+	}
+
+	for _, l := range []uint64{1, 3, 4} {
+		if err := s.DeleteLedger(l); err != nil {
+			t.Fatal(err)
+		}
+		deleteFromModel(want, l)
+	}
+	checkModel(t, s, want)
+	st, err = s.Compact(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := countLogs(t, fs)
+	if st.LogsCompacted == 0 || st.EntriesMoved == 0 || after >= before {
+		t.Fatalf("compaction after deleting 3 of 4 ledgers: %+v, %d logs (was %d)", st, after, before)
+	}
+	checkModel(t, s, want)
+
+	// Reopen: the estimate rebuilt from the index finds nothing more to do,
+	// and nothing deleted comes back.
+	s.close(t)
+	s = mustOpen(t, fs, smallOpts())
+	checkModel(t, s, want)
+	if err := s.DeleteLedger(2); err != nil {
+		t.Fatal(err)
+	}
+	deleteFromModel(want, 2)
+	if _, err := s.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkModel(t, s, want)
+	if n := countLogs(t, fs); n > 1 {
+		t.Fatalf("%d logs left after every ledger was deleted and compacted", n)
+	}
+}
+
+// A ledger deleted while its entries are in the half being flushed must not
+// come back when that flush completes.
+func TestDeleteDuringFlush(t *testing.T) {
+	mem := vfs.NewMemFS()
+	fs, sw := logFaults(mem)
+	s := mustOpen(t, fs, smallOpts())
+	defer s.close(t)
+	for e := int64(0); e < 5; e++ {
+		if err := s.Put(7, e, payload(7, e, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sw.Arm(vfs.OpSync, vfs.ErrInjectedIO)
+	if err := s.Flush(); err == nil {
+		t.Fatal("Flush with failing syncs succeeded")
+	}
+	// The failed half is still "flushing"; delete the ledger now.
+	if err := s.DeleteLedger(7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(7, 0, nil); !errors.Is(err, ErrNoSuchLedger) {
+		t.Fatalf("Get after delete = %v, want ErrNoSuchLedger", err)
+	}
+	sw.Disarm(vfs.OpSync)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(7, 0, nil); !errors.Is(err, ErrNoSuchLedger) {
+		t.Fatalf("Get after the flush = %v, want ErrNoSuchLedger", err)
+	}
+}
+
+// diskFS reports the free space a test sets.
+type diskFS struct {
+	vfs.FS
+	free atomic.Uint64
+}
+
+const diskTotal = 1 << 30
+
+func (d *diskFS) DiskUsage(string) (uint64, uint64, error) { return d.free.Load(), diskTotal, nil }
+
+func TestDiskFull(t *testing.T) {
+	fs := &diskFS{FS: vfs.NewMemFS()}
+	fs.free.Store(diskTotal / 2)
+	opts := smallOpts()
+	opts.ReserveBytes = 1 << 20
+	s := mustOpen(t, fs, opts)
+	defer s.close(t)
+	if !s.Writable(0.9) {
+		t.Fatal("half-empty disk is not writable")
+	}
+	want := map[[2]int64][]byte{}
+	fillLedgers(t, s, []uint64{1, 2}, 40, 500, want)
+
+	// The disk fills up (someone else's files): adds stop, reads go on.
+	fs.free.Store(opts.ReserveBytes + 1000)
+	if s.Writable(0.9) {
+		t.Fatal("disk with less than the reserve free is writable")
+	}
+	fs.free.Store(opts.ReserveBytes * 3)
+	if s.Writable(0.5) || !s.Writable(1) {
+		t.Fatal("Writable ignores its usage threshold")
+	}
+	fs.free.Store(opts.ReserveBytes + 1000)
+	if err := s.Put(3, 0, payload(3, 0, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Flush into the reserve = %v, want ErrDiskFull", err)
+	}
+	mustGet(t, s, 3, 0, payload(3, 0, 5000)) // still cached
+	checkModel(t, s, want)
+
+	// Compaction may use the reserve.
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	deleteFromModel(want, 1)
+	st, err := s.Compact(context.Background())
+	if err != nil || st.LogsCompacted == 0 {
+		t.Fatalf("Compact on a nearly full disk = %+v, %v", st, err)
+	}
+	checkModel(t, s, want)
+
+	// Space is freed: writable again, the cached entry is flushed.
+	fs.free.Store(diskTotal / 2)
+	if !s.Writable(0.9) {
+		t.Fatal("not writable after space was freed")
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, s, 3, 0, payload(3, 0, 5000))
+}

@@ -1,0 +1,104 @@
+// Package entrylog stores entry data for the bookie: a bounded write cache in
+// front of append-only entry log files, found through package index.
+//
+// # Write path
+//
+// Put copies an entry into the active half of the write cache (two halves of
+// Options.WriteCacheBytes/2 each). When the active half is full it is handed
+// to a background flusher and the other half takes Puts; when both are full
+// Put returns ErrCacheFull (backpressure, never a long wait). The flusher
+// writes a half's entries sorted by (ledger, entry) into the current entry
+// log, fdatasyncs it, rewrites the log header with the new durable end,
+// fdatasyncs again, then Puts every location into the index and syncs the
+// index. Only then is the half dropped from memory. A failed write or sync
+// leaves the half in the cache (readable) and abandons the log (a failed
+// fsync is final); the next flush starts a new log.
+//
+// Flush does the same for everything Put before it was called; the bookie
+// calls it at a checkpoint, before advancing the journal's mark.
+//
+// # Read path
+//
+// Get looks in the write cache, then asks the index for (log, offset) and
+// preads the record: one pread when the caller's buffer has room. The
+// record's checksum, ledger id and entry id are checked, so a damaged record
+// or a stale index entry is ErrCorrupt, never wrong bytes and never
+// "no such entry".
+//
+// # Entry log file
+//
+// A log is named %08x.log after its 32-bit id and starts with a one-sector
+// header. All integers are little-endian.
+//
+//	offset  size  field
+//	     0     8  magic "bkentlog"
+//	     8     4  version (1)
+//	    12     4  log id (the same as the file name)
+//	    16     8  durable end: offset just past the last record synced
+//	              before this header was written
+//	    24     8  record count in [512, durable end)
+//	    32     8  xxhash64 of bytes [0, 32)
+//	    40   472  zero
+//	   512        records, back to back, no padding
+//
+// The header is written when the log is created (durable end 512), and
+// rewritten after each flush's fdatasync of the records, followed by a
+// second fdatasync. So every byte before the durable end belongs to an
+// intact record, and the index never points at or past it. Past the durable
+// end lie preallocated zeros, or records of a flush that never completed.
+//
+// A record:
+//
+//	+----------+----------+----------+----------+-------------------+
+//	| checksum | length   | ledger   | entry    | data              |
+//	| 8 bytes  | 4 bytes  | 8 bytes  | 8 bytes  | length bytes      |
+//	+----------+----------+----------+----------+-------------------+
+//	 0          8          12         20         28
+//
+// checksum is xxhash64 of bytes [8, 28+length): length, ledger id, entry id
+// and data. The data is opaque here (the bookie stores wire-format entries,
+// which carry their own checksum). A reader walking a log tells four cases
+// apart: the durable end (clean end), an all-zero record header
+// (ErrZeroRecord: preallocated space), a record cut off by the end of the
+// buffer or file (ErrShortRecord: a torn tail), and a bad checksum or
+// impossible length (ErrCorrupt). Before the durable end, anything but an
+// intact record is corruption.
+//
+// A log is closed when the next record would take it past Options.LogSize
+// (at most 4 GiB - 1: offsets are 32 bits). Logs are created durably (create,
+// write header, preallocate, fdatasync, fsync the directory) before anything
+// points at them, and never appended to after a restart: Open trims each log
+// to its durable end and the first flush starts a new one.
+//
+// # Deletion and compaction
+//
+// DeleteLedger drops the ledger from the write cache and the index and syncs
+// the index. Space comes back through compaction: each log has an estimate
+// of its live bytes; a sealed log whose live fraction is under
+// Options.CompactionThreshold is read sequentially, every record the index
+// still points at is copied to a new log, the new log is synced, the index
+// is pointed at the copies (if it still points at the originals) and synced,
+// and only then is the old log removed and the directory synced. A crash
+// anywhere in between leaves each entry readable from the old or the new
+// copy.
+//
+// Live bytes are not persisted. They are counted exactly as the index is
+// pointed at records, and rebuilt on Open by one scan over the index,
+// charging each entry the mean record size of its log (from the header's
+// durable end and record count). The scan costs one pass over the index at
+// startup, and the estimate is only as good as the mean; neither affects
+// correctness, since compaction checks every record against the index.
+//
+// # Disk space
+//
+// A flush that would leave less than Options.ReserveBytes free fails with
+// ErrDiskFull (data stays cached), so compaction, which may use the reserve,
+// can still free space on a nearly full disk. Usage and Writable let the
+// bookie go read-only above a usage threshold and back once space is freed.
+//
+// # Concurrency
+//
+// Every exported method is safe for concurrent use. The flusher goroutine
+// (or Flush) owns the log being flushed to, the compactor owns its output
+// log; readers share every log through pread. See Store for lock order.
+package entrylog

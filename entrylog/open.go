@@ -1,0 +1,158 @@
+package entrylog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+)
+
+// open opens or creates the store in dir. See Open.
+func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("entrylog: mkdir %s: %w", dir, err)
+	}
+	s := &Store{
+		fs:    fs,
+		dir:   dir,
+		ix:    ix,
+		opts:  opts,
+		usage: make(map[uint32]*logUsage),
+		logs:  make(map[uint32]*logFile),
+		kick:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	s.active = newHalf(opts.WriteCacheBytes / 2)
+	s.spare = newHalf(opts.WriteCacheBytes / 2)
+	s.fw.s, s.cw.s = s, s
+
+	bad, err := s.openLogs()
+	if err != nil {
+		s.closeLogs()
+		return nil, err
+	}
+	if err := s.rebuildUsage(bad); err != nil {
+		s.closeLogs()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.flushLoop()
+	if opts.CompactionInterval > 0 {
+		s.wg.Add(1)
+		go s.compactLoop()
+	}
+	return s, nil
+}
+
+// openLogs opens every entry log in dir and reads its header. Logs whose
+// header is unreadable are returned in bad, still open, not registered.
+func (s *Store) openLogs() (bad map[uint32]*logFile, err error) {
+	names, err := s.fs.List(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("entrylog: list %s: %w", s.dir, err)
+	}
+	bad = make(map[uint32]*logFile)
+	next := uint32(0)
+	buf := make([]byte, HeaderSize)
+	for _, name := range names {
+		id, ok := parseLogName(name)
+		if !ok {
+			continue
+		}
+		if id == math.MaxUint32 {
+			return nil, fmt.Errorf("entrylog: log id %d exhausts the id space", id)
+		}
+		next = max(next, id+1)
+		full := path.Join(s.dir, name)
+		f, err := s.fs.OpenFile(full, os.O_RDWR, 0)
+		if err != nil {
+			return nil, fmt.Errorf("entrylog: open %s: %w", full, err)
+		}
+		lf := &logFile{id: id, name: full, f: f}
+		clear(buf)
+		n, rerr := f.ReadAt(buf, 0)
+		h, herr := decodeHeader(buf[:n])
+		if herr == nil && h.id != id {
+			herr = fmt.Errorf("%w: header says log %d", ErrCorrupt, h.id)
+		}
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			f.Close()
+			return nil, fmt.Errorf("entrylog: read header of %s: %w", full, rerr)
+		}
+		if herr != nil {
+			bad[id] = lf
+			continue
+		}
+		// Bytes past the durable end were never indexed: trim them
+		// (preallocation or a torn tail). Best effort.
+		if size, err := f.Size(); err == nil && size > h.end {
+			f.Truncate(h.end)
+		}
+		s.logs[id] = lf
+		s.usage[id] = &logUsage{data: h.end - HeaderSize, records: h.records, ledgers: make(map[uint64]int64)}
+	}
+	s.nextID.Store(next)
+	return bad, nil
+}
+
+// rebuildUsage estimates each log's live bytes from the index: one pass over
+// every index entry, charging each the mean record size of its log. Logs in
+// bad that nothing points at are crash leftovers (created, but the header
+// never synced) and are removed; those the index points at are kept, and
+// reads of them fail with ErrCorrupt.
+func (s *Store) rebuildUsage(bad map[uint32]*logFile) error {
+	var ledgers []uint64
+	if err := s.ix.ledgers(func(l uint64) error {
+		ledgers = append(ledgers, l)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("entrylog: list ledgers in index: %w", err)
+	}
+	referenced := make(map[uint32]bool)
+	for _, l := range ledgers {
+		err := s.ix.scan(l, func(entry int64, loc location) error {
+			u := s.usage[loc.log()]
+			if u == nil {
+				referenced[loc.log()] = true
+				return nil
+			}
+			u.add(l, u.avgRecord())
+			return nil
+		})
+		if err != nil && !errors.Is(err, ErrNoSuchLedger) {
+			return fmt.Errorf("entrylog: scan index of ledger %d: %w", l, err)
+		}
+	}
+	removed := false
+	for id, lf := range bad {
+		if referenced[id] {
+			s.logs[id] = lf // reads check every record
+			continue
+		}
+		lf.f.Close()
+		if err := s.fs.Remove(lf.name); err != nil {
+			return fmt.Errorf("entrylog: remove unfinished log %s: %w", lf.name, err)
+		}
+		removed = true
+	}
+	if removed {
+		if err := s.fs.SyncDir(s.dir); err != nil {
+			return fmt.Errorf("entrylog: sync %s: %w", s.dir, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) closeLogs() {
+	for _, lf := range s.logs {
+		lf.f.Close()
+	}
+}

@@ -1,0 +1,430 @@
+package entrylog
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+)
+
+// Errors returned by Store.
+var (
+	// ErrCacheFull is returned by Put when both write cache halves are full
+	// and the background flush has not caught up. It is backpressure: retry
+	// later (the bookie answers TooManyRequests).
+	ErrCacheFull = errors.New("entrylog: write cache full")
+	// ErrTooLarge is returned by Put for an entry that cannot fit in one
+	// write cache half.
+	ErrTooLarge = errors.New("entrylog: entry larger than a write cache half")
+	// ErrDiskFull is returned by Flush (and Compact) when writing would leave
+	// less than Options.ReserveBytes free. The data stays in the write cache.
+	ErrDiskFull = errors.New("entrylog: disk full")
+	// ErrInvalid is returned by Put for a negative entry id, which the
+	// index cannot store.
+	ErrInvalid = errors.New("entrylog: invalid argument")
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("entrylog: store closed")
+)
+
+// indexer is what the store needs from the index (see index.Index). Errors
+// it returns wrap ErrNoSuchLedger or ErrNoSuchEntry only when absence is
+// proven.
+type indexer interface {
+	put(ledger uint64, entry int64, loc location) error
+	get(ledger uint64, entry int64) (location, error)
+	lastEntry(ledger uint64) (int64, error)
+	scan(ledger uint64, fn func(entry int64, loc location) error) error
+	ledgers(fn func(ledger uint64) error) error
+	deleteLedger(ledger uint64) error
+	sync() error
+}
+
+// Options configure a Store. Zero fields take the defaults shown.
+type Options struct {
+	// WriteCacheBytes is the write cache size in bytes, split into two
+	// halves: one takes Puts while the other is flushed. Default 64 MiB.
+	WriteCacheBytes int64
+	// LogSize is the size at which an entry log is closed and a new one
+	// started. At most 4 GiB - 1 (offsets are 32 bits). Default 1 GiB.
+	LogSize int64
+	// PreallocBytes is how much of a log is preallocated at a time.
+	// Default 64 MiB (capped at LogSize).
+	PreallocBytes int64
+	// CompactionThreshold is the live fraction under which a log is
+	// compacted. Default 0.5. Negative disables compaction.
+	CompactionThreshold float64
+	// CompactionInterval runs Compact in the background this often.
+	// Zero (the default) runs it only when called.
+	CompactionInterval time.Duration
+	// ReserveBytes is the free space flushes leave on the disk, so that
+	// compaction can still run when the disk is nearly full. Default
+	// 2 * LogSize.
+	ReserveBytes uint64
+	// FlushRetryDelay is how long the background flusher waits after a
+	// failed flush before trying again on its own. Default 1 s.
+	FlushRetryDelay time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.WriteCacheBytes == 0 {
+		o.WriteCacheBytes = 64 << 20
+	}
+	if o.LogSize == 0 {
+		o.LogSize = 1 << 30
+	}
+	if o.PreallocBytes == 0 {
+		o.PreallocBytes = 64 << 20
+	}
+	if o.CompactionThreshold == 0 {
+		o.CompactionThreshold = 0.5
+	}
+	if o.ReserveBytes == 0 {
+		o.ReserveBytes = 2 * uint64(o.LogSize)
+	}
+	if o.FlushRetryDelay == 0 {
+		o.FlushRetryDelay = time.Second
+	}
+	switch {
+	case o.WriteCacheBytes < 2*(entryOverhead+RecordHeaderSize):
+		return o, fmt.Errorf("entrylog: WriteCacheBytes %d too small", o.WriteCacheBytes)
+	case o.LogSize < 2*HeaderSize || o.LogSize > math.MaxUint32:
+		return o, fmt.Errorf("entrylog: LogSize %d out of range [%d, %d]", o.LogSize, 2*HeaderSize, uint64(math.MaxUint32))
+	case o.PreallocBytes < 0 || o.CompactionThreshold >= 1:
+		return o, fmt.Errorf("entrylog: bad PreallocBytes %d or CompactionThreshold %g", o.PreallocBytes, o.CompactionThreshold)
+	}
+	o.PreallocBytes = max(o.PreallocBytes, HeaderSize)
+	return o, nil
+}
+
+// Store is the write cache plus the entry logs of one directory. All methods
+// are safe for concurrent use.
+//
+// Locks, in the order they are taken: flushMu or compactMu, then indexMu,
+// then cacheMu; logsMu and dirMu are taken last and alone.
+type Store struct {
+	fs   vfs.FS
+	dir  string
+	ix   indexer
+	opts Options
+
+	cacheMu  sync.RWMutex
+	active   *half // takes Puts; guarded by cacheMu
+	flushing *half // handed to the flusher, still served to readers; guarded by cacheMu
+	spare    *half // empty, or nil while flushing is set; guarded by cacheMu
+	closed   bool  // guarded by cacheMu
+
+	flushMu  sync.Mutex
+	fw       logWriter // the flush writer; requires flushMu
+	pending  []pendingPut
+	flushErr atomic.Pointer[error] // last background flush failure, nil after a success
+
+	compactMu sync.Mutex
+	cw        logWriter // the compaction writer; requires compactMu
+	scanBuf   []byte    // requires compactMu
+
+	indexMu sync.Mutex
+	usage   map[uint32]*logUsage // requires indexMu
+
+	logsMu sync.RWMutex
+	logs   map[uint32]*logFile // requires logsMu; readers hold it (shared) across a pread
+
+	dirMu  sync.Mutex // serializes creations and removals with SyncDir of dir
+	nextID atomic.Uint32
+
+	kick chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+type pendingPut struct {
+	ledger uint64
+	entry  int64
+	loc    location
+	size   int64
+}
+
+// Put copies data into the write cache. It is readable at once and durable
+// after the next Flush returns. It returns ErrCacheFull when both halves are
+// full and the flush has not caught up; it never waits for the disk.
+func (s *Store) Put(ledger uint64, entry int64, data []byte) error {
+	if entry < 0 {
+		return fmt.Errorf("%w: ledger %d entry %d", ErrInvalid, ledger, entry)
+	}
+	if int64(len(data))+entryOverhead > s.opts.WriteCacheBytes/2 {
+		return ErrTooLarge
+	}
+	s.cacheMu.Lock()
+	if s.closed {
+		s.cacheMu.Unlock()
+		return ErrClosed
+	}
+	if !s.active.fits(len(data)) {
+		if s.flushing != nil {
+			s.cacheMu.Unlock()
+			s.kickFlusher()
+			return ErrCacheFull
+		}
+		s.flushing, s.active, s.spare = s.active, s.spare, nil
+		s.kickFlusher()
+	}
+	s.active.put(ledger, entry, data)
+	s.cacheMu.Unlock()
+	return nil
+}
+
+func (s *Store) kickFlusher() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Get appends the data of (ledger, entry) to dst and returns it. It does not
+// allocate when dst has room for the data plus RecordHeaderSize bytes. It
+// returns an error wrapping ErrNoSuchEntry or ErrNoSuchLedger only when the
+// write cache and the index prove the entry absent; a damaged record is
+// ErrCorrupt and a failed read is the I/O error.
+func (s *Store) Get(ledger uint64, entry int64, dst []byte) ([]byte, error) {
+	s.cacheMu.RLock()
+	if s.closed {
+		s.cacheMu.RUnlock()
+		return dst, ErrClosed
+	}
+	b, ok := s.active.get(ledger, entry)
+	if !ok && s.flushing != nil {
+		b, ok = s.flushing.get(ledger, entry)
+	}
+	if ok {
+		dst = append(dst, b...)
+		s.cacheMu.RUnlock()
+		return dst, nil
+	}
+	cached := s.active.hasLedger(ledger) || (s.flushing != nil && s.flushing.hasLedger(ledger))
+	s.cacheMu.RUnlock()
+
+	loc, err := s.ix.get(ledger, entry)
+	for tries := 0; ; tries++ {
+		if err != nil {
+			if cached && errors.Is(err, ErrNoSuchLedger) {
+				return dst, fmt.Errorf("%w: ledger %d entry %d", ErrNoSuchEntry, ledger, entry)
+			}
+			return dst, err
+		}
+		s.logsMu.RLock()
+		lf := s.logs[loc.log()]
+		if lf != nil {
+			dst, err = lf.readRecord(dst, loc.offset(), ledger, entry)
+			s.logsMu.RUnlock()
+			return dst, err
+		}
+		s.logsMu.RUnlock()
+		// Compaction may have moved the entry and removed its log between
+		// the lookup and the read: look again once.
+		if tries == 1 {
+			return dst, fmt.Errorf("%w: ledger %d entry %d: index points at %s, which does not exist", ErrCorrupt, ledger, entry, loc)
+		}
+		var again location
+		again, err = s.ix.get(ledger, entry)
+		if err == nil && again == loc {
+			tries = 1
+		}
+		loc = again
+	}
+}
+
+// LastEntry returns the highest entry id stored for ledger, in the write
+// cache or the entry logs.
+func (s *Store) LastEntry(ledger uint64) (int64, error) {
+	s.cacheMu.RLock()
+	if s.closed {
+		s.cacheMu.RUnlock()
+		return 0, ErrClosed
+	}
+	last, cached := s.active.lastEntry(ledger)
+	if s.flushing != nil {
+		if e, ok := s.flushing.lastEntry(ledger); ok && (!cached || e > last) {
+			last, cached = e, true
+		}
+	}
+	s.cacheMu.RUnlock()
+	e, err := s.ix.lastEntry(ledger)
+	switch {
+	case err == nil:
+		if cached {
+			return max(e, last), nil
+		}
+		return e, nil
+	case cached && (errors.Is(err, ErrNoSuchLedger) || errors.Is(err, ErrNoSuchEntry)):
+		return last, nil
+	}
+	return 0, err
+}
+
+// Flush writes every entry Put before the call to entry logs, syncs them,
+// points the index at them and syncs the index. On error the entries stay
+// in the write cache, readable, and nothing in the index points at data
+// that is not durable; a later Flush retries.
+func (s *Store) Flush() error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	return s.flush()
+}
+
+func (s *Store) flush() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if err := s.flushPending(); err != nil {
+		return err
+	}
+	s.cacheMu.Lock()
+	if s.flushing == nil && !s.active.empty() {
+		s.flushing, s.active, s.spare = s.active, s.spare, nil
+	}
+	s.cacheMu.Unlock()
+	return s.flushPending()
+}
+
+// flushLoop flushes a half whenever a Put fills one. Runs on its own goroutine.
+func (s *Store) flushLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.kick:
+		}
+		s.flushMu.Lock()
+		err := s.flushPending()
+		s.flushMu.Unlock()
+		if err == nil {
+			s.flushErr.Store(nil)
+			continue
+		}
+		s.flushErr.Store(&err)
+		select {
+		case <-s.done:
+			return
+		case <-time.After(s.opts.FlushRetryDelay):
+			s.kickFlusher()
+		}
+	}
+}
+
+// FlushError returns the error of the last background flush, or nil if it
+// succeeded.
+func (s *Store) FlushError() error {
+	if p := s.flushErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// flushPending writes the flushing half, if any, and retires it.
+// Requires flushMu.
+func (s *Store) flushPending() error {
+	s.cacheMu.RLock()
+	h := s.flushing
+	s.cacheMu.RUnlock()
+	if h == nil {
+		return nil
+	}
+	if err := s.writeHalf(h); err != nil {
+		return err
+	}
+	s.cacheMu.Lock()
+	h.reset()
+	s.flushing, s.spare = nil, h
+	s.cacheMu.Unlock()
+	return nil
+}
+
+// writeHalf writes h's entries in (ledger, entry) order, syncs the logs,
+// then points the index at them and syncs the index. h is immutable while
+// it is being flushed, so it is read here without cacheMu. Requires flushMu.
+func (s *Store) writeHalf(h *half) error {
+	h.sortKeys()
+	if err := s.checkSpace(uint64(len(h.arena)+len(h.keys)*RecordHeaderSize), s.opts.ReserveBytes); err != nil {
+		return err
+	}
+	w := &s.fw
+	s.pending = s.pending[:0]
+	for _, k := range h.keys {
+		sp := h.entries[k]
+		loc, err := w.append(k.ledger, k.entry, h.arena[sp.off:sp.off+sp.n])
+		if err != nil {
+			w.abandon()
+			return err
+		}
+		s.pending = append(s.pending, pendingPut{k.ledger, k.entry, loc, int64(RecordSize(int(sp.n)))})
+	}
+	if err := w.sync(); err != nil {
+		w.abandon()
+		return err
+	}
+
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	for _, p := range s.pending {
+		if _, gone := h.deleted[p.ledger]; gone {
+			continue
+		}
+		if err := s.ix.put(p.ledger, p.entry, p.loc); err != nil {
+			return fmt.Errorf("entrylog: index put ledger %d entry %d: %w", p.ledger, p.entry, err)
+		}
+		if u := s.usage[p.loc.log()]; u != nil {
+			u.add(p.ledger, p.size)
+		}
+	}
+	if err := s.ix.sync(); err != nil {
+		return fmt.Errorf("entrylog: index sync: %w", err)
+	}
+	// Requires indexMu: the logs filled are indexed now.
+	for _, id := range w.filled {
+		s.sealLocked(id)
+	}
+	w.filled = w.filled[:0]
+	return nil
+}
+
+// Close flushes the write cache, stops background work and closes the logs.
+// Puts and Gets fail with ErrClosed once Close has begun.
+func (s *Store) Close() error {
+	s.cacheMu.Lock()
+	if s.closed {
+		s.cacheMu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	s.cacheMu.Unlock()
+	close(s.done)
+	s.wg.Wait()
+	err := s.flush()
+
+	s.compactMu.Lock()
+	s.cw.close()
+	s.compactMu.Unlock()
+	s.flushMu.Lock()
+	s.fw.close()
+	s.flushMu.Unlock()
+
+	s.logsMu.Lock()
+	defer s.logsMu.Unlock()
+	for id, lf := range s.logs {
+		if cerr := lf.f.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		delete(s.logs, id)
+	}
+	return err
+}
+
+func (s *Store) isClosed() bool {
+	s.cacheMu.RLock()
+	defer s.cacheMu.RUnlock()
+	return s.closed
+}
