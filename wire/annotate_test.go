@@ -167,12 +167,13 @@ func layout(m any) []field {
 		if i.ReadOnly {
 			state = "read-only"
 		}
-		return withBody(m.Header, 22+len(i.Build),
+		return withBody(m.Header, infoFixedSize+len(i.Build),
 			field{"total bytes", 8, fmt.Sprint(i.TotalBytes)},
 			field{"free bytes", 8, fmt.Sprint(i.FreeBytes)},
 			field{"state", 2, state},
 			field{"min version", 1, fmt.Sprint(i.MinVersion)},
 			field{"max version", 1, fmt.Sprint(i.MaxVersion)},
+			field{"max frame", 4, fmt.Sprint(i.MaxFrame)},
 			field{"build length", 2, fmt.Sprint(len(i.Build))},
 			field{"build", len(i.Build), fmt.Sprintf("%q", i.Build)})
 	case AuthRequest:

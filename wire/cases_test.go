@@ -126,10 +126,10 @@ func messageCases() []messageCase {
 			ForceResponse{Header: resp(OpForce, 6, StatusOK), Ledger: 42}},
 
 		{"get-info-request", AppendGetInfoRequest(nil, 7), req(OpGetInfo, 0, 7)},
-		{"get-info-response", AppendGetInfoResponse(nil, 7, &Info{TotalBytes: 1 << 40, FreeBytes: 1 << 39, MinVersion: 1, MaxVersion: 1, Build: "v0.1.0"}),
-			GetInfoResponse{Header: resp(OpGetInfo, 7, StatusOK), Info: Info{TotalBytes: 1 << 40, FreeBytes: 1 << 39, MinVersion: 1, MaxVersion: 1, Build: "v0.1.0"}}},
-		{"get-info-response/read-only", AppendGetInfoResponse(nil, 7, &Info{TotalBytes: 100, ReadOnly: true, MinVersion: 1, MaxVersion: 2}),
-			GetInfoResponse{Header: resp(OpGetInfo, 7, StatusOK), Info: Info{TotalBytes: 100, ReadOnly: true, MinVersion: 1, MaxVersion: 2}}},
+		{"get-info-response", AppendGetInfoResponse(nil, 7, &Info{TotalBytes: 1 << 40, FreeBytes: 1 << 39, MinVersion: 1, MaxVersion: 1, MaxFrame: MaxFrameSize, Build: "v0.1.0"}),
+			GetInfoResponse{Header: resp(OpGetInfo, 7, StatusOK), Info: Info{TotalBytes: 1 << 40, FreeBytes: 1 << 39, MinVersion: 1, MaxVersion: 1, MaxFrame: MaxFrameSize, Build: "v0.1.0"}}},
+		{"get-info-response/read-only", AppendGetInfoResponse(nil, 7, &Info{TotalBytes: 100, ReadOnly: true, MinVersion: 1, MaxVersion: 2, MaxFrame: 1 << 20}),
+			GetInfoResponse{Header: resp(OpGetInfo, 7, StatusOK), Info: Info{TotalBytes: 100, ReadOnly: true, MinVersion: 1, MaxVersion: 2, MaxFrame: 1 << 20}}},
 
 		{"ping-request", AppendPingRequest(nil, 8), req(OpPing, 0, 8)},
 		{"ping-response", AppendPingResponse(nil, 8), resp(OpPing, 8, StatusOK)},

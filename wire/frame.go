@@ -169,6 +169,7 @@ var (
 	errReservedField = fmt.Errorf("%w: reserved field is not zero", ErrMalformed)
 	errVersionRange  = fmt.Errorf("%w: bad version range", ErrMalformed)
 	errDataLength    = fmt.Errorf("%w: data length does not match", ErrMalformed)
+	errMaxFrame      = fmt.Errorf("%w: max frame size out of range", ErrMalformed)
 	errResponseFlags = fmt.Errorf("%w: response flags must be zero", ErrUnknownFlags)
 	errNotRequest    = fmt.Errorf("%w: got a response, want a request", ErrWrongOp)
 	errNotResponse   = fmt.Errorf("%w: got a request, want a response", ErrWrongOp)

@@ -221,11 +221,15 @@ type Info struct {
 	ReadOnly   bool   // the bookie refuses adds (StatusReadOnly)
 	MinVersion uint8  // protocol versions the bookie speaks
 	MaxVersion uint8
+	MaxFrame   uint32 // the largest frame the bookie accepts, length prefix included
 	Build      string // build version, free-form UTF-8, at most MaxBuildSize bytes
 }
 
 // MaxBuildSize is the largest Info.Build, in bytes.
 const MaxBuildSize = 256
+
+// infoFixedSize is the size of a GET_INFO response body before the build string.
+const infoFixedSize = 26
 
 // infoReadOnly is bit 0 of the GET_INFO state field. Part of the format.
 const infoReadOnly = 1 << 0
@@ -233,7 +237,7 @@ const infoReadOnly = 1 << 0
 // GetInfoResponse is a decoded GET_INFO response.
 //
 //	header (18) | total (8) | free (8) | state (2) | min ver (1) | max ver (1) |
-//	build length (2) | build (n)
+//	max frame (4) | build length (2) | build (n)
 type GetInfoResponse struct {
 	Header
 	Info Info
@@ -243,7 +247,7 @@ type GetInfoResponse struct {
 // cut to that size.
 func AppendGetInfoResponse(dst []byte, requestID uint64, info *Info) []byte {
 	build := info.Build[:min(len(info.Build), MaxBuildSize)]
-	dst = appendResponseHeader(dst, OpGetInfo, requestID, StatusOK, 22+len(build))
+	dst = appendResponseHeader(dst, OpGetInfo, requestID, StatusOK, infoFixedSize+len(build))
 	dst = be.AppendUint64(dst, info.TotalBytes)
 	dst = be.AppendUint64(dst, info.FreeBytes)
 	var state uint16
@@ -252,6 +256,7 @@ func AppendGetInfoResponse(dst []byte, requestID uint64, info *Info) []byte {
 	}
 	dst = be.AppendUint16(dst, state)
 	dst = append(dst, info.MinVersion, info.MaxVersion)
+	dst = be.AppendUint32(dst, info.MaxFrame)
 	dst = be.AppendUint16(dst, uint16(len(build)))
 	return append(dst, build...)
 }
@@ -263,11 +268,11 @@ func DecodeGetInfoResponse(frame []byte) (GetInfoResponse, error) {
 	if err != nil || h.Status != StatusOK {
 		return GetInfoResponse{Header: h}, err
 	}
-	if len(body) < 22 {
+	if len(body) < infoFixedSize {
 		return GetInfoResponse{Header: h}, errBodyLength
 	}
-	n := int(be.Uint16(body[20:]))
-	if n != len(body)-22 || n > MaxBuildSize {
+	n := int(be.Uint16(body[24:]))
+	if n != len(body)-infoFixedSize || n > MaxBuildSize {
 		return GetInfoResponse{Header: h}, errDataLength
 	}
 	info := Info{
@@ -276,10 +281,14 @@ func DecodeGetInfoResponse(frame []byte) (GetInfoResponse, error) {
 		ReadOnly:   be.Uint16(body[16:])&infoReadOnly != 0,
 		MinVersion: body[18],
 		MaxVersion: body[19],
-		Build:      string(body[22:]),
+		MaxFrame:   be.Uint32(body[20:]),
+		Build:      string(body[infoFixedSize:]),
 	}
 	if info.MinVersion == 0 || info.MinVersion > info.MaxVersion {
 		return GetInfoResponse{Header: h}, errVersionRange
+	}
+	if info.MaxFrame == 0 || info.MaxFrame > MaxFrameSize {
+		return GetInfoResponse{Header: h}, errMaxFrame
 	}
 	return GetInfoResponse{Header: h, Info: info}, nil
 }
