@@ -32,7 +32,9 @@
 //
 // The header is followed by batches back to back, then preallocated space
 // (zeros, or a recycled segment's old bytes) up to the segment size. A batch
-// is the unit of group commit: a TypeBatch record, then its records.
+// is the unit of group commit: a TypeBatch record, then its records, written
+// with 24 zero bytes after them (the end marker, overwritten by the next
+// batch), so that the records of a recycled segment end cleanly.
 //
 // Record (24-byte header, then the payload; no alignment, no padding):
 //
@@ -73,7 +75,8 @@
 // Replay reads the checkpoint mark's segment and every later one, returning
 // each record after the mark. It tells four tails apart:
 //
-//   - clean end (io.EOF): the segment file ends right after a batch;
+//   - clean end (io.EOF): the segment file ends right after a batch (and
+//     its end marker);
 //   - preallocated space (ErrPreallocated): zeros, or an old batch of a
 //     recycled segment (sequence number below the next expected one);
 //   - torn tail (ErrTornTail): a batch that does not verify, with no batch

@@ -115,6 +115,9 @@ func (o *Options) fill() {
 	}
 }
 
+// endMarkerSize zero bytes follow every batch written; see write.
+const endMarkerSize = recordHeaderSize
+
 // completionCost is what each queued record costs against MaxQueueBytes on
 // top of its encoded size: its Completion.
 const completionCost = int64(unsafe.Sizeof(Completion{}))
@@ -371,7 +374,7 @@ func (j *Journal) write(b *batch, failed error) {
 		// The records that fit in the active segment: at least one if the
 		// segment is empty, else roll.
 		seg := j.active
-		room := seg.remaining() - batchSize
+		room := seg.remaining() - batchSize - endMarkerSize
 		n, body := 0, 0
 		for n < len(comps) {
 			size := comps[n].size
@@ -390,7 +393,20 @@ func (j *Journal) write(b *batch, failed error) {
 		chunk := comps[:n]
 		start := chunk[0].off - batchSize // batch record goes just before the first record
 		putBatch(b.buf[start:], chunk[0].Seq, n, body)
-		if _, err := seg.f.WriteAt(b.buf[start:chunk[0].off+body], seg.off); err != nil {
+		end := chunk[0].off + body
+		// The end marker: zeros after the batch, so that replay ends
+		// cleanly here even in a recycled segment full of old bytes. The
+		// next batch overwrites it. Bytes it covers in buf (the start of
+		// the next chunk) are put back after the write.
+		var saved [endMarkerSize]byte
+		if len(b.buf) < end+endMarkerSize {
+			b.buf = append(b.buf, make([]byte, end+endMarkerSize-len(b.buf))...)
+		}
+		copy(saved[:], b.buf[end:])
+		clear(b.buf[end : end+endMarkerSize])
+		_, err := seg.f.WriteAt(b.buf[start:end+endMarkerSize], seg.off)
+		copy(b.buf[end:], saved[:])
+		if err != nil {
 			failed = j.fail(fmt.Errorf("write %s at %d: %w", seg.f.Name(), seg.off, err))
 			continue
 		}

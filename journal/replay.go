@@ -216,8 +216,8 @@ func (r *replayer) segment(num uint64, data []byte) (pos int, tail, cause error)
 	markSeg := num == r.mark.Segment
 	pos = segmentHeaderSize
 	for {
-		if pos == len(data) {
-			return pos, io.EOF, nil
+		if len(data)-pos <= endMarkerSize && allZero(data[pos:]) {
+			return pos, io.EOF, nil // the file ends after the last batch and its end marker
 		}
 		durable := markSeg && int64(pos) < r.mark.Offset // the checkpoint covers it
 		bad := func(err error) (int, error, error) {
