@@ -62,10 +62,10 @@ func ParseEndpoints(s string) (Endpoints, error) {
 	hosts, prefix, _ := strings.Cut(rest, "/")
 	ep := Endpoints{Prefix: DefaultPrefix}
 	if prefix = strings.TrimRight(prefix, "/"); prefix != "" {
-		if strings.Contains(prefix, "//") {
+		ep.Prefix = "/" + prefix
+		if strings.Contains(ep.Prefix, "//") {
 			return fail("empty component in prefix")
 		}
-		ep.Prefix = "/" + prefix
 	}
 	if hosts == "" {
 		return fail("no hosts")

@@ -3,6 +3,7 @@ package meta
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -195,6 +196,12 @@ const (
 	maxFragments = 1 << 20
 )
 
+// The range of times the encoding stores (int64 Unix nanoseconds).
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
 // Validate checks the invariants every stored LedgerMetadata satisfies. It
 // does not look at ID or Version. Errors wrap ErrInvalidMetadata.
 func (md *LedgerMetadata) Validate() error {
@@ -253,10 +260,8 @@ func (md *LedgerMetadata) Validate() error {
 			return bad("custom metadata %.32q too large", k)
 		}
 	}
-	if !md.CreatedAt.IsZero() {
-		if y := md.CreatedAt.Year(); y < 1678 || y > 2261 {
-			return bad("createdAt %v not representable in int64 nanoseconds", md.CreatedAt)
-		}
+	if t := md.CreatedAt; !t.IsZero() && (t.Before(minTime) || t.After(maxTime)) {
+		return bad("createdAt %v not representable in int64 nanoseconds", t)
 	}
 	return nil
 }
