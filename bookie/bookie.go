@@ -1,0 +1,506 @@
+package bookie
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/index"
+	"github.com/bookie-go/bookie/journal"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// Build is the build version reported in GET_INFO.
+var Build = "bookie-go dev"
+
+// Bookie is one storage server: the journal, ledger storage, the ledger state
+// table and the gnet server that speaks the wire protocol.
+//
+// Goroutines and what they own:
+//   - gnet event loops: parse frames, check and update ledger state, append
+//     to the journal, answer cheap requests inline (conn.loopOut).
+//   - the journal writer: owns the active segment; runs b.completed for each
+//     synced batch, which applies records to storage and queues replies.
+//   - read workers: serve READ and piggybacked long-poll reads from storage.
+//   - the checkpointer: flushes storage and advances the journal's mark; also
+//     watches disk usage.
+type Bookie struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	cookie  Cookie
+
+	index   *index.Index
+	store   *entrylog.Store
+	journal *journal.Journal
+	ledgers *ledgerTable
+
+	// lastApplied is the journal position after the last record whose effects
+	// are in storage and the ledger table; checkpoints advance the mark to it.
+	lastAppliedMu sync.Mutex
+	lastApplied   journal.Mark
+
+	// readOnlyReason is "" while writable. Protected by roMu.
+	roMu           sync.Mutex
+	readOnlyReason string
+	readOnlyFlag   atomic.Bool
+	journalFailed  atomic.Bool
+
+	inflightBytes atomic.Int64
+	pausedMu      sync.Mutex
+	paused        map[*conn]struct{}
+
+	readq chan *request
+
+	// completion state, owned by the journal writer goroutine.
+	batchNo    uint64
+	dirtyConns []*conn
+	scratch    []byte
+
+	eng      gnet.Engine
+	addr     string
+	serving  atomic.Bool
+	draining atomic.Bool
+	admin    *adminServer
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	runErr   chan error
+	closed   atomic.Bool
+}
+
+// New opens (or creates) the bookie's data directories, checks their cookies,
+// replays the journal into storage and checkpoints. It does not listen yet:
+// call Start.
+func New(cfg Config) (*Bookie, error) {
+	cfg = cfg.withDefaults()
+	b := &Bookie{
+		cfg:     cfg,
+		log:     cfg.Logger.With("bookie", cfg.Advertise),
+		ledgers: newLedgerTable(),
+		paused:  make(map[*conn]struct{}),
+		readq:   make(chan *request, 4096),
+		stop:    make(chan struct{}),
+		runErr:  make(chan error, 1),
+	}
+	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
+	fs := cfg.FS
+
+	cookie, err := CheckCookies(fs, []string{cfg.JournalDir, cfg.LedgerDir}, cfg.Advertise, "", cfg.AllowUnknownState)
+	if err != nil {
+		return nil, err
+	}
+	b.cookie = cookie
+	if cookie.Limbo {
+		b.log.Warn("data directories were wiped or replaced: serving in limbo, never answering NoSuchEntry/NoSuchLedger",
+			"instance", cookie.Instance)
+	}
+
+	if b.index, err = index.Open(fs, filepath.Join(cfg.LedgerDir, "index"), index.Options{CacheBytes: cfg.IndexCacheBytes}); err != nil {
+		return nil, fmt.Errorf("bookie: open index: %w", err)
+	}
+	if err := b.loadLedgerStates(); err != nil {
+		b.index.Close()
+		return nil, err
+	}
+	b.store, err = entrylog.Open(fs, filepath.Join(cfg.LedgerDir, "logs"), b.index, entrylog.Options{
+		WriteCacheBytes: cfg.WriteCacheBytes,
+		LogSize:         cfg.EntryLogSize,
+	})
+	if err != nil {
+		b.index.Close()
+		return nil, fmt.Errorf("bookie: open entry logs: %w", err)
+	}
+	start := time.Now()
+	replayed := 0
+	b.journal, err = journal.Open(fs, cfg.JournalDir, journal.Options{
+		SegmentSize:   cfg.JournalSegmentSize,
+		MaxQueueBytes: cfg.JournalQueueBytes,
+		Completed:     b.completed,
+		Replay: func(r journal.Record) error {
+			replayed++
+			if err := b.apply(r.Type, r.Payload, true); err != nil {
+				return fmt.Errorf("record %d (%s) at segment %d offset %d: %w", r.Seq, r.Type, r.Pos.Segment, r.Pos.Offset, err)
+			}
+			b.setApplied(r.Pos)
+			return nil
+		},
+	})
+	if err != nil {
+		b.store.Close()
+		b.index.Close()
+		return nil, fmt.Errorf("bookie: open journal: %w", err)
+	}
+	info := b.journal.Replayed()
+	if info.Records > 0 {
+		b.setApplied(info.End)
+	} else {
+		b.setApplied(info.Checkpoint)
+	}
+	b.log.Info("journal replayed", "records", replayed, "tail", fmt.Sprint(info.Tail), "took", time.Since(start))
+	if err := b.checkpoint(); err != nil {
+		b.closeStorage()
+		return nil, fmt.Errorf("bookie: checkpoint after replay: %w", err)
+	}
+	b.checkDisk()
+	return b, nil
+}
+
+// loadLedgerStates fills the ledger table from the index's persisted states.
+func (b *Bookie) loadLedgerStates() error {
+	return b.index.Ledgers(func(id uint64) error {
+		st, ok, err := b.index.State(id)
+		if err != nil {
+			return fmt.Errorf("bookie: ledger %d state: %w", id, err)
+		}
+		if !ok {
+			return nil
+		}
+		l, _ := b.ledgers.getOrCreate(id, false)
+		l.masterKey, l.hasKey, l.keyJournaled = st.MasterKey, st.HasMasterKey, st.HasMasterKey
+		l.fenced, l.fenceDurable = st.Fenced, st.Fenced
+		l.lac, l.explicitLAC, l.lastEntry = st.LAC, st.ExplicitLAC, st.LastEntry
+		l.limbo = st.Limbo || b.cookie.Limbo
+		l.dirty = false
+		return nil
+	})
+}
+
+// apply makes one journal record's effect visible in storage and the ledger
+// table. It runs on the journal writer (completions) or in Open (replay),
+// never concurrently. During replay, records restore state the event loops
+// would otherwise have set.
+func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
+	switch typ {
+	case journal.TypeEntry:
+		if len(p) < wire.EntryHeaderSize {
+			return errBadRecord
+		}
+		ledgerID := binary.BigEndian.Uint64(p)
+		entryID := int64(binary.BigEndian.Uint64(p[8:]))
+		lac := int64(binary.BigEndian.Uint64(p[16:]))
+		if err := b.putEntry(ledgerID, entryID, p); err != nil {
+			return err
+		}
+		l, _ := b.ledgers.getOrCreate(ledgerID, b.cookie.Limbo)
+		l.mu.Lock()
+		l.lastEntry = max(l.lastEntry, entryID)
+		if lac > l.lac {
+			l.lac = lac
+			b.wakePollers(l)
+		}
+		l.dirty = true
+		l.mu.Unlock()
+	case journal.TypeFence:
+		id, err := parseFenceRecord(p)
+		if err != nil {
+			return err
+		}
+		l, _ := b.ledgers.getOrCreate(id, b.cookie.Limbo)
+		l.mu.Lock()
+		l.fenced, l.fenceDurable, l.dirty = true, true, true
+		b.wakeAllPollers(l)
+		l.mu.Unlock()
+	case journal.TypeMasterKey:
+		id, key, err := parseMasterKeyRecord(p)
+		if err != nil {
+			return err
+		}
+		if replay {
+			l, _ := b.ledgers.getOrCreate(id, b.cookie.Limbo)
+			l.mu.Lock()
+			l.masterKey, l.hasKey, l.keyJournaled, l.dirty = key, true, true, true
+			l.mu.Unlock()
+		}
+	case journal.TypeExplicitLAC:
+		id, lac, err := parseExplicitLACRecord(p)
+		if err != nil {
+			return err
+		}
+		l, _ := b.ledgers.getOrCreate(id, b.cookie.Limbo)
+		l.mu.Lock()
+		if lac > l.explicitLAC {
+			l.explicitLAC = lac
+			b.wakePollers(l)
+		}
+		l.dirty = true
+		l.mu.Unlock()
+	case journal.TypeForce:
+	default:
+		if replay {
+			return fmt.Errorf("bookie: unknown journal record type %s", typ)
+		}
+	}
+	return nil
+}
+
+// putEntry stores an entry in ledger storage, waiting while the write cache
+// is full (the flusher frees it; the journal writer waiting is the
+// backpressure that reaches the clients).
+func (b *Bookie) putEntry(ledgerID uint64, entryID int64, raw []byte) error {
+	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		err := b.store.Put(ledgerID, entryID, raw)
+		if !errors.Is(err, entrylog.ErrCacheFull) {
+			return err
+		}
+		time.Sleep(wait)
+	}
+}
+
+func (b *Bookie) setApplied(m journal.Mark) {
+	b.lastAppliedMu.Lock()
+	b.lastApplied = m
+	b.lastAppliedMu.Unlock()
+}
+
+// checkpoint persists dirty ledger states, flushes storage (entry logs, then
+// index) and only then advances the journal's checkpoint mark to what storage
+// now holds. Runs on the checkpointer goroutine (or in New/Close).
+func (b *Bookie) checkpoint() error {
+	start := time.Now()
+	b.lastAppliedMu.Lock()
+	mark := b.lastApplied
+	b.lastAppliedMu.Unlock()
+
+	var saved []*ledger
+	var err error
+	b.ledgers.each(func(l *ledger) {
+		l.mu.Lock()
+		if !l.dirty || err != nil {
+			l.mu.Unlock()
+			return
+		}
+		st := index.LedgerState{
+			MasterKey: l.masterKey, HasMasterKey: l.hasKey, Fenced: l.fenced,
+			LAC: l.lac, ExplicitLAC: l.explicitLAC, LastEntry: l.lastEntry, Limbo: l.limbo,
+		}
+		l.dirty = false
+		l.mu.Unlock()
+		saved = append(saved, l)
+		err = b.index.SetState(l.id, st)
+	})
+	if err == nil {
+		err = b.store.Flush()
+	}
+	if err == nil && mark.Seq > b.journal.CheckpointMark().Seq {
+		err = b.journal.Checkpoint(mark)
+	}
+	if err != nil {
+		for _, l := range saved {
+			l.mu.Lock()
+			l.dirty = true
+			l.mu.Unlock()
+		}
+		return err
+	}
+	b.metrics.checkpoints.Inc()
+	b.metrics.checkpointDur.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// ReadOnly reports whether the bookie refuses adds, and why.
+func (b *Bookie) ReadOnly() (bool, string) {
+	b.roMu.Lock()
+	defer b.roMu.Unlock()
+	return b.readOnlyReason != "", b.readOnlyReason
+}
+
+func (b *Bookie) setReadOnly(reason string) {
+	b.roMu.Lock()
+	defer b.roMu.Unlock()
+	if b.readOnlyReason == "" || reason == "" || b.journalFailed.Load() {
+		if b.journalFailed.Load() && reason == "" {
+			return // a failed journal is final
+		}
+		if b.readOnlyReason != reason {
+			b.log.Warn("read-only state changed", "reason", reason)
+		}
+		b.readOnlyReason = reason
+	}
+	b.readOnlyFlag.Store(b.readOnlyReason != "")
+	if b.readOnlyReason != "" {
+		b.metrics.readOnly.Set(1)
+	} else {
+		b.metrics.readOnly.Set(0)
+	}
+}
+
+func (b *Bookie) journalErr() error { return b.journal.Err() }
+
+// checkDisk goes read-only above the disk-full threshold and writable again
+// below the writable threshold.
+func (b *Bookie) checkDisk() {
+	used := 0.0
+	for _, dir := range []string{b.cfg.JournalDir, b.cfg.LedgerDir} {
+		free, total, err := b.cfg.FS.DiskUsage(dir)
+		if err != nil || total == 0 {
+			continue
+		}
+		used = max(used, 1-float64(free)/float64(total))
+	}
+	ro, why := b.ReadOnly()
+	switch {
+	case used >= b.cfg.DiskFullThreshold && !ro:
+		b.setReadOnly(fmt.Sprintf("disk full (%.1f%% used)", 100*used))
+	case used < b.cfg.DiskWritableThreshold && ro && len(why) > 9 && why[:9] == "disk full":
+		b.setReadOnly("")
+	}
+}
+
+// Start listens and serves until Close. It returns once the listener is bound.
+func (b *Bookie) Start() error {
+	booted := make(chan error, 1)
+	h := &handler{b: b, booted: booted}
+	go func() {
+		err := gnet.Run(h, "tcp://"+b.cfg.Listen,
+			gnet.WithMulticore(true),
+			gnet.WithNumEventLoop(b.cfg.EventLoops),
+			gnet.WithReusePort(false),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithLogger(gnetLogger{b.log}),
+		)
+		select {
+		case booted <- err:
+		default:
+		}
+		b.runErr <- err
+	}()
+	if err := <-booted; err != nil {
+		return fmt.Errorf("bookie: listen %s: %w", b.cfg.Listen, err)
+	}
+	for i := 0; i < b.cfg.ReadWorkers; i++ {
+		b.wg.Add(1)
+		go b.readWorker()
+	}
+	b.wg.Add(1)
+	go b.background()
+	if b.cfg.Admin != "" {
+		a, err := startAdmin(b, b.cfg.Admin)
+		if err != nil {
+			b.Close()
+			return err
+		}
+		b.admin = a
+	}
+	b.serving.Store(true)
+	b.log.Info("bookie serving", "addr", b.addr, "journal", b.cfg.JournalDir, "ledgers", b.cfg.LedgerDir,
+		"instance", b.cookie.Instance)
+	return nil
+}
+
+// boundAddr reads the listener's address from the engine (for Listen ports 0).
+func boundAddr(eng gnet.Engine) (string, error) {
+	fd, err := eng.Dup()
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return "", err
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return fmt.Sprintf("%d.%d.%d.%d:%d", a.Addr[0], a.Addr[1], a.Addr[2], a.Addr[3], a.Port), nil
+	case *unix.SockaddrInet6:
+		return fmt.Sprintf("[%x]:%d", a.Addr, a.Port), nil
+	}
+	return "", fmt.Errorf("bookie: unexpected listener address %T", sa)
+}
+
+// Addr returns the address the bookie listens on.
+func (b *Bookie) Addr() string { return b.addr }
+
+// AdminAddr returns the admin HTTP address, or "" when disabled.
+func (b *Bookie) AdminAddr() string {
+	if b.admin == nil {
+		return ""
+	}
+	return b.admin.Addr()
+}
+
+// Cookie returns the bookie's identity.
+func (b *Bookie) Cookie() Cookie { return b.cookie }
+
+// background checkpoints every CheckpointInterval and checks disk usage every
+// second.
+func (b *Bookie) background() {
+	defer b.wg.Done()
+	disk := time.NewTicker(time.Second)
+	defer disk.Stop()
+	ckpt := time.NewTicker(time.Duration(b.cfg.CheckpointInterval))
+	defer ckpt.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-disk.C:
+			b.checkDisk()
+		case <-ckpt.C:
+			if err := b.checkpoint(); err != nil {
+				b.log.Error("checkpoint failed", "err", err)
+				if errors.Is(err, entrylog.ErrDiskFull) {
+					b.setReadOnly("disk full: storage flush refused")
+				}
+			}
+		}
+	}
+}
+
+// Close shuts the bookie down gracefully: stop reading new requests, let the
+// in-flight adds sync and be answered, stop the server, close the journal,
+// checkpoint and close storage. It is safe to call more than once.
+func (b *Bookie) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	b.draining.Store(true)
+	b.wakeAllForShutdown()
+	deadline := time.Now().Add(5 * time.Second)
+	for b.inflightBytes.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	b.serving.Store(false)
+	if b.admin != nil {
+		b.admin.close()
+	}
+	if b.addr != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b.eng.Stop(ctx)
+		cancel()
+		<-b.runErr
+	}
+	close(b.stop)
+	b.wg.Wait()
+	jerr := b.journal.Close()
+	cerr := b.checkpoint()
+	serr := b.closeStorage()
+	return errors.Join(jerr, cerr, serr)
+}
+
+func (b *Bookie) closeStorage() error {
+	var errs []error
+	if b.journal != nil && !b.closed.Load() {
+		errs = append(errs, b.journal.Close())
+	}
+	errs = append(errs, b.store.Close(), b.index.Close())
+	return errors.Join(errs...)
+}
+
+// gnetLogger sends gnet's logs to slog.
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debug(fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug(fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn(fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...)) }
+func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error(fmt.Sprintf(f, a...)) }

@@ -1,0 +1,182 @@
+package bookie
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+)
+
+// Config configures a bookie. The zero value of every field means its default;
+// DefaultConfig spells the defaults out. Field names are the keys of the JSON
+// config file (docs/operations.md).
+type Config struct {
+	// Listen is the address the bookie serves the protocol on.
+	Listen string `json:"listen"`
+	// Advertise is the bookie's id and the address clients dial; default Listen.
+	Advertise string `json:"advertise"`
+	// DataDir holds journal/ and ledgers/ unless those are set.
+	DataDir string `json:"data"`
+	// JournalDir and LedgerDir override the two data directories.
+	JournalDir string `json:"journal_dir"`
+	LedgerDir  string `json:"ledger_dir"`
+	// Admin is the HTTP listener for /metrics, /healthz, /readyz and
+	// /debug/pprof; empty disables it.
+	Admin string `json:"admin"`
+	// Metadata is the metadata store, "etcd://host:port,..."; empty runs
+	// without one (no registration, cookies checked on disk only).
+	Metadata string `json:"metadata"`
+
+	// EventLoops is the number of gnet event loops; default GOMAXPROCS.
+	EventLoops int `json:"event_loops"`
+	// MaxFrameSize is the largest frame accepted; larger ones close the
+	// connection. Default 8 MiB.
+	MaxFrameSize int `json:"max_frame_size"`
+	// MaxConnInflight and MaxConnInflightBytes bound the requests of one
+	// connection that have been parsed but not answered; over either, the
+	// bookie stops reading that connection until replies drain.
+	MaxConnInflight      int   `json:"max_conn_inflight"`
+	MaxConnInflightBytes int64 `json:"max_conn_inflight_bytes"`
+	// MaxInflightBytes bounds the same across all connections.
+	MaxInflightBytes int64 `json:"max_inflight_bytes"`
+	// MaxOutboundBytes is how many reply bytes may wait for a client that
+	// does not read them before the connection is cut.
+	MaxOutboundBytes int `json:"max_outbound_bytes"`
+	// ReadWorkers serve reads from storage off the event loops.
+	ReadWorkers int `json:"read_workers"`
+
+	// JournalSegmentSize is the size journal segments are preallocated to.
+	JournalSegmentSize int64 `json:"journal_segment_size"`
+	// JournalQueueBytes bounds bytes waiting for the journal writer.
+	JournalQueueBytes int64 `json:"journal_queue_bytes"`
+	// WriteCacheBytes is the write cache (both halves).
+	WriteCacheBytes int64 `json:"write_cache_bytes"`
+	// EntryLogSize is the size at which entry logs roll.
+	EntryLogSize int64 `json:"entry_log_size"`
+	// IndexCacheBytes bounds the index page cache.
+	IndexCacheBytes int64 `json:"index_cache_bytes"`
+	// CheckpointInterval is how often storage is flushed and the journal
+	// trimmed.
+	CheckpointInterval Duration `json:"checkpoint_interval"`
+	// DiskFullThreshold is the used fraction of a data disk above which the
+	// bookie goes read-only; it becomes writable again below
+	// DiskWritableThreshold.
+	DiskFullThreshold     float64 `json:"disk_full_threshold"`
+	DiskWritableThreshold float64 `json:"disk_writable_threshold"`
+
+	// AllowUnknownState lets a bookie whose data directories were wiped or
+	// swapped start anyway, answering UnknownLedgerState instead of
+	// NoSuchEntry/NoSuchLedger (see docs/operations.md).
+	AllowUnknownState bool `json:"allow_unknown_state"`
+
+	// FS is the file system; tests inject faults through it. Default vfs.Default.
+	FS vfs.FS `json:"-"`
+	// Logger receives structured logs; default slog.Default().
+	Logger *slog.Logger `json:"-"`
+}
+
+// Duration is a time.Duration that reads and writes as "10s" in JSON.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+// DefaultConfig returns the configuration a bookie runs with out of the box.
+func DefaultConfig() Config {
+	return Config{
+		Listen:                "127.0.0.1:3181",
+		DataDir:               "./data",
+		Admin:                 "127.0.0.1:8181",
+		EventLoops:            runtime.GOMAXPROCS(0),
+		MaxFrameSize:          8 << 20,
+		MaxConnInflight:       16384,
+		MaxConnInflightBytes:  64 << 20,
+		MaxInflightBytes:      256 << 20,
+		MaxOutboundBytes:      64 << 20,
+		ReadWorkers:           4,
+		JournalSegmentSize:    256 << 20,
+		JournalQueueBytes:     64 << 20,
+		WriteCacheBytes:       128 << 20,
+		EntryLogSize:          1 << 30,
+		IndexCacheBytes:       64 << 20,
+		CheckpointInterval:    Duration(10 * time.Second),
+		DiskFullThreshold:     0.95,
+		DiskWritableThreshold: 0.90,
+	}
+}
+
+// LoadConfigFile overlays the JSON file at path on c. Unknown keys are an error.
+func (c *Config) LoadConfigFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("bookie: config %s: %w", path, err)
+	}
+	return nil
+}
+
+// withDefaults fills zero fields from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	setDefault(&c.Listen, d.Listen)
+	setDefault(&c.DataDir, d.DataDir)
+	if c.Advertise == "" {
+		c.Advertise = c.Listen
+	}
+	if c.JournalDir == "" {
+		c.JournalDir = filepath.Join(c.DataDir, "journal")
+	}
+	if c.LedgerDir == "" {
+		c.LedgerDir = filepath.Join(c.DataDir, "ledgers")
+	}
+	setDefault(&c.EventLoops, d.EventLoops)
+	setDefault(&c.MaxFrameSize, d.MaxFrameSize)
+	setDefault(&c.MaxConnInflight, d.MaxConnInflight)
+	setDefault(&c.MaxConnInflightBytes, d.MaxConnInflightBytes)
+	setDefault(&c.MaxInflightBytes, d.MaxInflightBytes)
+	setDefault(&c.MaxOutboundBytes, d.MaxOutboundBytes)
+	setDefault(&c.ReadWorkers, d.ReadWorkers)
+	setDefault(&c.JournalSegmentSize, d.JournalSegmentSize)
+	setDefault(&c.JournalQueueBytes, d.JournalQueueBytes)
+	setDefault(&c.WriteCacheBytes, d.WriteCacheBytes)
+	setDefault(&c.EntryLogSize, d.EntryLogSize)
+	setDefault(&c.IndexCacheBytes, d.IndexCacheBytes)
+	setDefault(&c.CheckpointInterval, d.CheckpointInterval)
+	setDefault(&c.DiskFullThreshold, d.DiskFullThreshold)
+	setDefault(&c.DiskWritableThreshold, d.DiskWritableThreshold)
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}

@@ -1,0 +1,356 @@
+package bookie
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/valyala/bytebufferpool"
+
+	"github.com/bookie-go/bookie/wire"
+)
+
+// conn is the bookie's state for one client connection, kept as the gnet
+// connection's context.
+type conn struct {
+	b  *Bookie
+	gc gnet.Conn
+
+	// Owned by the connection's event loop.
+	helloDone bool
+	loopOut   []byte // replies produced on the loop, written at the end of OnTraffic
+	closing   bool
+
+	// Replies produced off the loop (journal completions, read workers).
+	mu      sync.Mutex
+	out     *bytebufferpool.ByteBuffer // protected by mu
+	writing bool                       // an AsyncWrite is outstanding; protected by mu
+	closed  bool                       // protected by mu
+
+	inflight      atomic.Int64 // requests parsed and not answered
+	inflightBytes atomic.Int64
+	paused        atomic.Bool
+
+	// batchNo is the last journal batch that queued a reply here; owned by
+	// the journal writer goroutine.
+	batchNo uint64
+}
+
+var replyPool bytebufferpool.Pool
+
+// request is one parsed request waiting for the journal, a read worker or a
+// long poll. Pooled; fields are set on the event loop and read by whoever
+// answers it.
+type request struct {
+	conn    *conn
+	op      wire.Op
+	flags   wire.Flags
+	id      uint64
+	ledger  uint64
+	entry   int64
+	prevLAC int64
+	size    int64 // bytes charged against the in-flight limits
+	start   time.Time
+}
+
+var requestPool = sync.Pool{New: func() any { return new(request) }}
+
+// newRequest charges a request to its connection. Runs on the event loop.
+func (c *conn) newRequest(h *wire.Header, size int) *request {
+	r := requestPool.Get().(*request)
+	*r = request{conn: c, op: h.Op, flags: h.Flags, id: h.RequestID, size: int64(size), start: time.Now()}
+	c.inflight.Add(1)
+	c.inflightBytes.Add(r.size)
+	c.b.inflightBytes.Add(r.size)
+	return r
+}
+
+// release returns a finished request's charge and wakes connections that
+// paused on limits. Runs anywhere.
+func (b *Bookie) release(r *request) {
+	c := r.conn
+	c.inflight.Add(-1)
+	c.inflightBytes.Add(-r.size)
+	total := b.inflightBytes.Add(-r.size)
+	if c.paused.Load() && c.underLowWater() {
+		if c.paused.CompareAndSwap(true, false) {
+			c.gc.Wake(nil)
+		}
+	}
+	if total < b.cfg.MaxInflightBytes/2 {
+		b.wakePaused()
+	}
+	*r = request{}
+	requestPool.Put(r)
+}
+
+func (c *conn) overLimits() bool {
+	b := c.b
+	return c.inflight.Load() >= int64(b.cfg.MaxConnInflight) ||
+		c.inflightBytes.Load() >= b.cfg.MaxConnInflightBytes ||
+		b.inflightBytes.Load() >= b.cfg.MaxInflightBytes
+}
+
+func (c *conn) underLowWater() bool {
+	b := c.b
+	return c.inflight.Load() < int64(b.cfg.MaxConnInflight)/2 &&
+		c.inflightBytes.Load() < b.cfg.MaxConnInflightBytes/2 &&
+		b.inflightBytes.Load() < b.cfg.MaxInflightBytes/2
+}
+
+// pause stops parsing c until its or the bookie's in-flight requests drain.
+// Runs on the event loop.
+func (c *conn) pause() {
+	if !c.paused.Swap(true) {
+		c.b.metrics.pausedConns.Inc()
+	}
+	c.b.pausedMu.Lock()
+	c.b.paused[c] = struct{}{}
+	c.b.pausedMu.Unlock()
+	// Completions may have drained everything between the check and the
+	// flag: look again so no connection stays paused with nothing in flight.
+	if c.underLowWater() && c.paused.CompareAndSwap(true, false) {
+		c.gc.Wake(nil)
+	}
+}
+
+// wakePaused resumes every paused connection.
+func (b *Bookie) wakePaused() {
+	b.pausedMu.Lock()
+	if len(b.paused) == 0 {
+		b.pausedMu.Unlock()
+		return
+	}
+	var cs []*conn
+	for c := range b.paused {
+		cs = append(cs, c)
+		delete(b.paused, c)
+	}
+	b.pausedMu.Unlock()
+	for _, c := range cs {
+		if c.paused.CompareAndSwap(true, false) {
+			c.gc.Wake(nil)
+		}
+	}
+}
+
+// queue appends a reply encoded by enc to the connection's outbox. Runs off
+// the event loop; the reply goes out at the next flush.
+func (c *conn) queue(enc func(dst []byte) []byte) {
+	c.mu.Lock()
+	if !c.closed {
+		n := len(c.out.B)
+		c.out.B = enc(c.out.B)
+		c.b.metrics.bytesOut.Add(float64(len(c.out.B) - n))
+	}
+	c.mu.Unlock()
+}
+
+// queueStatus queues a bodyless status reply. Runs off the event loop.
+func (c *conn) queueStatus(op wire.Op, id uint64, s wire.Status) {
+	c.mu.Lock()
+	if !c.closed {
+		c.out.B = wire.AppendStatusResponse(c.out.B, op, id, s)
+	}
+	c.mu.Unlock()
+}
+
+// queueAdd queues an OK ADD reply without allocating. Runs on the journal
+// writer.
+func (c *conn) queueAdd(id, ledger uint64, entry int64) {
+	c.mu.Lock()
+	if !c.closed {
+		c.out.B = wire.AppendAddResponse(c.out.B, id, ledger, entry)
+	}
+	c.mu.Unlock()
+}
+
+// flush hands the outbox to gnet in one AsyncWrite, unless one is already
+// outstanding (its callback flushes again). Runs anywhere.
+func (c *conn) flush() {
+	c.mu.Lock()
+	if c.writing || c.closed || len(c.out.B) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	buf := c.out
+	c.out = replyPool.Get()
+	c.writing = true
+	c.mu.Unlock()
+	err := c.gc.AsyncWrite(buf.B, func(gc gnet.Conn, err error) error {
+		replyPool.Put(buf)
+		c.mu.Lock()
+		c.writing = false
+		c.mu.Unlock()
+		if err != nil {
+			return nil
+		}
+		if gc.OutboundBuffered() > c.b.cfg.MaxOutboundBytes {
+			c.b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+			c.b.log.Warn("closing connection: client does not read its replies", "remote", gc.RemoteAddr(),
+				"buffered", gc.OutboundBuffered())
+			return gc.Close()
+		}
+		c.flush()
+		return nil
+	})
+	if err != nil {
+		replyPool.Put(buf)
+		c.mu.Lock()
+		c.writing = false
+		c.closed = true
+		c.mu.Unlock()
+	}
+}
+
+// reply queues and flushes one reply: for answers produced one at a time
+// (read workers, long polls).
+func (c *conn) reply(enc func(dst []byte) []byte) {
+	c.queue(enc)
+	c.flush()
+}
+
+// handler is the gnet event handler.
+type handler struct {
+	gnet.BuiltinEventEngine
+	b      *Bookie
+	booted chan error
+}
+
+// OnBoot records the engine and the bound address.
+func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
+	h.b.eng = eng
+	addr, err := boundAddr(eng)
+	if err != nil {
+		h.booted <- err
+		return gnet.Shutdown
+	}
+	h.b.addr = addr
+	h.booted <- nil
+	return gnet.None
+}
+
+// OnOpen sets up the connection's state. Runs on the event loop.
+func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	c := &conn{b: h.b, gc: gc, out: replyPool.Get()}
+	gc.SetContext(c)
+	h.b.metrics.connections.Inc()
+	return nil, gnet.None
+}
+
+// OnClose drops the connection's outbox. Requests still in flight complete
+// and their replies are discarded. Runs on the event loop.
+func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, _ := gc.Context().(*conn)
+	if c == nil {
+		return gnet.None
+	}
+	h.b.metrics.connections.Dec()
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	h.b.pausedMu.Lock()
+	delete(h.b.paused, c)
+	h.b.pausedMu.Unlock()
+	return gnet.None
+}
+
+// OnTraffic parses every whole frame buffered on the connection, unless
+// in-flight limits say to wait. Bytes from Peek are used only before the
+// matching Discard: whatever outlives the frame (the journal record, request
+// fields) is copied out first. Runs on the event loop.
+func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
+	c := gc.Context().(*conn)
+	b := h.b
+	for !c.closing {
+		if b.draining.Load() {
+			break
+		}
+		if c.helloDone && c.overLimits() {
+			c.pause()
+			break
+		}
+		buffered := gc.InboundBuffered()
+		if buffered < wire.LengthSize {
+			break
+		}
+		p, _ := gc.Peek(wire.LengthSize)
+		n, err := wire.FrameSize(p, b.cfg.MaxFrameSize)
+		if err != nil {
+			h.refuseStream(c, err)
+			break
+		}
+		if buffered < n {
+			break
+		}
+		frame, err := gc.Peek(n)
+		if err != nil {
+			break
+		}
+		var retry bool
+		if !c.helloDone {
+			h.handleHello(c, frame)
+		} else {
+			retry = b.handleFrame(c, frame)
+		}
+		if retry {
+			c.pause()
+			break
+		}
+		gc.Discard(n)
+		b.metrics.bytesIn.Add(float64(n))
+	}
+	if len(c.loopOut) > 0 {
+		gc.Write(c.loopOut)
+		c.loopOut = c.loopOut[:0]
+	}
+	if c.closing {
+		return gnet.Close
+	}
+	// A client that keeps sending while paused is cut off once more than a
+	// frame's worth past its byte budget is buffered.
+	if gc.InboundBuffered() > int(b.cfg.MaxConnInflightBytes)+b.cfg.MaxFrameSize {
+		b.metrics.cutConns.WithLabelValues("inbound_overflow").Inc()
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+// refuseStream answers a frame that cannot be delimited (too large, bad
+// length) with an error carrying its request id when the header is readable,
+// then closes: the stream cannot be resynchronized.
+func (h *handler) refuseStream(c *conn, err error) {
+	if p, perr := c.gc.Peek(wire.RequestHeaderSize); perr == nil {
+		hdr := wire.Header{
+			Op:        wire.Op(p[5] &^ 0x80),
+			RequestID: uint64(p[8])<<56 | uint64(p[9])<<48 | uint64(p[10])<<40 | uint64(p[11])<<32 | uint64(p[12])<<24 | uint64(p[13])<<16 | uint64(p[14])<<8 | uint64(p[15]),
+		}
+		c.loopOut = wire.AppendStatusResponse(c.loopOut, hdr.Op, hdr.RequestID, wire.StatusOf(err))
+	}
+	h.b.metrics.cutConns.WithLabelValues("bad_frame").Inc()
+	h.b.log.Info("closing connection: bad frame", "remote", c.gc.RemoteAddr(), "err", err)
+	c.closing = true
+}
+
+// handleHello answers the connection's first frame. Runs on the event loop.
+func (h *handler) handleHello(c *conn, frame []byte) {
+	hello, err := wire.DecodeHello(frame)
+	reply := wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion}
+	if err != nil {
+		reply.Status = wire.StatusOf(err)
+		c.loopOut = wire.AppendHello(c.loopOut, &reply)
+		c.closing = true
+		return
+	}
+	v, ok := wire.Negotiate(hello.MinVersion, hello.MaxVersion, wire.MinVersion, wire.MaxVersion)
+	if !ok {
+		reply.Status = wire.StatusUnsupportedVersion
+		c.loopOut = wire.AppendHello(c.loopOut, &reply)
+		c.closing = true
+		return
+	}
+	reply.Version = v
+	c.loopOut = wire.AppendHello(c.loopOut, &reply)
+	c.helloDone = true
+}

@@ -1,0 +1,83 @@
+package bookie
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the bookie's Prometheus metrics, registered on its own registry
+// so several bookies can run in one process (bk local, tests).
+type metrics struct {
+	registry *prometheus.Registry
+
+	addLatency    prometheus.Histogram
+	readLatency   prometheus.Histogram
+	fsyncLatency  prometheus.Histogram
+	batchRecords  prometheus.Histogram
+	batchBytes    prometheus.Histogram
+	requests      *prometheus.CounterVec // by op
+	addOK         prometheus.Counter     // hot path: pre-resolved
+	responses     *prometheus.CounterVec // by op and status
+	bytesIn       prometheus.Counter
+	bytesOut      prometheus.Counter
+	connections   prometheus.Gauge
+	inflightBytes prometheus.Gauge
+	journalQueue  prometheus.Gauge
+	readQueue     prometheus.Gauge
+	pausedConns   prometheus.Counter
+	cutConns      *prometheus.CounterVec // by reason
+	readOnly      prometheus.Gauge
+	checkpoints   prometheus.Counter
+	checkpointDur prometheus.Histogram
+	ledgers       prometheus.GaugeFunc
+}
+
+func newMetrics(ledgerCount func() float64) *metrics {
+	lat := prometheus.ExponentialBuckets(10e-6, 2, 18) // 10 us .. 1.3 s
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		addLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bookie_add_latency_seconds", Help: "ADD from frame parsed to reply queued (includes the journal fsync).", Buckets: lat}),
+		readLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bookie_read_latency_seconds", Help: "READ from frame parsed to reply queued.", Buckets: lat}),
+		fsyncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bookie_journal_batch_latency_seconds", Help: "Time from a journal batch's first record queued to its completion.", Buckets: lat}),
+		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bookie_journal_batch_records", Help: "Records per journal fsync.", Buckets: prometheus.ExponentialBuckets(1, 2, 15)}),
+		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bookie_journal_batch_bytes", Help: "Payload bytes per journal fsync.", Buckets: prometheus.ExponentialBuckets(64, 4, 12)}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bookie_requests_total", Help: "Requests parsed, by operation."}, []string{"op"}),
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bookie_responses_total", Help: "Responses sent, by operation and status."}, []string{"op", "status"}),
+		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bookie_received_bytes_total", Help: "Frame bytes received."}),
+		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bookie_sent_bytes_total", Help: "Reply bytes queued for sending."}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bookie_connections", Help: "Open client connections."}),
+		inflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bookie_inflight_bytes", Help: "Request bytes parsed and not yet answered, all connections."}),
+		journalQueue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bookie_journal_inflight_records", Help: "Records appended to the journal and not yet completed."}),
+		readQueue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bookie_read_queue_depth", Help: "Reads waiting for a read worker."}),
+		pausedConns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bookie_backpressure_pauses_total", Help: "Times a connection stopped being read because of in-flight limits."}),
+		cutConns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bookie_connections_cut_total", Help: "Connections closed by the bookie, by reason."}, []string{"reason"}),
+		readOnly: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bookie_read_only", Help: "1 while the bookie refuses adds (disk full or journal failure)."}),
+		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bookie_checkpoints_total", Help: "Completed checkpoints."}),
+		checkpointDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bookie_checkpoint_seconds", Help: "Checkpoint duration (flush, sync, mark).", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
+		ledgers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bookie_ledgers", Help: "Ledgers the bookie holds state for."}, ledgerCount),
+	}
+	m.addOK = m.responses.WithLabelValues("ADD", "OK")
+	m.registry.MustRegister(m.addLatency, m.readLatency, m.fsyncLatency, m.batchRecords, m.batchBytes,
+		m.requests, m.responses, m.bytesIn, m.bytesOut, m.connections, m.inflightBytes, m.journalQueue,
+		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointDur, m.ledgers,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,486 @@
+package bookie
+
+import (
+	"errors"
+	"time"
+
+	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/index"
+	"github.com/bookie-go/bookie/journal"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// handleFrame handles one request frame. It returns retry=true when the
+// frame could not be taken now (journal queue full): the caller leaves it
+// buffered and pauses the connection. Runs on the event loop.
+func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
+	h, err := wire.ParseHeader(frame)
+	if err != nil {
+		if h.RequestID == 0 && h.Op == 0 {
+			// Not even a header: the peer does not speak the protocol.
+			b.metrics.cutConns.WithLabelValues("bad_frame").Inc()
+			c.closing = true
+			return false
+		}
+		c.answer(&h, wire.StatusOf(err))
+		return false
+	}
+	if h.Response {
+		c.answer(&h, wire.StatusBadRequest)
+		c.closing = true
+		return false
+	}
+	b.metrics.requests.WithLabelValues(h.Op.String()).Inc()
+	switch h.Op {
+	case wire.OpAdd:
+		return b.handleAdd(c, &h, frame)
+	case wire.OpRead:
+		return b.handleRead(c, &h, frame)
+	case wire.OpReadLAC:
+		return b.handleReadLAC(c, &h, frame)
+	case wire.OpLongPollLAC:
+		b.handleLongPoll(c, &h, frame)
+	case wire.OpWriteLAC:
+		return b.handleWriteLAC(c, &h, frame)
+	case wire.OpForce:
+		return b.handleForce(c, &h, frame)
+	case wire.OpGetInfo:
+		if _, err := wire.DecodeGetInfoRequest(frame); err != nil {
+			c.answer(&h, wire.StatusOf(err))
+			return false
+		}
+		info := b.info()
+		c.loopOut = wire.AppendGetInfoResponse(c.loopOut, h.RequestID, &info)
+	case wire.OpPing:
+		if _, err := wire.DecodePingRequest(frame); err != nil {
+			c.answer(&h, wire.StatusOf(err))
+			return false
+		}
+		c.loopOut = wire.AppendPingResponse(c.loopOut, h.RequestID)
+	default:
+		c.answer(&h, wire.StatusUnsupported)
+	}
+	return false
+}
+
+// answer writes a bodyless status reply on the event loop.
+func (c *conn) answer(h *wire.Header, s wire.Status) {
+	c.loopOut = wire.AppendStatusResponse(c.loopOut, h.Op, h.RequestID, s)
+	c.b.metrics.responses.WithLabelValues(h.Op.String(), s.String()).Inc()
+}
+
+func (b *Bookie) info() wire.Info {
+	free, total, _ := b.cfg.FS.DiskUsage(b.cfg.LedgerDir)
+	ro, _ := b.ReadOnly()
+	return wire.Info{TotalBytes: total, FreeBytes: free, ReadOnly: ro,
+		MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Build: Build}
+}
+
+// appendJournal appends a record for r, turning journal errors into a retry
+// (queue full) or an answer. Requires the ledger's mutex held when ordering
+// matters. Runs on the event loop.
+func (b *Bookie) appendJournal(c *conn, h *wire.Header, typ journal.RecordType, payload []byte, r *request) (retry, ok bool) {
+	_, err := b.journal.Append(typ, payload, r)
+	switch {
+	case err == nil:
+		return false, true
+	case errors.Is(err, journal.ErrFull):
+		b.release(r)
+		return true, false
+	default:
+		b.release(r)
+		if errors.Is(err, journal.ErrFailed) {
+			b.journalFailed.Store(true)
+			b.setReadOnly("journal failed: " + err.Error())
+		}
+		c.answer(h, wire.StatusIOError)
+		return false, false
+	}
+}
+
+// keyCheck verifies key against the ledger's master key, setting it (and
+// journaling it) when the ledger has none. Requires l.mu held. Runs on the
+// event loop.
+func (b *Bookie) keyCheck(l *ledger, key *wire.MasterKey) (ok bool, err error) {
+	if l.hasKey {
+		return l.masterKey == [32]byte(*key), nil
+	}
+	l.masterKey, l.hasKey, l.dirty = *key, true, true
+	if !l.keyJournaled {
+		b.scratch = appendMasterKeyRecord(b.scratchFor(), l.id, &l.masterKey)
+		if _, err := b.journal.Append(journal.TypeMasterKey, b.scratch, nil); err != nil {
+			l.hasKey = false
+			return false, err
+		}
+		l.keyJournaled = true
+	}
+	return true, nil
+}
+
+// scratchFor returns a small buffer for journal payloads built on an event
+// loop. Each loop needs its own; journal.Append copies before returning, so
+// one per call site that runs under a ledger lock would do, but loops run in
+// parallel: use a fresh small slice (40 bytes) from the stack-like pool.
+func (b *Bookie) scratchFor() []byte { return make([]byte, 0, 48) }
+
+func (b *Bookie) keyError(c *conn, h *wire.Header, err error) (retry bool) {
+	if errors.Is(err, journal.ErrFull) {
+		return true
+	}
+	if errors.Is(err, journal.ErrFailed) {
+		b.journalFailed.Store(true)
+		b.setReadOnly("journal failed: " + err.Error())
+	}
+	c.answer(h, wire.StatusIOError)
+	return false
+}
+
+// handleAdd: verify checksum and master key, refuse non-recovery adds to a
+// fenced ledger, and journal the entry; the reply goes out after the sync.
+func (b *Bookie) handleAdd(c *conn, h *wire.Header, frame []byte) (retry bool) {
+	req, err := wire.DecodeAddRequest(frame)
+	if err != nil {
+		c.answer(h, wire.StatusOf(err))
+		return false
+	}
+	if b.readOnlyFlag.Load() {
+		c.answer(h, wire.StatusReadOnly)
+		return false
+	}
+	l, _ := b.ledgers.getOrCreate(req.Entry.LedgerID, b.cookie.Limbo)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ok, err := b.keyCheck(l, &req.MasterKey)
+	if err != nil {
+		return b.keyError(c, h, err)
+	}
+	if !ok {
+		c.answer(h, wire.StatusUnauthorized)
+		return false
+	}
+	if l.fenced && !req.Recovery() {
+		c.answer(h, wire.StatusFenced)
+		return false
+	}
+	r := c.newRequest(h, len(frame))
+	r.ledger, r.entry = req.Entry.LedgerID, req.Entry.EntryID
+	retry, _ = b.appendJournal(c, h, journal.TypeEntry, req.Entry.Raw, r)
+	return retry
+}
+
+// fence fences ledger l for request r (a fencing READ or READ_LAC): the flag
+// is set in memory at once; r proceeds only once a fence record is synced.
+// Runs on the event loop.
+func (b *Bookie) fence(c *conn, h *wire.Header, ledgerID uint64, key *wire.MasterKey, r *request) (retry bool) {
+	l, _ := b.ledgers.getOrCreate(ledgerID, b.cookie.Limbo)
+	l.mu.Lock()
+	ok, err := b.keyCheck(l, key)
+	if err != nil {
+		l.mu.Unlock()
+		b.release(r)
+		return b.keyError(c, h, err)
+	}
+	if !ok {
+		l.mu.Unlock()
+		b.release(r)
+		c.answer(h, wire.StatusUnauthorized)
+		return false
+	}
+	if !l.fenced {
+		l.fenced, l.dirty = true, true
+	}
+	if l.fenceDurable {
+		l.mu.Unlock()
+		b.afterFence(r)
+		return false
+	}
+	rec := appendFenceRecord(b.scratchFor(), ledgerID)
+	retry, _ = b.appendJournal(c, h, journal.TypeFence, rec, r)
+	l.mu.Unlock()
+	return retry
+}
+
+// afterFence continues a fencing request once the fence is durable. Runs on
+// the event loop or the journal writer.
+func (b *Bookie) afterFence(r *request) {
+	switch r.op {
+	case wire.OpRead:
+		b.submitRead(r)
+	case wire.OpReadLAC:
+		b.answerLAC(r)
+	}
+}
+
+func (b *Bookie) handleRead(c *conn, h *wire.Header, frame []byte) (retry bool) {
+	req, err := wire.DecodeReadRequest(frame)
+	if err != nil {
+		c.answer(h, wire.StatusOf(err))
+		return false
+	}
+	r := c.newRequest(h, len(frame))
+	r.ledger, r.entry = req.Ledger, req.EntryID
+	if req.Fence() {
+		return b.fence(c, h, req.Ledger, &req.MasterKey, r)
+	}
+	b.submitRead(r)
+	return false
+}
+
+func (b *Bookie) handleReadLAC(c *conn, h *wire.Header, frame []byte) (retry bool) {
+	req, err := wire.DecodeReadLACRequest(frame)
+	if err != nil {
+		c.answer(h, wire.StatusOf(err))
+		return false
+	}
+	r := c.newRequest(h, len(frame))
+	r.ledger = req.Ledger
+	if req.Fence() {
+		return b.fence(c, h, req.Ledger, &req.MasterKey, r)
+	}
+	b.answerLAC(r)
+	return false
+}
+
+// answerLAC replies to a READ_LAC with the ledger's LAC. Runs anywhere.
+func (b *Bookie) answerLAC(r *request) {
+	l := b.ledgers.get(r.ledger)
+	if l == nil {
+		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
+		return
+	}
+	l.mu.Lock()
+	lac := l.effectiveLAC()
+	l.mu.Unlock()
+	b.finish(r, wire.StatusOK, func(dst []byte) []byte {
+		return wire.AppendReadLACResponse(dst, r.id, r.ledger, lac)
+	})
+}
+
+// negative turns a NoSuchEntry/NoSuchLedger into UnknownLedgerState when the
+// bookie cannot prove absence (limbo).
+func (b *Bookie) negative(l *ledger, s wire.Status) wire.Status {
+	if b.cookie.Limbo {
+		return wire.StatusUnknownLedgerState
+	}
+	if l != nil {
+		l.mu.Lock()
+		limbo := l.limbo
+		l.mu.Unlock()
+		if limbo {
+			return wire.StatusUnknownLedgerState
+		}
+	}
+	return s
+}
+
+func (b *Bookie) handleWriteLAC(c *conn, h *wire.Header, frame []byte) (retry bool) {
+	req, err := wire.DecodeWriteLACRequest(frame)
+	if err != nil {
+		c.answer(h, wire.StatusOf(err))
+		return false
+	}
+	if b.readOnlyFlag.Load() {
+		c.answer(h, wire.StatusReadOnly)
+		return false
+	}
+	l, _ := b.ledgers.getOrCreate(req.Ledger, b.cookie.Limbo)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ok, err := b.keyCheck(l, &req.MasterKey)
+	if err != nil {
+		return b.keyError(c, h, err)
+	}
+	if !ok {
+		c.answer(h, wire.StatusUnauthorized)
+		return false
+	}
+	r := c.newRequest(h, len(frame))
+	r.ledger, r.prevLAC = req.Ledger, req.LAC
+	rec := appendExplicitLACRecord(b.scratchFor(), req.Ledger, req.LAC)
+	retry, _ = b.appendJournal(c, h, journal.TypeExplicitLAC, rec, r)
+	return retry
+}
+
+func (b *Bookie) handleForce(c *conn, h *wire.Header, frame []byte) (retry bool) {
+	req, err := wire.DecodeForceRequest(frame)
+	if err != nil {
+		c.answer(h, wire.StatusOf(err))
+		return false
+	}
+	r := c.newRequest(h, len(frame))
+	r.ledger = req.Ledger
+	retry, _ = b.appendJournal(c, h, journal.TypeForce, nil, r)
+	return retry
+}
+
+// finish queues r's reply (enc for OK, a bare status otherwise), flushes it,
+// and releases r. Runs off the event loop.
+func (b *Bookie) finish(r *request, s wire.Status, enc func([]byte) []byte) {
+	b.finishQueued(r, s, enc)
+	r.conn.flush()
+	b.release(r)
+}
+
+// finishQueued queues r's reply without flushing; r stays charged until the
+// caller releases it.
+func (b *Bookie) finishQueued(r *request, s wire.Status, enc func([]byte) []byte) {
+	c := r.conn
+	if s == wire.StatusOK && enc != nil {
+		c.queue(enc)
+	} else {
+		c.queueStatus(r.op, r.id, s)
+	}
+	b.metrics.responses.WithLabelValues(r.op.String(), s.String()).Inc()
+	switch r.op {
+	case wire.OpAdd:
+		b.metrics.addLatency.Observe(time.Since(r.start).Seconds())
+	case wire.OpRead:
+		b.metrics.readLatency.Observe(time.Since(r.start).Seconds())
+	}
+}
+
+// completed handles a synced journal batch: apply each record to storage and
+// the ledger table, queue the replies, then flush each connection once.
+// Runs on the journal writer goroutine.
+func (b *Bookie) completed(batch []journal.Completion) {
+	b.batchNo++
+	b.dirtyConns = b.dirtyConns[:0]
+	b.metrics.batchRecords.Observe(float64(len(batch)))
+	var bytes int
+	var last journal.Mark
+	for i := range batch {
+		cp := &batch[i]
+		bytes += len(cp.Payload)
+		r, _ := cp.Ctx.(*request)
+		if cp.Err != nil {
+			b.journalFailed.Store(true)
+			b.setReadOnly("journal failed: " + cp.Err.Error())
+			if r != nil {
+				b.finish(r, wire.StatusIOError, nil)
+			}
+			continue
+		}
+		last = cp.Pos
+		if err := b.apply(cp.Type, cp.Payload, false); err != nil {
+			b.log.Error("applying a synced journal record failed", "seq", cp.Seq, "type", cp.Type.String(), "err", err)
+			if r != nil {
+				b.finish(r, wire.StatusIOError, nil)
+			}
+			continue
+		}
+		if r == nil {
+			continue
+		}
+		switch cp.Type {
+		case journal.TypeEntry:
+			r.conn.queueAdd(r.id, r.ledger, r.entry)
+			b.metrics.addOK.Inc()
+			b.metrics.addLatency.Observe(time.Since(r.start).Seconds())
+			b.markDirty(r.conn)
+			b.release(r)
+		case journal.TypeFence:
+			b.afterFence(r)
+		case journal.TypeExplicitLAC:
+			ledgerID, lac, id := r.ledger, r.prevLAC, r.id
+			b.finishQueued(r, wire.StatusOK, func(dst []byte) []byte {
+				return wire.AppendWriteLACResponse(dst, id, ledgerID, lac)
+			})
+			b.markDirty(r.conn)
+			b.release(r)
+		case journal.TypeForce:
+			ledgerID, id := r.ledger, r.id
+			b.finishQueued(r, wire.StatusOK, func(dst []byte) []byte {
+				return wire.AppendForceResponse(dst, id, ledgerID)
+			})
+			b.markDirty(r.conn)
+			b.release(r)
+		}
+	}
+	b.metrics.batchBytes.Observe(float64(bytes))
+	if last != (journal.Mark{}) {
+		b.setApplied(last)
+	}
+	for _, c := range b.dirtyConns {
+		c.flush()
+	}
+}
+
+func (b *Bookie) markDirty(c *conn) {
+	if c.batchNo != b.batchNo {
+		c.batchNo = b.batchNo
+		b.dirtyConns = append(b.dirtyConns, c)
+	}
+}
+
+// submitRead hands r to a read worker, or answers TooManyRequests when the
+// read queue is full. Runs anywhere.
+func (b *Bookie) submitRead(r *request) {
+	select {
+	case b.readq <- r:
+		b.metrics.readQueue.Inc()
+	default:
+		b.finish(r, wire.StatusTooManyRequests, nil)
+	}
+}
+
+// readWorker serves reads from storage, off the event loops.
+func (b *Bookie) readWorker() {
+	defer b.wg.Done()
+	buf := make([]byte, 0, 64<<10)
+	for {
+		select {
+		case <-b.stop:
+			return
+		case r := <-b.readq:
+			b.metrics.readQueue.Dec()
+			buf = b.serveRead(r, buf[:0])
+		}
+	}
+}
+
+// serveRead answers a READ (entry id or LastEntry) or a piggybacking long poll.
+func (b *Bookie) serveRead(r *request, buf []byte) []byte {
+	l := b.ledgers.get(r.ledger)
+	if r.op == wire.OpLongPollLAC {
+		b.answerPoll(r, l, buf)
+		return buf
+	}
+	if l == nil {
+		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
+		return buf
+	}
+	entryID := r.entry
+	if entryID == wire.LastEntry {
+		l.mu.Lock()
+		entryID = l.lastEntry
+		l.mu.Unlock()
+		if entryID < 0 {
+			b.finish(r, b.negative(l, wire.StatusNoSuchEntry), nil)
+			return buf
+		}
+	}
+	data, err := b.store.Get(r.ledger, entryID, buf)
+	if err != nil {
+		b.finish(r, b.readStatus(l, err), nil)
+		return buf
+	}
+	id := r.id
+	b.finish(r, wire.StatusOK, func(dst []byte) []byte { return wire.AppendReadResponse(dst, id, data) })
+	return data[:0]
+}
+
+// readStatus maps a storage error to a status: absence only when storage
+// proves it, anything else is an I/O error (never a false negative).
+func (b *Bookie) readStatus(l *ledger, err error) wire.Status {
+	switch {
+	case errors.Is(err, index.ErrNoSuchEntry) || errors.Is(err, entrylog.ErrNoSuchEntry):
+		return b.negative(l, wire.StatusNoSuchEntry)
+	case errors.Is(err, index.ErrNoSuchLedger) || errors.Is(err, entrylog.ErrNoSuchLedger):
+		return b.negative(l, wire.StatusNoSuchEntry)
+	case errors.Is(err, index.ErrLimbo):
+		return wire.StatusUnknownLedgerState
+	default:
+		b.log.Error("read failed", "ledger", l.id, "err", err)
+		return wire.StatusIOError
+	}
+}

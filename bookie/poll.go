@@ -1,0 +1,128 @@
+package bookie
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/bookie-go/bookie/wire"
+)
+
+// maxPollWait caps a long poll's timeout.
+const maxPollWait = 60 * time.Second
+
+// pollWaiter is a long-poll LAC read waiting for its ledger's LAC to pass
+// r.prevLAC. Exactly one of the wake-up and the timer answers it (done).
+type pollWaiter struct {
+	r     *request
+	timer *time.Timer
+	done  atomic.Bool
+}
+
+// handleLongPoll answers at once when the LAC is already past the client's,
+// or the ledger is fenced (it will not move on its own); otherwise it parks
+// the request until an add or WRITE_LAC moves the LAC, a fence arrives, or the
+// timeout passes. Runs on the event loop.
+func (b *Bookie) handleLongPoll(c *conn, h *wire.Header, frame []byte) {
+	req, err := wire.DecodeLongPollLACRequest(frame)
+	if err != nil {
+		c.answer(h, wire.StatusOf(err))
+		return
+	}
+	l := b.ledgers.get(req.Ledger)
+	if l == nil {
+		c.answer(h, b.negative(nil, wire.StatusNoSuchLedger))
+		return
+	}
+	r := c.newRequest(h, len(frame))
+	r.ledger, r.prevLAC = req.Ledger, req.PreviousLAC
+	l.mu.Lock()
+	if l.effectiveLAC() > req.PreviousLAC || l.fenced || req.TimeoutMillis == 0 {
+		l.mu.Unlock()
+		b.submitRead(r)
+		return
+	}
+	w := &pollWaiter{r: r}
+	l.waiters = append(l.waiters, w)
+	wait := min(time.Duration(req.TimeoutMillis)*time.Millisecond, maxPollWait)
+	w.timer = time.AfterFunc(wait, func() { b.pollTimedOut(l, w) })
+	l.mu.Unlock()
+}
+
+// wakePollers hands every waiter whose LAC has been passed to a read worker.
+// Requires l.mu held.
+func (b *Bookie) wakePollers(l *ledger) {
+	lac := l.effectiveLAC()
+	kept := l.waiters[:0]
+	for _, w := range l.waiters {
+		if lac > w.r.prevLAC {
+			b.firePoll(w)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	clear(l.waiters[len(kept):])
+	l.waiters = kept
+}
+
+// wakeAllPollers answers every waiter (the ledger was fenced, or the bookie
+// is shutting down). Requires l.mu held.
+func (b *Bookie) wakeAllPollers(l *ledger) {
+	for _, w := range l.waiters {
+		b.firePoll(w)
+	}
+	clear(l.waiters)
+	l.waiters = l.waiters[:0]
+}
+
+func (b *Bookie) firePoll(w *pollWaiter) {
+	if w.done.CompareAndSwap(false, true) {
+		w.timer.Stop()
+		b.submitRead(w.r)
+	}
+}
+
+func (b *Bookie) pollTimedOut(l *ledger, w *pollWaiter) {
+	if !w.done.CompareAndSwap(false, true) {
+		return
+	}
+	l.mu.Lock()
+	for i, x := range l.waiters {
+		if x == w {
+			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
+			break
+		}
+	}
+	l.mu.Unlock()
+	b.submitRead(w.r)
+}
+
+// answerPoll replies to a long poll with the ledger's LAC, and entry
+// prevLAC+1 when asked for and stored. Runs on a read worker.
+func (b *Bookie) answerPoll(r *request, l *ledger, buf []byte) {
+	if l == nil {
+		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
+		return
+	}
+	l.mu.Lock()
+	lac := l.effectiveLAC()
+	l.mu.Unlock()
+	var entry []byte
+	if r.flags&wire.FlagPiggyback != 0 && lac > r.prevLAC {
+		if data, err := b.store.Get(r.ledger, r.prevLAC+1, buf); err == nil {
+			entry = data
+		}
+	}
+	id, ledgerID := r.id, r.ledger
+	b.finish(r, wire.StatusOK, func(dst []byte) []byte {
+		return wire.AppendLongPollLACResponse(dst, id, ledgerID, lac, entry)
+	})
+}
+
+// wakeAllForShutdown answers every parked long poll.
+func (b *Bookie) wakeAllForShutdown() {
+	b.ledgers.each(func(l *ledger) {
+		l.mu.Lock()
+		b.wakeAllPollers(l)
+		l.mu.Unlock()
+	})
+}
