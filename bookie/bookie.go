@@ -17,6 +17,7 @@ import (
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/journal"
+	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -67,6 +68,10 @@ type Bookie struct {
 	dirtyConns []*conn
 	scratch    []byte
 
+	meta       meta.Store // nil without a metadata store
+	metaCookie meta.Cookie
+	reg        meta.Registration
+
 	eng      gnet.Engine
 	addr     string
 	serving  atomic.Bool
@@ -85,7 +90,7 @@ func New(cfg Config) (*Bookie, error) {
 	cfg = cfg.withDefaults()
 	b := &Bookie{
 		cfg:     cfg,
-		log:     cfg.Logger.With("bookie", cfg.Advertise),
+		log:     cfg.Logger.With("bookie", first(cfg.identity())),
 		ledgers: newLedgerTable(),
 		paused:  make(map[*conn]struct{}),
 		readq:   make(chan *request, 4096),
@@ -95,11 +100,26 @@ func New(cfg Config) (*Bookie, error) {
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
 	fs := cfg.FS
 
-	cookie, err := CheckCookies(fs, []string{cfg.JournalDir, cfg.LedgerDir}, cfg.Advertise, "", cfg.AllowUnknownState)
+	expected := ""
+	if cfg.Metadata != "" {
+		var err error
+		if expected, err = b.openMeta(); err != nil {
+			return nil, err
+		}
+	}
+	id, _ := cfg.identity()
+	cookie, err := CheckCookies(fs, []string{cfg.JournalDir, cfg.LedgerDir}, id, expected, cfg.AllowUnknownState)
 	if err != nil {
+		b.closeMeta()
 		return nil, err
 	}
 	b.cookie = cookie
+	if b.meta != nil {
+		if err := b.publishCookie(); err != nil {
+			b.closeMeta()
+			return nil, err
+		}
+	}
 	if cookie.Limbo {
 		b.log.Warn("data directories were wiped or replaced: serving in limbo, never answering NoSuchEntry/NoSuchLedger",
 			"instance", cookie.Instance)
@@ -323,6 +343,9 @@ func (b *Bookie) setReadOnly(reason string) {
 		}
 		if b.readOnlyReason != reason {
 			b.log.Warn("read-only state changed", "reason", reason)
+			if (b.readOnlyReason == "") != (reason == "") {
+				b.announceReadOnly(reason != "")
+			}
 		}
 		b.readOnlyReason = reason
 	}
@@ -365,6 +388,7 @@ func (b *Bookie) Start() error {
 			gnet.WithMulticore(true),
 			gnet.WithNumEventLoop(b.cfg.EventLoops),
 			gnet.WithReusePort(false),
+			gnet.WithReuseAddr(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithLogger(gnetLogger{b.log}),
 		)
@@ -383,6 +407,12 @@ func (b *Bookie) Start() error {
 	}
 	b.wg.Add(1)
 	go b.background()
+	if b.meta != nil {
+		if err := b.register(); err != nil {
+			b.Close()
+			return err
+		}
+	}
 	if b.cfg.Admin != "" {
 		a, err := startAdmin(b, b.cfg.Admin)
 		if err != nil {
@@ -470,6 +500,9 @@ func (b *Bookie) Close() error {
 		time.Sleep(time.Millisecond)
 	}
 	b.serving.Store(false)
+	if b.reg != nil {
+		b.reg.Close()
+	}
 	if b.admin != nil {
 		b.admin.close()
 	}
@@ -493,7 +526,14 @@ func (b *Bookie) closeStorage() error {
 		errs = append(errs, b.journal.Close())
 	}
 	errs = append(errs, b.store.Close(), b.index.Close())
+	b.closeMeta()
 	return errors.Join(errs...)
+}
+
+func (b *Bookie) closeMeta() {
+	if b.meta != nil {
+		b.meta.Close()
+	}
 }
 
 // gnetLogger sends gnet's logs to slog.

@@ -32,6 +32,10 @@ type Config struct {
 	// without one (no registration, cookies checked on disk only).
 	Metadata string `json:"metadata"`
 
+	// RegistrationTTL is the lease of the bookie's registration in the
+	// metadata store: a dead bookie disappears from the live list after it.
+	RegistrationTTL Duration `json:"registration_ttl"`
+
 	// EventLoops is the number of gnet event loops; default GOMAXPROCS.
 	EventLoops int `json:"event_loops"`
 	// MaxFrameSize is the largest frame accepted; larger ones close the
@@ -103,6 +107,7 @@ func DefaultConfig() Config {
 		Listen:                "127.0.0.1:3181",
 		DataDir:               "./data",
 		Admin:                 "127.0.0.1:8181",
+		RegistrationTTL:       Duration(10 * time.Second),
 		EventLoops:            runtime.GOMAXPROCS(0),
 		MaxFrameSize:          8 << 20,
 		MaxConnInflight:       16384,
@@ -141,15 +146,13 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	setDefault(&c.Listen, d.Listen)
 	setDefault(&c.DataDir, d.DataDir)
-	if c.Advertise == "" {
-		c.Advertise = c.Listen
-	}
 	if c.JournalDir == "" {
 		c.JournalDir = filepath.Join(c.DataDir, "journal")
 	}
 	if c.LedgerDir == "" {
 		c.LedgerDir = filepath.Join(c.DataDir, "ledgers")
 	}
+	setDefault(&c.RegistrationTTL, d.RegistrationTTL)
 	setDefault(&c.EventLoops, d.EventLoops)
 	setDefault(&c.MaxFrameSize, d.MaxFrameSize)
 	setDefault(&c.MaxConnInflight, d.MaxConnInflight)
