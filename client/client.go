@@ -1,0 +1,223 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+)
+
+// Errors returned by the client. Callers test them with errors.Is; most are wrapped with the
+// bookie, ledger or entry concerned.
+var (
+	// ErrClosed is returned by operations on a closed Client, and by requests still in flight
+	// when it closes.
+	ErrClosed = errors.New("client: closed")
+	// ErrBookieUnavailable is returned for a request whose bookie could not be reached or whose
+	// connection broke before it answered. Retryable.
+	ErrBookieUnavailable = errors.New("client: bookie unavailable")
+	// ErrTimeout is returned for a request the bookie did not answer within the request
+	// timeout. Retryable.
+	ErrTimeout = errors.New("client: request timed out")
+	// ErrFenced is returned by a writer whose ledger another client took over (a bookie
+	// answered Fenced, or the metadata left the OPEN state): the writer stops and fails every
+	// pending add. The entries it acknowledged are safe.
+	ErrFenced = errors.New("client: ledger fenced by another client")
+	// ErrUnauthorized is returned when a bookie refuses the ledger's master key.
+	ErrUnauthorized = errors.New("client: unauthorized (master key mismatch)")
+	// ErrNotEnoughBookies is returned when fewer live, writable bookies are registered than an
+	// ensemble needs.
+	ErrNotEnoughBookies = errors.New("client: not enough bookies")
+	// ErrLedgerClosed is returned by Append on a ledger that is closed or closing.
+	ErrLedgerClosed = errors.New("client: ledger closed")
+	// ErrRecoveryIncomplete is returned by a recovery that could neither prove an entry present
+	// nor prove it absent (too many bookies timed out or failed), or could not fence enough
+	// bookies. Nothing was decided or closed; retry later.
+	ErrRecoveryIncomplete = errors.New("client: ledger recovery incomplete, retry later")
+	// ErrReadFailed is returned when no bookie of an entry's write set returned it.
+	ErrReadFailed = errors.New("client: entry could not be read from any replica")
+	// ErrBeyondLAC is returned for a read past the last confirmed entry.
+	ErrBeyondLAC = errors.New("client: entry beyond the last add confirmed")
+)
+
+// Config configures a Client. Zero fields take their defaults.
+type Config struct {
+	// Metadata is the metadata store endpoint, "etcd://host:port[,...][/prefix]". Ignored
+	// when Store is set.
+	Metadata string
+	// Store is an open metadata store to use instead of opening Metadata. The Client does not
+	// close it.
+	Store meta.Store
+	// Dial connects to a bookie address; default a net.Dialer. Tests inject faults here.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// DialTimeout bounds a connection attempt and its handshake; default 3 s.
+	DialTimeout time.Duration
+	// RequestTimeout is how long a request may wait for its response before it fails with
+	// ErrTimeout (and, for an add, the bookie is replaced); default 5 s.
+	RequestTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait before redialing a bookie after a failed dial,
+	// doubling from one to the other; defaults 50 ms and 2 s. The same bounds pace retries
+	// after TooManyRequests and metadata errors.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Client talks to the bookies and the metadata store. It keeps one connection per bookie,
+// shared by every ledger. All methods are safe for concurrent use.
+type Client struct {
+	store     meta.Store
+	ownsStore bool
+	cfg       connConfig
+
+	mu     sync.Mutex // protects conns and closed
+	conns  map[meta.BookieID]*bookieConn
+	closed bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New opens a Client. ctx bounds opening the metadata store.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	c := &Client{
+		store: cfg.Store,
+		conns: make(map[meta.BookieID]*bookieConn),
+		stop:  make(chan struct{}),
+		cfg: connConfig{
+			dial:           cfg.Dial,
+			dialTimeout:    orDefault(cfg.DialTimeout, 3*time.Second),
+			requestTimeout: orDefault(cfg.RequestTimeout, 5*time.Second),
+			minBackoff:     orDefault(cfg.MinBackoff, 50*time.Millisecond),
+			maxBackoff:     orDefault(cfg.MaxBackoff, 2*time.Second),
+		},
+	}
+	if c.cfg.dial == nil {
+		var d net.Dialer
+		c.cfg.dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
+	if c.store == nil {
+		s, err := meta.Open(ctx, cfg.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("client: open metadata: %w", err)
+		}
+		c.store, c.ownsStore = s, true
+	}
+	c.wg.Add(1)
+	go c.sweepLoop()
+	return c, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Store returns the metadata store the client uses.
+func (c *Client) Store() meta.Store { return c.store }
+
+// Close closes every bookie connection (requests in flight fail with ErrClosed) and, if the
+// Client opened it, the metadata store. Ledger handles are unusable afterwards.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	conns := c.conns
+	c.conns = nil
+	c.mu.Unlock()
+	close(c.stop)
+	for _, bc := range conns {
+		bc.close()
+	}
+	c.wg.Wait()
+	if c.ownsStore {
+		return c.store.Close()
+	}
+	return nil
+}
+
+// conn returns the connection to bookie id, creating it (not dialing yet) if needed. On a
+// closed client it returns a closed connection, on which every send fails with ErrClosed.
+func (c *Client) conn(id meta.BookieID) *bookieConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		bc := newBookieConn(string(id), &c.cfg)
+		bc.closed = true
+		return bc
+	}
+	bc := c.conns[id]
+	if bc == nil {
+		bc = newBookieConn(string(id), &c.cfg)
+		c.conns[id] = bc
+	}
+	return bc
+}
+
+// sweepLoop fails requests past their deadline, a few times per request timeout.
+func (c *Client) sweepLoop() {
+	defer c.wg.Done()
+	tick := time.NewTicker(min(max(c.cfg.requestTimeout/8, 5*time.Millisecond), 250*time.Millisecond))
+	defer tick.Stop()
+	var conns []*bookieConn
+	var buf []*request
+	for {
+		select {
+		case <-c.stop:
+			return
+		case now := <-tick.C:
+			c.mu.Lock()
+			conns = conns[:0]
+			for _, bc := range c.conns {
+				conns = append(conns, bc)
+			}
+			c.mu.Unlock()
+			for _, bc := range conns {
+				buf = bc.sweep(now.UnixNano(), buf)
+			}
+		}
+	}
+}
+
+// ListLedgers returns every ledger's metadata, in increasing id order.
+func (c *Client) ListLedgers(ctx context.Context) ([]meta.LedgerMetadata, error) {
+	var all []meta.LedgerMetadata
+	for md, err := range meta.AllLedgers(ctx, c.store) {
+		if err != nil {
+			return nil, fmt.Errorf("client: list ledgers: %w", err)
+		}
+		all = append(all, md)
+	}
+	return all, nil
+}
+
+// DeleteLedger removes ledger id's metadata. Bookies drop its entries when they garbage
+// collect ledgers whose metadata is gone. It fails with meta.ErrNoSuchLedger if there is no
+// such ledger.
+func (c *Client) DeleteLedger(ctx context.Context, id uint64) error {
+	if err := c.store.DeleteLedger(ctx, id, meta.AnyVersion); err != nil {
+		return fmt.Errorf("client: delete ledger %d: %w", id, err)
+	}
+	return nil
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,140 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+
+	"github.com/bookie-go/bookie/meta"
+)
+
+// Close stops appends, waits until every entry is acknowledged, makes every entry it still
+// holds reach WriteQuorum copies (see the package documentation, "Re-replication"), and
+// stores the ledger CLOSED with its last entry id the LAC. It fails with ErrFenced if a
+// recovering client took the ledger over; its acknowledged entries are safe either way. If
+// ctx ends first the ledger stays open (a recovery closes it later).
+func (w *Writer) Close(ctx context.Context) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closing = true
+	for w.err == nil && (w.lac < w.lastAdded || w.changing) {
+		if err := w.waitUnlocked(ctx); err != nil {
+			return fmt.Errorf("client: close ledger %d: %w", w.id, err)
+		}
+	}
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+
+	// Re-replication: hold every in-memory entry and bring it to WriteQuorum bookies of its
+	// write set under the current ensemble T. If that does not finish in time (no spare
+	// bookie for a failed one), close with what the entries have: AckQuorum at least.
+	w.hold = true
+	reqs := w.consolidateSendsLocked(nil)
+	w.mu.Unlock()
+	w.sendAll(reqs)
+	cctx, cancel := context.WithTimeout(ctx, 2*w.c.cfg.requestTimeout)
+	defer cancel()
+	w.mu.Lock()
+	consolidated := false
+	for w.err == nil {
+		if !w.changing && w.consolidatedLocked() {
+			consolidated = true
+			break
+		}
+		if err := w.waitUnlocked(cctx); err != nil {
+			if ctx.Err() != nil {
+				w.hold = false
+				w.mu.Unlock()
+				return fmt.Errorf("client: close ledger %d: %w", w.id, ctx.Err())
+			}
+			w.mu.Lock()
+			break
+		}
+	}
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	md := w.md.Clone()
+	if consolidated && w.head < len(w.ents) {
+		first := w.ents[w.head].id
+		last := md.Fragments[len(md.Fragments)-1]
+		var frags []meta.Fragment
+		for _, f := range md.Fragments {
+			if f.FirstEntry < first {
+				frags = append(frags, f)
+			}
+		}
+		md.Fragments = append(frags, meta.Fragment{FirstEntry: first, Bookies: last.Bookies})
+	}
+	md.State = meta.StateClosed
+	md.LastEntryID = w.lac
+	md.Length = w.length
+	w.mu.Unlock()
+
+	updated, err := w.c.store.UpdateLedger(ctx, md)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) {
+			w.failLocked(fmt.Errorf("%w: ledger %d: metadata changed under the writer: %v", ErrFenced, w.id, err))
+			return w.err
+		}
+		w.hold = false
+		return fmt.Errorf("client: close ledger %d: %w", w.id, err)
+	}
+	w.setMetadataLocked(updated)
+	w.closed = true
+	w.err = fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
+	w.hold = false
+	for w.head < len(w.ents) {
+		w.popFront()
+	}
+	w.signalLocked()
+	return nil
+}
+
+// waitUnlocked releases mu, waits for progress or ctx, and takes mu again unless it returns
+// an error (then mu is not held). Requires mu held.
+func (w *Writer) waitUnlocked(ctx context.Context) error {
+	ch := w.waitLocked()
+	w.mu.Unlock()
+	select {
+	case <-ch:
+		w.mu.Lock()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// consolidateSendsLocked builds the requests that send every in-memory entry to the bookies of
+// its write set under the current ensemble that do not have it. Requires mu held.
+func (w *Writer) consolidateSendsLocked(reqs []*request) []*request {
+	target := w.fragIdx[len(w.fragIdx)-1]
+	for _, p := range w.ents[w.head:] {
+		ws := w.writeSetIn(target, p.id) &^ w.failed
+		reqs = w.sendsLocked(p, ws&^p.ackMask, reqs)
+	}
+	return reqs
+}
+
+// consolidatedLocked reports whether every in-memory entry is on WriteQuorum bookies of its
+// write set under the current ensemble. Requires mu held.
+func (w *Writer) consolidatedLocked() bool {
+	target := w.fragIdx[len(w.fragIdx)-1]
+	for _, p := range w.ents[w.head:] {
+		if bits.OnesCount64(p.ackMask&w.writeSetIn(target, p.id)) < w.wq {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,499 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/bookie-go/bookie/wire"
+)
+
+// completer receives a finished request. It runs on the goroutine that finished the request
+// (a connection's reader, its timeout sweeper, or a failing sender) and must not block. The
+// request belongs to the completer from then on: it returns it with putRequest when done.
+type completer interface {
+	complete(r *request)
+}
+
+// request is one request to one bookie and, once completed, its result. Requests are pooled
+// (getRequest, putRequest): on the add path nothing is allocated per request.
+//
+// Ownership moves, never shared: the caller fills it and hands it to bookieConn.send; the
+// connection owns it (queue, writer, pending table) until it calls complete exactly once.
+type request struct {
+	// What to send. key must stay valid until completion; raw (an encoded entry, ADD only)
+	// is not copied and must not change until completion.
+	op        wire.Op
+	flags     wire.Flags
+	ledger    uint64
+	entry     int64 // READ: the entry id; LONG_POLL_LAC: the previous LAC
+	key       *wire.MasterKey
+	raw       []byte
+	pollMs    uint32 // LONG_POLL_LAC timeout
+	timeout   time.Duration
+	done      completer // nil: the result is sent on wait
+	wait      chan *request
+	bookieIdx int         // ADD: which bookie of the writer
+	tag       int64       // caller's tag
+	addRef    *pendingAdd // ADD: the writer's entry
+
+	// Set by the connection.
+	id       uint64
+	deadline int64 // unix nanoseconds
+
+	// The result. err is nil when a response arrived: status says how it went. data is a
+	// copy of the entry a READ or LONG_POLL_LAC returned (owned by the caller).
+	err    error
+	status wire.Status
+	lac    int64
+	data   []byte
+}
+
+var requestPool = sync.Pool{New: func() any { return &request{wait: make(chan *request, 1)} }}
+
+func getRequest() *request { return requestPool.Get().(*request) }
+
+func putRequest(r *request) {
+	wait := r.wait
+	*r = request{wait: wait}
+	requestPool.Put(r)
+}
+
+// finish hands a completed request to its completer or waiter.
+func (r *request) finish() {
+	if r.done != nil {
+		r.done.complete(r)
+		return
+	}
+	r.wait <- r
+}
+
+// connConfig is what a bookieConn needs from the Client.
+type connConfig struct {
+	dial           func(ctx context.Context, addr string) (net.Conn, error)
+	dialTimeout    time.Duration
+	requestTimeout time.Duration
+	minBackoff     time.Duration
+	maxBackoff     time.Duration
+}
+
+// bookieConn is one TCP connection to one bookie, reconnected on demand. Many goroutines send
+// on it at once; a writer goroutine drains the send queue into one buffer and one Write per
+// batch, a reader goroutine matches responses to requests by request id, and the client's
+// sweeper fails requests whose deadline passed. When the connection breaks, every request in
+// flight fails with an error wrapping ErrBookieUnavailable; the next send dials again, no
+// sooner than the backoff after a failed dial.
+type bookieConn struct {
+	addr string
+	cfg  *connConfig
+
+	mu   sync.Mutex // protects everything below
+	cond sync.Cond  // signals the writer: queue non-empty or connection gone
+
+	nc         net.Conn // nil when not connected
+	gen        uint64   // incremented on every new connection
+	connecting bool
+	closed     bool
+	queue      []*request          // accepted, not yet taken by the writer
+	pending    map[uint64]*request // written (or being written), awaiting a response
+	nextID     uint64
+	dialErr    error     // the last dial's failure
+	retryAt    time.Time // no dial before this after a failure
+	backoff    time.Duration
+}
+
+func newBookieConn(addr string, cfg *connConfig) *bookieConn {
+	c := &bookieConn{addr: addr, cfg: cfg, pending: make(map[uint64]*request)}
+	c.cond.L = &c.mu
+	return c
+}
+
+// send queues r. It never blocks on the network; r is completed later, or at once (on this
+// goroutine) when the connection is closed or in dial backoff.
+func (c *bookieConn) send(r *request) {
+	if r.timeout == 0 {
+		r.timeout = c.cfg.requestTimeout
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		r.err = ErrClosed
+		r.finish()
+		return
+	}
+	if c.nc == nil && !c.connecting {
+		if time.Now().Before(c.retryAt) {
+			err := c.dialErr
+			c.mu.Unlock()
+			r.err = err
+			r.finish()
+			return
+		}
+		c.connecting = true
+		go c.dial()
+	}
+	c.queue = append(c.queue, r)
+	if len(c.queue) == 1 {
+		c.cond.Signal()
+	}
+	c.mu.Unlock()
+}
+
+// dial connects and shakes hands, then starts the writer and reader. Runs on its own
+// goroutine, one at a time per bookieConn (connecting).
+func (c *bookieConn) dial() {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.dialTimeout)
+	defer cancel()
+	nc, br, err := c.connect(ctx)
+	c.mu.Lock()
+	c.connecting = false
+	if err == nil && c.closed {
+		nc.Close()
+		err = ErrClosed
+	}
+	if err != nil {
+		c.backoff = min(max(2*c.backoff, c.cfg.minBackoff), c.cfg.maxBackoff)
+		c.retryAt = time.Now().Add(c.backoff)
+		c.dialErr = fmt.Errorf("%w: %s: %v", ErrBookieUnavailable, c.addr, err)
+		if c.closed {
+			c.dialErr = ErrClosed
+		}
+		failed := c.queue
+		c.queue = nil
+		dialErr := c.dialErr
+		c.mu.Unlock()
+		for _, r := range failed {
+			r.err = dialErr
+			r.finish()
+		}
+		return
+	}
+	c.backoff = 0
+	c.nc = nc
+	c.gen++
+	gen := c.gen
+	c.mu.Unlock()
+	go c.writeLoop(nc, gen)
+	go c.readLoop(nc, br, gen)
+}
+
+func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, error) {
+	nc, err := c.cfg.dial(ctx, c.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	hello := wire.AppendHello(nil, &wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion})
+	if _, err := nc.Write(hello); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	br := bufio.NewReaderSize(nc, 256<<10)
+	frame, err := readFrame(br, wire.MaxHelloSize, nil)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("handshake: %w", err)
+	}
+	h, err := wire.DecodeHello(frame)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("handshake: %w", err)
+	}
+	if h.Status != wire.StatusOK || h.Version != wire.Version {
+		nc.Close()
+		return nil, nil, fmt.Errorf("handshake: bookie answered %v, version %d", h.Status, h.Version)
+	}
+	nc.SetDeadline(time.Time{})
+	return nc, br, nil
+}
+
+// readFrame returns the next frame of br. The frame aliases br's buffer when it fits (valid
+// until the next read); larger frames are read into *big, which is grown as needed.
+func readFrame(br *bufio.Reader, limit int, big *[]byte) ([]byte, error) {
+	prefix, err := br.Peek(wire.LengthSize)
+	if err != nil {
+		return nil, err
+	}
+	n, err := wire.FrameSize(prefix, limit)
+	if err != nil {
+		return nil, err
+	}
+	if n <= br.Size() {
+		frame, err := br.Peek(n)
+		if err != nil {
+			return nil, err
+		}
+		br.Discard(n)
+		return frame, nil
+	}
+	if big == nil {
+		return nil, wire.ErrFrameTooLarge
+	}
+	if cap(*big) < n {
+		*big = make([]byte, n)
+	}
+	buf := (*big)[:n]
+	_, err = io.ReadFull(br, buf)
+	return buf, err
+}
+
+// writeLoop drains the queue: every request queued since the last write goes out in one
+// Write. Requests enter the pending table before their bytes are written, so a response
+// always finds its request.
+func (c *bookieConn) writeLoop(nc net.Conn, gen uint64) {
+	var buf []byte
+	var batch []*request
+	for {
+		c.mu.Lock()
+		for len(c.queue) == 0 && c.gen == gen && c.nc != nil && !c.closed {
+			c.cond.Wait()
+		}
+		if c.gen != gen || c.nc == nil || c.closed {
+			c.mu.Unlock()
+			return
+		}
+		batch, c.queue = c.queue, batch[:0]
+		firstID := c.nextID + 1
+		c.nextID += uint64(len(batch))
+		c.mu.Unlock()
+
+		// The batch is this goroutine's alone until it enters the pending table.
+		buf = buf[:0]
+		for i, r := range batch {
+			r.id = firstID + uint64(i)
+			buf = r.appendFrame(buf)
+		}
+		c.mu.Lock()
+		if c.gen != gen || c.nc == nil {
+			c.mu.Unlock()
+			for _, r := range batch {
+				r.err = fmt.Errorf("%w: %s: connection lost", ErrBookieUnavailable, c.addr)
+				r.finish()
+			}
+			clear(batch)
+			return
+		}
+		now := time.Now().UnixNano()
+		for _, r := range batch {
+			r.deadline = now + int64(r.timeout)
+			c.pending[r.id] = r
+		}
+		c.mu.Unlock()
+		clear(batch)
+		if _, err := nc.Write(buf); err != nil {
+			c.fail(gen, err)
+			return
+		}
+		if cap(buf) > 4<<20 {
+			buf = nil // do not keep a huge buffer after a burst
+		}
+	}
+}
+
+// appendFrame appends r's request frame.
+func (r *request) appendFrame(dst []byte) []byte {
+	switch r.op {
+	case wire.OpAdd:
+		return wire.AppendAddRequest(dst, r.id, r.flags, r.key, r.raw)
+	case wire.OpRead:
+		return wire.AppendReadRequest(dst, r.id, r.flags, r.ledger, r.entry, r.key)
+	case wire.OpReadLAC:
+		return wire.AppendReadLACRequest(dst, r.id, r.flags, r.ledger, r.key)
+	case wire.OpLongPollLAC:
+		return wire.AppendLongPollLACRequest(dst, r.id, r.flags, r.ledger, r.entry, r.pollMs)
+	case wire.OpWriteLAC:
+		return wire.AppendWriteLACRequest(dst, r.id, r.ledger, r.entry, r.key)
+	case wire.OpForce:
+		return wire.AppendForceRequest(dst, r.id, r.ledger)
+	case wire.OpGetInfo:
+		return wire.AppendGetInfoRequest(dst, r.id)
+	default:
+		return wire.AppendPingRequest(dst, r.id)
+	}
+}
+
+// readLoop completes requests as their responses arrive.
+func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
+	var big []byte
+	for {
+		frame, err := readFrame(br, wire.MaxFrameSize, &big)
+		if err != nil {
+			c.fail(gen, err)
+			return
+		}
+		h, err := wire.ParseHeader(frame)
+		if err != nil || !h.Response {
+			c.fail(gen, fmt.Errorf("%w: bad response header: %v", wire.ErrMalformed, err))
+			return
+		}
+		c.mu.Lock()
+		r := c.pending[h.RequestID]
+		if r != nil && c.gen == gen {
+			delete(c.pending, h.RequestID)
+		} else {
+			r = nil
+		}
+		c.mu.Unlock()
+		if r == nil {
+			continue // timed out already, or a response to a previous connection
+		}
+		if err := r.decode(frame, h); err != nil {
+			r.err = fmt.Errorf("%w: %s: %v", ErrBookieUnavailable, c.addr, err)
+			r.finish()
+			c.fail(gen, err)
+			return
+		}
+		r.finish()
+	}
+}
+
+// decode fills r's result from its response frame.
+func (r *request) decode(frame []byte, h wire.Header) error {
+	if h.Op != r.op {
+		return fmt.Errorf("%w: response %v to a %v", wire.ErrWrongOp, h.Op, r.op)
+	}
+	r.status = h.Status
+	switch r.op {
+	case wire.OpAdd:
+		resp, err := wire.DecodeAddResponse(frame)
+		if err != nil {
+			return err
+		}
+		if resp.Status == wire.StatusOK && (resp.Ledger != r.ledger || resp.EntryID != r.entry) {
+			return fmt.Errorf("%w: add response for %d/%d, sent %d/%d", wire.ErrMalformed, resp.Ledger, resp.EntryID, r.ledger, r.entry)
+		}
+	case wire.OpRead:
+		resp, err := wire.DecodeReadResponse(frame)
+		if err != nil {
+			if errors.Is(err, wire.ErrChecksumMismatch) {
+				// A corrupt entry is this bookie's problem, not the connection's.
+				r.status = wire.StatusIOError
+				return nil
+			}
+			return err
+		}
+		if resp.Status == wire.StatusOK {
+			if resp.Entry.LedgerID != r.ledger || (r.entry != wire.LastEntry && resp.Entry.EntryID != r.entry) {
+				r.status = wire.StatusIOError
+				return nil
+			}
+			r.data = append([]byte(nil), resp.Entry.Raw...)
+		}
+	case wire.OpReadLAC:
+		resp, err := wire.DecodeReadLACResponse(frame)
+		if err != nil {
+			return err
+		}
+		r.lac = resp.LAC
+	case wire.OpLongPollLAC:
+		resp, err := wire.DecodeLongPollLACResponse(frame)
+		if err != nil {
+			return err
+		}
+		r.lac = resp.LAC
+		if resp.HasEntry {
+			r.data = append([]byte(nil), resp.Entry.Raw...)
+		}
+	case wire.OpWriteLAC:
+		resp, err := wire.DecodeWriteLACResponse(frame)
+		if err != nil {
+			return err
+		}
+		r.lac = resp.LAC
+	case wire.OpForce:
+		_, err := wire.DecodeForceResponse(frame)
+		return err
+	case wire.OpPing:
+		_, err := wire.DecodePingResponse(frame)
+		return err
+	}
+	return nil
+}
+
+// fail tears down connection generation gen and fails everything in flight on it.
+func (c *bookieConn) fail(gen uint64, cause error) {
+	c.mu.Lock()
+	if c.gen != gen || c.nc == nil {
+		c.mu.Unlock()
+		return
+	}
+	c.nc.Close()
+	c.nc = nil
+	failed := make([]*request, 0, len(c.pending)+len(c.queue))
+	for id, r := range c.pending {
+		failed = append(failed, r)
+		delete(c.pending, id)
+	}
+	failed = append(failed, c.queue...)
+	c.queue = nil
+	closed := c.closed
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	err := fmt.Errorf("%w: %s: %v", ErrBookieUnavailable, c.addr, cause)
+	if closed {
+		err = ErrClosed
+	}
+	for _, r := range failed {
+		r.err = err
+		r.finish()
+	}
+}
+
+// sweep fails the requests whose deadline passed, with ErrTimeout. The client calls it
+// periodically.
+func (c *bookieConn) sweep(now int64, buf []*request) []*request {
+	buf = buf[:0]
+	c.mu.Lock()
+	for id, r := range c.pending {
+		if r.deadline <= now {
+			buf = append(buf, r)
+			delete(c.pending, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, r := range buf {
+		r.err = fmt.Errorf("%w: %s: %v %d/%d", ErrTimeout, c.addr, r.op, r.ledger, r.entry)
+		r.finish()
+	}
+	clear(buf)
+	return buf
+}
+
+// close fails everything with ErrClosed and stops the goroutines.
+func (c *bookieConn) close() {
+	c.mu.Lock()
+	c.closed = true
+	gen := c.gen
+	nc := c.nc
+	queued := c.queue
+	c.queue = nil
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	for _, r := range queued {
+		r.err = ErrClosed
+		r.finish()
+	}
+	if nc != nil {
+		c.fail(gen, ErrClosed)
+	}
+}
+
+// call sends r and waits for its result. r.done must be nil. On ctx's end it returns
+// ctx.Err() and leaves r to the connection (it is recycled when it completes).
+func (c *bookieConn) call(ctx context.Context, r *request) (*request, error) {
+	c.send(r)
+	select {
+	case <-r.wait:
+		return r, nil
+	case <-ctx.Done():
+		go func() { putRequest(<-r.wait) }()
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,249 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// Entry is one entry read from a ledger.
+type Entry struct {
+	ID   int64
+	Data []byte // owned by the caller
+}
+
+// Reader reads a ledger: up to its last entry when closed, up to the LAC while open. Its
+// methods are safe for concurrent use.
+type Reader struct {
+	c  *Client
+	id uint64
+
+	mu  sync.Mutex // protects md and lac
+	md  meta.LedgerMetadata
+	lac int64 // the highest entry known readable
+}
+
+// OpenLedger opens ledger id for reading. With recover, a ledger that is not CLOSED is first
+// recovered and closed (see the package documentation, "Recovery"): its writer is fenced out,
+// and the returned Reader sees the final ledger. Without recover the ledger is read as it is:
+// up to the LAC the bookies report while it is open.
+func (c *Client) OpenLedger(ctx context.Context, id uint64, recover bool) (*Reader, error) {
+	md, err := c.store.GetLedger(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("client: open ledger %d: %w", id, err)
+	}
+	if recover && md.State != meta.StateClosed {
+		if md, err = c.recoverLedger(ctx, md); err != nil {
+			return nil, err
+		}
+	}
+	r := &Reader{c: c, id: id, md: md, lac: wire.NoEntry}
+	if md.State == meta.StateClosed {
+		r.lac = md.LastEntryID
+	} else if _, err := r.ReadLAC(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ID returns the ledger id.
+func (r *Reader) ID() uint64 { return r.id }
+
+// Metadata returns a copy of the ledger's metadata as last read.
+func (r *Reader) Metadata() meta.LedgerMetadata {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.md.Clone()
+}
+
+// Closed reports whether the ledger was closed when its metadata was last read.
+func (r *Reader) Closed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.md.State == meta.StateClosed
+}
+
+// LastAddConfirmed returns the highest entry id known readable (the last entry of a closed
+// ledger), or -1.
+func (r *Reader) LastAddConfirmed() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lac
+}
+
+// ReadLAC refreshes the metadata and, while the ledger is open, asks the bookies of its last
+// fragment for their LAC; it returns the highest known.
+func (r *Reader) ReadLAC(ctx context.Context) (int64, error) {
+	md, err := r.c.store.GetLedger(ctx, r.id)
+	if err != nil {
+		return 0, fmt.Errorf("client: ledger %d: %w", r.id, err)
+	}
+	if md.State == meta.StateClosed {
+		r.mu.Lock()
+		r.md, r.lac = md, md.LastEntryID
+		r.mu.Unlock()
+		return md.LastEntryID, nil
+	}
+	last := md.Fragments[len(md.Fragments)-1]
+	reqs := make([]*request, len(last.Bookies))
+	for i, b := range last.Bookies {
+		req := getRequest()
+		req.op, req.ledger = wire.OpReadLAC, r.id
+		reqs[i] = req
+		r.c.conn(b).send(req)
+	}
+	best, ok := wire.NoEntry, false
+	var lastErr error
+	for _, req := range reqs {
+		res := <-req.wait
+		switch {
+		case res.err != nil:
+			lastErr = res.err
+		case res.status == wire.StatusOK:
+			best, ok = max(best, res.lac), true
+		default:
+			lastErr = fmt.Errorf("bookie answered %v", res.status)
+		}
+		putRequest(res)
+	}
+	if !ok {
+		return 0, fmt.Errorf("%w: ledger %d: read LAC: %v", ErrReadFailed, r.id, lastErr)
+	}
+	r.mu.Lock()
+	r.md = md
+	r.lac = max(r.lac, best)
+	lac := r.lac
+	r.mu.Unlock()
+	return lac, nil
+}
+
+// WaitLAC waits until the LAC is above prev (long-poll LAC reads on the last fragment's
+// bookies), or ctx ends, or the ledger is closed; it returns the new LAC.
+func (r *Reader) WaitLAC(ctx context.Context, prev int64) (int64, error) {
+	for i := 0; ; i++ {
+		lac, err := r.ReadLAC(ctx)
+		if err == nil && (lac > prev || r.Closed()) {
+			return lac, nil
+		}
+		r.mu.Lock()
+		last := r.md.Fragments[len(r.md.Fragments)-1]
+		r.mu.Unlock()
+		pollMs := uint32(min(r.c.cfg.requestTimeout/2, time.Second) / time.Millisecond)
+		req := getRequest()
+		req.op, req.ledger, req.entry, req.pollMs = wire.OpLongPollLAC, r.id, prev, pollMs
+		req.timeout = r.c.cfg.requestTimeout + time.Duration(pollMs)*time.Millisecond
+		res, err := r.c.conn(last.Bookies[i%len(last.Bookies)]).call(ctx, req)
+		if err != nil {
+			return 0, err
+		}
+		if res.err == nil && res.status == wire.StatusOK && res.lac > prev {
+			r.mu.Lock()
+			r.lac = max(r.lac, res.lac)
+			lac := r.lac
+			r.mu.Unlock()
+			putRequest(res)
+			return lac, nil
+		}
+		putRequest(res)
+		if res.err != nil {
+			if err := sleepCtx(ctx, r.c.cfg.minBackoff); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+// readWindow is how many entries Read asks for at once.
+const readWindow = 256
+
+// Read returns entries first..last (inclusive). last must not exceed LastAddConfirmed
+// (ErrBeyondLAC). Every entry's checksum, ledger and entry id are verified; an entry that one
+// bookie cannot return is read from the next bookie of its write set.
+func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
+	r.mu.Lock()
+	md, lac := r.md, r.lac
+	r.mu.Unlock()
+	if first < 0 || last < first {
+		return nil, fmt.Errorf("client: ledger %d: bad range %d..%d", r.id, first, last)
+	}
+	if last > lac {
+		return nil, fmt.Errorf("%w: ledger %d: entry %d, LAC %d", ErrBeyondLAC, r.id, last, lac)
+	}
+	out := make([]Entry, 0, last-first+1)
+	for start := first; start <= last; start += readWindow {
+		end := min(start+readWindow-1, last)
+		reqs := make([]*request, 0, end-start+1)
+		for e := start; e <= end; e++ {
+			f := md.Fragments[md.FragmentAt(e)]
+			req := getRequest()
+			req.op, req.ledger, req.entry = wire.OpRead, r.id, e
+			reqs = append(reqs, req)
+			r.c.conn(f.Bookies[e%int64(md.EnsembleSize)]).send(req)
+		}
+		for i, req := range reqs {
+			e := start + int64(i)
+			res := <-req.wait
+			ent, err := parseRead(res, r.id, e)
+			putRequest(res)
+			if err != nil {
+				ent, err = readEntry(ctx, r.c, &md, e, 1)
+				if err != nil {
+					for _, rest := range reqs[i+1:] {
+						putRequest(<-rest.wait)
+					}
+					return nil, err
+				}
+			}
+			out = append(out, ent)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// parseRead checks a READ result and returns its entry.
+func parseRead(res *request, ledger uint64, id int64) (Entry, error) {
+	if res.err != nil {
+		return Entry{}, res.err
+	}
+	if res.status != wire.StatusOK {
+		return Entry{}, fmt.Errorf("bookie answered %v", res.status)
+	}
+	e, err := wire.ParseEntry(res.data)
+	if err != nil {
+		return Entry{}, err
+	}
+	if e.LedgerID != ledger || e.EntryID != id {
+		return Entry{}, fmt.Errorf("%w: got %d/%d, want %d/%d", wire.ErrMalformed, e.LedgerID, e.EntryID, ledger, id)
+	}
+	return Entry{ID: id, Data: e.Payload}, nil
+}
+
+// readEntry reads entry id from the bookies of its write set, starting with the skip-th.
+func readEntry(ctx context.Context, c *Client, md *meta.LedgerMetadata, id int64, skip int) (Entry, error) {
+	f := md.Fragments[md.FragmentAt(id)]
+	var errs []error
+	for i := skip; i < md.WriteQuorum; i++ {
+		b := f.Bookies[(id+int64(i))%int64(md.EnsembleSize)]
+		req := getRequest()
+		req.op, req.ledger, req.entry = wire.OpRead, md.ID, id
+		res, err := c.conn(b).call(ctx, req)
+		if err != nil {
+			return Entry{}, err
+		}
+		ent, err := parseRead(res, md.ID, id)
+		putRequest(res)
+		if err == nil {
+			return ent, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", b, err))
+	}
+	return Entry{}, fmt.Errorf("%w: ledger %d entry %d: %w", ErrReadFailed, md.ID, id, errors.Join(errs...))
+}

@@ -1,0 +1,627 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// DigestXXHash64 is the LedgerMetadata.DigestType of ledgers this package writes: every
+// entry ends with an xxhash64 of its bytes (see wire.Entry).
+const DigestXXHash64 uint8 = 1
+
+// maxWriterBookies bounds how many distinct bookies one writer can use over a ledger's life
+// (original ensemble plus replacements): acks are tracked in a 64-bit mask.
+const maxWriterBookies = 64
+
+// LedgerOptions are the parameters of a new ledger.
+type LedgerOptions struct {
+	// EnsembleSize, WriteQuorum and AckQuorum: entries are striped over EnsembleSize bookies,
+	// each written to WriteQuorum of them and acknowledged once AckQuorum of those stored it.
+	// Defaults 3, 2, 2. 1 <= AckQuorum <= WriteQuorum <= EnsembleSize.
+	EnsembleSize, WriteQuorum, AckQuorum int
+	// Password derives the master key (wire.MasterKeyFromPassword) unless MasterKey is set.
+	Password []byte
+	// MasterKey, when not nil, is the ledger's master key.
+	MasterKey *wire.MasterKey
+	// CustomMetadata is stored with the ledger's metadata.
+	CustomMetadata map[string][]byte
+}
+
+// Writer appends to a ledger it created. It is the ledger's only writer; its methods are safe
+// for concurrent use. See the package documentation for how it survives bookie failures.
+type Writer struct {
+	c      *Client
+	id     uint64
+	key    wire.MasterKey
+	e      int
+	wq, aq int
+
+	mu         sync.Mutex // protects everything below
+	md         meta.LedgerMetadata
+	fragIdx    [][]int // per fragment of md: writer bookie index of each ensemble member
+	bookies    []meta.BookieID
+	conns      []*bookieConn
+	index      map[meta.BookieID]int
+	failed     uint64       // bookies that failed a request; never chosen again
+	ents       []*pendingAdd // in-memory entries, consecutive ids from ents[head].id
+	head       int
+	lastAdded  int64
+	lac        int64
+	length     int64 // payload bytes of acknowledged entries
+	changing   bool  // an ensemble change is in progress: acks are held
+	closing    bool
+	hold       bool // close is consolidating: release nothing
+	closed     bool
+	err        error // sticky: the writer stopped
+	acks       []ackEvent
+	spareAcks  []ackEvent
+	delivering bool
+	progress   chan struct{} // closed on progress when not nil
+	retrying   bool          // a TooManyRequests retry is scheduled
+}
+
+// pendingAdd is an entry the writer keeps until WriteQuorum bookies of its write set have it.
+type pendingAdd struct {
+	id       int64
+	raw      []byte // the encoded entry; owned until released and inflight is 0
+	size     int    // payload bytes
+	ackMask  uint64 // writer bookie indices that stored it
+	sentMask uint64 // writer bookie indices it was sent to and not failed on
+	inflight int    // requests referencing raw
+	acked    bool
+	released bool
+	cb       func(entryID int64, err error)
+	ch       chan addResult
+}
+
+type addResult struct {
+	id  int64
+	err error
+}
+
+type ackEvent struct {
+	id  int64
+	err error
+	cb  func(int64, error)
+	ch  chan addResult
+}
+
+var (
+	pendingPool = sync.Pool{New: func() any { return new(pendingAdd) }}
+	resultPool  = sync.Pool{New: func() any { return make(chan addResult, 1) }}
+	bufPool     = sync.Pool{New: func() any { return new([]byte) }}
+)
+
+func getEntryBuf(n int) []byte {
+	p := bufPool.Get().(*[]byte)
+	b := *p
+	*p = nil
+	bufPool.Put(p)
+	if cap(b) < n {
+		return make([]byte, 0, n)
+	}
+	return b[:0]
+}
+
+var bufHolderPool = sync.Pool{New: func() any { return new([]byte) }}
+
+func putEntryBuf(b []byte) {
+	p := bufHolderPool.Get().(*[]byte)
+	*p = b
+	bufPool.Put(p)
+}
+
+// CreateLedger creates a ledger on live bookies chosen at random and returns its writer.
+func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer, error) {
+	e, wq, aq := opts.EnsembleSize, opts.WriteQuorum, opts.AckQuorum
+	if e == 0 && wq == 0 && aq == 0 {
+		e, wq, aq = 3, 2, 2
+	}
+	if !(1 <= aq && aq <= wq && wq <= e) {
+		return nil, fmt.Errorf("client: create ledger: need 1 <= AckQuorum (%d) <= WriteQuorum (%d) <= EnsembleSize (%d)", aq, wq, e)
+	}
+	key := wire.MasterKeyFromPassword(opts.Password)
+	if opts.MasterKey != nil {
+		key = *opts.MasterKey
+	}
+	ensemble, err := c.pickBookies(ctx, e, nil)
+	if err != nil {
+		return nil, fmt.Errorf("client: create ledger: %w", err)
+	}
+	md := meta.LedgerMetadata{
+		State:          meta.StateOpen,
+		EnsembleSize:   e,
+		WriteQuorum:    wq,
+		AckQuorum:      aq,
+		Fragments:      []meta.Fragment{{FirstEntry: 0, Bookies: ensemble}},
+		LastEntryID:    meta.NoEntry,
+		DigestType:     DigestXXHash64,
+		MasterKey:      key[:],
+		CustomMetadata: opts.CustomMetadata,
+	}
+	md, err = c.store.CreateLedger(ctx, md)
+	if err != nil {
+		return nil, fmt.Errorf("client: create ledger: %w", err)
+	}
+	w := &Writer{
+		c: c, id: md.ID, key: key, e: e, wq: wq, aq: aq,
+		md: md, index: make(map[meta.BookieID]int),
+		lastAdded: wire.NoEntry, lac: wire.NoEntry,
+	}
+	w.setMetadataLocked(md)
+	return w, nil
+}
+
+// pickBookies returns n live writable bookies, at random, none of them in exclude.
+func (c *Client) pickBookies(ctx context.Context, n int, exclude []meta.BookieID) ([]meta.BookieID, error) {
+	live, err := c.store.ListBookies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var cand []meta.BookieID
+	for _, b := range live {
+		if !b.ReadOnly && !slices.Contains(exclude, b.ID) {
+			cand = append(cand, b.ID)
+		}
+	}
+	if len(cand) < n {
+		return nil, fmt.Errorf("%w: need %d, %d available", ErrNotEnoughBookies, n, len(cand))
+	}
+	rand.Shuffle(len(cand), func(i, j int) { cand[i], cand[j] = cand[j], cand[i] })
+	return cand[:n], nil
+}
+
+// ID returns the ledger id.
+func (w *Writer) ID() uint64 { return w.id }
+
+// LastAddConfirmed returns the id of the last acknowledged entry, or -1.
+func (w *Writer) LastAddConfirmed() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lac
+}
+
+// Metadata returns a copy of the ledger's metadata as this writer last stored it.
+func (w *Writer) Metadata() meta.LedgerMetadata {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.md.Clone()
+}
+
+// Append adds data as the next entry and waits until it is acknowledged: stored by
+// AckQuorum bookies of its write set, every earlier entry acknowledged too. It returns the
+// entry id. If ctx ends first it returns ctx.Err(); the entry may still be acknowledged later.
+func (w *Writer) Append(ctx context.Context, data []byte) (int64, error) {
+	ch := resultPool.Get().(chan addResult)
+	if err := w.add(data, nil, ch); err != nil {
+		resultPool.Put(ch)
+		return 0, err
+	}
+	select {
+	case res := <-ch:
+		resultPool.Put(ch)
+		return res.id, res.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// AppendAsync adds data as the next entry and returns at once. cb is called exactly once,
+// with the entry id and nil when the entry is acknowledged, or with an error; calls come in
+// entry-id order, never concurrently, on a client goroutine that cb must not block. data is
+// copied before AppendAsync returns.
+func (w *Writer) AppendAsync(data []byte, cb func(entryID int64, err error)) {
+	if err := w.add(data, cb, nil); err != nil {
+		cb(wire.NoEntry, err)
+	}
+}
+
+func (w *Writer) add(data []byte, cb func(int64, error), ch chan addResult) error {
+	if len(data) > wire.MaxPayloadSize {
+		return fmt.Errorf("client: ledger %d: entry of %d bytes over %d", w.id, len(data), wire.MaxPayloadSize)
+	}
+	var stack [8]*request
+	w.mu.Lock()
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	if w.closing {
+		w.mu.Unlock()
+		return fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
+	}
+	w.lastAdded++
+	p := pendingPool.Get().(*pendingAdd)
+	*p = pendingAdd{id: w.lastAdded, size: len(data), cb: cb, ch: ch}
+	p.raw = wire.AppendEntry(getEntryBuf(wire.EntrySize(len(data))), w.id, p.id, w.lac, data)
+	w.ents = append(w.ents, p)
+	reqs := stack[:0]
+	if !w.changing {
+		reqs = w.sendsLocked(p, w.writeSet(p.id), reqs)
+	}
+	w.mu.Unlock()
+	w.sendAll(reqs)
+	return nil
+}
+
+// sendsLocked builds the add requests that bring p to every bookie of mask it was not sent
+// to yet. Requires mu held.
+func (w *Writer) sendsLocked(p *pendingAdd, mask uint64, reqs []*request) []*request {
+	for todo := mask &^ p.sentMask; todo != 0; todo &= todo - 1 {
+		bi := bits.TrailingZeros64(todo)
+		p.sentMask |= 1 << bi
+		p.inflight++
+		r := getRequest()
+		r.op = wire.OpAdd
+		r.ledger = w.id
+		r.entry = p.id
+		r.key = &w.key
+		r.raw = p.raw
+		r.done = w
+		r.bookieIdx = bi
+		r.tag = p.id
+		r.addRef = p
+		reqs = append(reqs, r)
+	}
+	return reqs
+}
+
+func (w *Writer) sendAll(reqs []*request) {
+	for _, r := range reqs {
+		w.conns[r.bookieIdx].send(r)
+	}
+}
+
+// writeSet returns the mask of writer bookie indices that entry id is written to under the
+// current metadata. Requires mu held.
+func (w *Writer) writeSet(id int64) uint64 {
+	f := len(w.md.Fragments) - 1
+	if id < w.md.Fragments[f].FirstEntry {
+		f = w.md.FragmentAt(id)
+	}
+	return w.writeSetIn(w.fragIdx[f], id)
+}
+
+func (w *Writer) writeSetIn(ensemble []int, id int64) uint64 {
+	var mask uint64
+	for i := range w.wq {
+		mask |= 1 << ensemble[(id+int64(i))%int64(w.e)]
+	}
+	return mask
+}
+
+// lookup returns the in-memory entry id, or nil. Requires mu held.
+func (w *Writer) lookup(id int64) *pendingAdd {
+	if w.head >= len(w.ents) {
+		return nil
+	}
+	i := id - w.ents[w.head].id
+	if i < 0 || i >= int64(len(w.ents)-w.head) {
+		return nil
+	}
+	return w.ents[w.head+int(i)]
+}
+
+// complete handles an add response. Runs on a connection goroutine.
+func (w *Writer) complete(r *request) {
+	p := r.addRef
+	bit := uint64(1) << r.bookieIdx
+	var stack [8]*request
+	reqs := stack[:0]
+	w.mu.Lock()
+	p.inflight--
+	switch {
+	case p.released:
+		// Nothing to learn: the entry is done or the writer failed.
+	case r.err == nil && r.status == wire.StatusOK:
+		p.ackMask |= bit
+	default:
+		p.sentMask &^= bit
+		switch {
+		case r.err == nil && r.status == wire.StatusFenced:
+			w.failLocked(fmt.Errorf("%w: ledger %d: bookie %s answered Fenced", ErrFenced, w.id, w.bookies[r.bookieIdx]))
+		case r.err == nil && r.status == wire.StatusUnauthorized:
+			w.failLocked(fmt.Errorf("%w: ledger %d: bookie %s", ErrUnauthorized, w.id, w.bookies[r.bookieIdx]))
+		case r.err == nil && r.status == wire.StatusTooManyRequests:
+			if !w.retrying {
+				w.retrying = true
+				time.AfterFunc(w.c.cfg.minBackoff, w.retry)
+			}
+		default:
+			w.bookieFailedLocked(r.bookieIdx)
+		}
+	}
+	if p.released && p.inflight == 0 {
+		w.recycle(p)
+	}
+	w.advanceLocked()
+	if w.closing && !w.changing && w.err == nil && w.hold {
+		reqs = w.consolidateSendsLocked(reqs)
+	}
+	w.mu.Unlock()
+	putRequest(r)
+	w.sendAll(reqs)
+	w.deliver()
+}
+
+// retry resends, after a TooManyRequests, every in-memory entry to the bookies of its write
+// set it is not on yet.
+func (w *Writer) retry() {
+	var reqs []*request
+	w.mu.Lock()
+	w.retrying = false
+	if w.err == nil && !w.changing {
+		reqs = w.resendLocked(reqs)
+	}
+	w.mu.Unlock()
+	w.sendAll(reqs)
+}
+
+// resendLocked builds the requests that send every unacknowledged entry to the bookies of
+// its current write set that do not have it and were not sent it. Requires mu held.
+func (w *Writer) resendLocked(reqs []*request) []*request {
+	for _, p := range w.ents[w.head:] {
+		if !p.acked {
+			reqs = w.sendsLocked(p, w.writeSet(p.id), reqs)
+		}
+	}
+	return reqs
+}
+
+// bookieFailedLocked records that bookie bi failed a request and starts an ensemble change
+// if it is in the current ensemble. Requires mu held.
+func (w *Writer) bookieFailedLocked(bi int) {
+	w.failed |= 1 << bi
+	if w.err != nil || w.changing || !slices.Contains(w.fragIdx[len(w.fragIdx)-1], bi) {
+		return
+	}
+	w.changing = true
+	go w.changeEnsemble()
+}
+
+// advanceLocked acknowledges entries in order while they have AckQuorum acks from their write
+// set, and releases the entries at the front that are on WriteQuorum bookies. Requires mu.
+func (w *Writer) advanceLocked() {
+	progressed := false
+	for !w.changing && w.err == nil {
+		p := w.lookup(w.lac + 1)
+		if p == nil || bits.OnesCount64(p.ackMask&w.writeSet(p.id)) < w.aq {
+			break
+		}
+		w.lac = p.id
+		w.length += int64(p.size)
+		p.acked = true
+		w.acks = append(w.acks, ackEvent{id: p.id, cb: p.cb, ch: p.ch})
+		p.cb, p.ch = nil, nil
+		progressed = true
+	}
+	for !w.hold && w.head < len(w.ents) {
+		p := w.ents[w.head]
+		if !p.acked || bits.OnesCount64(p.ackMask&w.writeSet(p.id)) < w.wq {
+			break
+		}
+		w.popFront()
+		progressed = true
+	}
+	if progressed {
+		w.signalLocked()
+	}
+}
+
+func (w *Writer) popFront() {
+	p := w.ents[w.head]
+	w.ents[w.head] = nil
+	w.head++
+	if w.head == len(w.ents) {
+		w.ents, w.head = w.ents[:0], 0
+	} else if w.head >= 1024 && w.head*2 >= len(w.ents) {
+		n := copy(w.ents, w.ents[w.head:])
+		clear(w.ents[n:])
+		w.ents, w.head = w.ents[:n], 0
+	}
+	p.released = true
+	if p.inflight == 0 {
+		w.recycle(p)
+	}
+}
+
+func (w *Writer) recycle(p *pendingAdd) {
+	putEntryBuf(p.raw)
+	*p = pendingAdd{}
+	pendingPool.Put(p)
+}
+
+// failLocked stops the writer: every unacknowledged entry fails with err. Requires mu held.
+func (w *Writer) failLocked(err error) {
+	if w.err != nil {
+		return
+	}
+	w.err = err
+	for w.head < len(w.ents) {
+		p := w.ents[w.head]
+		if !p.acked {
+			w.acks = append(w.acks, ackEvent{id: p.id, err: err, cb: p.cb, ch: p.ch})
+			p.cb, p.ch = nil, nil
+		}
+		w.popFront()
+	}
+	w.signalLocked()
+}
+
+// signalLocked wakes the goroutines waiting for progress. Requires mu held.
+func (w *Writer) signalLocked() {
+	if w.progress != nil {
+		close(w.progress)
+		w.progress = nil
+	}
+}
+
+// waitLocked returns a channel closed at the next progress. Requires mu held.
+func (w *Writer) waitLocked() <-chan struct{} {
+	if w.progress == nil {
+		w.progress = make(chan struct{})
+	}
+	return w.progress
+}
+
+// deliver runs the queued callbacks in order, one goroutine at a time.
+func (w *Writer) deliver() {
+	w.mu.Lock()
+	if w.delivering || len(w.acks) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	w.delivering = true
+	for len(w.acks) > 0 {
+		batch := w.acks
+		w.acks = w.spareAcks[:0]
+		w.mu.Unlock()
+		for _, ev := range batch {
+			if ev.cb != nil {
+				ev.cb(ev.id, ev.err)
+			}
+			if ev.ch != nil {
+				ev.ch <- addResult{id: ev.id, err: ev.err}
+			}
+		}
+		clear(batch)
+		w.mu.Lock()
+		w.spareAcks = batch[:0]
+	}
+	w.delivering = false
+	w.mu.Unlock()
+}
+
+// setMetadataLocked installs md (just read or written) and indexes its bookies. Requires mu
+// held, or no other goroutine yet.
+func (w *Writer) setMetadataLocked(md meta.LedgerMetadata) error {
+	fragIdx := make([][]int, len(md.Fragments))
+	for i, f := range md.Fragments {
+		fragIdx[i] = make([]int, len(f.Bookies))
+		for j, b := range f.Bookies {
+			bi, ok := w.index[b]
+			if !ok {
+				if len(w.bookies) == maxWriterBookies {
+					return fmt.Errorf("client: ledger %d: more than %d bookies over its life", w.id, maxWriterBookies)
+				}
+				bi = len(w.bookies)
+				w.index[b] = bi
+				w.bookies = append(w.bookies, b)
+				w.conns = append(w.conns, w.c.conn(b))
+			}
+			fragIdx[i][j] = bi
+		}
+	}
+	w.md, w.fragIdx = md, fragIdx
+	return nil
+}
+
+// changeEnsemble replaces the failed bookies of the current ensemble: it stores a new fragment
+// starting at LAC+1 (acks are held meanwhile, so the LAC does not move), then resends every
+// unacknowledged entry to the bookies of its new write set. Runs on its own goroutine while
+// changing is set.
+func (w *Writer) changeEnsemble() {
+	backoff := w.c.cfg.minBackoff
+	for {
+		w.mu.Lock()
+		if w.err != nil {
+			w.changing = false
+			w.signalLocked()
+			w.mu.Unlock()
+			w.deliver()
+			return
+		}
+		cur := w.fragIdx[len(w.fragIdx)-1]
+		var bad []int
+		for j, bi := range cur {
+			if w.failed&(1<<bi) != 0 {
+				bad = append(bad, j)
+			}
+		}
+		if len(bad) == 0 {
+			w.changing = false
+			reqs := w.resendLocked(nil)
+			if w.hold {
+				reqs = w.consolidateSendsLocked(reqs)
+			}
+			w.advanceLocked()
+			w.signalLocked()
+			w.mu.Unlock()
+			w.sendAll(reqs)
+			w.deliver()
+			return
+		}
+		md := w.md.Clone()
+		lac := w.lac
+		var exclude []meta.BookieID
+		for bi, b := range w.bookies {
+			if w.failed&(1<<bi) != 0 {
+				exclude = append(exclude, b)
+			}
+		}
+		w.mu.Unlock()
+
+		last := &md.Fragments[len(md.Fragments)-1]
+		exclude = append(exclude, last.Bookies...)
+		ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
+		repl, err := w.c.pickBookies(ctx, len(bad), exclude)
+		if err == nil {
+			ensemble := slices.Clone(last.Bookies)
+			for k, j := range bad {
+				ensemble[j] = repl[k]
+			}
+			if last.FirstEntry == lac+1 {
+				last.Bookies = ensemble
+			} else {
+				md.Fragments = append(md.Fragments, meta.Fragment{FirstEntry: lac + 1, Bookies: ensemble})
+			}
+			var updated meta.LedgerMetadata
+			updated, err = w.c.store.UpdateLedger(ctx, md)
+			if err == nil {
+				w.mu.Lock()
+				err = w.setMetadataLocked(updated)
+				if err != nil {
+					w.failLocked(err)
+				}
+				w.mu.Unlock()
+				cancel()
+				backoff = w.c.cfg.minBackoff
+				continue
+			}
+			if errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) || errors.Is(err, meta.ErrNoSuchLedger) {
+				// Only a recovering client changes our ledger's metadata.
+				cancel()
+				w.mu.Lock()
+				w.failLocked(fmt.Errorf("%w: ledger %d: metadata changed under the writer: %v", ErrFenced, w.id, err))
+				w.mu.Unlock()
+				continue
+			}
+		}
+		cancel()
+		// No spare bookie, or the store is unreachable: acks stay held; try again.
+		time.Sleep(backoff)
+		backoff = min(2*backoff, w.c.cfg.maxBackoff)
+		w.mu.Lock()
+		closed := w.c.closedLocked()
+		if closed {
+			w.failLocked(ErrClosed)
+		}
+		w.mu.Unlock()
+	}
+}
+
+func (c *Client) closedLocked() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}

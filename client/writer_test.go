@@ -1,0 +1,98 @@
+package client
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/bookie-go/bookie/meta"
+)
+
+func payload(i int64) []byte { return []byte(fmt.Sprintf("entry-%06d-%s", i, bytes.Repeat([]byte{'x'}, int(i%50)))) }
+
+func TestWriteReadClose(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := c.client(nil)
+	ctx := testCtx(t)
+	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2, Password: []byte("pw"),
+		CustomMetadata: map[string][]byte{"app": []byte("test")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(10) {
+		id, err := w.Append(ctx, payload(i))
+		if err != nil || id != i {
+			t.Fatalf("Append %d = %d, %v", i, id, err)
+		}
+	}
+	var mu sync.Mutex
+	var got []int64
+	var wg sync.WaitGroup
+	for i := int64(10); i < 500; i++ {
+		wg.Add(1)
+		w.AppendAsync(payload(i), func(id int64, err error) {
+			defer wg.Done()
+			if err != nil {
+				t.Errorf("AppendAsync: %v", err)
+			}
+			mu.Lock()
+			got = append(got, id)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for i, id := range got {
+		if id != int64(i)+10 {
+			t.Fatalf("callback %d got entry %d: acks out of order", i, id)
+		}
+	}
+	// A reader of the open ledger sees the LAC the bookies learned from piggybacked adds:
+	// every async add above was encoded while the LAC was 9.
+	r, err := cl.OpenLedger(ctx, w.ID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lac := r.LastAddConfirmed(); lac < 9 || lac > 499 {
+		t.Fatalf("open reader LAC %d", lac)
+	}
+	if ents, err := r.Read(ctx, 0, r.LastAddConfirmed()); err != nil || len(ents) != int(r.LastAddConfirmed()+1) {
+		t.Fatalf("read of the open ledger: %d entries, %v", len(ents), err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	md := w.Metadata()
+	if md.State != meta.StateClosed || md.LastEntryID != 499 {
+		t.Fatalf("closed metadata %v last %d", md.State, md.LastEntryID)
+	}
+	if _, err := w.Append(ctx, []byte("late")); err == nil {
+		t.Fatal("Append after Close succeeded")
+	}
+	r, err = cl.OpenLedger(ctx, w.ID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := r.Read(ctx, 0, 499)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range ents {
+		if e.ID != int64(i) || !bytes.Equal(e.Data, payload(int64(i))) {
+			t.Fatalf("entry %d: id %d data %q", i, e.ID, e.Data)
+		}
+	}
+	if _, err := r.Read(ctx, 499, 500); err == nil {
+		t.Fatal("read past the last entry succeeded")
+	}
+	list, err := cl.ListLedgers(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != w.ID() || string(list[0].CustomMetadata["app"]) != "test" {
+		t.Fatalf("ListLedgers = %v, %v", list, err)
+	}
+	if err := cl.DeleteLedger(ctx, w.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := cl.ListLedgers(ctx); len(list) != 0 {
+		t.Fatalf("ledger still listed after delete: %v", list)
+	}
+}
