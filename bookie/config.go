@@ -115,7 +115,7 @@ func DefaultConfig() Config {
 		MaxInflightBytes:      256 << 20,
 		MaxOutboundBytes:      64 << 20,
 		ReadWorkers:           4,
-		JournalSegmentSize:    256 << 20,
+		JournalSegmentSize:    64 << 20,
 		JournalQueueBytes:     64 << 20,
 		WriteCacheBytes:       128 << 20,
 		EntryLogSize:          1 << 30,

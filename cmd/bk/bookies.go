@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+)
+
+func init() { register("bookies", "list live bookies and their state", runBookies) }
+
+func runBookies(args []string) error {
+	fs := flag.NewFlagSet("bookies", flag.ExitOnError)
+	metadata := fs.String("metadata", "etcd://127.0.0.1:2379", "metadata store, etcd://host:port[,...]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	fs.Parse(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, err := meta.Open(ctx, *metadata)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	live, err := store.ListBookies(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(live)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "BOOKIE\tADDRESS\tSTATE\tINSTANCE\tVERSION\tREGISTERED")
+	for _, b := range live {
+		state := "writable"
+		if b.ReadOnly {
+			state = "read-only"
+		}
+		addr := b.Addr
+		if addr == "" {
+			addr = string(b.ID)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, addr, state, b.InstanceID, b.Version,
+			b.RegisteredAt.Local().Format(time.DateTime))
+	}
+	return w.Flush()
+}

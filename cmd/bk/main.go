@@ -1,0 +1,68 @@
+// Command bk runs and operates bookie-go: a bookie server, a local cluster,
+// and client-side tools for ledgers and bookies.
+//
+//	bk bookie  [flags]            run one bookie
+//	bk local   --bookies N        run embedded etcd and N bookies on loopback
+//	bk bookies --metadata URL     list live bookies
+//	bk ledger  write|read|tail|recover|delete|list|info ...
+//
+// Every command takes -h for its flags.
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+type command struct {
+	name, summary string
+	run           func(args []string) error
+}
+
+var commands []command
+
+func register(name, summary string, run func(args []string) error) {
+	commands = append(commands, command{name, summary, run})
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: bk <command> [flags]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'bk <command> -h' for a command's flags.")
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage(os.Stderr)
+		if len(os.Args) < 2 {
+			os.Exit(2)
+		}
+		return
+	}
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			if err := c.run(os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "bk %s: %v\n", c.name, err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(os.Stderr, "bk: unknown command %q\n\n", os.Args[1])
+	usage(os.Stderr)
+	os.Exit(2)
+}
+
+// newLogger returns a text logger on stderr at the given level name.
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		return nil, fmt.Errorf("bad --log-level %q: %w", level, err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
