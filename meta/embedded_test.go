@@ -14,6 +14,7 @@ import (
 // TestEmbeddedRestart: the endpoint has the documented form and the
 // metadata survives a restart on the same directory (on a new port).
 func TestEmbeddedRestart(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	dir := t.TempDir()
 	e, err := meta.StartEmbedded(dir, meta.EmbeddedOptions{})
@@ -64,6 +65,7 @@ func TestEmbeddedRestart(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
+	t.Parallel()
 	if _, err := meta.Open(context.Background(), "zk://127.0.0.1:2181"); err == nil {
 		t.Fatal("Open accepted a zk:// endpoint")
 	}

@@ -44,6 +44,7 @@ func ids(list []meta.BookieInfo) []meta.BookieID {
 // TestBookieLeaseExpiry: a bookie whose process dies (its client stops
 // without revoking the lease) disappears from the live list after its TTL.
 func TestBookieLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	ep := metatest.Start(t)
 	observer := metatest.Open(t, ep)
@@ -162,6 +163,7 @@ func TestBookieRegistrationLifecycle(t *testing.T) {
 // same instance (a restart within the TTL) can, and the old registration's
 // Close then leaves the new one in place.
 func TestBookieIDConflict(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	ep := metatest.Start(t)
 	a, b := metatest.Open(t, ep), metatest.Open(t, ep)
@@ -193,6 +195,7 @@ func TestBookieIDConflict(t *testing.T) {
 // process lives (here revoked behind its back), the registration comes back
 // with its current state.
 func TestBookieReregistersAfterLeaseLoss(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	s := metatest.NewStore(t).(*meta.EtcdStore)
 	reg, err := s.RegisterBookie(ctx, meta.BookieInfo{ID: "127.0.0.1:3181", InstanceID: "i1"}, time.Second)
@@ -221,6 +224,7 @@ func TestBookieReregistersAfterLeaseLoss(t *testing.T) {
 }
 
 func TestClusterIDCreateIfAbsentRace(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	ep := metatest.Start(t)
 	stores := []meta.Store{metatest.Open(t, ep), metatest.Open(t, ep), metatest.Open(t, ep)}

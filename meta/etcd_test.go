@@ -186,10 +186,11 @@ func TestExactlyOneCloseWins(t *testing.T) {
 }
 
 func TestConcurrentCreateDistinctIDs(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	ep := metatest.Start(t)
 	stores := []meta.Store{metatest.Open(t, ep), metatest.Open(t, ep)}
-	const workers, each = 8, 15
+	const workers, each = 6, 10
 	ids := make(chan uint64, workers*each)
 	var wg sync.WaitGroup
 	for w := range workers {
