@@ -81,3 +81,21 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
+
+// addsPerSync returns the mean number of journal records per fdatasync so far.
+func (b *Bookie) addsPerSync() float64 {
+	mfs, err := b.metrics.registry.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "bookie_journal_batch_records" {
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() == 0 {
+				return 0
+			}
+			return h.GetSampleSum() / float64(h.GetSampleCount())
+		}
+	}
+	return 0
+}
