@@ -45,7 +45,14 @@ func startCluster(t *testing.T, n int) *cluster {
 	c := &cluster{t: t, endpoint: metatest.Start(t)}
 	for i := range n {
 		dir := filepath.Join(t.TempDir(), "bookie"+strconv.Itoa(i))
-		b, err := bookie.New(bookieConfig(dir, "127.0.0.1:0", c.endpoint))
+		// A fixed port, so that the bookie can restart under the same identity.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		b, err := bookie.New(bookieConfig(dir, addr, c.endpoint))
 		if err != nil {
 			t.Fatalf("bookie.New: %v", err)
 		}

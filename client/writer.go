@@ -51,7 +51,7 @@ type Writer struct {
 	bookies    []meta.BookieID
 	conns      []*bookieConn
 	index      map[meta.BookieID]int
-	failed     uint64       // bookies that failed a request; never chosen again
+	failed     uint64        // bookies that failed a request; never chosen again
 	ents       []*pendingAdd // in-memory entries, consecutive ids from ents[head].id
 	head       int
 	lastAdded  int64

@@ -9,7 +9,9 @@ import (
 	"github.com/bookie-go/bookie/meta"
 )
 
-func payload(i int64) []byte { return []byte(fmt.Sprintf("entry-%06d-%s", i, bytes.Repeat([]byte{'x'}, int(i%50)))) }
+func payload(i int64) []byte {
+	return []byte(fmt.Sprintf("entry-%06d-%s", i, bytes.Repeat([]byte{'x'}, int(i%50))))
+}
 
 func TestWriteReadClose(t *testing.T) {
 	c := startCluster(t, 3)
@@ -94,5 +96,64 @@ func TestWriteReadClose(t *testing.T) {
 	}
 	if list, _ := cl.ListLedgers(ctx); len(list) != 0 {
 		t.Fatalf("ledger still listed after delete: %v", list)
+	}
+}
+
+// TestBookieDiesMidStream stops one bookie of the ensemble while entries are in flight: the
+// writer replaces it, no acknowledged entry is lost, the change is in the metadata, and
+// Close leaves every entry on WriteQuorum bookies.
+func TestBookieDiesMidStream(t *testing.T) {
+	for _, q := range []struct{ e, wq, aq int }{{3, 2, 2}, {3, 3, 2}} {
+		t.Run(fmt.Sprintf("E%dWQ%dAQ%d", q.e, q.wq, q.aq), func(t *testing.T) {
+			c := startCluster(t, 4)
+			cl := c.client(nil)
+			ctx := testCtx(t)
+			w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: q.e, WriteQuorum: q.wq, AckQuorum: q.aq})
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := newAckLog()
+			victim := string(w.Metadata().Fragments[0].Bookies[1])
+			var wg sync.WaitGroup
+			const n = 400
+			for i := int64(0); i < n; i++ {
+				if i == 150 {
+					c.stop(c.index(victim))
+				}
+				data := payload(i)
+				wg.Add(1)
+				w.AppendAsync(data, func(id int64, err error) {
+					defer wg.Done()
+					if err != nil {
+						t.Errorf("entry %d: %v", id, err)
+						return
+					}
+					log.add(id, data)
+				})
+				if i%50 == 0 {
+					wg.Wait()
+				}
+			}
+			wg.Wait()
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Bring the victim back: the entries it held before it died count again.
+			c.restart(c.index(victim))
+			md := checkInvariants(t, ctx, cl, w.ID(), log, q.wq)
+			if len(log.acked) != n || md.LastEntryID != n-1 {
+				t.Fatalf("%d acked, last entry %d", len(log.acked), md.LastEntryID)
+			}
+			if len(md.Fragments) < 2 {
+				t.Fatalf("no ensemble change recorded: %+v", md.Fragments)
+			}
+			for _, f := range md.Fragments[1:] {
+				for _, b := range f.Bookies {
+					if string(b) == victim {
+						t.Fatalf("dead bookie %s still in fragment at %d", victim, f.FirstEntry)
+					}
+				}
+			}
+		})
 	}
 }
