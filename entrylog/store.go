@@ -207,7 +207,7 @@ func (s *Store) Get(ledger uint64, entry int64, dst []byte) ([]byte, error) {
 	s.cacheMu.RUnlock()
 
 	loc, err := s.ix.get(ledger, entry)
-	for tries := 0; ; tries++ {
+	for retried := false; ; retried = true {
 		if err != nil {
 			if cached && errors.Is(err, ErrNoSuchLedger) {
 				return dst, fmt.Errorf("%w: ledger %d entry %d", ErrNoSuchEntry, ledger, entry)
@@ -223,14 +223,11 @@ func (s *Store) Get(ledger uint64, entry int64, dst []byte) ([]byte, error) {
 		}
 		s.logsMu.RUnlock()
 		// Compaction may have moved the entry and removed its log between
-		// the lookup and the read: look again once.
-		if tries == 1 {
-			return dst, fmt.Errorf("%w: ledger %d entry %d: index points at %s, which does not exist", ErrCorrupt, ledger, entry, loc)
-		}
+		// the lookup and the read: look again, once.
 		var again location
 		again, err = s.ix.get(ledger, entry)
-		if err == nil && again == loc {
-			tries = 1
+		if retried || err == nil && again == loc {
+			return dst, fmt.Errorf("%w: ledger %d entry %d: index points at %s, which does not exist", ErrCorrupt, ledger, entry, loc)
 		}
 		loc = again
 	}
