@@ -69,7 +69,7 @@ type Options struct {
 	Prealloc Prealloc
 	// RecycleSegments is how many segment files freed by Checkpoint are kept
 	// and reused as new segments (their space is already written, so the
-	// fastest to write into). Default 2; negative disables reuse.
+	// fastest to write into). Default 4; negative disables reuse.
 	RecycleSegments int
 	// MaxQueueBytes bounds the memory of records accepted but not yet
 	// completed (record bytes plus a fixed per-record cost). Append returns
@@ -102,7 +102,7 @@ func (o *Options) fill() {
 		o.SegmentSize = segmentHeaderSize + batchSize
 	}
 	if o.RecycleSegments == 0 {
-		o.RecycleSegments = 2
+		o.RecycleSegments = 4
 	}
 	if o.RecycleSegments < 0 {
 		o.RecycleSegments = 0

@@ -9,6 +9,7 @@ import (
 	"path"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bookie-go/bookie/internal/vfs"
 )
@@ -343,5 +344,65 @@ func TestAppendDoesNotAllocate(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(1000, run); allocs != 0 {
 		t.Fatalf("Append allocates %.2f times per call, want 0", allocs)
+	}
+}
+
+func TestCloseDrainsAndSyncs(t *testing.T) {
+	fs := vfs.NewMemFS()
+	a := newAcked()
+	j, err := Open(fs, "/j", Options{SegmentSize: 16 << 10, Completed: a.completed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	for i := 1; i <= n; i++ {
+		if _, err := j.Append(TypeEntry, payloadFor(uint64(i), 64), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seq, err := j.Force(nil)
+	if err != nil || seq != n+1 {
+		t.Fatalf("force: seq %d, %v", seq, err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	recs := a.durable()
+	if len(recs) != n+1 || len(a.errs) != 0 || recs[n].Type != TypeForce {
+		t.Fatalf("%d durable, %d failed completions after close; want %d durable", len(recs), len(a.errs), n+1)
+	}
+	for i, r := range recs {
+		if r.Seq != uint64(i+1) {
+			t.Fatalf("completion %d has seq %d: not in sequence order", i, r.Seq)
+		}
+	}
+	// Close synced: a power loss right after it keeps everything.
+	got, j2 := replayAll(t, fs.CrashClone(nil), "/j", Options{SegmentSize: 16 << 10})
+	defer j2.Close()
+	sameRecords(t, got, recs)
+}
+
+func TestMaxWaitGathersBatches(t *testing.T) {
+	var mu sync.Mutex
+	var batches []int
+	j, err := Open(vfs.NewMemFS(), "/j", Options{SegmentSize: 64 << 10, MaxWait: time.Second, MaxBatchBytes: 1 << 20,
+		Completed: func(b []Completion) {
+			mu.Lock()
+			batches = append(batches, len(b))
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		j.Append(TypeEntry, []byte("x"), nil)
+		time.Sleep(time.Millisecond)
+	}
+	j.Close()
+	if len(batches) != 1 || batches[0] != 10 {
+		t.Fatalf("batches %v, want one batch of 10 (appends 1 ms apart, MaxWait 1 s)", batches)
 	}
 }

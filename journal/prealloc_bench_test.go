@@ -11,7 +11,9 @@ import (
 )
 
 // BenchmarkPrealloc measures write+fdatasync into segments prepared in
-// different ways, on the disk holding $JOURNAL_BENCH_DIR (default: a temp dir
+// different ways (fallocate; zeros written and synced; old data, as in a
+// recycled segment; nothing: appending grows the file), each write at the
+// next offset and never over space written in the same pass, on the disk holding $JOURNAL_BENCH_DIR (default: a temp dir
 // under /work if present, else os.TempDir). It is the measurement behind
 // PreallocMode's default; see docs/benchmarks.md.
 func BenchmarkPrealloc(b *testing.B) {
@@ -26,28 +28,36 @@ func BenchmarkPrealloc(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer unix.Close(fd)
-				start := time.Now()
-				switch mode {
-				case "fallocate":
-					err = unix.Fallocate(fd, 0, 0, fileSize)
-				case "zerofill", "recycled":
-					buf := make([]byte, 1<<20)
-					if mode == "recycled" {
-						for i := range buf {
-							buf[i] = byte(i)
+				var prep time.Duration
+				prepare := func() {
+					start := time.Now()
+					var err error
+					if err = unix.Ftruncate(fd, 0); err != nil {
+						b.Fatal(err)
+					}
+					switch mode {
+					case "fallocate":
+						err = unix.Fallocate(fd, 0, 0, fileSize)
+					case "zerofill", "recycled":
+						buf := make([]byte, 1<<20)
+						if mode == "recycled" {
+							for i := range buf {
+								buf[i] = byte(i)
+							}
+						}
+						for off := 0; off < fileSize && err == nil; off += len(buf) {
+							_, err = unix.Pwrite(fd, buf, int64(off))
 						}
 					}
-					for off := 0; off < fileSize && err == nil; off += len(buf) {
-						_, err = unix.Pwrite(fd, buf, int64(off))
+					if err == nil {
+						err = unix.Fdatasync(fd)
 					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					prep = time.Since(start)
 				}
-				if err == nil {
-					err = unix.Fdatasync(fd)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				prep := time.Since(start)
+				prepare()
 				buf := make([]byte, size)
 				for i := range buf {
 					buf[i] = 'x'
@@ -56,8 +66,11 @@ func BenchmarkPrealloc(b *testing.B) {
 				b.SetBytes(int64(size))
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					if off+size > fileSize {
+					if off+size > fileSize { // never time writes over written space
+						b.StopTimer()
+						prepare()
 						off = 0
+						b.StartTimer()
 					}
 					if _, err := unix.Pwrite(fd, buf, int64(off)); err != nil {
 						b.Fatal(err)
