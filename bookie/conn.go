@@ -26,6 +26,9 @@ type conn struct {
 	mu      sync.Mutex
 	out     *bytebufferpool.ByteBuffer // protected by mu
 	writing bool                       // an AsyncWrite is outstanding; protected by mu
+	inWrite *bytebufferpool.ByteBuffer // the buffer that AsyncWrite is sending; protected by mu
+	// onWritten is c.written, bound once.
+	onWritten gnet.AsyncCallback
 	closed  bool                       // protected by mu
 
 	inflight      atomic.Int64 // requests parsed and not answered
@@ -175,33 +178,40 @@ func (c *conn) flush() {
 		return
 	}
 	buf := c.out
+	c.inWrite = buf
 	c.out = replyPool.Get()
 	c.writing = true
 	c.mu.Unlock()
-	err := c.gc.AsyncWrite(buf.B, func(gc gnet.Conn, err error) error {
-		replyPool.Put(buf)
+	if err := c.gc.AsyncWrite(buf.B, c.onWritten); err != nil {
 		c.mu.Lock()
-		c.writing = false
-		c.mu.Unlock()
-		if err != nil {
-			return nil
-		}
-		if gc.OutboundBuffered() > c.b.cfg.MaxOutboundBytes {
-			c.b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
-			c.b.log.Warn("closing connection: client does not read its replies", "remote", gc.RemoteAddr(),
-				"buffered", gc.OutboundBuffered())
-			return gc.Close()
-		}
-		c.flush()
-		return nil
-	})
-	if err != nil {
-		replyPool.Put(buf)
-		c.mu.Lock()
+		replyPool.Put(c.inWrite)
+		c.inWrite = nil
 		c.writing = false
 		c.closed = true
 		c.mu.Unlock()
 	}
+}
+
+// written is the AsyncWrite callback (bound once to c.onWritten so flushing
+// does not allocate): recycle the buffer, cut a client that does not read its
+// replies, and send what queued meanwhile. Runs on the event loop.
+func (c *conn) written(gc gnet.Conn, err error) error {
+	c.mu.Lock()
+	replyPool.Put(c.inWrite)
+	c.inWrite = nil
+	c.writing = false
+	c.mu.Unlock()
+	if err != nil {
+		return nil
+	}
+	if gc.OutboundBuffered() > c.b.cfg.MaxOutboundBytes {
+		c.b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+		c.b.log.Warn("closing connection: client does not read its replies", "remote", gc.RemoteAddr(),
+			"buffered", gc.OutboundBuffered())
+		return gc.Close()
+	}
+	c.flush()
+	return nil
 }
 
 // reply queues and flushes one reply: for answers produced one at a time
@@ -233,10 +243,16 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 
 // OnOpen sets up the connection's state. Runs on the event loop.
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
-	c := &conn{b: h.b, gc: gc, out: replyPool.Get()}
+	c := newConn(h.b, gc)
 	gc.SetContext(c)
 	h.b.metrics.connections.Inc()
 	return nil, gnet.None
+}
+
+func newConn(b *Bookie, gc gnet.Conn) *conn {
+	c := &conn{b: b, gc: gc, out: replyPool.Get()}
+	c.onWritten = c.written
+	return c
 }
 
 // OnClose drops the connection's outbox. Requests still in flight complete
