@@ -3,6 +3,7 @@ package meta
 import (
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -26,8 +27,9 @@ type EmbeddedOptions struct {
 // cluster on 127.0.0.1 whose client port is chosen by the kernel. Use its
 // Endpoint with Open, or hand it to bookies and clients as --metadata.
 type Embedded struct {
-	etcd     *embed.Etcd
-	endpoint string
+	etcd      *embed.Etcd
+	endpoint  string
+	closeOnce sync.Once
 }
 
 // StartEmbedded starts an etcd server keeping its data in dir (created if
@@ -89,9 +91,11 @@ func (e *Embedded) Endpoint() string { return e.endpoint }
 func (e *Embedded) Err() <-chan error { return e.etcd.Err() }
 
 // Close stops the server gracefully, after which the data in dir is
-// consistent. Close it after the clients that use it, or they retry
-// until their own deadlines.
+// consistent. Close the stores and registrations that use it first: the
+// server waits up to about 5 s for open watch and keepalive streams
+// before cutting them, and a registration's Close needs the server to
+// revoke its lease. Close is idempotent.
 func (e *Embedded) Close() error {
-	e.etcd.Close()
+	e.closeOnce.Do(e.etcd.Close)
 	return nil
 }

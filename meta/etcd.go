@@ -168,15 +168,23 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 
 // GetLedger implements Store.
 func (s *EtcdStore) GetLedger(ctx context.Context, id uint64) (LedgerMetadata, error) {
+	md, _, err := s.getLedger(ctx, id)
+	return md, err
+}
+
+// getLedger is GetLedger that also returns the store revision the value
+// was read at (at least md.Version; later if other keys changed since).
+func (s *EtcdStore) getLedger(ctx context.Context, id uint64) (LedgerMetadata, int64, error) {
 	resp, err := s.cli.Get(ctx, s.ledgerKey(id))
 	if err != nil {
-		return LedgerMetadata{}, fmt.Errorf("meta: get ledger %d: %w", id, err)
+		return LedgerMetadata{}, 0, fmt.Errorf("meta: get ledger %d: %w", id, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return LedgerMetadata{}, fmt.Errorf("meta: get ledger %d: %w", id, ErrNoSuchLedger)
+		return LedgerMetadata{}, 0, fmt.Errorf("meta: get ledger %d: %w", id, ErrNoSuchLedger)
 	}
 	kv := resp.Kvs[0]
-	return s.decodeLedger(keyValue{kv.Key, kv.Value, kv.ModRevision})
+	md, err := s.decodeLedger(keyValue{kv.Key, kv.Value, kv.ModRevision})
+	return md, resp.Header.Revision, err
 }
 
 // UpdateLedger implements Store. It reads the stored value to check the
@@ -282,74 +290,79 @@ func (s *EtcdStore) ListLedgers(ctx context.Context, after uint64, limit int) ([
 
 // WatchLedger implements Store.
 func (s *EtcdStore) WatchLedger(ctx context.Context, id uint64) (<-chan LedgerMetadata, error) {
-	md, err := s.GetLedger(ctx, id)
+	md, rev, err := s.getLedger(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("meta: watch ledger %d: %w", id, unwrapGet(err))
 	}
 	ch := make(chan LedgerMetadata, 1)
 	ch <- md
-	go s.watchLedger(ctx, id, md.Version, ch)
+	go s.watchLedger(ctx, id, rev+1, md.Version, ch)
 	return ch, nil
 }
 
-// watchLedger feeds ch with versions of ledger id newer than rev until the
-// ledger is deleted or ctx or the store ends, then closes ch. It runs on
-// its own goroutine, the only sender on ch.
-func (s *EtcdStore) watchLedger(ctx context.Context, id uint64, rev int64, ch chan LedgerMetadata) {
+// watchLedger feeds ch with the versions of ledger id newer than sent,
+// watching from store revision from, until the ledger is deleted or ctx or
+// the store ends; then it closes ch. It runs on its own goroutine, the only
+// sender on ch.
+func (s *EtcdStore) watchLedger(ctx context.Context, id uint64, from, sent int64, ch chan LedgerMetadata) {
 	defer close(ch)
 	lk := s.ledgerKey(id)
 	for {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := s.cli.Watch(wctx, lk, clientv3.WithRev(rev+1))
+		wch := s.cli.Watch(wctx, lk, clientv3.WithRev(from))
 		var ended bool
-		rev, ended = s.drainLedgerWatch(wch, rev, ch)
+		sent, ended = s.drainLedgerWatch(wch, sent, ch)
 		cancel()
 		if ended {
 			return
 		}
-		// The watch broke: compaction past rev, lost leader, or shutdown.
-		// Re-read the ledger and watch again from its current version.
+		// The watch broke: history compacted past from, lost leader, or
+		// shutdown. Re-read the ledger and watch again after that read.
 		for {
 			if !s.pause(ctx, watchRetryDelay) {
 				return
 			}
-			md, err := s.GetLedger(ctx, id)
+			md, rev, err := s.getLedger(ctx, id)
 			if errors.Is(err, ErrNoSuchLedger) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnknownFormat) {
 				return
 			}
 			if err != nil {
 				continue
 			}
-			if md.Version > rev {
+			if md.Version > sent {
 				sendLatest(ch, md)
-				rev = md.Version
+				sent = md.Version
 			}
+			from = rev + 1
 			break
 		}
 	}
 }
 
-// drainLedgerWatch forwards the puts on wch to ch. It returns the last
-// version forwarded and whether the watch is over for good (delete, or a
-// value that does not decode).
-func (s *EtcdStore) drainLedgerWatch(wch clientv3.WatchChan, rev int64, ch chan LedgerMetadata) (int64, bool) {
+// drainLedgerWatch forwards the puts on wch newer than sent to ch. It
+// returns the last version sent and whether the watch is over for good
+// (delete, or a value that does not decode).
+func (s *EtcdStore) drainLedgerWatch(wch clientv3.WatchChan, sent int64, ch chan LedgerMetadata) (int64, bool) {
 	for wr := range wch {
 		if wr.Err() != nil {
-			return rev, false
+			return sent, false
 		}
 		for _, ev := range wr.Events {
 			if ev.Type == clientv3.EventTypeDelete {
-				return rev, true
+				return sent, true
+			}
+			if ev.Kv.ModRevision <= sent {
+				continue
 			}
 			md, err := s.decodeLedger(keyValue{ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision})
 			if err != nil {
-				return rev, true
+				return sent, true
 			}
 			sendLatest(ch, md)
-			rev = md.Version
+			sent = md.Version
 		}
 	}
-	return rev, false
+	return sent, false
 }
 
 // watchRetryDelay is the pause before re-establishing a broken watch.

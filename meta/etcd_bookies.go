@@ -90,7 +90,11 @@ func (s *EtcdStore) ClusterID(ctx context.Context) (string, error) {
 	if txn.Succeeded {
 		return id, nil
 	}
-	return clusterIDValue(key, txn.Responses[0].GetResponseRange().Kvs[0].Value)
+	kvs := txn.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return "", fmt.Errorf("meta: cluster id: %s deleted while being created", key)
+	}
+	return clusterIDValue(key, kvs[0].Value)
 }
 
 func clusterIDValue(key string, v []byte) (string, error) {
@@ -432,19 +436,23 @@ func (r *etcdRegistration) SetReadOnly(ctx context.Context, readOnly bool) error
 	return nil
 }
 
+// revokeTimeout bounds Registration.Close's revoke when etcd does not
+// answer; the lease then expires on its own after the TTL.
+const revokeTimeout = 2 * time.Second
+
 // Close implements Registration.
 func (r *etcdRegistration) Close() error {
 	r.closeOnce.Do(func() {
 		r.cancel()
 		<-r.done
 		r.mu.Lock()
-		lease := r.lease
+		lease, id := r.lease, r.info.ID
 		r.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
 		defer cancel()
 		_, err := r.store.cli.Revoke(ctx, lease)
 		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			r.closeErr = fmt.Errorf("meta: unregister bookie %s: %w", r.info.ID, err)
+			r.closeErr = fmt.Errorf("meta: unregister bookie %s (it expires after its TTL): %w", id, err)
 		}
 	})
 	return r.closeErr

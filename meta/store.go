@@ -145,7 +145,8 @@ type Registration interface {
 	// SetReadOnly changes the announced read-only flag.
 	SetReadOnly(ctx context.Context, readOnly bool) error
 	// Close revokes the lease: the bookie disappears from ListBookies at
-	// once. Close is idempotent.
+	// once. If etcd does not answer within 2 s Close returns an error and
+	// the registration expires after its TTL. Close is idempotent.
 	Close() error
 }
 
