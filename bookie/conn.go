@@ -29,7 +29,7 @@ type conn struct {
 	inWrite *bytebufferpool.ByteBuffer // the buffer that AsyncWrite is sending; protected by mu
 	// onWritten is c.written, bound once.
 	onWritten gnet.AsyncCallback
-	closed  bool                       // protected by mu
+	closed    bool // protected by mu
 
 	inflight      atomic.Int64 // requests parsed and not answered
 	inflightBytes atomic.Int64
