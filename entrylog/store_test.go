@@ -15,6 +15,14 @@ const (
 	testLogDir   = "/data/logs"
 )
 
+// tester is what the helpers need of *testing.T and *rapid.T.
+type tester interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
 // smallOpts keeps logs and halves small so tests cross every boundary.
 func smallOpts() Options {
 	return Options{
@@ -31,7 +39,7 @@ type testStore struct {
 	ix *index.Index
 }
 
-func openTestStore(t testing.TB, fs vfs.FS, opts Options) (*testStore, error) {
+func openTestStore(t tester, fs vfs.FS, opts Options) (*testStore, error) {
 	t.Helper()
 	ix, err := index.Open(fs, testIndexDir, index.Options{})
 	if err != nil {
@@ -45,7 +53,7 @@ func openTestStore(t testing.TB, fs vfs.FS, opts Options) (*testStore, error) {
 	return &testStore{s, ix}, nil
 }
 
-func mustOpen(t testing.TB, fs vfs.FS, opts Options) *testStore {
+func mustOpen(t tester, fs vfs.FS, opts Options) *testStore {
 	t.Helper()
 	s, err := openTestStore(t, fs, opts)
 	if err != nil {
@@ -56,7 +64,7 @@ func mustOpen(t testing.TB, fs vfs.FS, opts Options) *testStore {
 
 // close closes store and index, ignoring ErrClosed (a test may have closed
 // the store already).
-func (s *testStore) close(t testing.TB) {
+func (s *testStore) close(t tester) {
 	t.Helper()
 	if err := s.Store.Close(); err != nil && !errors.Is(err, ErrClosed) {
 		t.Errorf("Store.Close: %v", err)
@@ -93,7 +101,7 @@ func payload(ledger uint64, entry int64, n int) []byte {
 	return b
 }
 
-func mustGet(t testing.TB, s *testStore, ledger uint64, entry int64, want []byte) {
+func mustGet(t tester, s *testStore, ledger uint64, entry int64, want []byte) {
 	t.Helper()
 	got, err := s.Get(ledger, entry, nil)
 	if err != nil {
