@@ -113,6 +113,12 @@ type ledger struct {
 	durablePages uint64   // the extent recorded in the last synced state file
 	filePages    uint64   // pages written to the file (>= durablePages)
 	unsynced     bool     // the file has writes not yet fsynced
+	// maskFrom is st.LastEntry+1 as loaded by Open, until the page holding
+	// it is written back; -1 after. That page may hold slots beyond the
+	// last entry from Puts a crash half-kept (the journal replays them);
+	// loads clear them so that a later Put raising LastEntry cannot
+	// expose them.
+	maskFrom int64
 	file         vfs.File // open handle, or nil
 }
 
@@ -172,9 +178,14 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 	}
 	l := x.ledgers[ledgerID]
 	if l == nil {
-		l = &ledger{id: ledgerID, st: NewLedgerState()}
+		l = &ledger{id: ledgerID, st: NewLedgerState(), maskFrom: -1}
 		x.ledgers[ledgerID] = l
 		x.stateDirty = true
+	}
+	if l.maskFrom >= 0 && entry >= l.maskFrom {
+		if err := x.unmask(l); err != nil {
+			return err
+		}
 	}
 	no, slot := pageOf(entry)
 	p, err := x.cachedPage(l, no, true)
@@ -195,6 +206,25 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 		// evict, and write back in large batches.
 		return x.writeBack()
 	}
+	return nil
+}
+
+// unmask is called before a Put raises l's LastEntry past maskFrom: it
+// loads the masked page and marks it dirty, so that its cleared slots reach
+// the disk before a state file with the higher LastEntry does (Sync writes
+// pages before the state). Requires mu held.
+func (x *Index) unmask(l *ledger) error {
+	if no, _ := pageOf(l.maskFrom); no < l.filePages {
+		p, err := x.cachedPage(l, no, true)
+		if err != nil {
+			return err
+		}
+		if !p.dirty {
+			p.dirty = true
+			x.ndirty++
+		}
+	}
+	l.maskFrom = -1
 	return nil
 }
 
@@ -349,7 +379,7 @@ func (x *Index) SetState(ledgerID uint64, st LedgerState) error {
 	}
 	l := x.ledgers[ledgerID]
 	if l == nil {
-		l = &ledger{id: ledgerID, st: NewLedgerState()}
+		l = &ledger{id: ledgerID, st: NewLedgerState(), maskFrom: -1}
 		x.ledgers[ledgerID] = l
 	}
 	st.LastEntry = l.st.LastEntry
@@ -479,6 +509,11 @@ func (x *Index) loadPage(l *ledger, no uint64, slots *[SlotsPerPage]uint64) erro
 	}
 	if err := decodePage(buf, l.id, no, slots); err != nil {
 		return fmt.Errorf("index: %s at offset %d: %w: %w", f.Name(), off, ErrCorrupt, err)
+	}
+	if l.maskFrom >= 0 {
+		if mno, mslot := pageOf(l.maskFrom); mno == no {
+			clear(slots[mslot:])
+		}
 	}
 	return nil
 }

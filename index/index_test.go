@@ -244,11 +244,15 @@ func TestEvictionReload(t *testing.T) {
 	opts := Options{CacheBytes: minCachePages * PageSize}
 	x := openT(t, fs, opts)
 	const ledgers, entries = 12, 8 * SlotsPerPage // 96 pages, 6x the cache
-	for e := int64(0); e < entries; e++ {
+	// Like the entry log's flushes: batches sorted by (ledger, entry).
+	const batch = SlotsPerPage / 2
+	for from := int64(0); from < entries; from += batch {
 		for l := uint64(0); l < ledgers; l++ {
-			mustPut(t, x, l, e, loc(l, e))
+			for e := from; e < from+batch; e++ {
+				mustPut(t, x, l, e, loc(l, e))
+			}
 		}
-		if e == entries/2 {
+		if from == entries/2 {
 			mustSync(t, x)
 		}
 	}

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,8 @@ func (x *Index) Sync() error {
 	if err := x.writeBack(); err != nil {
 		return err
 	}
-	for _, l := range x.ledgers {
+	ledgers := x.sortedLedgers()
+	for _, l := range ledgers {
 		if !l.unsynced {
 			continue
 		}
@@ -49,14 +51,14 @@ func (x *Index) Sync() error {
 		return err
 	}
 	changed := x.stateDirty
-	for _, l := range x.ledgers {
+	for _, l := range ledgers {
 		changed = changed || l.filePages != l.durablePages
 	}
 	if changed {
-		if err := x.writeState(appendState(nil, x.snapshot())); err != nil {
+		if err := x.writeState(appendState(nil, snapshot(x.nextFileID, ledgers))); err != nil {
 			return err
 		}
-		for _, l := range x.ledgers {
+		for _, l := range ledgers {
 			l.durablePages = l.filePages
 		}
 		x.stateDirty = false
@@ -64,22 +66,23 @@ func (x *Index) Sync() error {
 	return x.removeDeleted()
 }
 
-// snapshot returns the state file for the current state, every index file's
-// extent taken as durable. Requires mu held, and every file synced.
-func (x *Index) snapshot() *stateFile {
-	sf := &stateFile{nextFileID: x.nextFileID, records: make([]stateRecord, 0, len(x.ledgers))}
+// sortedLedgers returns every ledger, ascending by id. Requires mu held.
+func (x *Index) sortedLedgers() []*ledger {
+	ls := make([]*ledger, 0, len(x.ledgers))
 	for _, l := range x.ledgers {
-		sf.records = append(sf.records, stateRecord{ledger: l.id, fileID: l.fileID, pages: l.filePages, st: l.st})
+		ls = append(ls, l)
 	}
-	slices.SortFunc(sf.records, func(a, b stateRecord) int {
-		switch {
-		case a.ledger < b.ledger:
-			return -1
-		case a.ledger > b.ledger:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ls, func(a, b *ledger) int { return cmp.Compare(a.id, b.id) })
+	return ls
+}
+
+// snapshot returns the state file for ledgers (sorted by id), every index
+// file's extent taken as durable. Requires mu held, and every file synced.
+func snapshot(nextFileID uint64, ledgers []*ledger) *stateFile {
+	sf := &stateFile{nextFileID: nextFileID, records: make([]stateRecord, len(ledgers))}
+	for i, l := range ledgers {
+		sf.records[i] = stateRecord{ledger: l.id, fileID: l.fileID, pages: l.filePages, st: l.st}
+	}
 	return sf
 }
 
@@ -182,18 +185,10 @@ func (x *Index) writeBack() error {
 		}
 	}
 	byKey := func(a, b *page) int {
-		switch {
-		case a.key.ledger != b.key.ledger:
-			if a.key.ledger < b.key.ledger {
-				return -1
-			}
-			return 1
-		case a.key.no < b.key.no:
-			return -1
-		case a.key.no > b.key.no:
-			return 1
+		if c := cmp.Compare(a.key.ledger, b.key.ledger); c != 0 {
+			return c
 		}
-		return 0
+		return cmp.Compare(a.key.no, b.key.no)
 	}
 	slices.SortFunc(rewrites, byKey)
 	slices.SortFunc(extends, byKey)
@@ -240,6 +235,7 @@ func (x *Index) rewrite(pages []*page) error {
 			return x.fail(fmt.Errorf("index: write %s at offset %d: %w", f.Name(), off, err))
 		}
 		l.unsynced = true
+		l.wrotePage(p.key.no)
 	}
 	for _, p := range pages {
 		l := x.ledgers[p.key.ledger]
@@ -286,10 +282,19 @@ func (x *Index) extend(pages []*page) error {
 			return fmt.Errorf("index: write %s at offset %d: %w", f.Name(), off, err)
 		}
 		l.filePages = max(l.filePages, p.key.no+1)
+		l.wrotePage(p.key.no)
 		p.dirty = false
 		x.ndirty--
 	}
 	return nil
+}
+
+// wrotePage notes that page no of l was written from the cache, where it
+// was masked: the file holds no hidden slots any more. Requires mu held.
+func (l *ledger) wrotePage(no uint64) {
+	if l.maskFrom >= 0 && uint64(l.maskFrom)/SlotsPerPage == no {
+		l.maskFrom = -1
+	}
 }
 
 // open loads the state file (or creates an empty index), replays the
@@ -311,7 +316,7 @@ func (x *Index) open() error {
 			}
 		}
 		x.nextFileID = 1
-		if err := x.writeState(appendState(nil, x.snapshot())); err != nil {
+		if err := x.writeState(appendState(nil, snapshot(x.nextFileID, nil))); err != nil {
 			return err
 		}
 	} else {
@@ -325,7 +330,7 @@ func (x *Index) open() error {
 		}
 		x.nextFileID = sf.nextFileID
 		for _, r := range sf.records {
-			x.ledgers[r.ledger] = &ledger{id: r.ledger, st: r.st, fileID: r.fileID, durablePages: r.pages, filePages: r.pages}
+			x.ledgers[r.ledger] = &ledger{id: r.ledger, st: r.st, fileID: r.fileID, durablePages: r.pages, filePages: r.pages, maskFrom: r.st.LastEntry + 1}
 		}
 	}
 	if slices.Contains(names, stateFileName+".tmp") {
