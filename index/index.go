@@ -109,17 +109,17 @@ type Index struct {
 type ledger struct {
 	id           uint64
 	st           LedgerState
-	fileID       uint64   // 0: no index file yet
-	durablePages uint64   // the extent recorded in the last synced state file
-	filePages    uint64   // pages written to the file (>= durablePages)
-	unsynced     bool     // the file has writes not yet fsynced
+	fileID       uint64 // 0: no index file yet
+	durablePages uint64 // the extent recorded in the last synced state file
+	filePages    uint64 // pages written to the file (>= durablePages)
+	unsynced     bool   // the file has writes not yet fsynced
 	// maskFrom is st.LastEntry+1 as loaded by Open, until the page holding
 	// it is written back; -1 after. That page may hold slots beyond the
 	// last entry from Puts a crash half-kept (the journal replays them);
 	// loads clear them so that a later Put raising LastEntry cannot
 	// expose them.
 	maskFrom int64
-	file         vfs.File // open handle, or nil
+	file     vfs.File // open handle, or nil
 }
 
 type pageKey struct {
