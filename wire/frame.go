@@ -117,7 +117,7 @@ type Header struct {
 	Version   uint8
 	Op        Op     // without the response bit
 	Response  bool   // the frame is a response: the opcode byte had 0x80 set
-	Flags     Flags  //
+	Flags     Flags  // meaning per operation; zero in responses
 	RequestID uint64 // chosen by the client, echoed by the bookie
 	Status    Status // responses only
 }
@@ -244,7 +244,7 @@ func ParseHeader(frame []byte) (Header, error) {
 	}
 	if h.Response {
 		if len(frame) < ResponseHeaderSize {
-			return Header{}, errShortFrame
+			return h, errShortFrame
 		}
 		h.Status = Status(be.Uint16(frame[16:]))
 	}
