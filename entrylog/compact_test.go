@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/internal/vfs"
 )
 
@@ -210,4 +211,57 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustGet(t, s, 3, 0, payload(3, 0, 5000))
+}
+
+// More ledgers and entries than the index cache holds (16 pages of 510
+// entries): flush, delete, compact and reopen still find every entry.
+func TestIndexLargerThanItsCache(t *testing.T) {
+	fs := vfs.NewMemFS()
+	ixOpts := index.Options{CacheBytes: 16 * index.PageSize}
+	open := func() *testStore {
+		s, err := openTestStoreIndex(t, fs, smallOpts(), ixOpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	defer func() { s.close(t) }()
+	const ledgers, entries = 40, 520 // 80 index pages
+	want := map[[2]int64][]byte{}
+	for e := int64(0); e < entries; e++ {
+		for l := uint64(1); l <= ledgers; l++ {
+			d := payload(l, e, 8+int(e%5))
+			for {
+				err := s.Put(l, e, d)
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, ErrCacheFull) {
+					t.Fatal(err)
+				}
+				if err := s.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want[[2]int64{int64(l), e}] = d
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for l := uint64(1); l <= ledgers; l += 2 {
+		if err := s.DeleteLedger(l); err != nil {
+			t.Fatal(err)
+		}
+		deleteFromModel(want, l)
+	}
+	st, err := s.Compact(context.Background())
+	if err != nil || st.LogsCompacted == 0 {
+		t.Fatalf("Compact = %+v, %v", st, err)
+	}
+	checkModel(t, s, want)
+	s.close(t)
+	s = open()
+	checkModel(t, s, want)
 }

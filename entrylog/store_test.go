@@ -41,7 +41,12 @@ type testStore struct {
 
 func openTestStore(t tester, fs vfs.FS, opts Options) (*testStore, error) {
 	t.Helper()
-	ix, err := index.Open(fs, testIndexDir, index.Options{})
+	return openTestStoreIndex(t, fs, opts, index.Options{})
+}
+
+func openTestStoreIndex(t tester, fs vfs.FS, opts Options, ixOpts index.Options) (*testStore, error) {
+	t.Helper()
+	ix, err := index.Open(fs, testIndexDir, ixOpts)
 	if err != nil {
 		return nil, fmt.Errorf("index.Open: %w", err)
 	}
