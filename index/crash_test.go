@@ -11,6 +11,12 @@ import (
 	"github.com/bookie-go/bookie/internal/vfs"
 )
 
+// fataler is what the checks need of *testing.T and *rapid.T.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // model is what a test expects the index to hold.
 type model struct {
 	ledgers map[uint64]*modelLedger
@@ -108,7 +114,7 @@ func (c *crashTracker) image(fs *vfs.MemFS, at string) *crashImage {
 // verify opens the crash image and checks every synced mapping and state is
 // intact, nothing deleted and synced reappears, and nothing reads as
 // corrupt. It returns the recovered contents as the new durable model.
-func (im *crashImage) verify(t *testing.T) *model {
+func (im *crashImage) verify(t fataler) *model {
 	t.Helper()
 	x, err := Open(im.fs, testDir, Options{CacheBytes: minCachePages * PageSize})
 	if err != nil {
@@ -196,7 +202,7 @@ func sameState(a, b LedgerState) bool {
 }
 
 // workload runs n random operations against x and the tracker.
-func workload(t *testing.T, rng *rand.Rand, x *Index, c *crashTracker, n int, onSync func()) {
+func workload(t fataler, rng *rand.Rand, x *Index, c *crashTracker, n int, onSync func()) {
 	t.Helper()
 	next := make(map[uint64]int64)
 	for id, l := range c.live.ledgers {

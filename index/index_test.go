@@ -10,7 +10,7 @@ import (
 
 const testDir = "/data/index"
 
-func openT(t testing.TB, fs vfs.FS, opts Options) *Index {
+func openT(t fataler, fs vfs.FS, opts Options) *Index {
 	t.Helper()
 	x, err := Open(fs, testDir, opts)
 	if err != nil {
@@ -19,14 +19,14 @@ func openT(t testing.TB, fs vfs.FS, opts Options) *Index {
 	return x
 }
 
-func mustPut(t testing.TB, x *Index, ledger uint64, entry int64, loc Location) {
+func mustPut(t fataler, x *Index, ledger uint64, entry int64, loc Location) {
 	t.Helper()
 	if err := x.Put(ledger, entry, loc); err != nil {
 		t.Fatalf("Put(%d, %d, %v): %v", ledger, entry, loc, err)
 	}
 }
 
-func mustSync(t testing.TB, x *Index) {
+func mustSync(t fataler, x *Index) {
 	t.Helper()
 	if err := x.Sync(); err != nil {
 		t.Fatalf("Sync: %v", err)
