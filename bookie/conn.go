@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -338,11 +339,10 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 // then closes: the stream cannot be resynchronized.
 func (h *handler) refuseStream(c *conn, err error) {
 	if p, perr := c.gc.Peek(wire.RequestHeaderSize); perr == nil {
-		hdr := wire.Header{
-			Op:        wire.Op(p[5] &^ 0x80),
-			RequestID: uint64(p[8])<<56 | uint64(p[9])<<48 | uint64(p[10])<<40 | uint64(p[11])<<32 | uint64(p[12])<<24 | uint64(p[13])<<16 | uint64(p[14])<<8 | uint64(p[15]),
-		}
-		c.loopOut = wire.AppendStatusResponse(c.loopOut, hdr.Op, hdr.RequestID, wire.StatusOf(err))
+		// The header's fixed fields are readable even though the frame is
+		// not: answer with the request id so the client knows which failed.
+		op, id := wire.Op(p[5]&^0x80), binary.BigEndian.Uint64(p[8:])
+		c.loopOut = wire.AppendStatusResponse(c.loopOut, op, id, wire.StatusOf(err))
 	}
 	h.b.metrics.cutConns.WithLabelValues("bad_frame").Inc()
 	h.b.log.Info("closing connection: bad frame", "remote", c.gc.RemoteAddr(), "err", err)

@@ -93,6 +93,7 @@ func (c *testClient) readFrame() []byte {
 func (c *testClient) call(enc func(dst []byte, id uint64) []byte) []byte {
 	c.t.Helper()
 	c.next++
+	c.nc.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.nc.Write(enc(nil, c.next)); err != nil {
 		c.t.Fatal(err)
 	}
