@@ -98,6 +98,7 @@ func benchAppend(b *testing.B, size, inflight int) {
 	}
 	j.settle()
 	warming.Store(false)
+	fresh, reused := j.factory.fresh.Load(), j.factory.reused.Load()
 	stop := make(chan struct{})
 	var ckpt sync.WaitGroup
 	ckpt.Add(1)
@@ -152,6 +153,8 @@ func benchAppend(b *testing.B, size, inflight int) {
 	b.ReportMetric(rawP50, "raw-p50-us")
 	b.ReportMetric(p50-rawP50, "p50-delta-us")
 	b.ReportMetric(float64(b.N)/float64(max(batches, 1)), "rec/batch")
+	b.ReportMetric(float64(j.factory.fresh.Load()-fresh), "new-segs")
+	b.ReportMetric(float64(j.factory.reused.Load()-reused), "reused-segs")
 }
 
 // load keeps inflight records outstanding and records each one's latency.

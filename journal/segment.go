@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bookie-go/bookie/internal/vfs"
 	"github.com/cespare/xxhash/v2"
@@ -108,6 +109,9 @@ type segmentFactory struct {
 
 	mu   sync.Mutex
 	free []string // paths of freed segment files; protected by mu
+
+	fresh  atomic.Int64 // segments created by preallocating a new file
+	reused atomic.Int64 // segments created from a freed file
 }
 
 // create makes segment num ready for its first ack: reuse a freed file or
@@ -154,6 +158,11 @@ func (sf *segmentFactory) create(num uint64) (*segment, error) {
 	if err := sf.fs.SyncDir(sf.dir); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("journal: sync dir %s: %w", sf.dir, err)
+	}
+	if recycled {
+		sf.reused.Add(1)
+	} else {
+		sf.fresh.Add(1)
 	}
 	return &segment{num: num, f: f, off: segmentHeaderSize, size: sf.size}, nil
 }
