@@ -72,7 +72,7 @@ func (c *conn) answer(h *wire.Header, s wire.Status) {
 func (b *Bookie) info() wire.Info {
 	free, total, _ := b.cfg.FS.DiskUsage(b.cfg.LedgerDir)
 	ro, _ := b.ReadOnly()
-	return wire.Info{TotalBytes: total, FreeBytes: free, ReadOnly: ro,
+	return wire.Info{TotalBytes: total, FreeBytes: free, ReadOnly: ro, MaxFrame: uint32(b.cfg.MaxFrameSize),
 		MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Build: Build}
 }
 
@@ -292,6 +292,10 @@ func (b *Bookie) handleWriteLAC(c *conn, h *wire.Header, frame []byte) (retry bo
 	}
 	if !ok {
 		c.answer(h, wire.StatusUnauthorized)
+		return false
+	}
+	if l.fenced {
+		c.answer(h, wire.StatusFenced)
 		return false
 	}
 	r := c.newRequest(h, len(frame))

@@ -1,0 +1,312 @@
+package bookie
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/wire"
+)
+
+func TestLongPollLAC(t *testing.T) {
+	b := startBookie(t, testConfig(t.TempDir()))
+	c := dial(t, b.Addr())
+	w := dial(t, b.Addr())
+	if s := w.add(testKey, 0, 4, 0, -1, []byte("e0")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	poll := func(prev int64, timeout uint32) (wire.LongPollLACResponse, time.Duration) {
+		start := time.Now()
+		f := c.call(func(dst []byte, id uint64) []byte {
+			return wire.AppendLongPollLACRequest(dst, id, wire.FlagPiggyback, 4, prev, timeout)
+		})
+		r, err := wire.DecodeLongPollLACResponse(f)
+		if err != nil || r.Status != wire.StatusOK {
+			t.Fatalf("long poll: %v %v", err, r.Status)
+		}
+		return r, time.Since(start)
+	}
+	// Nothing newer than LAC -1 ... the first add carried LAC -1: times out.
+	if r, took := poll(-1, 200); r.LAC != -1 || r.HasEntry || took < 150*time.Millisecond {
+		t.Fatalf("timed-out poll: LAC %d entry %v after %v", r.LAC, r.HasEntry, took)
+	}
+	// An add that moves the LAC wakes a parked poll, which piggybacks entry 0.
+	added := make(chan wire.Status)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		added <- w.add(testKey, 0, 4, 1, 0, []byte("e1"))
+	}()
+	r, took := poll(-1, 10000)
+	if s := <-added; s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if r.LAC != 0 || !r.HasEntry || string(r.Entry.Payload) != "e0" || took > 5*time.Second {
+		t.Fatalf("woken poll: LAC %d entry %v %q after %v", r.LAC, r.HasEntry, r.Entry.Payload, took)
+	}
+	// A fence wakes pollers.
+	fenced := make(chan wire.Status)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, s := w.readLAC(wire.FlagFence, 4, testKey)
+		fenced <- s
+	}()
+	if _, took := poll(0, 10000); took > 5*time.Second {
+		t.Fatalf("fence did not wake the poll (%v)", took)
+	}
+	if s := <-fenced; s != wire.StatusOK {
+		t.Fatalf("fence: %v", s)
+	}
+}
+
+func TestWriteLACForceInfoPing(t *testing.T) {
+	b := startBookie(t, testConfig(t.TempDir()))
+	c := dial(t, b.Addr())
+	if s := c.add(testKey, 0, 6, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	f := c.call(func(dst []byte, id uint64) []byte { return wire.AppendWriteLACRequest(dst, id, 6, 0, &testKey) })
+	if r, err := wire.DecodeWriteLACResponse(f); err != nil || r.Status != wire.StatusOK || r.LAC != 0 {
+		t.Fatalf("WRITE_LAC: %+v %v", r, err)
+	}
+	if lac, s := c.readLAC(0, 6, testKey); s != wire.StatusOK || lac != 0 {
+		t.Fatalf("LAC after WRITE_LAC: %d %v", lac, s)
+	}
+	wrong := wire.MasterKeyFromPassword([]byte("nope"))
+	f = c.call(func(dst []byte, id uint64) []byte { return wire.AppendWriteLACRequest(dst, id, 6, 0, &wrong) })
+	if h, _ := wire.ParseHeader(f); h.Status != wire.StatusUnauthorized {
+		t.Fatalf("WRITE_LAC with wrong key: %v", h.Status)
+	}
+	f = c.call(func(dst []byte, id uint64) []byte { return wire.AppendForceRequest(dst, id, 6) })
+	if r, err := wire.DecodeForceResponse(f); err != nil || r.Status != wire.StatusOK || r.Ledger != 6 {
+		t.Fatalf("FORCE: %+v %v", r, err)
+	}
+	f = c.call(func(dst []byte, id uint64) []byte { return wire.AppendGetInfoRequest(dst, id) })
+	info, err := wire.DecodeGetInfoResponse(f)
+	if err != nil || info.Status != wire.StatusOK || info.Info.TotalBytes == 0 || info.Info.ReadOnly ||
+		info.Info.MaxFrame != uint32(b.cfg.MaxFrameSize) || info.Info.Build == "" {
+		t.Fatalf("GET_INFO: %+v %v", info, err)
+	}
+	f = c.call(func(dst []byte, id uint64) []byte { return wire.AppendPingRequest(dst, id) })
+	if h, err := wire.DecodePingResponse(f); err != nil || h.Status != wire.StatusOK {
+		t.Fatalf("PING: %+v %v", h, err)
+	}
+	// An unknown opcode is answered Unsupported and the connection goes on.
+	unknown := wire.AppendPingRequest(nil, 99)
+	unknown[5] = 0x42
+	c.nc.Write(unknown)
+	if h, err := wire.ParseHeader(c.readFrame()); h.Status != wire.StatusUnsupported || h.RequestID != 99 {
+		t.Fatalf("unknown op: %+v %v", h, err)
+	}
+	if s := c.add(testKey, 0, 6, 1, 0, []byte("y")); s != wire.StatusOK {
+		t.Fatalf("connection unusable after an unknown op: %v", s)
+	}
+}
+
+// usageFS reports whatever disk usage the test sets.
+type usageFS struct {
+	vfs.FS
+	used atomic.Int64 // per mille
+}
+
+func (u *usageFS) DiskUsage(dir string) (uint64, uint64, error) {
+	const total = 1 << 30
+	return uint64(total - total*u.used.Load()/1000), total, nil
+}
+
+func TestDiskFullReadOnly(t *testing.T) {
+	fs := &usageFS{FS: vfs.Default}
+	fs.used.Store(500)
+	cfg := testConfig(t.TempDir())
+	cfg.FS = fs
+	cfg.Admin = "127.0.0.1:0"
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	if s := c.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	fs.used.Store(990)
+	waitUntil(t, func() bool { ro, _ := b.ReadOnly(); return ro })
+	if s := c.add(testKey, 0, 1, 1, 0, []byte("y")); s != wire.StatusReadOnly {
+		t.Fatalf("add on a full disk: %v, want ReadOnly", s)
+	}
+	if r, s := c.read(0, 1, 0); s != wire.StatusOK || string(r.Entry.Payload) != "x" {
+		t.Fatalf("read on a full disk: %v", s)
+	}
+	f := c.call(func(dst []byte, id uint64) []byte { return wire.AppendGetInfoRequest(dst, id) })
+	if info, _ := wire.DecodeGetInfoResponse(f); !info.Info.ReadOnly {
+		t.Fatal("GET_INFO does not show read-only")
+	}
+	if resp, err := http.Get("http://" + b.AdminAddr() + "/readyz"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz while read-only: %v %v", resp, err)
+	}
+	fs.used.Store(500)
+	waitUntil(t, func() bool { ro, _ := b.ReadOnly(); return !ro })
+	if s := c.add(testKey, 0, 1, 1, 0, []byte("y")); s != wire.StatusOK {
+		t.Fatalf("add after space was freed: %v", s)
+	}
+	resp, err := http.Get("http://" + b.AdminAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"bookie_add_latency_seconds_bucket", "bookie_journal_batch_records", `bookie_responses_total{op="ADD",status="ReadOnly"} 1`} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestJournalFailureIsFinal: after a failed fdatasync nothing is acked, the
+// bookie goes read-only for good, and reads still work.
+func TestJournalFailureIsFinal(t *testing.T) {
+	var sw vfs.Switch
+	cfg := testConfig(t.TempDir())
+	cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {
+		if strings.Contains(name, "journal") {
+			return sw.Inject(op, name)
+		}
+		return nil
+	})
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	if s := c.add(testKey, 0, 1, 0, -1, []byte("ok")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	sw.Arm(vfs.OpSync, vfs.ErrInjectedIO)
+	if s := c.add(testKey, 0, 1, 1, 0, []byte("lost")); s != wire.StatusIOError {
+		t.Fatalf("add whose fsync failed: %v, want IOError", s)
+	}
+	sw.Disarm(vfs.OpSync)
+	if s := c.add(testKey, 0, 1, 2, 1, []byte("after")); s != wire.StatusReadOnly && s != wire.StatusIOError {
+		t.Fatalf("add after a failed fsync: %v, want ReadOnly", s)
+	}
+	if ro, why := b.ReadOnly(); !ro || !strings.Contains(why, "journal") {
+		t.Fatalf("read-only = %v %q", ro, why)
+	}
+	if r, s := c.read(0, 1, 0); s != wire.StatusOK || string(r.Entry.Payload) != "ok" {
+		t.Fatalf("read after journal failure: %v", s)
+	}
+	b.checkDisk() // a disk check must not clear a journal failure
+	if ro, _ := b.ReadOnly(); !ro {
+		t.Fatal("journal failure cleared")
+	}
+}
+
+// TestBackpressureBoundsInflight: a client that pipelines far more than the
+// per-connection limit is paused, never refused, and every add completes.
+func TestBackpressureBoundsInflight(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxConnInflight = 8
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	var all []byte
+	const n = 500
+	for e := int64(0); e < n; e++ {
+		all = wire.AppendAddRequest(all, uint64(e+1), 0, &testKey, wire.AppendEntry(nil, 1, e, e-1, []byte("p")))
+	}
+	go c.nc.Write(all)
+	var maxSeen atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if v := b.inflightBytes.Load(); v > maxSeen.Load() {
+				maxSeen.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+	}()
+	c.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for i := 0; i < n; i++ {
+		r, err := wire.DecodeAddResponse(c.readFrame())
+		if err != nil || r.Status != wire.StatusOK {
+			t.Fatalf("add %d: %v %v", i, err, r.Status)
+		}
+	}
+	close(stop)
+	<-sampled
+	frame := int64(len(all) / n)
+	if peak := maxSeen.Load(); peak > int64(cfg.MaxConnInflight+1)*frame {
+		t.Fatalf("in-flight bytes peaked at %d, over %d requests' worth", peak, cfg.MaxConnInflight)
+	}
+	if got := testCounter(t, b, "bookie_backpressure_pauses_total"); got == 0 {
+		t.Fatal("the connection was never paused")
+	}
+}
+
+func testCounter(t *testing.T, b *Bookie, name string) float64 {
+	mfs, err := b.metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// TestSlowReaderIsCut: a client that sends but never reads is disconnected
+// once its unread replies pass the limit; others are unaffected.
+func TestSlowReaderIsCut(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxOutboundBytes = 64 << 10
+	b := startBookie(t, cfg)
+	good := dial(t, b.Addr())
+	bad := dial(t, b.Addr())
+	bad.nc.(*net.TCPConn).SetReadBuffer(4096)
+	big := bytes.Repeat([]byte("r"), 60<<10)
+	if s := good.add(testKey, 0, 1, 0, -1, big); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	var req []byte
+	for i := 0; i < 2000; i++ {
+		req = wire.AppendReadRequest(req[:0], uint64(i), 0, 1, 0, &testKey)
+		bad.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := bad.nc.Write(req); err != nil {
+			break // cut off
+		}
+	}
+	waitUntil(t, func() bool {
+		mfs, _ := b.metrics.registry.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == "bookie_connections_cut_total" {
+				for _, m := range mf.GetMetric() {
+					if fmt.Sprint(m.GetLabel()) != "" && strings.Contains(fmt.Sprint(m.GetLabel()), "slow_reader") {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	if s := good.add(testKey, 0, 1, 1, 0, []byte("fine")); s != wire.StatusOK {
+		t.Fatalf("other client after a slow reader: %v", s)
+	}
+}
