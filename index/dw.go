@@ -82,6 +82,9 @@ func decodeDW(src []byte) ([]dwRecord, error) {
 	if v := binary.LittleEndian.Uint16(src[8:10]); v != dwVersion {
 		return nil, fmt.Errorf("%w: unknown version %d", errDW, v)
 	}
+	if binary.LittleEndian.Uint16(src[10:12]) != 0 || binary.LittleEndian.Uint64(src[20:28]) != 0 {
+		return nil, fmt.Errorf("%w: reserved header bytes set", errDW)
+	}
 	n := uint64(binary.LittleEndian.Uint32(src[12:16]))
 	if need := dwHeaderSize + n*dwRecordSize; uint64(len(src)) < need {
 		return nil, fmt.Errorf("%w: %d bytes, want %d for %d records", errDW, len(src), need, n)

@@ -121,6 +121,9 @@ func decodeState(src []byte) (*stateFile, error) {
 	if v := binary.LittleEndian.Uint16(src[8:10]); v != stateVersion {
 		return nil, fmt.Errorf("%w: unknown version %d", errState, v)
 	}
+	if binary.LittleEndian.Uint16(src[10:12]) != 0 || binary.LittleEndian.Uint32(src[28:32]) != 0 {
+		return nil, fmt.Errorf("%w: reserved header bytes set", errState)
+	}
 	count := uint64(binary.LittleEndian.Uint32(src[12:16]))
 	if want := stateHeaderSize + count*stateRecordSize; uint64(len(src)) != want {
 		return nil, fmt.Errorf("%w: %d bytes, want %d for %d records", errState, len(src), want, count)
@@ -134,6 +137,9 @@ func decodeState(src []byte) (*stateFile, error) {
 		b := src[off : off+stateRecordSize]
 		if want, got := crc32.Checksum(b[0:92], castagnoli), binary.LittleEndian.Uint32(b[92:96]); want != got {
 			return nil, fmt.Errorf("%w: record %d at offset %d: checksum %#08x, want %#08x", errState, i, off, got, want)
+		}
+		if binary.LittleEndian.Uint32(b[52:56]) != 0 || binary.LittleEndian.Uint32(b[88:92]) != 0 {
+			return nil, fmt.Errorf("%w: record %d at offset %d: reserved bytes set", errState, i, off)
 		}
 		r := &sf.records[i]
 		r.ledger = binary.LittleEndian.Uint64(b[0:8])
