@@ -107,22 +107,22 @@ func TestDecodersReject(t *testing.T) {
 	page, state, dw := goldenPage(), goldenState(), goldenDW()
 	var slots [SlotsPerPage]uint64
 	for name, err := range map[string]error{
-		"page: zero":          decodePage(make([]byte, PageSize), goldenLedger, 3, &slots),
-		"page: short":         decodePage(page[:PageSize-1], goldenLedger, 3, &slots),
-		"page: other ledger":  decodePage(page, goldenLedger+1, 3, &slots),
-		"page: other number":  decodePage(page, goldenLedger, 4, &slots),
-		"page: flipped slot":  decodePage(flipped(page, 100), goldenLedger, 3, &slots),
-		"page: flipped crc":   decodePage(flipped(page, 1), goldenLedger, 3, &slots),
-		"state: short":        func() error { _, err := decodeState(state[:len(state)-1]); return err }(),
-		"state: long":         func() error { _, err := decodeState(append(state[:len(state):len(state)], 0)); return err }(),
-		"state: header":       func() error { _, err := decodeState(flipped(state, 12)); return err }(),
-		"state: record":       func() error { _, err := decodeState(flipped(state, stateHeaderSize+stateRecordSize+60)); return err }(),
-		"state: empty":        func() error { _, err := decodeState(nil); return err }(),
-		"dw: flipped image":   func() error { _, err := decodeDW(flipped(dw, dwHeaderSize+dwRecordHeaderSize+200)); return err }(),
-		"dw: flipped header":  func() error { _, err := decodeDW(flipped(dw, 13)); return err }(),
-		"dw: torn":            func() error { _, err := decodeDW(dw[:len(dw)-512]); return err }(),
-		"dw: flipped record":  func() error { _, err := decodeDW(flipped(dw, dwHeaderSize+17)); return err }(),
-		"dw: short header":    func() error { _, err := decodeDW(dw[:20]); return err }(),
+		"page: zero":         decodePage(make([]byte, PageSize), goldenLedger, 3, &slots),
+		"page: short":        decodePage(page[:PageSize-1], goldenLedger, 3, &slots),
+		"page: other ledger": decodePage(page, goldenLedger+1, 3, &slots),
+		"page: other number": decodePage(page, goldenLedger, 4, &slots),
+		"page: flipped slot": decodePage(flipped(page, 100), goldenLedger, 3, &slots),
+		"page: flipped crc":  decodePage(flipped(page, 1), goldenLedger, 3, &slots),
+		"state: short":       func() error { _, err := decodeState(state[:len(state)-1]); return err }(),
+		"state: long":        func() error { _, err := decodeState(append(state[:len(state):len(state)], 0)); return err }(),
+		"state: header":      func() error { _, err := decodeState(flipped(state, 12)); return err }(),
+		"state: record":      func() error { _, err := decodeState(flipped(state, stateHeaderSize+stateRecordSize+60)); return err }(),
+		"state: empty":       func() error { _, err := decodeState(nil); return err }(),
+		"dw: flipped image":  func() error { _, err := decodeDW(flipped(dw, dwHeaderSize+dwRecordHeaderSize+200)); return err }(),
+		"dw: flipped header": func() error { _, err := decodeDW(flipped(dw, 13)); return err }(),
+		"dw: torn":           func() error { _, err := decodeDW(dw[:len(dw)-512]); return err }(),
+		"dw: flipped record": func() error { _, err := decodeDW(flipped(dw, dwHeaderSize+17)); return err }(),
+		"dw: short header":   func() error { _, err := decodeDW(dw[:20]); return err }(),
 	} {
 		if err == nil {
 			t.Errorf("%s: accepted", name)
