@@ -64,6 +64,13 @@ type Options struct {
 	// compaction can still run when the disk is nearly full. Default
 	// 2 * LogSize.
 	ReserveBytes uint64
+	// FlushSegmentBytes is how many record bytes a flush writes and syncs
+	// before handing their locations to the index, so that index updates
+	// overlap the writing of the next segment. Each segment costs two
+	// fdatasyncs; on the development machine 8 MiB segments flushed a
+	// 32 MiB half slower than one segment, so the default, 64 MiB, splits
+	// only large halves.
+	FlushSegmentBytes int64
 	// FlushRetryDelay is how long the background flusher waits after a
 	// failed flush before trying again on its own. Default 1 s.
 	FlushRetryDelay time.Duration
@@ -84,6 +91,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.ReserveBytes == 0 {
 		o.ReserveBytes = 2 * uint64(o.LogSize)
+	}
+	if o.FlushSegmentBytes <= 0 {
+		o.FlushSegmentBytes = 64 << 20
 	}
 	if o.FlushRetryDelay == 0 {
 		o.FlushRetryDelay = time.Second
@@ -340,52 +350,97 @@ func (s *Store) flushPending() error {
 	return nil
 }
 
-// writeHalf writes h's entries in (ledger, entry) order, syncs the logs,
-// then points the index at them and syncs the index. h is immutable while
-// it is being flushed, so it is read here without cacheMu. Requires flushMu.
+// writeHalf writes h's entries in (ledger, entry) order and points the
+// index at them. It syncs the log every FlushSegmentBytes and hands that
+// segment's locations to a goroutine that Puts them into the index while the
+// next segment is written; the index is synced once at the end. No location
+// reaches the index before its record is durable. h is immutable while it is
+// being flushed, so it is read here without cacheMu. Requires flushMu.
 func (s *Store) writeHalf(h *half) error {
 	h.sortKeys()
 	if err := s.checkSpace(uint64(len(h.arena)+len(h.keys)*RecordHeaderSize), s.opts.ReserveBytes); err != nil {
 		return err
 	}
 	w := &s.fw
+	segments := make(chan []pendingPut, 64)
+	indexed := make(chan error, 1)
+	go func() { indexed <- s.indexSegments(h, segments) }()
+	fail := func(err error) error {
+		// Wait for the index goroutine first: an abandoned log becomes a
+		// compaction candidate, so no Put into it may still be in flight.
+		close(segments)
+		<-indexed
+		w.abandon()
+		return err
+	}
+
 	s.pending = s.pending[:0]
+	first, segBytes := 0, int64(0)
 	for _, k := range h.keys {
 		sp := h.entries[k]
 		loc, err := w.append(k.ledger, k.entry, h.arena[sp.off:sp.off+sp.n])
 		if err != nil {
-			w.abandon()
-			return err
+			return fail(err)
 		}
-		s.pending = append(s.pending, pendingPut{k.ledger, k.entry, loc, int64(RecordSize(int(sp.n)))})
+		size := int64(RecordSize(int(sp.n)))
+		s.pending = append(s.pending, pendingPut{k.ledger, k.entry, loc, size})
+		if segBytes += size; segBytes >= s.opts.FlushSegmentBytes {
+			if err := w.sync(); err != nil {
+				return fail(err)
+			}
+			segments <- s.pending[first:]
+			first, segBytes = len(s.pending), 0
+		}
 	}
 	if err := w.sync(); err != nil {
-		w.abandon()
+		return fail(err)
+	}
+	segments <- s.pending[first:]
+	close(segments)
+	if err := <-indexed; err != nil {
 		return err
 	}
 
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
-	for _, p := range s.pending {
-		if _, gone := h.deleted[p.ledger]; gone {
-			continue
-		}
-		if err := s.ix.put(p.ledger, p.entry, p.loc); err != nil {
-			return fmt.Errorf("entrylog: index put ledger %d entry %d: %w", p.ledger, p.entry, err)
-		}
-		if u := s.usage[p.loc.log()]; u != nil {
-			u.add(p.ledger, p.size)
-		}
-	}
 	if err := s.ix.sync(); err != nil {
 		return fmt.Errorf("entrylog: index sync: %w", err)
 	}
-	// Requires indexMu: the logs filled are indexed now.
+	// The logs filled are indexed now: they may be compacted.
 	for _, id := range w.filled {
 		s.sealLocked(id)
 	}
 	w.filled = w.filled[:0]
 	return nil
+}
+
+// indexSegments Puts each segment's locations into the index, skipping
+// ledgers deleted meanwhile, until segments is closed. After a failure it
+// drains segments and returns the first error. Runs on its own goroutine,
+// started by writeHalf; the slices it receives are not changed while it
+// runs.
+func (s *Store) indexSegments(h *half, segments <-chan []pendingPut) error {
+	var failed error
+	for seg := range segments {
+		if failed != nil {
+			continue
+		}
+		s.indexMu.Lock()
+		for _, p := range seg {
+			if _, gone := h.deleted[p.ledger]; gone {
+				continue
+			}
+			if err := s.ix.put(p.ledger, p.entry, p.loc); err != nil {
+				failed = fmt.Errorf("entrylog: index put ledger %d entry %d: %w", p.ledger, p.entry, err)
+				break
+			}
+			if u := s.usage[p.loc.log()]; u != nil {
+				u.add(p.ledger, p.size)
+			}
+		}
+		s.indexMu.Unlock()
+	}
+	return failed
 }
 
 // Close flushes the write cache, stops background work and closes the logs.

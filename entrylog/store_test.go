@@ -26,10 +26,11 @@ type tester interface {
 // smallOpts keeps logs and halves small so tests cross every boundary.
 func smallOpts() Options {
 	return Options{
-		WriteCacheBytes: 64 << 10,
-		LogSize:         32 << 10,
-		PreallocBytes:   8 << 10,
-		ReserveBytes:    1 << 20,
+		WriteCacheBytes:   64 << 10,
+		LogSize:           32 << 10,
+		PreallocBytes:     8 << 10,
+		ReserveBytes:      1 << 20,
+		FlushSegmentBytes: 4 << 10,
 	}
 }
 
