@@ -118,7 +118,9 @@ type BookieInfo struct {
 	// behind NAT); empty means ID. See DialAddr.
 	Addr string `json:"addr,omitempty"`
 	// InstanceID identifies the bookie's storage (its cookie); it changes
-	// when the data directories are wiped or replaced.
+	// when the data directories are wiped or replaced. RegisterBookie uses
+	// it to tell a restart of the same bookie from a second bookie
+	// claiming the same ID; two empty ids count as the same instance.
 	InstanceID string `json:"instanceId"`
 	// ReadOnly bookies serve reads but accept no adds: do not put them in
 	// new ensembles.
