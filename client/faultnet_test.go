@@ -14,10 +14,10 @@ import (
 type action int
 
 const (
-	pass action = iota
-	drop        // never delivered
-	hold        // kept until release
-	delay       // delivered later, after frames sent behind it (reordering)
+	pass  action = iota
+	drop         // never delivered
+	hold         // kept until release
+	delay        // delivered later, after frames sent behind it (reordering)
 )
 
 // frameInfo describes one frame crossing the transport.

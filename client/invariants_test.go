@@ -83,7 +83,7 @@ func checkInvariants(t *testing.T, ctx context.Context, cl *Client, id uint64, l
 	for eid := int64(0); eid <= md.LastEntryID; eid++ {
 		n, data := copies(ctx, cl, &md, eid)
 		if n < minCopies {
-			t.Errorf("entry %d on %d bookies of its fragment, want >= %d", eid, n, minCopies)
+			t.Errorf("entry %d on %d bookies of its fragment, want >= %d (fragments %v)", eid, n, minCopies, md.Fragments)
 		}
 		if want, ok := log.acked[eid]; ok && !bytes.Equal(data, want) {
 			t.Errorf("acknowledged entry %d reads %q, want %q", eid, data, want)

@@ -345,8 +345,12 @@ func (w *Writer) complete(r *request) {
 		w.recycle(p)
 	}
 	w.advanceLocked()
-	if w.closing && !w.changing && w.err == nil && w.hold {
-		reqs = w.consolidateSendsLocked(reqs)
+	if w.hold {
+		// Close waits for every ack, not only for the LAC.
+		w.signalLocked()
+		if !w.changing && w.err == nil {
+			reqs = w.consolidateSendsLocked(reqs)
+		}
 	}
 	w.mu.Unlock()
 	putRequest(r)
