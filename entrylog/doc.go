@@ -10,7 +10,10 @@
 // writes a half's entries sorted by (ledger, entry) into the current entry
 // log, fdatasyncs it, rewrites the log header with the new durable end,
 // fdatasyncs again, then Puts every location into the index and syncs the
-// index. Only then is the half dropped from memory. A failed write or sync
+// index. Only then is the half dropped from memory. A half larger than
+// Options.FlushSegmentBytes is written in segments: each is synced as above
+// and its index Puts run on another goroutine while the next segment is
+// written, so no location reaches the index before its record is durable. A failed write or sync
 // leaves the half in the cache (readable) and abandons the log (a failed
 // fsync is final); the next flush starts a new log.
 //

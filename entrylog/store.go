@@ -234,6 +234,9 @@ func (s *Store) Get(ledger uint64, entry int64, dst []byte) ([]byte, error) {
 		s.logsMu.RUnlock()
 		// Compaction may have moved the entry and removed its log between
 		// the lookup and the read: look again, once.
+		if s.isClosed() {
+			return dst, ErrClosed
+		}
 		var again location
 		again, err = s.ix.get(ledger, entry)
 		if retried || err == nil && again == loc {
