@@ -71,6 +71,7 @@ type Bookie struct {
 	meta       meta.Store // nil without a metadata store
 	metaCookie meta.Cookie
 	reg        meta.Registration
+	announceMu sync.Mutex // serializes registration updates
 
 	eng      gnet.Engine
 	addr     string
@@ -344,7 +345,7 @@ func (b *Bookie) setReadOnly(reason string) {
 		if b.readOnlyReason != reason {
 			b.log.Warn("read-only state changed", "reason", reason)
 			if (b.readOnlyReason == "") != (reason == "") {
-				b.announceReadOnly(reason != "")
+				defer b.announceReadOnly() // after roMu is released
 			}
 		}
 		b.readOnlyReason = reason

@@ -84,12 +84,17 @@ func (b *Bookie) register() error {
 	return nil
 }
 
-// announceReadOnly updates the registration after a read-only change.
-func (b *Bookie) announceReadOnly(ro bool) {
+// announceReadOnly updates the registration after a read-only change. Each
+// call publishes the state current when it gets announceMu, so overlapping
+// announcements end with the latest state, whatever order they run in.
+func (b *Bookie) announceReadOnly() {
 	if b.reg == nil {
 		return
 	}
 	go func() {
+		b.announceMu.Lock()
+		defer b.announceMu.Unlock()
+		ro, _ := b.ReadOnly()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := b.reg.SetReadOnly(ctx, ro); err != nil {
