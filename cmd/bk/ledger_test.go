@@ -9,19 +9,20 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/localcluster"
 )
 
 // TestLocalClusterWriteRead runs what the README promises: a local cluster,
 // a ledger written from lines of text, read back, recovered, listed, deleted.
 func TestLocalClusterWriteRead(t *testing.T) {
-	lc, err := startLocal(t.TempDir(), 3, 0, 0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lc.close()
+	defer lc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Metadata: lc.etcd.Endpoint()})
+	cl, err := client.New(ctx, client.Config{Metadata: lc.Endpoint()})
 	if err != nil {
 		t.Fatal(err)
 	}

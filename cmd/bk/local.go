@@ -5,16 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
-	"net"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/internal/localcluster"
 )
 
 func init() {
@@ -37,12 +32,12 @@ func runLocal(args []string) error {
 	if err != nil {
 		return err
 	}
-	lc, err := startLocal(*data, *n, *basePort, *adminBase, log)
+	lc, err := localcluster.Start(localcluster.Options{Dir: *data, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase, Logger: log})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("metadata: %s\n", lc.etcd.Endpoint())
-	for i, b := range lc.bookies {
+	fmt.Printf("metadata: %s\n", lc.Endpoint())
+	for i, b := range lc.Bookies {
 		fmt.Printf("bookie %d: %s", i+1, b.Addr())
 		if a := b.AdminAddr(); a != "" {
 			fmt.Printf("  (metrics: http://%s/metrics)", a)
@@ -50,67 +45,14 @@ func runLocal(args []string) error {
 		fmt.Println()
 	}
 	if *demo {
-		if err := runDemo(lc.etcd.Endpoint()); err != nil {
-			lc.close()
+		if err := runDemo(lc.Endpoint()); err != nil {
+			lc.Close()
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
-	fmt.Printf("\nTry:\n  echo hello | go run ./cmd/bk ledger write --metadata %s\n", lc.etcd.Endpoint())
+	fmt.Printf("\nTry:\n  echo hello | go run ./cmd/bk ledger write --metadata %s\n", lc.Endpoint())
 	fmt.Println("Ctrl-C stops the cluster.")
-	return serveUntilSignal(lc.close)
-}
-
-// localCluster is an embedded etcd and bookies registered in it.
-type localCluster struct {
-	etcd    *meta.Embedded
-	bookies []*bookie.Bookie
-}
-
-// startLocal starts etcd under data/etcd and n bookies under data/bookie-N,
-// listening on basePort.. (0: ports chosen by the kernel).
-func startLocal(data string, n, basePort, adminBase int, log *slog.Logger) (*localCluster, error) {
-	etcd, err := meta.StartEmbedded(filepath.Join(data, "etcd"), meta.EmbeddedOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("embedded etcd: %w", err)
-	}
-	lc := &localCluster{etcd: etcd}
-	for i := 0; i < n; i++ {
-		cfg := bookie.DefaultConfig()
-		port := 0
-		if basePort != 0 {
-			port = basePort + i
-		}
-		cfg.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		cfg.DataDir = filepath.Join(data, fmt.Sprintf("bookie-%d", i+1))
-		cfg.Admin = ""
-		if adminBase != 0 {
-			cfg.Admin = net.JoinHostPort("127.0.0.1", strconv.Itoa(adminBase+i))
-		}
-		cfg.Metadata = etcd.Endpoint()
-		cfg.Logger = log.With("bookie", i+1)
-		b, err := bookie.New(cfg)
-		if err == nil {
-			if err = b.Start(); err != nil {
-				b.Close()
-			}
-		}
-		if err != nil {
-			lc.close()
-			return nil, fmt.Errorf("bookie %d: %w", i+1, err)
-		}
-		lc.bookies = append(lc.bookies, b)
-	}
-	return lc, nil
-}
-
-// close stops the bookies, then etcd.
-func (lc *localCluster) close() error {
-	var errs []error
-	for _, b := range lc.bookies {
-		errs = append(errs, b.Close())
-	}
-	errs = append(errs, lc.etcd.Close())
-	return errors.Join(errs...)
+	return serveUntilSignal(lc.Close)
 }
 
 // runDemo writes a three-entry ledger (E3 WQ2 AQ2) and reads it back.
