@@ -579,6 +579,11 @@ func (w *Writer) changeEnsemble() {
 		exclude = append(exclude, last.Bookies...)
 		ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
 		repl, err := w.c.pickBookies(ctx, len(bad), exclude)
+		if errors.Is(err, ErrNotEnoughBookies) {
+			// A bookie that failed once (a timeout, a restart) may serve again.
+			exclude = slices.Clone(last.Bookies)
+			repl, err = w.c.pickBookies(ctx, len(bad), exclude)
+		}
 		if err == nil {
 			ensemble := slices.Clone(last.Bookies)
 			for k, j := range bad {
@@ -596,6 +601,9 @@ func (w *Writer) changeEnsemble() {
 				err = w.setMetadataLocked(updated)
 				if err != nil {
 					w.failLocked(err)
+				}
+				for _, b := range repl {
+					w.failed &^= 1 << w.index[b]
 				}
 				w.mu.Unlock()
 				cancel()

@@ -1,0 +1,84 @@
+// Package client writes and reads ledgers on bookies, with ledger metadata in the meta store.
+//
+// A Client (New) holds one TCP connection per bookie, shared by every ledger. CreateLedger
+// returns a Writer; OpenLedger returns a Reader, after recovering the ledger when asked to.
+// DeleteLedger and ListLedgers work on the metadata.
+//
+// # Connections
+//
+// A bookie connection (conn.go) pipelines without limit: requests are matched to responses
+// by a 64-bit request id. Senders append to a queue and never block on the network; one
+// writer goroutine per connection drains the whole queue into one buffer and writes it with
+// one Write, so a burst of adds costs one syscall; one reader goroutine reads through a
+// 256 KiB buffer and completes requests. Requests are pooled: an add allocates nothing per
+// request in steady state (TestAddAllocs). A sweeper fails requests older than
+// Config.RequestTimeout with ErrTimeout. A broken connection fails everything in flight
+// with ErrBookieUnavailable; the next request redials, no sooner than an exponential
+// backoff after a failed dial (Config.MinBackoff to MaxBackoff).
+//
+// # Writing
+//
+// Entry e of a fragment with ensemble size E goes to the WriteQuorum bookies
+// ensemble[(e+i) mod E]. The writer keeps, per entry, the set of bookies that stored it, and
+// acknowledges entries strictly in id order once AckQuorum bookies of the entry's current
+// write set have it; every add carries the writer's LAC at the time it was encoded.
+//
+// A bookie that fails a request (timeout, I/O error, ReadOnly, broken connection, any
+// unexpected status) is replaced: the writer holds every ack, stores a new fragment starting
+// at LAC+1 with a replacement chosen at random among the live writable bookies (a CAS on the
+// metadata), and once that CAS is durable resends every unacknowledged entry to the bookies
+// of its new write set that do not have it, including entries that had reached AckQuorum on
+// the old write set but were not acknowledged yet. Acks from the replaced bookie no longer
+// count for entries of the new fragment. TooManyRequests is backpressure: the add is resent
+// to the same bookie after MinBackoff. Fenced or Unauthorized, or a metadata CAS that fails
+// because the ledger left the OPEN state, mean another client took the ledger over: the
+// writer stops and fails every unacknowledged add with ErrFenced (or ErrUnauthorized).
+//
+// # Re-replication (beyond BookKeeper)
+//
+// BookKeeper leaves an entry that was acknowledged at AckQuorum, and whose write set then
+// lost a bookie, with AckQuorum copies forever (shared/seeds/001). This writer keeps every
+// entry in memory until WriteQuorum bookies of its write set have it, not just until it is
+// acknowledged; entries are released in id order. Close first waits for every add to be
+// acknowledged, then, holding every entry still in memory (ids F..LAC, F the first one not
+// on WriteQuorum bookies), sends each to the bookies of its write set under the current
+// (last) ensemble T that do not have it — a replacement for a dead bookie included — and
+// waits until every one of them is on WriteQuorum bookies of T. Only then does the closing
+// CAS rewrite the fragments so that entries F.. belong to one fragment with ensemble T
+// (fragments starting before F are kept; one that contains F is split there). Copying before
+// the CAS keeps recovery's proof intact: at every moment, each acknowledged entry has
+// AckQuorum copies in the write set the metadata names for it. If T cannot be completed
+// within twice the request timeout (no spare bookie), Close falls back to BookKeeper's
+// close, where every entry has at least AckQuorum copies. A closed ledger written by a Writer
+// that closed normally therefore holds WriteQuorum copies of every entry.
+//
+// # Recovery
+//
+// OpenLedger with recover runs the protocol of shared/BACKGROUND.md on a ledger that is not
+// CLOSED: CAS the metadata to IN_RECOVERY; send a fencing READ_LAC to every bookie of the
+// last fragment and require WriteQuorum-AckQuorum+1 fenced bookies in every write set; take
+// LAC = max(returned LACs, first entry of the last fragment - 1); read entries from LAC+1,
+// 32 at a time, with fencing reads to every bookie of the write set. An entry is present if
+// any bookie returns it with a valid checksum and the right ids; absent when
+// WriteQuorum-AckQuorum+1 bookies answer NoSuchEntry or NoSuchLedger; otherwise (timeouts,
+// I/O errors, UnknownLedgerState) recovery stops with ErrRecoveryIncomplete and closes
+// nothing. Because every recovery read fences, a negative answer can never turn positive
+// later (the fix to shared/seeds/000). Entries found are written back with the recovery flag
+// to their write set (AckQuorum successes required), and the ledger is closed by CAS at the
+// last entry found. When two clients recover at once, the loser of the closing CAS re-reads
+// the metadata and returns the winner's result; a CAS lost earlier restarts recovery after
+// a random pause.
+//
+// # Reading
+//
+// A Reader reads up to the last entry of a closed ledger, or up to the highest LAC the last
+// fragment's bookies report for an open one (ReadLAC, and WaitLAC with long-poll LAC reads
+// for tailing). Read pipelines 256 entries at a time to the first bookie of each write set,
+// verifies checksum, ledger and entry id of every entry, and falls back to the next bookie
+// of the write set on any error.
+//
+// # Concurrency
+//
+// Client, Writer and Reader are safe for concurrent use. AppendAsync callbacks run in entry
+// order, one at a time, on client goroutines, and must not block.
+package client
