@@ -85,9 +85,18 @@ type Index struct {
 	capacity     int // pages the cache may hold
 	maxOpenFiles int
 
+	// filesMu is held shared while a page is read from an index file
+	// without mu, and exclusively (with mu held) to close index files, so
+	// that no file is closed under a read. Lock order: mu, then filesMu.
+	filesMu sync.RWMutex
+	// bufs holds *[PageSize]byte buffers for page reads outside mu.
+	bufs sync.Pool
+
 	// mu protects every field below, the ledgers and the cached pages.
-	// It is held during the I/O of page loads and writeback.
-	mu         sync.Mutex
+	// It is held during writeback I/O, and released while a page is read.
+	mu sync.Mutex
+	// loaded is broadcast (with mu) whenever a page load ends.
+	loaded     sync.Cond
 	failed     error // sticky; wraps ErrFailed
 	closed     bool
 	ledgers    map[uint64]*ledger
@@ -101,8 +110,7 @@ type Index struct {
 	removals   []string        // index files of deleted ledgers, removed after the next state write
 	newDirs    map[string]bool // directories with names created since the last Sync
 	dw         vfs.File        // the double-write file
-	buf        []byte          // writeback and read scratch, reused
-	temp       page            // a page read for Get when every cached page is dirty
+	buf        []byte          // writeback scratch, reused
 }
 
 // ledger is the in-memory record of one ledger. Protected by Index.mu.
@@ -127,13 +135,25 @@ type pageKey struct {
 	no     uint64
 }
 
-// page is a cached index page. Protected by Index.mu.
+// page is a cached index page. Protected by Index.mu, except that the
+// goroutine loading it fills slots without mu while loading is set.
 type page struct {
-	key        pageKey
-	slots      [SlotsPerPage]uint64
-	dirty      bool
+	key   pageKey
+	slots [SlotsPerPage]uint64
+	dirty bool
+	// loading is set while the page is read from its file; others wait
+	// on Index.loaded instead of reading it too.
+	loading bool
+	// dropped is set when a loading page was removed from the cache
+	// (its ledger deleted); the loader then discards it.
+	dropped    bool
 	prev, next *page
 }
+
+// errLedgerGone is returned by cachedPage when the ledger was deleted (or
+// the index failed or closed) while mu was released; callers look the
+// ledger up again.
+var errLedgerGone = errors.New("index: ledger deleted during the call")
 
 // Open opens the index in dir, creating it if dir holds no index. It replays
 // the double-write file left by an interrupted writeback and removes index
@@ -156,6 +176,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 		buf:          make([]byte, PageSize),
 	}
 	x.lru.next, x.lru.prev = &x.lru, &x.lru
+	x.loaded.L = &x.mu
 	if err := x.open(); err != nil {
 		x.closeFiles()
 		return nil, err
@@ -173,24 +194,32 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := x.usable(); err != nil {
-		return err
-	}
-	l := x.ledgers[ledgerID]
-	if l == nil {
-		l = &ledger{id: ledgerID, st: NewLedgerState(), maskFrom: -1}
-		x.ledgers[ledgerID] = l
-		x.stateDirty = true
-	}
-	if l.maskFrom >= 0 && entry >= l.maskFrom {
-		if err := x.unmask(l); err != nil {
+	no, slot := pageOf(entry)
+	var l *ledger
+	var p *page
+	for {
+		if err := x.usable(); err != nil {
 			return err
 		}
-	}
-	no, slot := pageOf(entry)
-	p, err := x.cachedPage(l, no, true)
-	if err != nil {
-		return err
+		l = x.ledgers[ledgerID]
+		if l == nil {
+			l = &ledger{id: ledgerID, st: NewLedgerState(), maskFrom: -1}
+			x.ledgers[ledgerID] = l
+			x.stateDirty = true
+		}
+		var err error
+		if l.maskFrom >= 0 && entry >= l.maskFrom {
+			err = x.unmask(l)
+		}
+		if err == nil {
+			p, err = x.cachedPage(l, no, true)
+		}
+		if err == nil {
+			break
+		}
+		if err != errLedgerGone {
+			return err
+		}
 	}
 	p.slots[slot] = uint64(loc)
 	if !p.dirty {
@@ -239,25 +268,30 @@ func (x *Index) Get(ledgerID uint64, entry int64) (Location, error) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := x.usable(); err != nil {
-		return 0, err
-	}
-	l := x.ledgers[ledgerID]
-	if l == nil {
-		return 0, fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
-	}
-	if entry > l.st.LastEntry {
+	no, slot := pageOf(entry)
+	for {
+		if err := x.usable(); err != nil {
+			return 0, err
+		}
+		l := x.ledgers[ledgerID]
+		if l == nil {
+			return 0, fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
+		}
+		if entry > l.st.LastEntry {
+			return 0, x.absent(l, entry)
+		}
+		p, err := x.cachedPage(l, no, false)
+		if err == errLedgerGone {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if loc := p.slots[slot]; loc != 0 {
+			return Location(loc), nil
+		}
 		return 0, x.absent(l, entry)
 	}
-	no, slot := pageOf(entry)
-	p, err := x.cachedPage(l, no, false)
-	if err != nil {
-		return 0, err
-	}
-	if loc := p.slots[slot]; loc != 0 {
-		return Location(loc), nil
-	}
-	return 0, x.absent(l, entry)
 }
 
 // absent returns the error that reports entry as absent from l.
@@ -308,6 +342,10 @@ func (x *Index) Scan(ledgerID uint64, from int64, fn func(entry int64, loc Locat
 		}
 		no, first := pageOf(from)
 		p, err := x.cachedPage(l, no, false)
+		if err == errLedgerGone {
+			x.mu.Unlock()
+			continue
+		}
 		if err != nil {
 			x.mu.Unlock()
 			return err
@@ -449,71 +487,130 @@ func (x *Index) fail(err error) error {
 }
 
 // cachedPage returns page no of l, from the cache or loaded into it. For a
-// read (forWrite false) when every cached page is dirty, it returns x.temp,
-// valid until mu is released. Requires mu held.
+// read (forWrite false) when no cached page can be evicted, it returns a
+// page outside the cache. A read from the file runs with mu released (other
+// callers of the same page wait for it); if l was deleted meanwhile it
+// returns errLedgerGone. Requires mu held; returns with mu held.
 func (x *Index) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
 	key := pageKey{l.id, no}
-	if p := x.pages[key]; p != nil {
-		x.touch(p)
-		return p, nil
-	}
-	var p *page
-	if len(x.pages) >= x.capacity {
-		p = x.evict()
-		if p == nil && forWrite {
-			if err := x.writeBack(); err != nil {
-				return nil, err
-			}
-			p = x.evict()
-		}
+	for {
+		p := x.pages[key]
 		if p == nil {
-			// Every cached page is dirty: read into the temporary page.
-			if err := x.loadPage(l, no, &x.temp.slots); err != nil {
-				return nil, err
-			}
-			return &x.temp, nil
+			break
 		}
-	} else if n := len(x.free); n > 0 {
-		p, x.free = x.free[n-1], x.free[:n-1]
-	} else {
-		p = new(page)
+		if !p.loading {
+			x.touch(p)
+			return p, nil
+		}
+		x.loaded.Wait()
+		if x.usable() != nil || x.ledgers[l.id] != l {
+			return nil, errLedgerGone
+		}
 	}
-	if err := x.loadPage(l, no, &p.slots); err != nil {
-		x.free = append(x.free, p)
+	p, err := x.freePage(forWrite)
+	if err != nil {
 		return nil, err
 	}
-	p.key, p.dirty = key, false
-	x.pages[key] = p
-	x.pushFront(p)
-	return p, nil
-}
-
-// loadPage fills slots with page no of l: empty when the page was never
-// written, else read from the index file and validated. Requires mu held.
-func (x *Index) loadPage(l *ledger, no uint64, slots *[SlotsPerPage]uint64) error {
+	cached := p != nil
+	if !cached {
+		p = new(page)
+	}
+	p.key, p.dirty, p.dropped = key, false, false
 	if no >= l.filePages {
-		*slots = [SlotsPerPage]uint64{}
-		return nil
+		// Never written: proven empty without I/O.
+		p.slots = emptySlots
+		if cached {
+			x.pages[key] = p
+			x.pushFront(p)
+		}
+		return p, nil
 	}
 	f, err := x.file(l, false)
 	if err != nil {
-		return err
+		if cached {
+			x.free = append(x.free, p)
+		}
+		return nil, err
 	}
+	if cached {
+		p.loading = true
+		x.pages[key] = p
+		x.pushFront(p)
+	}
+	x.filesMu.RLock()
+	x.mu.Unlock()
+	err = x.readPage(f, l.id, no, &p.slots)
+	x.filesMu.RUnlock()
+	x.mu.Lock()
+	if cached {
+		p.loading = false
+		x.loaded.Broadcast()
+	}
+	if x.usable() != nil {
+		return nil, errLedgerGone
+	}
+	if err != nil {
+		if cached && !p.dropped {
+			x.unlink(p)
+			delete(x.pages, key)
+			x.free = append(x.free, p)
+		}
+		return nil, err
+	}
+	if p.dropped || x.ledgers[l.id] != l {
+		return nil, errLedgerGone
+	}
+	if l.maskFrom >= 0 {
+		if mno, mslot := pageOf(l.maskFrom); mno == no {
+			clear(p.slots[mslot:])
+		}
+	}
+	return p, nil
+}
+
+// freePage returns a page to load into: a free one while the cache is below
+// capacity, else the least recently used clean page, evicted. When every
+// page is dirty, a write first writes them back; a read gets nil (it reads
+// into a page outside the cache). Requires mu held.
+func (x *Index) freePage(forWrite bool) (*page, error) {
+	if len(x.pages) < x.capacity {
+		if n := len(x.free); n > 0 {
+			p := x.free[n-1]
+			x.free = x.free[:n-1]
+			return p, nil
+		}
+		return new(page), nil
+	}
+	if p := x.evict(); p != nil || !forWrite {
+		return p, nil
+	}
+	if err := x.writeBack(); err != nil {
+		return nil, err
+	}
+	if p := x.evict(); p != nil {
+		return p, nil
+	}
+	// Every page is being loaded by readers: exceed the capacity briefly.
+	return new(page), nil
+}
+
+// readPage reads page no of ledger from f and validates it into slots.
+// Runs without mu; the caller holds filesMu shared.
+func (x *Index) readPage(f vfs.File, ledgerID, no uint64, slots *[SlotsPerPage]uint64) error {
+	bp, _ := x.bufs.Get().(*[PageSize]byte)
+	if bp == nil {
+		bp = new([PageSize]byte)
+	}
+	defer x.bufs.Put(bp)
 	off := int64(no) * PageSize
-	buf := x.buf[:PageSize]
-	if _, err := f.ReadAt(buf, off); err != nil {
+	if _, err := f.ReadAt(bp[:], off); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		return fmt.Errorf("index: read %s at offset %d: %w: %w", f.Name(), off, ErrCorrupt, err)
 	}
-	if err := decodePage(buf, l.id, no, slots); err != nil {
+	if err := decodePage(bp[:], ledgerID, no, slots); err != nil {
 		return fmt.Errorf("index: %s at offset %d: %w: %w", f.Name(), off, ErrCorrupt, err)
-	}
-	if l.maskFrom >= 0 {
-		if mno, mslot := pageOf(l.maskFrom); mno == no {
-			clear(slots[mslot:])
-		}
 	}
 	return nil
 }
@@ -522,7 +619,7 @@ func (x *Index) loadPage(l *ledger, no uint64, slots *[SlotsPerPage]uint64) erro
 // returns it for reuse, or nil if every page is dirty. Requires mu held.
 func (x *Index) evict() *page {
 	for p := x.lru.prev; p != &x.lru; p = p.prev {
-		if !p.dirty {
+		if !p.dirty && !p.loading {
 			x.unlink(p)
 			delete(x.pages, p.key)
 			return p
@@ -531,8 +628,15 @@ func (x *Index) evict() *page {
 	return nil
 }
 
-// dropPage removes p from the cache, dirty or not. Requires mu held.
+// dropPage removes p from the cache, dirty or not. A page being loaded is
+// left to its loader. Requires mu held.
 func (x *Index) dropPage(p *page) {
+	if p.loading {
+		p.dropped = true
+		x.unlink(p)
+		delete(x.pages, p.key)
+		return
+	}
 	if p.dirty {
 		x.ndirty--
 		p.dirty = false
@@ -626,9 +730,12 @@ func (x *Index) closeSomeFile() {
 	}
 }
 
-// closeFile closes l's file handle, if open. Requires mu held.
+// closeFile closes l's file handle, if open, once no read is using it.
+// Requires mu held.
 func (x *Index) closeFile(l *ledger) {
 	if l.file != nil {
+		x.filesMu.Lock()
+		defer x.filesMu.Unlock()
 		l.file.Close()
 		l.file = nil
 		x.openFiles--
@@ -638,6 +745,8 @@ func (x *Index) closeFile(l *ledger) {
 // closeFiles closes every open file and returns the first error.
 // Requires mu held.
 func (x *Index) closeFiles() error {
+	x.filesMu.Lock()
+	defer x.filesMu.Unlock()
 	var first error
 	for _, l := range x.ledgers {
 		if l.file != nil {
