@@ -94,7 +94,15 @@
 //
 // # Concurrency
 //
-// One writer goroutine owns the active segment. A second goroutine creates
-// the next segment ahead of time so that rolling does not wait for
-// preallocation. Append and Checkpoint are safe for concurrent use.
+// One writer goroutine owns the active segment: it writes and syncs a batch,
+// then hands it to a completer goroutine, which calls Options.Completed while
+// the writer goes on with the next batch (three batch buffers cycle between
+// Append, the writer and the completer). Another goroutine creates the next
+// segment ahead of time so that rolling does not wait for preallocation.
+// Append and Checkpoint are safe for concurrent use.
+//
+// The writer never writes a batch before the previous one is synced; so at
+// most one batch is unsynced at any time, which is what lets replay tell a
+// torn tail from corruption. Overlapping the write of one batch with the
+// sync of the previous would break that, and is not done.
 package journal

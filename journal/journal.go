@@ -83,10 +83,11 @@ type Options struct {
 	// Default 512 KiB. It does not split batches.
 	MaxBatchBytes int64
 	// Completed, if set, receives completions in sequence order, on one
-	// goroutine (the writer), after the fdatasync that made them durable or
-	// after the failure that lost them. The slice and each Payload are
-	// reused after it returns; it must not retain them. It must not block
-	// for long: the next write waits for it.
+	// goroutine (the journal's completer), after the fdatasync that made
+	// them durable or after the failure that lost them. The slice and each
+	// Payload are reused after it returns; it must not retain them. The
+	// writer writes and syncs the next batch meanwhile, but waits if
+	// Completed falls a whole batch behind. It must not call Close.
 	Completed func(batch []Completion)
 	// Replay, if set, is called by Open for every record after the
 	// checkpoint mark, in sequence order, before Open returns. Record.Payload
@@ -160,8 +161,14 @@ type Journal struct {
 	wake       chan struct{} // capacity 1
 	writerDone chan struct{}
 
+	// Batches cycle pending (Append fills it) -> writer -> completer ->
+	// free -> pending. There are three, so the writer can write and sync
+	// one batch while the completer reports the previous one.
+	free          chan *batch // capacity 2
+	written       chan *batch // to the completer; capacity 1
+	completerDone chan struct{}
+
 	// Owned by the writer goroutine.
-	spare     *batch
 	active    *segment
 	next      chan prepared // the next segment, created ahead of time
 	preparing bool          // a segment is being prepared for next
@@ -192,9 +199,12 @@ func Open(fs vfs.FS, dir string, opts Options) (*Journal, error) {
 		factory: &segmentFactory{
 			fs: fs, dir: dir, size: opts.SegmentSize, mode: opts.Prealloc, recycle: opts.RecycleSegments,
 		},
-		wake:       make(chan struct{}, 1),
-		writerDone: make(chan struct{}),
-		next:       make(chan prepared, 1),
+		wake:          make(chan struct{}, 1),
+		writerDone:    make(chan struct{}),
+		next:          make(chan prepared, 1),
+		free:          make(chan *batch, 2),
+		written:       make(chan *batch, 1),
+		completerDone: make(chan struct{}),
 	}
 	st, err := j.recover()
 	if err != nil {
@@ -206,8 +216,10 @@ func Open(fs vfs.FS, dir string, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	j.pending = newBatch()
-	j.spare = newBatch()
+	j.free <- newBatch()
+	j.free <- newBatch()
 	j.prepareNext()
+	go j.complete()
 	go j.run()
 	return j, nil
 }
@@ -324,12 +336,14 @@ func (j *Journal) Replayed() ReplayInfo { return j.replayed }
 func (j *Journal) Dir() string { return j.dir }
 
 // run is the writer goroutine: it takes everything pending, writes it with
-// one pwrite and one fdatasync per segment it lands in, and completes it.
+// one pwrite and one fdatasync per segment it lands in, and hands it to the
+// completer.
 func (j *Journal) run() {
 	defer close(j.writerDone)
 	defer j.shutdown()
 	var timer *time.Timer
 	for {
+		spare := <-j.free
 		j.mu.Lock()
 		for len(j.pending.comps) == 0 && !j.closed {
 			j.writerIdle = true
@@ -340,6 +354,7 @@ func (j *Journal) run() {
 		}
 		if len(j.pending.comps) == 0 {
 			j.mu.Unlock()
+			j.free <- spare
 			return
 		}
 		if j.opts.MaxWait > 0 && !j.closed && int64(len(j.pending.buf)) < j.opts.MaxBatchBytes {
@@ -360,22 +375,44 @@ func (j *Journal) run() {
 			j.writerIdle = false
 		}
 		b := j.pending
-		j.pending = j.spare
-		j.spare = b
+		j.pending = spare
 		failed := j.failed
 		j.mu.Unlock()
 
 		j.write(b, failed)
-		b.reset()
+		j.written <- b
 	}
 }
 
-// write writes, syncs and completes batch b. Runs on the writer goroutine.
+// complete is the completer goroutine: it reports each written batch to
+// Options.Completed, releases its queue cost and frees it for reuse.
+func (j *Journal) complete() {
+	defer close(j.completerDone)
+	for b := range j.written {
+		var cost int64
+		for i := range b.comps {
+			cost += int64(b.comps[i].size) + completionCost
+		}
+		if j.opts.Completed != nil {
+			j.opts.Completed(b.comps)
+		}
+		j.mu.Lock()
+		j.queued -= cost
+		j.mu.Unlock()
+		b.reset()
+		j.free <- b
+	}
+}
+
+// write writes and syncs batch b and fills in each record's Pos and Payload,
+// or its Err. Runs on the writer goroutine.
 func (j *Journal) write(b *batch, failed error) {
 	comps := b.comps
 	for len(comps) > 0 {
 		if failed != nil {
-			j.complete(comps, failed)
+			for i := range comps {
+				comps[i].Err = failed
+			}
 			return
 		}
 		// The records that fit in the active segment: at least one if the
@@ -398,66 +435,65 @@ func (j *Journal) write(b *batch, failed error) {
 			continue
 		}
 		chunk := comps[:n]
-		start := chunk[0].off - batchSize // batch record goes just before the first record
-		putBatch(b.buf[start:], chunk[0].Seq, n, body)
-		end := chunk[0].off + body
-		// The end marker: zeros after the batch, so that replay ends
-		// cleanly here even in a recycled segment full of old bytes. The
-		// next batch overwrites it. Bytes it covers in buf (the start of
-		// the next chunk) are put back after the write.
-		var saved [endMarkerSize]byte
-		if len(b.buf) < end+endMarkerSize {
-			b.buf = append(b.buf, make([]byte, end+endMarkerSize-len(b.buf))...)
-		}
-		copy(saved[:], b.buf[end:])
-		clear(b.buf[end : end+endMarkerSize])
-		_, err := seg.f.WriteAt(b.buf[start:end+endMarkerSize], seg.off)
-		copy(b.buf[end:], saved[:])
-		if err != nil {
-			failed = j.fail(fmt.Errorf("write %s at %d: %w", seg.f.Name(), seg.off, err))
+		first := &chunk[0] == &b.comps[0]
+		if err := j.writeChunk(seg, b, chunk, body, first); err != nil {
+			failed = j.fail(err)
 			continue
 		}
 		if err := seg.f.Sync(); err != nil {
 			failed = j.fail(fmt.Errorf("sync %s: %w", seg.f.Name(), err))
 			continue
 		}
-		pos := seg.off - int64(start)
+		base := seg.off + batchSize - int64(chunk[0].off) // file offset of buf[0]
 		for i := range chunk {
 			c := &chunk[i]
 			end := c.off + c.size
-			c.Pos = Mark{Segment: seg.num, Offset: pos + int64(end), Seq: c.Seq}
+			c.Pos = Mark{Segment: seg.num, Offset: base + int64(end), Seq: c.Seq}
 			c.Payload = b.buf[c.off+recordHeaderSize : end]
 		}
 		seg.off += int64(batchSize + body)
-		j.complete(chunk, nil)
+		j.mu.Lock()
+		j.durable = chunk[len(chunk)-1].Pos
+		j.mu.Unlock()
 		comps = comps[n:]
 	}
 }
 
-// complete reports comps to Completed and releases their queue cost.
-// Runs on the writer goroutine.
-func (j *Journal) complete(comps []Completion, err error) {
-	var cost int64
-	for i := range comps {
-		c := &comps[i]
-		cost += int64(c.size) + completionCost
-		if err != nil {
-			c.Err = err
-			c.Pos = Mark{}
-			c.Payload = nil
+// writeChunk writes the records of chunk, body bytes in all, at the end of
+// seg: a TypeBatch record, the records, then the end marker: zeros that make
+// replay end cleanly here even in a recycled segment full of old bytes (the
+// next batch overwrites them). The first chunk of a batch has a slot for its
+// TypeBatch record in front of it in buf, so it takes one pwrite. A later
+// chunk (after a roll) gets its TypeBatch record written separately, so that
+// the records before it in buf stay intact for the completer. Runs on the
+// writer goroutine.
+func (j *Journal) writeChunk(seg *segment, b *batch, chunk []Completion, body int, first bool) error {
+	begin, end := chunk[0].off, chunk[0].off+body
+	if len(b.buf) < end+endMarkerSize {
+		b.buf = append(b.buf, make([]byte, end+endMarkerSize-len(b.buf))...)
+	}
+	// The bytes the end marker covers in buf (the start of the next chunk)
+	// are put back after the write.
+	var saved [endMarkerSize]byte
+	copy(saved[:], b.buf[end:])
+	clear(b.buf[end : end+endMarkerSize])
+	defer copy(b.buf[end:], saved[:])
+	off := seg.off
+	if first {
+		begin -= batchSize
+		putBatch(b.buf[begin:], chunk[0].Seq, len(chunk), body)
+	} else {
+		var rec [batchSize]byte
+		putBatch(rec[:], chunk[0].Seq, len(chunk), body)
+		if _, err := seg.f.WriteAt(rec[:], off); err != nil {
+			return fmt.Errorf("write %s at %d: %w", seg.f.Name(), off, err)
 		}
+		off += batchSize
 	}
-	if err == nil {
-		j.mu.Lock()
-		j.durable = comps[len(comps)-1].Pos
-		j.mu.Unlock()
+	if _, err := seg.f.WriteAt(b.buf[begin:end+endMarkerSize], off); err != nil {
+		return fmt.Errorf("write %s at %d: %w", seg.f.Name(), off, err)
 	}
-	if j.opts.Completed != nil {
-		j.opts.Completed(comps)
-	}
-	j.mu.Lock()
-	j.queued -= cost
-	j.mu.Unlock()
+	return nil
 }
 
 // fail makes err the sticky failure and returns it. Runs on the writer goroutine.
@@ -487,8 +523,11 @@ func (j *Journal) roll() error {
 	return nil
 }
 
-// shutdown closes the writer's files. Runs on the writer goroutine as it exits.
+// shutdown stops the completer once it has reported everything and closes
+// the writer's files. Runs on the writer goroutine as it exits.
 func (j *Journal) shutdown() {
+	close(j.written)
+	<-j.completerDone
 	j.active.f.Close()
 	if j.preparing {
 		if p := <-j.next; p.seg != nil {
