@@ -62,6 +62,7 @@ type Bookie struct {
 	paused        map[*conn]struct{}
 
 	readq chan *request
+	conns *connRegistry
 
 	// completion state, owned by the journal writer goroutine.
 	batchNo    uint64
@@ -95,6 +96,7 @@ func New(cfg Config) (*Bookie, error) {
 		ledgers: newLedgerTable(),
 		paused:  make(map[*conn]struct{}),
 		readq:   make(chan *request, 4096),
+		conns:   newConnRegistry(),
 		stop:    make(chan struct{}),
 		runErr:  make(chan error, 1),
 	}
@@ -474,8 +476,9 @@ func (b *Bookie) background() {
 		select {
 		case <-b.stop:
 			return
-		case <-disk.C:
+		case now := <-disk.C:
 			b.checkDisk()
+			b.sweep(now)
 		case <-ckpt.C:
 			if err := b.checkpoint(); err != nil {
 				b.log.Error("checkpoint failed", "err", err)

@@ -51,6 +51,18 @@ type Config struct {
 	// MaxOutboundBytes is how many reply bytes may wait for a client that
 	// does not read them before the connection is cut.
 	MaxOutboundBytes int `json:"max_outbound_bytes"`
+	// MaxConnections and MaxConnectionsPerIP bound open connections, in
+	// total and per client address; over them a new connection is closed at
+	// once.
+	MaxConnections      int `json:"max_connections"`
+	MaxConnectionsPerIP int `json:"max_connections_per_ip"`
+	// HandshakeTimeout closes a connection that has not sent its Hello in
+	// time; FrameTimeout one that takes longer than this to deliver one frame
+	// (slowloris); IdleTimeout one with nothing in flight that sent nothing
+	// for this long. A negative IdleTimeout disables it.
+	HandshakeTimeout Duration `json:"handshake_timeout"`
+	FrameTimeout     Duration `json:"frame_timeout"`
+	IdleTimeout      Duration `json:"idle_timeout"`
 	// ReadWorkers serve reads from storage off the event loops.
 	ReadWorkers int `json:"read_workers"`
 
@@ -115,6 +127,11 @@ func DefaultConfig() Config {
 		MaxInflightBytes:      256 << 20,
 		MaxOutboundBytes:      64 << 20,
 		ReadWorkers:           4,
+		MaxConnections:        10000,
+		MaxConnectionsPerIP:   1000,
+		HandshakeTimeout:      Duration(10 * time.Second),
+		FrameTimeout:          Duration(30 * time.Second),
+		IdleTimeout:           Duration(10 * time.Minute), // negative: never
 		JournalSegmentSize:    64 << 20,
 		JournalQueueBytes:     64 << 20,
 		WriteCacheBytes:       128 << 20,
@@ -160,6 +177,11 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxInflightBytes, d.MaxInflightBytes)
 	setDefault(&c.MaxOutboundBytes, d.MaxOutboundBytes)
 	setDefault(&c.ReadWorkers, d.ReadWorkers)
+	setDefault(&c.MaxConnections, d.MaxConnections)
+	setDefault(&c.MaxConnectionsPerIP, d.MaxConnectionsPerIP)
+	setDefault(&c.HandshakeTimeout, d.HandshakeTimeout)
+	setDefault(&c.FrameTimeout, d.FrameTimeout)
+	setDefault(&c.IdleTimeout, d.IdleTimeout)
 	setDefault(&c.JournalSegmentSize, d.JournalSegmentSize)
 	setDefault(&c.JournalQueueBytes, d.JournalQueueBytes)
 	setDefault(&c.WriteCacheBytes, d.WriteCacheBytes)

@@ -18,6 +18,11 @@ type conn struct {
 	b  *Bookie
 	gc gnet.Conn
 
+	ip    string    // remote IP, for per-source limits
+	clock connClock // timestamps for the sweeper
+	// helloSeen mirrors helloDone for the sweeper.
+	helloSeen atomic.Bool
+
 	// Owned by the connection's event loop.
 	helloDone bool
 	loopOut   []byte // replies produced on the loop, written at the end of OnTraffic
@@ -245,14 +250,21 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 // OnOpen sets up the connection's state. Runs on the event loop.
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := newConn(h.b, gc)
+	if ok, reason := h.b.conns.admit(c, h.b.cfg.MaxConnections, h.b.cfg.MaxConnectionsPerIP); !ok {
+		h.b.metrics.cutConns.WithLabelValues(reason).Inc()
+		return nil, gnet.Close
+	}
 	gc.SetContext(c)
 	h.b.metrics.connections.Inc()
 	return nil, gnet.None
 }
 
 func newConn(b *Bookie, gc gnet.Conn) *conn {
-	c := &conn{b: b, gc: gc, out: replyPool.Get()}
+	c := &conn{b: b, gc: gc, out: replyPool.Get(), ip: remoteIP(gc.RemoteAddr())}
 	c.onWritten = c.written
+	now := time.Now().UnixNano()
+	c.clock.opened = now
+	c.clock.lastActivity.Store(now)
 	return c
 }
 
@@ -264,6 +276,7 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 		return gnet.None
 	}
 	h.b.metrics.connections.Dec()
+	h.b.conns.remove(c)
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
@@ -280,6 +293,8 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 	c := gc.Context().(*conn)
 	b := h.b
+	now := time.Now().UnixNano()
+	c.clock.lastActivity.Store(now)
 	for !c.closing {
 		if b.draining.Load() {
 			break
@@ -290,6 +305,9 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 		buffered := gc.InboundBuffered()
 		if buffered < wire.LengthSize {
+			if buffered > 0 && c.clock.partialSince.Load() == 0 {
+				c.clock.partialSince.Store(now)
+			}
 			break
 		}
 		p, _ := gc.Peek(wire.LengthSize)
@@ -299,8 +317,12 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 			break
 		}
 		if buffered < n {
+			if c.clock.partialSince.Load() == 0 {
+				c.clock.partialSince.Store(now)
+			}
 			break
 		}
+		c.clock.partialSince.Store(0)
 		frame, err := gc.Peek(n)
 		if err != nil {
 			break
@@ -369,4 +391,5 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 	reply.Version = v
 	c.loopOut = wire.AppendHello(c.loopOut, &reply)
 	c.helloDone = true
+	c.helloSeen.Store(true)
 }
