@@ -16,7 +16,7 @@ import (
 
 // cluster is an embedded etcd and real bookies on loopback, all in this process.
 type cluster struct {
-	t        *testing.T
+	t        testing.TB
 	endpoint string
 	dirs     []string
 	addrs    []string
@@ -40,7 +40,7 @@ func bookieConfig(dir, listen, endpoint string) bookie.Config {
 }
 
 // startCluster starts etcd and n bookies; everything stops when the test ends.
-func startCluster(t *testing.T, n int) *cluster {
+func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, endpoint: metatest.Start(t)}
 	for i := range n {

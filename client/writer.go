@@ -95,24 +95,25 @@ type ackEvent struct {
 	ch  chan addResult
 }
 
+// Pools of the add path. Entry buffers travel in *[]byte holders so that putting one back
+// does not allocate; empty holders wait in bufHolderPool.
 var (
-	pendingPool = sync.Pool{New: func() any { return new(pendingAdd) }}
-	resultPool  = sync.Pool{New: func() any { return make(chan addResult, 1) }}
-	bufPool     = sync.Pool{New: func() any { return new([]byte) }}
+	pendingPool   = sync.Pool{New: func() any { return new(pendingAdd) }}
+	resultPool    = sync.Pool{New: func() any { return make(chan addResult, 1) }}
+	bufPool       = sync.Pool{New: func() any { return new([]byte) }}
+	bufHolderPool = sync.Pool{New: func() any { return new([]byte) }}
 )
 
 func getEntryBuf(n int) []byte {
 	p := bufPool.Get().(*[]byte)
 	b := *p
 	*p = nil
-	bufPool.Put(p)
+	bufHolderPool.Put(p)
 	if cap(b) < n {
 		return make([]byte, 0, n)
 	}
 	return b[:0]
 }
-
-var bufHolderPool = sync.Pool{New: func() any { return new([]byte) }}
 
 func putEntryBuf(b []byte) {
 	p := bufHolderPool.Get().(*[]byte)

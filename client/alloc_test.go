@@ -1,0 +1,118 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// ackServer answers every ADD with OK, allocating nothing per request. It is no bookie (it
+// stores nothing); it isolates the client's add path for allocation counts.
+func ackServer(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serveAcks(nc)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func serveAcks(nc net.Conn) {
+	defer nc.Close()
+	br := bufio.NewReaderSize(nc, 256<<10)
+	if _, err := readFrame(br, wire.MaxHelloSize, nil); err != nil {
+		return
+	}
+	out := wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1, Version: 1})
+	if _, err := nc.Write(out); err != nil {
+		return
+	}
+	var big []byte
+	for {
+		frame, err := readFrame(br, 0, &big)
+		if err != nil {
+			return
+		}
+		h, _ := wire.ParseHeader(frame)
+		ledger, entry, _ := wire.ParseTarget(frame)
+		out = wire.AppendAddResponse(out[:0:cap(out)], h.RequestID, ledger, entry)
+		if br.Buffered() == 0 {
+			if _, err := nc.Write(out); err != nil {
+				return
+			}
+			out = out[:0]
+		}
+	}
+}
+
+// testWriter builds a Writer on bookies addrs without a metadata store (no ensemble change
+// can succeed): for allocation counts and the add path alone.
+func testWriter(t testing.TB, addrs []string, e, wq, aq int) *Writer {
+	c := &Client{
+		conns: make(map[meta.BookieID]*bookieConn),
+		stop:  make(chan struct{}),
+		cfg: connConfig{
+			dial: func(ctx context.Context, addr string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "tcp", addr)
+			},
+			dialTimeout: time.Second, requestTimeout: 10 * time.Second,
+			minBackoff: time.Millisecond, maxBackoff: 10 * time.Millisecond,
+		},
+	}
+	c.wg.Add(1)
+	go c.sweepLoop()
+	t.Cleanup(func() { c.Close() })
+	var ens []meta.BookieID
+	for _, a := range addrs {
+		ens = append(ens, meta.BookieID(a))
+	}
+	md := meta.LedgerMetadata{ID: 1, State: meta.StateOpen, EnsembleSize: e, WriteQuorum: wq, AckQuorum: aq,
+		Fragments: []meta.Fragment{{Bookies: ens}}, LastEntryID: -1}
+	w := &Writer{c: c, id: 1, e: e, wq: wq, aq: aq, index: make(map[meta.BookieID]int), lastAdded: -1, lac: -1}
+	w.setMetadataLocked(md)
+	return w
+}
+
+// TestAddAllocs guards the zero-allocation claim of the add path: Append of a 1 KiB entry to
+// three bookies (E=3, WQ=2), request pooling, queueing, the coalescing writer, the pending
+// table, the reader and the ordered ack, in steady state.
+func TestAddAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items at random; run without -race")
+	}
+	addrs := []string{ackServer(t), ackServer(t), ackServer(t)}
+	w := testWriter(t, addrs, 3, 2, 2)
+	ctx := context.Background()
+	data := make([]byte, 1024)
+	for range 1000 { // warm the pools, the maps and the buffers
+		if _, err := w.Append(ctx, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocs := testing.AllocsPerRun(2000, func() {
+		if _, err := w.Append(ctx, data); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("%.2f allocations per Append", allocs)
+	// sync.Pool may drop its contents at a GC, and maps rehash now and then: allow a
+	// fraction, never a per-request allocation.
+	if allocs >= 0.5 {
+		t.Fatalf("%.2f allocations per Append, want 0 in steady state", allocs)
+	}
+}
