@@ -66,7 +66,11 @@ func messageCases() []messageCase {
 	first := AppendEntry(nil, 42, 0, NoEntry, nil)
 	big := AppendEntry(nil, 1<<63+5, 1<<40, 1<<40-1, bytes.Repeat([]byte{0xa5}, 3000))
 	next := AppendEntry(nil, 42, 8, 7, []byte("world"))
-	nonce := bytes.Repeat([]byte{0x5a}, 32)
+	nonce := bytes.Repeat([]byte{0x5a}, NonceSize) // the bookie's challenge
+	clientNonce := bytes.Repeat([]byte{0xa5}, NonceSize)
+	secret := []byte("cluster secret")
+	authData := append(append([]byte(nil), clientNonce...), AuthClientProof(secret, nonce, clientNonce)...)
+	bookieProof := AuthBookieProof(secret, nonce, clientNonce)
 	return []messageCase{
 		{"hello/client", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1}),
 			Hello{MinVersion: 1, MaxVersion: 1, Auth: []byte{}}},
@@ -134,10 +138,10 @@ func messageCases() []messageCase {
 		{"ping-request", AppendPingRequest(nil, 8), req(OpPing, 0, 8)},
 		{"ping-response", AppendPingResponse(nil, 8), resp(OpPing, 8, StatusOK)},
 
-		{"auth-request", AppendAuthRequest(nil, 9, AuthHMACSHA256, nonce),
-			AuthRequest{Header: req(OpAuth, 0, 9), Method: AuthHMACSHA256, Data: nonce}},
-		{"auth-response", AppendAuthResponse(nil, 9, nil),
-			AuthResponse{Header: resp(OpAuth, 9, StatusOK), Data: []byte{}}},
+		{"auth-request", AppendAuthRequest(nil, 9, AuthHMACSHA256, authData),
+			AuthRequest{Header: req(OpAuth, 0, 9), Method: AuthHMACSHA256, Data: authData}},
+		{"auth-response", AppendAuthResponse(nil, 9, bookieProof),
+			AuthResponse{Header: resp(OpAuth, 9, StatusOK), Data: bookieProof}},
 		{"auth-response/unauthorized", AppendStatusResponse(nil, OpAuth, 9, StatusUnauthorized),
 			AuthResponse{Header: resp(OpAuth, 9, StatusUnauthorized)}},
 	}

@@ -291,9 +291,9 @@ const MaxAuthSize = 1024
 const (
 	// AuthNone: no authentication.
 	AuthNone uint16 = 0
-	// AuthHMACSHA256 (reserved; not implemented yet): the bookie's Hello carries a random
-	// nonce; the client answers with an AUTH request whose data is HMAC-SHA256 of the nonce
-	// under the cluster secret.
+	// AuthHMACSHA256: the bookie's Hello carries a random NonceSize-byte nonce; the
+	// client answers with an AUTH request whose data is its own nonce followed by
+	// AuthClientProof; the bookie's OK response carries AuthBookieProof (see auth.go).
 	AuthHMACSHA256 uint16 = 1
 )
 
