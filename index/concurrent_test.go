@@ -11,9 +11,10 @@ import (
 	"github.com/bookie-go/bookie/internal/vfs"
 )
 
-// TestConcurrent runs readers (Get, Scan, LastEntry, State) against one
-// flusher that appends, relocates (as compaction does), syncs and deletes,
-// with a cache much smaller than the data. Run it under -race.
+// TestConcurrent runs readers (Get, Scan, LastEntry, State) against a
+// flusher that appends, syncs and deletes, a compactor that relocates
+// entries and a checkpointer that syncs, with a cache much smaller than the
+// data. Run it under -race.
 func TestConcurrent(t *testing.T) {
 	const (
 		ledgers = 4
@@ -39,7 +40,6 @@ func TestConcurrent(t *testing.T) {
 	go func() { // the flusher
 		defer wg.Done()
 		defer done.Store(true)
-		rng := rand.New(rand.NewSource(1))
 		for from := int64(0); from < entries; from += 100 {
 			for id := uint64(0); id < ledgers; id++ {
 				for e := from; e < from+100; e++ {
@@ -49,14 +49,6 @@ func TestConcurrent(t *testing.T) {
 					}
 				}
 				written[id].Store(from + 100)
-				// Relocate a few written entries, as compaction does.
-				for k := 0; k < 10; k++ {
-					e := rng.Int63n(from + 100)
-					if err := x.Put(id, e, relocated(id, e)); err != nil {
-						fail(err)
-						return
-					}
-				}
 			}
 			if err := x.Put(churn, from, 1); err != nil {
 				fail(err)
@@ -71,6 +63,33 @@ func TestConcurrent(t *testing.T) {
 					fail(err)
 					return
 				}
+			}
+		}
+	}()
+
+	wg.Add(2)
+	go func() { // the compactor relocates written entries
+		defer wg.Done()
+		rng := rand.New(rand.NewSource(2))
+		for !done.Load() {
+			id := uint64(rng.Intn(ledgers))
+			n := written[id].Load()
+			if n == 0 {
+				continue
+			}
+			e := rng.Int63n(n)
+			if err := x.Put(id, e, relocated(id, e)); err != nil {
+				fail(err)
+				return
+			}
+		}
+	}()
+	go func() { // the checkpointer
+		defer wg.Done()
+		for !done.Load() {
+			if err := x.Sync(); err != nil {
+				fail(err)
+				return
 			}
 		}
 	}()

@@ -85,9 +85,18 @@ type Index struct {
 	capacity     int // pages the cache may hold
 	maxOpenFiles int
 
+	// writeMu serialises writebacks and Syncs, which do their I/O without
+	// mu. It guards dw, dwBuf, extBuf and gapBuf. Lock order: writeMu, mu,
+	// filesMu.
+	writeMu sync.Mutex
+	dw      vfs.File // the double-write file
+	dwBuf   []byte   // double-write batch
+	extBuf  []byte   // images of pages beyond their durable extent
+	gapBuf  []byte   // image of an empty page filling a gap
+
 	// filesMu is held shared while a page is read from an index file
 	// without mu, and exclusively (with mu held) to close index files, so
-	// that no file is closed under a read. Lock order: mu, then filesMu.
+	// that no file is closed under a read.
 	filesMu sync.RWMutex
 	// bufs holds *[PageSize]byte buffers for page reads outside mu.
 	bufs sync.Pool
@@ -96,21 +105,22 @@ type Index struct {
 	// It is held during writeback I/O, and released while a page is read.
 	mu sync.Mutex
 	// loaded is broadcast (with mu) whenever a page load ends.
-	loaded     sync.Cond
-	failed     error // sticky; wraps ErrFailed
-	closed     bool
-	ledgers    map[uint64]*ledger
-	pages      map[pageKey]*page
-	lru        page // sentinel of the LRU list: lru.next is the most recently used
-	free       []*page
-	ndirty     int
-	openFiles  int
-	stateDirty bool
-	nextFileID uint64
-	removals   []string        // index files of deleted ledgers, removed after the next state write
-	newDirs    map[string]bool // directories with names created since the last Sync
-	dw         vfs.File        // the double-write file
-	buf        []byte          // writeback scratch, reused
+	loaded    sync.Cond
+	failed    error // sticky; wraps ErrFailed
+	closed    bool
+	ledgers   map[uint64]*ledger
+	pages     map[pageKey]*page
+	lru       page // sentinel of the LRU list: lru.next is the most recently used
+	free      []*page
+	ndirty    int
+	openFiles int
+	gen       uint64 // bumped on every page change; a page records the last
+	stateGen  uint64 // bumped on every change to the state file's contents
+	// stateSynced is the stateGen of the last state file written.
+	stateSynced uint64
+	nextFileID  uint64
+	removals    []string        // index files of deleted ledgers, removed after the next state write
+	newDirs     map[string]bool // directories with names created since the last Sync
 }
 
 // ledger is the in-memory record of one ledger. Protected by Index.mu.
@@ -121,6 +131,8 @@ type ledger struct {
 	durablePages uint64 // the extent recorded in the last synced state file
 	filePages    uint64 // pages written to the file (>= durablePages)
 	unsynced     bool   // the file has writes not yet fsynced
+	busy         int    // pins: the file is in use by I/O without mu
+	deleted      bool   // deleted: close the file when busy drops to 0
 	// maskFrom is st.LastEntry+1 as loaded by Open, until the page holding
 	// it is written back; -1 after. That page may hold slots beyond the
 	// last entry from Puts a crash half-kept (the journal replays them);
@@ -141,6 +153,7 @@ type page struct {
 	key   pageKey
 	slots [SlotsPerPage]uint64
 	dirty bool
+	gen   uint64 // Index.gen when last changed
 	// loading is set while the page is read from its file; others wait
 	// on Index.loaded instead of reading it too.
 	loading bool
@@ -173,7 +186,6 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 		ledgers:      make(map[uint64]*ledger),
 		pages:        make(map[pageKey]*page),
 		newDirs:      make(map[string]bool),
-		buf:          make([]byte, PageSize),
 	}
 	x.lru.next, x.lru.prev = &x.lru, &x.lru
 	x.loaded.L = &x.mu
@@ -205,7 +217,7 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 		if l == nil {
 			l = &ledger{id: ledgerID, st: NewLedgerState(), maskFrom: -1}
 			x.ledgers[ledgerID] = l
-			x.stateDirty = true
+			x.stateGen++
 		}
 		var err error
 		if l.maskFrom >= 0 && entry >= l.maskFrom {
@@ -222,20 +234,30 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 		}
 	}
 	p.slots[slot] = uint64(loc)
-	if !p.dirty {
-		p.dirty = true
-		x.ndirty++
-	}
+	x.markDirty(p)
 	if entry > l.st.LastEntry {
 		l.st.LastEntry = entry
-		x.stateDirty = true
+		x.stateGen++
 	}
 	if x.ndirty > x.capacity/2 {
 		// Keep at least half of the cache clean, so readers can always
 		// evict, and write back in large batches.
-		return x.writeBack()
+		x.mu.Unlock()
+		err := x.flush()
+		x.mu.Lock()
+		return err
 	}
 	return nil
+}
+
+// markDirty notes that p changed. Requires mu held.
+func (x *Index) markDirty(p *page) {
+	x.gen++
+	p.gen = x.gen
+	if !p.dirty {
+		p.dirty = true
+		x.ndirty++
+	}
 }
 
 // unmask is called before a Put raises l's LastEntry past maskFrom: it
@@ -248,10 +270,7 @@ func (x *Index) unmask(l *ledger) error {
 		if err != nil {
 			return err
 		}
-		if !p.dirty {
-			p.dirty = true
-			x.ndirty++
-		}
+		x.markDirty(p)
 	}
 	l.maskFrom = -1
 	return nil
@@ -422,7 +441,7 @@ func (x *Index) SetState(ledgerID uint64, st LedgerState) error {
 	}
 	st.LastEntry = l.st.LastEntry
 	l.st = st
-	x.stateDirty = true
+	x.stateGen++
 	return nil
 }
 
@@ -447,18 +466,24 @@ func (x *Index) DeleteLedger(ledgerID uint64) error {
 		}
 		p = next
 	}
-	x.closeFile(l)
+	l.deleted = true
+	if l.busy == 0 {
+		x.closeFile(l)
+	}
 	if l.fileID != 0 {
 		x.removals = append(x.removals, x.filePath(l.id, l.fileID))
 	}
 	delete(x.ledgers, ledgerID)
-	x.stateDirty = true
+	x.stateGen++
 	return nil
 }
 
-// Close writes nothing: call Sync first for durability. It releases files
-// and memory; later calls return ErrClosed.
+// Close writes nothing: call Sync first for durability. It waits for a
+// writeback in progress, releases files and memory; later calls return
+// ErrClosed.
 func (x *Index) Close() error {
+	x.writeMu.Lock()
+	defer x.writeMu.Unlock()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.closed {
@@ -584,14 +609,18 @@ func (x *Index) freePage(forWrite bool) (*page, error) {
 	if p := x.evict(); p != nil || !forWrite {
 		return p, nil
 	}
-	if err := x.writeBack(); err != nil {
+	if x.ndirty == 0 {
+		// Every page is being loaded by readers: exceed the capacity
+		// briefly.
+		return new(page), nil
+	}
+	x.mu.Unlock()
+	err := x.flush()
+	x.mu.Lock()
+	if err != nil {
 		return nil, err
 	}
-	if p := x.evict(); p != nil {
-		return p, nil
-	}
-	// Every page is being loaded by readers: exceed the capacity briefly.
-	return new(page), nil
+	return nil, errLedgerGone // mu was released: look again
 }
 
 // readPage reads page no of ledger from f and validates it into slots.
@@ -698,7 +727,7 @@ func (x *Index) file(l *ledger, create bool) (vfs.File, error) {
 			return nil, fmt.Errorf("index: create %s: %w", name, err)
 		}
 		x.nextFileID++
-		x.stateDirty = true
+		x.stateGen++
 		x.newDirs[sub] = true
 		l.fileID, l.file = id, f
 		x.openFiles++
@@ -723,7 +752,7 @@ func (x *Index) file(l *ledger, create bool) (vfs.File, error) {
 // limit is exceeded until the next Sync instead. Requires mu held.
 func (x *Index) closeSomeFile() {
 	for _, l := range x.ledgers {
-		if l.file != nil && !l.unsynced {
+		if l.file != nil && !l.unsynced && l.busy == 0 {
 			x.closeFile(l)
 			return
 		}
