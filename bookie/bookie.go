@@ -1,11 +1,13 @@
 package bookie
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -61,8 +63,9 @@ type Bookie struct {
 	pausedMu      sync.Mutex
 	paused        map[*conn]struct{}
 
-	readq chan *request
-	conns *connRegistry
+	readq  chan *request
+	secret []byte // cluster secret; nil: no authentication
+	conns  *connRegistry
 
 	// completion state, owned by the journal writer goroutine.
 	batchNo    uint64
@@ -102,6 +105,15 @@ func New(cfg Config) (*Bookie, error) {
 	}
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
 	fs := cfg.FS
+	if b.secret = cfg.Secret; b.secret == nil && cfg.SecretFile != "" {
+		data, err := os.ReadFile(cfg.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("bookie: read secret file: %w", err)
+		}
+		if b.secret = bytes.TrimSpace(data); len(b.secret) == 0 {
+			return nil, fmt.Errorf("bookie: secret file %s is empty", cfg.SecretFile)
+		}
+	}
 
 	expected := ""
 	if cfg.Metadata != "" {

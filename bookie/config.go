@@ -90,6 +90,13 @@ type Config struct {
 	// NoSuchEntry/NoSuchLedger (see docs/operations.md).
 	AllowUnknownState bool `json:"allow_unknown_state"`
 
+	// SecretFile names a file holding the cluster secret (surrounding white
+	// space is ignored). With a secret, every client must authenticate
+	// (HMAC-SHA256 challenge-response, docs/protocol.md). Secret, when set,
+	// is used instead of the file. The secret is never logged.
+	SecretFile string `json:"secret_file"`
+	Secret     []byte `json:"-"`
+
 	// FS is the file system; tests inject faults through it. Default vfs.Default.
 	FS vfs.FS `json:"-"`
 	// Logger receives structured logs; default slog.Default().

@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,8 @@ type conn struct {
 	helloSeen atomic.Bool
 
 	// Owned by the connection's event loop.
+	nonce     [wire.NonceSize]byte // the authentication challenge sent in our Hello
+	authed    bool                 // authentication succeeded, or none is required
 	helloDone bool
 	loopOut   []byte // replies produced on the loop, written at the end of OnTraffic
 	closing   bool
@@ -375,6 +378,7 @@ func (h *handler) refuseStream(c *conn, err error) {
 func (h *handler) handleHello(c *conn, frame []byte) {
 	hello, err := wire.DecodeHello(frame)
 	reply := wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion}
+
 	if err != nil {
 		reply.Status = wire.StatusOf(err)
 		c.loopOut = wire.AppendHello(c.loopOut, &reply)
@@ -389,6 +393,12 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 		return
 	}
 	reply.Version = v
+	if c.b.secret != nil {
+		rand.Read(c.nonce[:])
+		reply.AuthMethod, reply.Auth = wire.AuthHMACSHA256, c.nonce[:]
+	} else {
+		c.authed = true
+	}
 	c.loopOut = wire.AppendHello(c.loopOut, &reply)
 	c.helloDone = true
 	c.helloSeen.Store(true)

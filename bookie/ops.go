@@ -31,6 +31,10 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 		return false
 	}
 	b.metrics.requests.WithLabelValues(h.Op.String()).Inc()
+	if !c.authed {
+		b.authenticate(c, &h, frame)
+		return false
+	}
 	switch h.Op {
 	case wire.OpAdd:
 		return b.handleAdd(c, &h, frame)
@@ -57,10 +61,40 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 			return false
 		}
 		c.loopOut = wire.AppendPingResponse(c.loopOut, h.RequestID)
+	case wire.OpAuth:
+		c.answer(&h, wire.StatusBadRequest) // this bookie did not ask
 	default:
 		c.answer(&h, wire.StatusUnsupported)
 	}
 	return false
+}
+
+// authenticate handles the first request on a connection whose Hello carried
+// a challenge: a valid AUTH unlocks the connection; anything else is answered
+// (AuthRequired or Unauthorized) and the connection closed. Runs on the event
+// loop.
+func (b *Bookie) authenticate(c *conn, h *wire.Header, frame []byte) {
+	if h.Op != wire.OpAuth {
+		c.answer(h, wire.StatusAuthRequired)
+		b.metrics.cutConns.WithLabelValues("unauthenticated").Inc()
+		c.closing = true
+		return
+	}
+	req, err := wire.DecodeAuthRequest(frame)
+	ok := err == nil && req.Method == wire.AuthHMACSHA256 && len(req.Data) == wire.NonceSize+wire.ProofSize
+	if ok {
+		clientNonce := req.Data[:wire.NonceSize]
+		ok = wire.CheckAuthProof(req.Data[wire.NonceSize:], wire.AuthClientProof(b.secret, c.nonce[:], clientNonce))
+		if ok {
+			c.authed = true
+			c.loopOut = wire.AppendAuthResponse(c.loopOut, h.RequestID, wire.AuthBookieProof(b.secret, c.nonce[:], clientNonce))
+			return
+		}
+	}
+	b.log.Warn("authentication failed", "remote", c.gc.RemoteAddr())
+	b.metrics.cutConns.WithLabelValues("auth_failed").Inc()
+	c.answer(h, wire.StatusUnauthorized)
+	c.closing = true
 }
 
 // answer writes a bodyless status reply on the event loop.

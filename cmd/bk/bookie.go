@@ -24,6 +24,7 @@ func runBookie(args []string) error {
 	ledgerDir := fs.String("ledger-dir", "", "ledger storage directory (default DATA/ledgers)")
 	admin := fs.String("admin", "", "HTTP admin address for /metrics, /healthz, /readyz, /debug/pprof (default "+cfg.Admin+"; 'off' disables)")
 	metadata := fs.String("metadata", "", "metadata store, etcd://host:port[,host:port...]")
+	secretFile := fs.String("secret-file", "", "file holding the cluster secret clients must authenticate with (or set BK_CLUSTER_SECRET)")
 	allowUnknown := fs.Bool("allow-unknown-state", false, "start even if data directories were wiped or swapped, answering UnknownLedgerState instead of NoSuchEntry")
 	fs.Parse(args)
 
@@ -38,6 +39,12 @@ func runBookie(args []string) error {
 		if *flagVal != "" {
 			*field = *flagVal
 		}
+	}
+	if *secretFile != "" {
+		cfg.SecretFile = *secretFile
+	}
+	if s := os.Getenv("BK_CLUSTER_SECRET"); s != "" && cfg.SecretFile == "" {
+		cfg.Secret = []byte(s)
 	}
 	if cfg.Admin == "off" {
 		cfg.Admin = ""
