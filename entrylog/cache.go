@@ -21,23 +21,36 @@ func compareKeys(a, b cacheKey) int {
 	return cmp.Compare(a.entry, b.entry)
 }
 
+// span is where a cached entry's record is in its half's arena: the record
+// starts at off and holds n data bytes.
 type span struct {
 	off, n uint32
 }
 
-// half is one half of the write cache: an arena of entry bytes and a map from
-// (ledger, entry) to where its bytes are. While it is the active half it is
+func (sp span) data(arena []byte) []byte {
+	return arena[sp.off+RecordHeaderSize : sp.off+RecordHeaderSize+sp.n : sp.off+RecordHeaderSize+sp.n]
+}
+
+// cachedEntry is one Put into a half, in arrival order.
+type cachedEntry struct {
+	key cacheKey
+	span
+}
+
+// half is one half of the write cache: an arena holding each entry already
+// encoded as an entry log record (AppendRecord), so a flush can write runs
+// of it as they are, and a map from (ledger, entry) to the latest record. While it is the active half it is
 // changed only with Store.cacheMu held for writing. Once it is handed to the
 // flusher it is immutable (apart from deleted, see below) until the flush
 // completes and it is reset.
 type half struct {
-	budget  int64 // bytes it may hold, data plus entryOverhead per entry
+	budget  int64 // bytes it may hold, records plus entryOverhead per entry
 	used    int64
 	arena   []byte
 	entries map[cacheKey]span
-	keys    []cacheKey          // every key in entries, in insertion order
+	puts    []cachedEntry       // every Put, in arena order; a key Put twice appears twice
 	last    map[uint64]int64    // ledger -> highest entry id held
-	sorted  bool                // keys is sorted (set by the flusher)
+	sorted  bool                // puts is sorted (set by the flusher)
 	deleted map[uint64]struct{} // ledgers deleted while this half was flushing; requires indexMu and cacheMu (write) to change
 }
 
@@ -49,25 +62,24 @@ func newHalf(budget int64) *half {
 	}
 }
 
-func (h *half) empty() bool { return len(h.keys) == 0 }
+func (h *half) empty() bool { return len(h.puts) == 0 }
 
-// fits reports whether n more data bytes fit.
+// fits reports whether an entry of n data bytes fits.
 func (h *half) fits(n int) bool {
-	return h.used+int64(n)+entryOverhead <= h.budget
+	return h.used+int64(RecordSize(n))+entryOverhead <= h.budget
 }
 
-// put copies data in. The caller has checked fits.
+// put encodes the entry into the arena. The caller has checked fits.
 func (h *half) put(ledger uint64, entry int64, data []byte) {
 	if h.arena == nil {
 		h.arena = make([]byte, 0, h.budget)
 	}
 	k := cacheKey{ledger, entry}
-	if _, ok := h.entries[k]; !ok {
-		h.keys = append(h.keys, k)
-	}
-	h.entries[k] = span{off: uint32(len(h.arena)), n: uint32(len(data))}
-	h.arena = append(h.arena, data...)
-	h.used += int64(len(data)) + entryOverhead
+	sp := span{off: uint32(len(h.arena)), n: uint32(len(data))}
+	h.arena = AppendRecord(h.arena, ledger, entry, data)
+	h.entries[k] = sp
+	h.puts = append(h.puts, cachedEntry{k, sp})
+	h.used += int64(RecordSize(len(data))) + entryOverhead
 	if last, ok := h.last[ledger]; !ok || entry > last {
 		h.last[ledger] = entry
 	}
@@ -82,7 +94,7 @@ func (h *half) get(ledger uint64, entry int64) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	return h.arena[sp.off : sp.off+sp.n : sp.off+sp.n], true
+	return sp.data(h.arena), true
 }
 
 // hasLedger reports whether the half holds any entry of ledger.
@@ -109,19 +121,25 @@ func (h *half) dropLedger(ledger uint64) {
 		return
 	}
 	delete(h.last, ledger)
-	h.keys = slices.DeleteFunc(h.keys, func(k cacheKey) bool {
-		if k.ledger != ledger {
+	h.puts = slices.DeleteFunc(h.puts, func(c cachedEntry) bool {
+		if c.key.ledger != ledger {
 			return false
 		}
-		delete(h.entries, k)
+		delete(h.entries, c.key)
 		return true
 	})
 }
 
-// sortKeys orders keys by (ledger, entry) for the flush.
-func (h *half) sortKeys() {
+// sortPuts orders puts by (ledger, entry), and a key Put twice by arena
+// offset, so the latest Put of each key is the last of its run.
+func (h *half) sortPuts() {
 	if !h.sorted {
-		slices.SortFunc(h.keys, compareKeys)
+		slices.SortFunc(h.puts, func(a, b cachedEntry) int {
+			if c := compareKeys(a.key, b.key); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.off, b.off)
+		})
 		h.sorted = true
 	}
 }
@@ -132,7 +150,7 @@ func (h *half) reset() {
 	h.arena = h.arena[:0]
 	clear(h.entries)
 	clear(h.last)
-	h.keys = h.keys[:0]
+	h.puts = h.puts[:0]
 	h.sorted = false
 	h.deleted = nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path"
+	"syscall"
 	"testing"
 
 	"github.com/bookie-go/bookie/internal/vfs"
@@ -134,4 +135,44 @@ func TestOpenBadHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustGet(t, s, 1, 1, []byte("new"))
+}
+
+// A log cut short under an indexed record, and a failing read, are errors:
+// ErrCorrupt for the missing bytes, the I/O error for the failed read.
+func TestShortAndFailedReads(t *testing.T) {
+	mem := vfs.NewMemFS()
+	fs, sw := logFaults(mem)
+	s := mustOpen(t, fs, smallOpts())
+	defer s.close(t)
+	for e := int64(0); e < 2; e++ {
+		if err := s.Put(1, e, payload(1, e, 3000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	sw.Arm(vfs.OpRead, vfs.ErrInjectedIO)
+	if _, err := s.Get(1, 0, nil); !errors.Is(err, syscall.EIO) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Get with reads failing = %v, want the EIO", err)
+	}
+	sw.Disarm(vfs.OpRead)
+
+	loc, _ := s.ix.Get(1, 1)
+	f, err := mem.OpenFile(path.Join(testLogDir, logName(loc.Log())), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []int64{int64(loc.Offset()) + 3000, int64(loc.Offset()) + 10} {
+		if err := f.Truncate(cut); err != nil {
+			t.Fatal(err)
+		}
+		for _, room := range []int{0, 8192} {
+			if _, err := s.Get(1, 1, make([]byte, 0, room)); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Get of a record cut at %d (buffer room %d) = %v, want ErrCorrupt", cut, room, err)
+			}
+		}
+	}
+	f.Close()
+	mustGet(t, s, 1, 0, payload(1, 0, 3000))
 }

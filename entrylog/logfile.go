@@ -190,6 +190,11 @@ func (s *Store) createLog(id uint32, prealloc int64) (*logFile, error) {
 // logWriter appends records to one log at a time, rotating to a new log when
 // LogSize would be exceeded. It is owned by one goroutine: the flusher (under
 // Store.flushMu) or the compactor (under Store.compactMu).
+//
+// A record is first placed (given its location), then its bytes are handed
+// over, in placement order, by copying them into buf or by writing them
+// directly from the caller's memory; bufOff+len(buf) catches up with off
+// once every placed record has been handed over.
 type logWriter struct {
 	s       *Store
 	lf      *logFile // nil until the first append, and after a failure
@@ -197,7 +202,7 @@ type logWriter struct {
 	records uint64   // records in [HeaderSize, off)
 	synced  int64    // durable end: what the header on disk says
 	alloc   int64    // bytes preallocated
-	buf     []byte   // encoded records from bufOff to off, not yet written
+	buf     []byte   // record bytes from bufOff on, not yet written
 	bufOff  int64
 	hdr     []byte
 	// filled lists logs this writer rotated away from since the last
@@ -206,26 +211,67 @@ type logWriter struct {
 	filled []uint32
 }
 
-// append encodes a record into the current log and returns its location.
-// The record is durable only after sync.
-func (w *logWriter) append(ledger uint64, entry int64, data []byte) (location, error) {
-	size := int64(RecordSize(len(data)))
-	if w.lf != nil && w.off > HeaderSize && w.off+size > w.s.opts.LogSize {
-		if err := w.sync(); err != nil {
-			return 0, err
+// fits reports whether a record of size bytes goes into the current log
+// without rotating.
+func (w *logWriter) fits(size int64) bool {
+	return w.lf != nil && (w.off == HeaderSize || w.off+size <= w.s.opts.LogSize)
+}
+
+// place returns the location of the next record, of size bytes, rotating
+// to a new log first if it does not fit. Every record placed before must
+// have been handed over.
+func (w *logWriter) place(size int64) (location, error) {
+	if !w.fits(size) {
+		if w.lf != nil {
+			if err := w.sync(); err != nil {
+				return 0, err
+			}
+			w.filled = append(w.filled, w.lf.id)
+			w.lf = nil
 		}
-		w.filled = append(w.filled, w.lf.id)
-		w.lf = nil
-	}
-	if w.lf == nil {
 		if err := w.open(); err != nil {
 			return 0, err
 		}
 	}
 	loc := makeLocation(w.lf.id, w.off)
-	w.buf = AppendRecord(w.buf, ledger, entry, data)
 	w.off += size
 	w.records++
+	return loc, nil
+}
+
+// copyIn hands over placed record bytes by copying them into buf.
+func (w *logWriter) copyIn(p []byte) error {
+	w.buf = append(w.buf, p...)
+	if len(w.buf) >= writeChunk {
+		return w.writeBuf()
+	}
+	return nil
+}
+
+// writeDirect hands over placed record bytes by writing them from p, after
+// whatever buf holds.
+func (w *logWriter) writeDirect(p []byte) error {
+	if err := w.writeBuf(); err != nil {
+		return err
+	}
+	if err := w.ensureAlloc(w.bufOff + int64(len(p))); err != nil {
+		return err
+	}
+	if _, err := w.lf.f.WriteAt(p, w.bufOff); err != nil {
+		return fmt.Errorf("entrylog: write %s offset %d: %w", w.lf.name, w.bufOff, err)
+	}
+	w.bufOff += int64(len(p))
+	return nil
+}
+
+// append encodes a record into the current log and returns its location.
+// The record is durable only after sync.
+func (w *logWriter) append(ledger uint64, entry int64, data []byte) (location, error) {
+	loc, err := w.place(int64(RecordSize(len(data))))
+	if err != nil {
+		return 0, err
+	}
+	w.buf = AppendRecord(w.buf, ledger, entry, data)
 	if len(w.buf) >= writeChunk {
 		if err := w.writeBuf(); err != nil {
 			return 0, err
@@ -234,7 +280,7 @@ func (w *logWriter) append(ledger uint64, entry int64, data []byte) (location, e
 	return loc, nil
 }
 
-// writeChunk is how many encoded bytes a logWriter gathers per pwrite.
+// writeChunk is how many record bytes a logWriter gathers per pwrite.
 const writeChunk = 1 << 20
 
 func (w *logWriter) open() error {
@@ -254,18 +300,28 @@ func (w *logWriter) writeBuf() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	if need := w.bufOff + int64(len(w.buf)); need > w.alloc {
-		grow := max(need, min(w.alloc+w.s.opts.PreallocBytes, w.s.opts.LogSize)) - w.alloc
-		if err := w.lf.f.Allocate(w.alloc, grow); err != nil {
-			return fmt.Errorf("entrylog: preallocate %s: %w", w.lf.name, err)
-		}
-		w.alloc += grow
+	if err := w.ensureAlloc(w.bufOff + int64(len(w.buf))); err != nil {
+		return err
 	}
 	if _, err := w.lf.f.WriteAt(w.buf, w.bufOff); err != nil {
 		return fmt.Errorf("entrylog: write %s offset %d: %w", w.lf.name, w.bufOff, err)
 	}
 	w.bufOff += int64(len(w.buf))
 	w.buf = w.buf[:0]
+	return nil
+}
+
+// ensureAlloc preallocates the log up to at least need bytes, in steps of
+// PreallocBytes.
+func (w *logWriter) ensureAlloc(need int64) error {
+	if need <= w.alloc {
+		return nil
+	}
+	grow := max(need, min(w.alloc+w.s.opts.PreallocBytes, w.s.opts.LogSize)) - w.alloc
+	if err := w.lf.f.Allocate(w.alloc, grow); err != nil {
+		return fmt.Errorf("entrylog: preallocate %s: %w", w.lf.name, err)
+	}
+	w.alloc += grow
 	return nil
 }
 

@@ -71,6 +71,11 @@ type Options struct {
 	// 32 MiB half slower than one segment, so the default, 64 MiB, splits
 	// only large halves.
 	FlushSegmentBytes int64
+	// DirectWriteBytes is the shortest run of records, Put in (ledger,
+	// entry) order and so adjacent in the write cache, that a flush writes
+	// straight from the cache instead of gathering into its buffer.
+	// Default 64 KiB.
+	DirectWriteBytes int64
 	// FlushRetryDelay is how long the background flusher waits after a
 	// failed flush before trying again on its own. Default 1 s.
 	FlushRetryDelay time.Duration
@@ -94,6 +99,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FlushSegmentBytes <= 0 {
 		o.FlushSegmentBytes = 64 << 20
+	}
+	if o.DirectWriteBytes <= 0 {
+		o.DirectWriteBytes = 64 << 10
 	}
 	if o.FlushRetryDelay == 0 {
 		o.FlushRetryDelay = time.Second
@@ -164,7 +172,7 @@ func (s *Store) Put(ledger uint64, entry int64, data []byte) error {
 	if entry < 0 {
 		return fmt.Errorf("%w: ledger %d entry %d", ErrInvalid, ledger, entry)
 	}
-	if int64(len(data))+entryOverhead > s.opts.WriteCacheBytes/2 {
+	if int64(RecordSize(len(data)))+entryOverhead > s.opts.WriteCacheBytes/2 {
 		return ErrTooLarge
 	}
 	s.cacheMu.Lock()
@@ -354,14 +362,17 @@ func (s *Store) flushPending() error {
 }
 
 // writeHalf writes h's entries in (ledger, entry) order and points the
-// index at them. It syncs the log every FlushSegmentBytes and hands that
-// segment's locations to a goroutine that Puts them into the index while the
-// next segment is written; the index is synced once at the end. No location
-// reaches the index before its record is durable. h is immutable while it is
-// being flushed, so it is read here without cacheMu. Requires flushMu.
+// index at them. The arena already holds encoded records, so runs of them
+// that are adjacent in the arena (entries Put in order) are written straight
+// from it; short runs are gathered into the writer's buffer. The log is
+// synced every FlushSegmentBytes and that segment's locations go to a
+// goroutine that Puts them into the index while the next segment is
+// written; the index is synced once at the end. No location reaches the
+// index before its record is durable. h is immutable while it is being
+// flushed, so it is read here without cacheMu. Requires flushMu.
 func (s *Store) writeHalf(h *half) error {
-	h.sortKeys()
-	if err := s.checkSpace(uint64(len(h.arena)+len(h.keys)*RecordHeaderSize), s.opts.ReserveBytes); err != nil {
+	h.sortPuts()
+	if err := s.checkSpace(uint64(len(h.arena)), s.opts.ReserveBytes); err != nil {
 		return err
 	}
 	w := &s.fw
@@ -377,23 +388,49 @@ func (s *Store) writeHalf(h *half) error {
 		return err
 	}
 
+	// run is [runStart, runEnd) of the arena: records placed in the log
+	// but not yet handed to the writer.
+	var runStart, runEnd uint32
+	handOver := func() error {
+		run := h.arena[runStart:runEnd]
+		runStart = runEnd
+		if int64(len(run)) >= s.opts.DirectWriteBytes {
+			return w.writeDirect(run)
+		}
+		return w.copyIn(run)
+	}
 	s.pending = s.pending[:0]
 	first, segBytes := 0, int64(0)
-	for _, k := range h.keys {
-		sp := h.entries[k]
-		loc, err := w.append(k.ledger, k.entry, h.arena[sp.off:sp.off+sp.n])
+	for i, c := range h.puts {
+		if i+1 < len(h.puts) && h.puts[i+1].key == c.key {
+			continue // Put again later in this half
+		}
+		size := int64(RecordSize(int(c.n)))
+		if c.off != runEnd || !w.fits(size) {
+			if err := handOver(); err != nil {
+				return fail(err)
+			}
+			runStart, runEnd = c.off, c.off
+		}
+		loc, err := w.place(size)
 		if err != nil {
 			return fail(err)
 		}
-		size := int64(RecordSize(int(sp.n)))
-		s.pending = append(s.pending, pendingPut{k.ledger, k.entry, loc, size})
+		runEnd += uint32(size)
+		s.pending = append(s.pending, pendingPut{c.key.ledger, c.key.entry, loc, size})
 		if segBytes += size; segBytes >= s.opts.FlushSegmentBytes {
+			if err := handOver(); err != nil {
+				return fail(err)
+			}
 			if err := w.sync(); err != nil {
 				return fail(err)
 			}
 			segments <- s.pending[first:]
 			first, segBytes = len(s.pending), 0
 		}
+	}
+	if err := handOver(); err != nil {
+		return fail(err)
 	}
 	if err := w.sync(); err != nil {
 		return fail(err)

@@ -31,6 +31,7 @@ func smallOpts() Options {
 		PreallocBytes:     8 << 10,
 		ReserveBytes:      1 << 20,
 		FlushSegmentBytes: 4 << 10,
+		DirectWriteBytes:  1 << 10,
 	}
 }
 
