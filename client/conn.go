@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -265,7 +266,11 @@ func (c *bookieConn) writeLoop(nc net.Conn, gen uint64) {
 		c.mu.Unlock()
 
 		// The batch is this goroutine's alone until it enters the pending table.
-		buf = buf[:0]
+		size := 0
+		for _, r := range batch {
+			size += r.frameSize()
+		}
+		buf = slices.Grow(buf[:0], size)
 		for i, r := range batch {
 			r.id = firstID + uint64(i)
 			buf = r.appendFrame(buf)
@@ -291,9 +296,19 @@ func (c *bookieConn) writeLoop(nc net.Conn, gen uint64) {
 			c.fail(gen, err)
 			return
 		}
-		if cap(buf) > 4<<20 {
+		if cap(buf) > 32<<20 {
 			buf = nil // do not keep a huge buffer after a burst
 		}
+	}
+}
+
+// frameSize returns the size of r's request frame, or an estimate for rare operations.
+func (r *request) frameSize() int {
+	switch r.op {
+	case wire.OpAdd:
+		return wire.RequestHeaderSize + wire.MasterKeySize + len(r.raw)
+	default:
+		return wire.RequestHeaderSize + 64
 	}
 }
 
