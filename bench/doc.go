@@ -1,0 +1,40 @@
+// Package bench measures bookies the way people compare them: the workloads
+// of Apache BookKeeper's BenchThroughputLatency and of the OpenMessaging
+// Benchmark, a latency floor, a group-commit curve and a size sweep, each run
+// through the real client against real bookies, and each reported beside a
+// reference measured in the same invocation on the same disk: a raw
+// pwrite+fdatasync group-commit loop (internal/diskref) and, optionally, a raw
+// loopback TCP echo. Every result is printed also as a ratio to its reference,
+// so a figure from a loaded or a different machine still says how close the
+// bookie comes to what the hardware allows.
+//
+// # Load models
+//
+// A closed-loop workload keeps Inflight adds outstanding over all of its
+// ledgers: one issuing goroutine takes a slot, appends to the next ledger
+// round-robin, and the add's callback frees the slot. Latency runs from the
+// AppendAsync call to the callback.
+//
+// An open-loop workload (Rate > 0) sends at a fixed rate whatever the
+// bookies do. The k-th add has an intended send time start + k/Rate
+// (Schedule); latency runs from that intended time, not from the moment the
+// add was actually sent, so a stall of the client, the bookies or the issuer
+// itself shows up in the percentiles instead of silently lowering the rate
+// (coordinated omission). Outstanding adds are still capped (MaxOutstanding)
+// to bound memory; time spent waiting for a slot counts as latency.
+//
+// # What is measured
+//
+// Latencies go into HDR histograms (1 us .. 100 s, 3 significant digits):
+// p50/p95/p99/p99.9/max for the whole run and per second for the timeline.
+// Adds per fsync come from the bookies' bookie_journal_batch_records
+// histogram, scraped from their admin /metrics before and after each
+// workload; CPU from getrusage (this process) and /proc/PID/stat (bookies in
+// other local processes); bookie RSS from process_resident_memory_bytes.
+//
+// # Concurrency
+//
+// A Runner runs one workload at a time. Add callbacks of different ledgers
+// run concurrently on client goroutines; they only record into a Recorder
+// (mutex) and free a slot (channel receive), and never block.
+package bench

@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteTable writes results as an aligned text table, then one line per
+// result with its reference and ratios.
+func WriteTable(w io.Writer, results []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tload\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\t")
+	for _, r := range results {
+		w := r.Workload
+		load := fmt.Sprint(w.Inflight)
+		if !w.Closed() {
+			load = fmt.Sprintf("%.0f/s", w.Rate)
+		}
+		l := r.Latency
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d/%d\t%d\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t\n",
+			w.Name, sizeName(w.Size), w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Ledgers, load,
+			r.AddsPerSec, r.MBPerSec, fmtDur(l.P50), fmtDur(l.P95), fmtDur(l.P99), fmtDur(l.P999), fmtDur(l.Max),
+			orDash(r.AddsPerSync, "%.0f"), cpuString(r), float64(r.BookieRSS)/(1<<20),
+			refMB(r), orDash(r.MBRatio(), "%.2f"), refDelta(r), r.Errors)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, r := range results {
+		if ref := r.Reference; ref != nil {
+			fmt.Fprintf(w, "%s: raw pwrite+fdatasync of %d x %s per sync: %.0f records/s, %.1f MB/s, p50 %s p99 %s",
+				r.Workload.Name, ref.PerBatch, sizeName(r.Workload.Size), ref.AddsPerSec, ref.MBPerSec, fmtDur(ref.P50), fmtDur(ref.P99))
+			if ref.TCPMsgsPerSec > 0 {
+				fmt.Fprintf(w, "; loopback TCP echo %.0f msgs/s (x ref %.2f), p50 %s",
+					ref.TCPMsgsPerSec, r.AddsPerSec/ref.TCPMsgsPerSec, fmtDur(ref.TCPP50))
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if len(results) > 0 && results[0].BookiesInProcess {
+		fmt.Fprintln(w, "\ncpu: cores used by this process, which also runs the bookies and etcd (--local): client and bookie CPU are not separated.")
+	}
+	return nil
+}
+
+func cpuString(r Result) string {
+	if r.BookieCPU >= 0 {
+		return fmt.Sprintf("%.2f+%.2f", r.ProcessCPU, r.BookieCPU)
+	}
+	return fmt.Sprintf("%.2f", r.ProcessCPU)
+}
+
+func refMB(r Result) string {
+	if r.Reference == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", r.Reference.MBPerSec)
+}
+
+func refDelta(r Result) string {
+	if r.Reference == nil {
+		return "-"
+	}
+	d := r.P50Delta()
+	if d < 0 {
+		return "-" + fmtDur(-d)
+	}
+	return "+" + fmtDur(d)
+}
+
+func orDash(v float64, format string) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// fmtDur prints a latency with 3 significant digits in us or ms.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fus", float64(d)/1e3)
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/1e6)
+	case d < time.Second:
+		return fmt.Sprintf("%.1fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// bar draws a progress bar of width characters for t of total.
+func bar(t, total time.Duration, width int) string {
+	n := 0
+	if total > 0 {
+		n = min(width, int(float64(width)*t.Seconds()/total.Seconds()))
+	}
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+// Report is what --json writes.
+type Report struct {
+	Started time.Time
+	Host    string
+	CPUs    int
+	Command string
+	Note    string `json:",omitempty"`
+	Results []Result
+}
+
+// WriteJSON writes rep as indented JSON. Durations are in nanoseconds.
+func WriteJSON(w io.Writer, rep Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}

@@ -1,0 +1,417 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/diskref"
+)
+
+// Options configure a Runner.
+type Options struct {
+	Target
+	// RefDir is a directory on the disk under test for the raw
+	// group-commit reference; "" skips it.
+	RefDir string
+	// RefDuration is how long each reference runs; default 2 s.
+	RefDuration time.Duration
+	// TCPRef also runs a raw loopback TCP echo with the workload's size and
+	// in-flight count.
+	TCPRef bool
+	// Progress, when not nil, receives a live status line (carriage
+	// returns, for a terminal) once a second.
+	Progress io.Writer
+	// Password of the benchmark's ledgers.
+	Password []byte
+}
+
+// Runner runs workloads against a Target.
+type Runner struct {
+	opts Options
+	base time.Time // the clock all send and intended times are measured on
+}
+
+// NewRunner returns a Runner.
+func NewRunner(o Options) *Runner {
+	if o.RefDuration <= 0 {
+		o.RefDuration = 2 * time.Second
+	}
+	return &Runner{opts: o, base: time.Now()}
+}
+
+// now returns the monotonic time since r.base.
+func (r *Runner) now() time.Duration { return time.Since(r.base) }
+
+// Sample is one second of a run's timeline.
+type Sample struct {
+	T          float64 // seconds since the measured part began
+	AddsPerSec float64
+	P50, P99   float64 // microseconds; 0 when no add completed
+	Max        float64 // microseconds
+	RSS        int64   // bytes: the largest bookie's, or this process's
+}
+
+// Point is one point of a plotted curve.
+type Point struct{ X, Y float64 }
+
+// Reference is the raw baseline a workload is compared with.
+type Reference struct {
+	// PerBatch records of Workload.Size per pwrite+fdatasync.
+	PerBatch   int
+	AddsPerSec float64
+	MBPerSec   float64
+	P50, P99   time.Duration // one write+fdatasync
+	// TCPMsgsPerSec and TCPP50 are the loopback echo's, when run.
+	TCPMsgsPerSec float64       `json:",omitempty"`
+	TCPP50        time.Duration `json:",omitempty"`
+}
+
+// Result is one workload's outcome.
+type Result struct {
+	Workload   Workload
+	Adds       int64 // acknowledged during the measured part
+	Errors     int64
+	Elapsed    time.Duration
+	AddsPerSec float64
+	MBPerSec   float64 // payload, 10^6 bytes per second
+	Latency    Summary
+	// AddsPerSync is journal records per fdatasync over the workload's
+	// bookies (0: metrics not available).
+	AddsPerSync float64
+	// ProcessCPU is the cores this process used (CPU seconds per second);
+	// with bookies in process it includes them. BookieCPU is the bookies'
+	// own when they run in other processes, else -1.
+	ProcessCPU, BookieCPU float64
+	// BookieRSS is the largest bookie's resident set at the end (this
+	// process's when the bookies run in it).
+	BookieRSS int64
+	// BookiesInProcess says that CPU and RSS are shared with the client.
+	BookiesInProcess bool
+	// Load is the 1-minute load average at the end.
+	Load      float64
+	Reference *Reference `json:",omitempty"`
+	Timeline  []Sample
+	Spectrum  []Point // latency (us) at percentile
+}
+
+// MBRatio returns MBPerSec as a fraction of the reference's, or 0.
+func (r Result) MBRatio() float64 {
+	if r.Reference == nil || r.Reference.MBPerSec == 0 {
+		return 0
+	}
+	return r.MBPerSec / r.Reference.MBPerSec
+}
+
+// P50Delta returns the add p50 minus the reference's write+fdatasync p50.
+func (r Result) P50Delta() time.Duration {
+	if r.Reference == nil {
+		return 0
+	}
+	return r.Latency.P50 - r.Reference.P50
+}
+
+// Run runs w: the reference first, then the workload.
+func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
+	res := Result{Workload: w}
+	if r.opts.RefDir != "" {
+		ref, err := r.reference(w)
+		if err != nil {
+			return res, err
+		}
+		res.Reference = ref
+	}
+	err := r.runWorkload(ctx, w, &res)
+	res.Load = loadAvg()
+	return res, err
+}
+
+func (r *Runner) reference(w Workload) (*Reference, error) {
+	n := w.RefBatch()
+	d, err := diskref.GroupCommit(r.opts.RefDir, w.Size, n, r.opts.RefDuration)
+	if err != nil {
+		return nil, fmt.Errorf("bench: disk reference: %w", err)
+	}
+	ref := &Reference{PerBatch: n, AddsPerSec: d.RecordsPerSec(), MBPerSec: d.MBPerSec(), P50: d.P50, P99: d.P99}
+	if r.opts.TCPRef {
+		inflight := w.Inflight
+		if !w.Closed() {
+			inflight = 1000
+		}
+		t, err := tcpEcho(w.Size, inflight, r.opts.RefDuration)
+		if err != nil {
+			return nil, fmt.Errorf("bench: tcp reference: %w", err)
+		}
+		ref.TCPMsgsPerSec, ref.TCPP50 = t.msgsPerSec, t.p50
+	}
+	return ref, nil
+}
+
+// ledgerState is one ledger's writer and the send (or intended) time of
+// each outstanding add, indexed by entry id modulo len(sent).
+type ledgerState struct {
+	w    *client.Writer
+	next int64           // id of the next add; owned by the issuer
+	sent []time.Duration // written by the issuer before the add, read by its callback
+	cb   func(int64, error)
+}
+
+func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error {
+	store, bookies, err := r.opts.Target.view(max(w.Bookies, w.Ensemble))
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(ctx, client.Config{Store: store})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	outstanding := w.Inflight
+	if !w.Closed() {
+		outstanding = w.MaxOutstanding
+		if outstanding <= 0 {
+			outstanding = 100000
+		}
+	}
+	if outstanding < 1 || w.Ledgers < 1 || w.Size < 0 {
+		return fmt.Errorf("bench: %s: bad workload", w.Name)
+	}
+	ledgers, err := r.createLedgers(ctx, cl, w)
+	defer r.closeLedgers(ledgers)
+	if err != nil {
+		return err
+	}
+
+	rec := NewRecorder()
+	slots := make(chan struct{}, outstanding)
+	var failed atomic.Pointer[error]
+	ring := outstanding
+	for _, l := range ledgers {
+		l.sent = make([]time.Duration, ring)
+		l.cb = func(id int64, err error) {
+			if err != nil {
+				rec.Error()
+				failed.CompareAndSwap(nil, &err)
+			} else {
+				rec.Record(r.now()-l.sent[id%int64(ring)], w.Size)
+			}
+			<-slots
+		}
+	}
+	payload := make([]byte, w.Size)
+	for i := range payload {
+		payload[i] = byte(i*7 + 1)
+	}
+
+	stop := make(chan struct{})
+	issued := make(chan struct{})
+	go func() {
+		defer close(issued)
+		if w.Closed() {
+			r.closedLoop(ledgers, payload, slots, stop)
+		} else {
+			r.openLoop(ledgers, payload, slots, stop, w.Rate)
+		}
+	}()
+
+	fail := func() error {
+		if p := failed.Load(); p != nil {
+			return fmt.Errorf("bench: %s: add failed: %w", w.Name, *p)
+		}
+		return ctx.Err()
+	}
+	// Warm up, then measure.
+	err = r.wait(ctx, w.Warmup, fail, nil)
+	var before clusterStats
+	var cpu0 time.Duration
+	var start time.Time
+	if err == nil {
+		rec.Reset()
+		before = scrapeAll(ctx, bookies)
+		cpu0, start = processCPU(), time.Now()
+		err = r.wait(ctx, w.Duration, fail, func(t time.Duration, last time.Duration) {
+			win := rec.Window()
+			s := Sample{T: t.Seconds(), AddsPerSec: float64(win.Count) / last.Seconds(),
+				P50: us(win.P50), P99: us(win.P99), Max: us(win.Max)}
+			if cs := scrapeAll(ctx, bookies); maxRSS(cs) > 0 {
+				s.RSS = maxRSS(cs)
+			} else {
+				s.RSS = processRSS()
+			}
+			res.Timeline = append(res.Timeline, s)
+			if r.opts.Progress != nil {
+				total, _, _ := rec.Total()
+				fmt.Fprintf(r.opts.Progress, "\r\033[K%-24s %s %5.1fs/%.0fs  %9.0f adds/s  p99 %s  (%d adds)",
+					w.Name, bar(t, w.Duration, 20), t.Seconds(), w.Duration.Seconds(), s.AddsPerSec,
+					fmtDur(win.P99), total.Count)
+			}
+		})
+	}
+	if r.opts.Progress != nil {
+		fmt.Fprint(r.opts.Progress, "\r\033[K")
+	}
+	if !start.IsZero() {
+		res.Elapsed = time.Since(start)
+		cpu := processCPU() - cpu0
+		after := scrapeAll(ctx, bookies)
+		var bytes int64
+		res.Latency, bytes, res.Errors = rec.Total()
+		res.Adds = res.Latency.Count
+		res.AddsPerSec = float64(res.Adds) / res.Elapsed.Seconds()
+		res.MBPerSec = float64(bytes) / 1e6 / res.Elapsed.Seconds()
+		res.Spectrum = rec.spectrum()
+		res.AddsPerSync = addsPerSync(before, after)
+		res.ProcessCPU = cpu.Seconds() / res.Elapsed.Seconds()
+		res.BookieCPU = -1
+		if c, ok := bookieCPU(bookies, before, after); ok {
+			res.BookieCPU = c
+		}
+		res.BookieRSS = maxRSS(after)
+		for _, b := range bookies {
+			res.BookiesInProcess = res.BookiesInProcess || b.InProcess
+		}
+		if res.BookiesInProcess || res.BookieRSS == 0 {
+			res.BookieRSS = processRSS()
+		}
+	}
+	close(stop)
+	<-issued
+	// Drain: every outstanding add completes (or times out in the client).
+	drain := time.NewTimer(30 * time.Second)
+	defer drain.Stop()
+	for i := 0; i < cap(slots); i++ {
+		select {
+		case slots <- struct{}{}:
+		case <-drain.C:
+			return errors.Join(err, fmt.Errorf("bench: %s: adds still outstanding 30 s after the run", w.Name))
+		}
+	}
+	return err
+}
+
+// wait runs for d, calling tick once a second with the time elapsed and the
+// length of the last tick, and returns early with fail's error.
+func (r *Runner) wait(ctx context.Context, d time.Duration, fail func() error, tick func(t, last time.Duration)) error {
+	start := time.Now()
+	last := start
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if err := fail(); err != nil {
+			return err
+		}
+		now := time.Now()
+		if tick != nil && (now.Sub(last) >= time.Second || now.Sub(start) >= d) && now.After(last) {
+			tick(now.Sub(start), now.Sub(last))
+			last = now
+		}
+		if now.Sub(start) >= d {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}
+}
+
+// closedLoop keeps cap(slots) adds outstanding, round-robin over ledgers,
+// until stop. Runs on the issuing goroutine, which owns every ledgerState.next.
+func (r *Runner) closedLoop(ledgers []*ledgerState, payload []byte, slots chan struct{}, stop chan struct{}) {
+	for i := 0; ; i++ {
+		select {
+		case slots <- struct{}{}:
+		case <-stop:
+			return
+		}
+		l := ledgers[i%len(ledgers)]
+		l.sent[l.next%int64(len(l.sent))] = r.now()
+		l.next++
+		l.w.AppendAsync(payload, l.cb)
+	}
+}
+
+// openLoop sends at rate adds per second following a Schedule, recording
+// each add's intended send time, until stop. Runs on the issuing goroutine.
+func (r *Runner) openLoop(ledgers []*ledgerState, payload []byte, slots chan struct{}, stop chan struct{}, rate float64) {
+	s := NewSchedule(r.now(), rate)
+	for {
+		for due := s.Due(r.now()); due > 0; due-- {
+			select {
+			case slots <- struct{}{}:
+			case <-stop:
+				return
+			}
+			k, _ := s.Next()
+			l := ledgers[k%int64(len(ledgers))]
+			l.sent[l.next%int64(len(l.sent))] = s.Take()
+			l.next++
+			l.w.AppendAsync(payload, l.cb)
+		}
+		_, next := s.Next()
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if d := next - r.now(); d > 0 {
+			time.Sleep(d)
+		}
+	}
+}
+
+func (r *Runner) createLedgers(ctx context.Context, cl *client.Client, w Workload) ([]*ledgerState, error) {
+	ledgers := make([]*ledgerState, w.Ledgers)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range ledgers {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			wr, err := cl.CreateLedger(ctx, client.LedgerOptions{EnsembleSize: w.Ensemble,
+				WriteQuorum: w.WriteQuorum, AckQuorum: w.AckQuorum, Password: r.opts.Password})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			ledgers[i] = &ledgerState{w: wr}
+		}()
+	}
+	wg.Wait()
+	out := ledgers[:0]
+	for _, l := range ledgers {
+		if l != nil {
+			out = append(out, l)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func (r *Runner) closeLedgers(ledgers []*ledgerState) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, l := range ledgers {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			l.w.Close(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+func us(d time.Duration) float64 { return float64(d) / 1e3 }

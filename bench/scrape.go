@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// bookieStats are the counters read from one bookie's /metrics.
+type bookieStats struct {
+	batchRecordsSum   float64 // journal records, over all fsyncs
+	batchRecordsCount float64 // journal fsyncs (batches)
+	cpuSeconds        float64 // process_cpu_seconds_total
+	rssBytes          float64 // process_resident_memory_bytes
+}
+
+// parseMetrics reads the values bookieStats needs from Prometheus text
+// exposition format. Missing metrics stay zero.
+func parseMetrics(r io.Reader) (bookieStats, error) {
+	var s bookieStats
+	fields := map[string]*float64{
+		"bookie_journal_batch_records_sum":   &s.batchRecordsSum,
+		"bookie_journal_batch_records_count": &s.batchRecordsCount,
+		"process_cpu_seconds_total":          &s.cpuSeconds,
+		"process_resident_memory_bytes":      &s.rssBytes,
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		if p := fields[name]; p != nil {
+			v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+			if err != nil {
+				return s, fmt.Errorf("bench: metric %s: %w", name, err)
+			}
+			*p = v
+		}
+	}
+	return s, sc.Err()
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+// scrape fetches and parses url.
+func scrape(ctx context.Context, url string) (bookieStats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return bookieStats{}, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return bookieStats{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return bookieStats{}, fmt.Errorf("bench: %s: %s", url, resp.Status)
+	}
+	return parseMetrics(resp.Body)
+}
+
+// clusterStats is a snapshot of every bookie's stats; ok is false for a
+// bookie that could not be scraped.
+type clusterStats struct {
+	at    time.Time
+	stats []bookieStats
+	ok    []bool
+}
+
+func scrapeAll(ctx context.Context, bookies []Bookie) clusterStats {
+	cs := clusterStats{at: time.Now(), stats: make([]bookieStats, len(bookies)), ok: make([]bool, len(bookies))}
+	for i, b := range bookies {
+		if b.Metrics == "" {
+			continue
+		}
+		s, err := scrape(ctx, b.Metrics)
+		cs.stats[i], cs.ok[i] = s, err == nil
+	}
+	return cs
+}
+
+// addsPerSync returns journal records per fsync between two snapshots, over
+// every bookie scraped both times, or 0 when unknown.
+func addsPerSync(a, b clusterStats) float64 {
+	var recs, syncs float64
+	for i := range a.stats {
+		if a.ok[i] && b.ok[i] {
+			recs += b.stats[i].batchRecordsSum - a.stats[i].batchRecordsSum
+			syncs += b.stats[i].batchRecordsCount - a.stats[i].batchRecordsCount
+		}
+	}
+	if syncs <= 0 {
+		return 0
+	}
+	return recs / syncs
+}
+
+// bookieCPU returns the CPU cores used by out-of-process bookies between two
+// snapshots (sum over bookies), and false when any bookie is in this process
+// or was not scraped.
+func bookieCPU(bookies []Bookie, a, b clusterStats) (float64, bool) {
+	var cpu float64
+	for i, bk := range bookies {
+		if bk.InProcess || !a.ok[i] || !b.ok[i] {
+			return 0, false
+		}
+		cpu += b.stats[i].cpuSeconds - a.stats[i].cpuSeconds
+	}
+	return cpu / b.at.Sub(a.at).Seconds(), true
+}
+
+// maxRSS returns the largest RSS among the scraped bookies, in bytes.
+func maxRSS(cs clusterStats) int64 {
+	var m float64
+	for i, s := range cs.stats {
+		if cs.ok[i] {
+			m = max(m, s.rssBytes)
+		}
+	}
+	return int64(m)
+}
+
+// processCPU returns the CPU time (user + system) this process has used.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processRSS returns this process's resident set size in bytes, from
+// /proc/self/statm, or 0.
+func processRSS() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// loadAvg returns the 1-minute load average, or -1.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}

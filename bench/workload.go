@@ -1,0 +1,192 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Workload is one measured run.
+type Workload struct {
+	// Name identifies the run in tables, JSON and plots.
+	Name string
+	// Suite is the named set the workload belongs to.
+	Suite string
+	// Bookies is how many bookies the run may use (the client sees only the
+	// first Bookies live bookies): 1 for single-bookie runs.
+	Bookies int
+	// Ensemble, WriteQuorum and AckQuorum of every ledger.
+	Ensemble, WriteQuorum, AckQuorum int
+	// Ledgers written at once; adds go to them round-robin.
+	Ledgers int
+	// Size is the payload of every add, in bytes.
+	Size int
+	// Inflight is, for a closed loop, the number of adds kept outstanding
+	// over all ledgers.
+	Inflight int
+	// Rate, when > 0, makes the run open-loop at Rate adds per second over
+	// all ledgers; latency is measured from each add's intended send time.
+	Rate float64
+	// MaxOutstanding caps outstanding adds of an open-loop run (memory
+	// bound); default 100,000.
+	MaxOutstanding int
+	// Warmup runs before measuring; Duration is measured.
+	Warmup, Duration time.Duration
+}
+
+// Closed reports whether w is a closed-loop run.
+func (w Workload) Closed() bool { return w.Rate <= 0 }
+
+// RefBatch is the records per fdatasync of the raw reference matched to w:
+// a group-commit loop with Inflight callers settles at about half of them
+// per batch (shared/DESIGN-NOTES.md), capped at 8 MiB per batch (16 MiB and
+// more are no faster on this disk, and the reference file is 128 MiB). For an
+// open-loop run the reference is what the same rate would put in one ~100 us
+// sync.
+func (w Workload) RefBatch() int {
+	n := w.Inflight / 2
+	if !w.Closed() {
+		n = int(w.Rate * 100e-6)
+	}
+	return max(1, min(n, (8<<20)/max(w.Size, 1)))
+}
+
+func (w Workload) String() string {
+	load := fmt.Sprintf("%d in flight", w.Inflight)
+	if !w.Closed() {
+		load = fmt.Sprintf("open loop %.0f/s", w.Rate)
+	}
+	return fmt.Sprintf("%s: %s, E%d/WQ%d/AQ%d, %d ledger(s), %s", w.Name, sizeName(w.Size),
+		w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Ledgers, load)
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// Scale sets the warm-up and measured durations of a suite's workloads.
+type Scale struct {
+	Warmup, Duration time.Duration
+}
+
+// suiteDoc describes the suites, for bk bench -h and the docs.
+var suiteDoc = []struct{ name, doc string }{
+	{"quick", "the default: one of each shape, short (single bookie 1 KiB x 10,000; E3/WQ2/AQ2 1 KiB x 10,000; 1 in flight 1 KiB; 64 KiB)"},
+	{"throughput", "BookKeeper BenchThroughputLatency: 1 KiB, E3/WQ2/AQ2, 10,000 outstanding, 1 ledger"},
+	{"journal", "journal-only style single bookie: 1 KiB, E1/WQ1/AQ1, 10,000 outstanding, 1 ledger"},
+	{"omb", "OpenMessaging '1 topic 16 partitions 1 KiB': 16 ledgers E3/WQ2/AQ2, open loop at --rate"},
+	{"floor", "latency floor: 1 in flight, 100 B and 1 KiB, single bookie"},
+	{"curve", "group-commit curve: 1 KiB single bookie at 1, 10, 100, 1,000, 10,000 in flight"},
+	{"sizes", "size sweep: 100 B .. 64 KiB on 1 ledger, and 1 KiB on 1 .. 1,000 ledgers, single bookie"},
+	{"sustained", "single bookie 1 KiB x 10,000 for --duration (default 10 min): RSS and latency over time"},
+	{"all", "throughput, journal, omb, floor, curve and sizes"},
+}
+
+// SuiteNames returns the suite names with a line on each.
+func SuiteNames() string {
+	var b strings.Builder
+	for _, s := range suiteDoc {
+		fmt.Fprintf(&b, "  %-10s %s\n", s.name, s.doc)
+	}
+	return b.String()
+}
+
+// inflightFor keeps about 16 MiB outstanding for large entries and at most
+// 10,000 adds.
+func inflightFor(size int) int { return min(10000, max(64, (16<<20)/size)) }
+
+// Suite returns the workloads of the named suites (comma-separated), in
+// order, each with sc's durations (zero fields keep the suite's own), and
+// rate for open-loop runs (0 = 50,000/s). Unknown names are an error.
+func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
+	if rate <= 0 {
+		rate = 50000
+	}
+	single := func(name, suite string, size, ledgers, inflight int) Workload {
+		return Workload{Name: name, Suite: suite, Bookies: 1, Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
+			Ledgers: ledgers, Size: size, Inflight: inflight, Warmup: 2 * time.Second, Duration: 10 * time.Second}
+	}
+	e3 := func(name, suite string, size, ledgers, inflight int) Workload {
+		w := single(name, suite, size, ledgers, inflight)
+		w.Bookies, w.Ensemble, w.WriteQuorum, w.AckQuorum = 3, 3, 2, 2
+		return w
+	}
+	var out []Workload
+	for _, name := range strings.Split(names, ",") {
+		var ws []Workload
+		switch strings.TrimSpace(name) {
+		case "quick":
+			ws = []Workload{
+				single("single-1KiB-x10000", name, 1024, 1, 10000),
+				e3("e3-1KiB-x10000", name, 1024, 1, 10000),
+				single("floor-1KiB", name, 1024, 1, 1),
+				single("single-64KiB", name, 64<<10, 1, inflightFor(64<<10)),
+			}
+			for i := range ws {
+				ws[i].Warmup, ws[i].Duration = time.Second, 3*time.Second
+			}
+		case "throughput":
+			ws = []Workload{e3("bk-throughput-latency", name, 1024, 1, 10000)}
+		case "journal":
+			ws = []Workload{single("journal-1KiB-x10000", name, 1024, 1, 10000)}
+		case "omb":
+			w := e3("omb-1t16p-1KiB", name, 1024, 16, 0)
+			w.Rate = rate
+			ws = []Workload{w}
+		case "floor":
+			ws = []Workload{single("floor-100B", name, 100, 1, 1), single("floor-1KiB", name, 1024, 1, 1)}
+		case "curve":
+			for _, n := range []int{1, 10, 100, 1000, 10000} {
+				ws = append(ws, single(fmt.Sprintf("curve-1KiB-x%d", n), name, 1024, 1, n))
+			}
+		case "sizes":
+			for _, s := range []int{100, 1024, 4096, 16 << 10, 64 << 10} {
+				ws = append(ws, single("size-"+strings.ReplaceAll(sizeName(s), " ", ""), name, s, 1, inflightFor(s)))
+			}
+			for _, l := range []int{10, 100, 1000} {
+				ws = append(ws, single(fmt.Sprintf("ledgers-%d-1KiB", l), name, 1024, l, 10000))
+			}
+		case "sustained":
+			w := single("sustained-1KiB-x10000", name, 1024, 1, 10000)
+			w.Duration = 10 * time.Minute
+			ws = []Workload{w}
+		case "all":
+			var err error
+			ws, err = Suite("throughput,journal,omb,floor,curve,sizes", Scale{}, rate)
+			if err != nil {
+				return nil, err
+			}
+		default:
+			known := make([]string, len(suiteDoc))
+			for i, s := range suiteDoc {
+				known[i] = s.name
+			}
+			return nil, fmt.Errorf("bench: unknown workload %q (known: %s)", name, strings.Join(known, ", "))
+		}
+		out = append(out, ws...)
+	}
+	for i := range out {
+		if sc.Warmup > 0 {
+			out[i].Warmup = sc.Warmup
+		}
+		if sc.Duration > 0 {
+			out[i].Duration = sc.Duration
+		}
+	}
+	return out, nil
+}
+
+// MaxBookies returns the most bookies any of ws uses.
+func MaxBookies(ws []Workload) int {
+	n := 0
+	for _, w := range ws {
+		n = max(n, w.Bookies, w.Ensemble)
+	}
+	return n
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bookie-go/bookie/bench"
+	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/meta"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	register("bench", "benchmark bookies against the disk's own limit (BookKeeper and OpenMessaging workloads)", runBench)
+}
+
+func runBench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	local := fs.Bool("local", false, "start embedded etcd and bookies in a temp dir under --data (same disk as the working directory)")
+	metadata := fs.String("metadata", "", "benchmark existing bookies registered at etcd://host:port[,...]")
+	admins := fs.String("admin", "", "with --metadata: comma-separated admin addresses (host:port) of the bookies, in the order of their ids, for adds/fsync, CPU and RSS")
+	workloads := fs.String("workload", "quick", "comma-separated workloads (below)")
+	duration := fs.Duration("duration", 0, "measured time of each workload (default: the workload's own, 10s; quick 3s; sustained 10m)")
+	warmup := fs.Duration("warmup", 0, "warm-up before each workload (default 2s; quick 1s)")
+	rate := fs.Float64("rate", 50000, "open-loop rate of the omb workload, adds per second over all its ledgers")
+	refDur := fs.Duration("ref-duration", 2*time.Second, "duration of each raw disk reference run")
+	noRef := fs.Bool("no-ref", false, "skip the raw disk reference")
+	tcpRef := fs.Bool("tcp-ref", false, "also run a raw loopback TCP echo reference for each workload")
+	refDir := fs.String("ref-dir", ".", "with --metadata: a directory on the bookies' journal disk for the raw reference")
+	data := fs.String("data", ".", "with --local: parent of the temporary cluster directory")
+	nBookies := fs.Int("bookies", 0, "with --local: bookies to start (default: the most any workload needs)")
+	jsonOut := fs.Bool("json", false, "write the results as JSON to stdout instead of a table")
+	plot := fs.String("plot", "", "write a latency plot (SVG: percentile spectrum and p99 over time) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (with --local: client and bookies) to this file")
+	logLevel := fs.String("log-level", "error", "bookie log level with --local")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: bk bench (--local | --metadata URL) [flags]\n\nworkloads:\n%s\nflags:\n", bench.SuiteNames())
+		fs.PrintDefaults()
+	}
+	fs.Parse(args)
+	if *local == (*metadata != "") {
+		return errors.New("give exactly one of --local and --metadata")
+	}
+	ws, err := bench.Suite(*workloads, bench.Scale{Warmup: *warmup, Duration: *duration}, *rate)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	opts := bench.Options{RefDuration: *refDur, TCPRef: *tcpRef, Password: []byte("bk-bench")}
+	var cleanup func()
+	if *local {
+		n := max(*nBookies, bench.MaxBookies(ws))
+		t, dir, closeFn, err := startLocal(*data, n, *logLevel)
+		if err != nil {
+			return err
+		}
+		cleanup = closeFn
+		opts.Target, opts.RefDir = t, dir
+	} else {
+		store, err := meta.Open(ctx, *metadata)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		live, err := store.ListBookies(ctx)
+		if err != nil {
+			return err
+		}
+		var adminList []string
+		if *admins != "" {
+			adminList = strings.Split(*admins, ",")
+		}
+		opts.Target.Store = store
+		for i, b := range live {
+			if b.ReadOnly {
+				continue
+			}
+			bk := bench.Bookie{ID: b.ID}
+			if i < len(adminList) {
+				bk.Metrics = "http://" + strings.TrimSpace(adminList[i]) + "/metrics"
+			}
+			opts.Target.Bookies = append(opts.Target.Bookies, bk)
+		}
+		opts.RefDir = *refDir
+	}
+	if cleanup != nil {
+		defer cleanup()
+	}
+	if *noRef {
+		opts.RefDir = ""
+	}
+	if isTerminal(os.Stdout) && !*jsonOut {
+		opts.Progress = os.Stdout
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	host, _ := os.Hostname()
+	rep := bench.Report{Started: time.Now().UTC(), Host: host, CPUs: runtime.NumCPU(),
+		Command: "bk bench " + strings.Join(args, " ")}
+	if *local {
+		rep.Note = "--local: etcd, the bookies and the client run in this one process; cpu is theirs together"
+	}
+	r := bench.NewRunner(opts)
+	var runErr error
+	for _, w := range ws {
+		if !*jsonOut {
+			fmt.Fprintf(os.Stderr, "running %s (warm-up %v, %v)\n", w, w.Warmup, w.Duration)
+		}
+		res, err := r.Run(ctx, w)
+		if err != nil {
+			runErr = err
+			break
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	var out io.Writer = os.Stdout
+	if *jsonOut {
+		err = bench.WriteJSON(out, rep)
+	} else {
+		fmt.Fprintf(out, "\n%s  %s, %d CPUs, load average %s\n", rep.Started.Format(time.RFC3339), host, rep.CPUs, loadAverages())
+		err = bench.WriteTable(out, rep.Results)
+	}
+	if err == nil && *plot != "" && len(rep.Results) > 0 {
+		err = writePlot(*plot, rep.Results, rep.Command)
+		if err == nil && !*jsonOut {
+			fmt.Fprintf(out, "\nlatency plot: %s\n", *plot)
+		}
+	}
+	return errors.Join(runErr, err)
+}
+
+// startLocal starts etcd and n bookies in a new directory under parent, with
+// admin listeners on kernel-chosen ports, and returns the target, the
+// directory (for the raw reference: the same disk) and a cleanup that stops
+// the cluster and removes the directory.
+func startLocal(parent string, n int, logLevel string) (bench.Target, string, func(), error) {
+	dir, err := os.MkdirTemp(parent, "bk-bench-")
+	if err != nil {
+		return bench.Target{}, "", nil, err
+	}
+	dir, _ = filepath.Abs(dir)
+	log, err := newLogger(logLevel)
+	if err != nil {
+		os.RemoveAll(dir)
+		return bench.Target{}, "", nil, err
+	}
+	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: n, Logger: log,
+		Configure: func(i int, cfg *bookie.Config) { cfg.Admin = "127.0.0.1:0" }})
+	if err != nil {
+		os.RemoveAll(dir)
+		return bench.Target{}, "", nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, err := meta.Open(ctx, lc.Endpoint())
+	if err != nil {
+		lc.Close()
+		os.RemoveAll(dir)
+		return bench.Target{}, "", nil, err
+	}
+	t := bench.Target{Store: store}
+	for _, b := range lc.Bookies {
+		bk := bench.Bookie{ID: meta.BookieID(b.Addr()), InProcess: true}
+		if a := b.AdminAddr(); a != "" {
+			bk.Metrics = "http://" + a + "/metrics"
+		}
+		t.Bookies = append(t.Bookies, bk)
+	}
+	return t, dir, func() {
+		store.Close()
+		lc.Close()
+		os.RemoveAll(dir)
+	}, nil
+}
+
+func writePlot(path string, results []bench.Result, title string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteSVG(f, results, title); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func loadAverages() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
