@@ -95,9 +95,10 @@
 // # Concurrency
 //
 // One writer goroutine owns the active segment: it writes and syncs a batch,
-// then hands it to a completer goroutine, which calls Options.Completed while
-// the writer goes on with the next batch (three batch buffers cycle between
-// Append, the writer and the completer). Another goroutine creates the next
+// then, if more records are pending, hands it to a completer goroutine, which
+// calls Options.Completed while the writer goes on with the next batch (three
+// batch buffers cycle between Append, the writer and the completer); with
+// nothing pending it calls Completed itself. Another goroutine creates the next
 // segment ahead of time so that rolling does not wait for preallocation.
 // Append and Checkpoint are safe for concurrent use.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -82,12 +83,15 @@ type Options struct {
 	// MaxBatchBytes ends a MaxWait early once this many bytes are pending.
 	// Default 512 KiB. It does not split batches.
 	MaxBatchBytes int64
-	// Completed, if set, receives completions in sequence order, on one
-	// goroutine (the journal's completer), after the fdatasync that made
-	// them durable or after the failure that lost them. The slice and each
-	// Payload are reused after it returns; it must not retain them. The
-	// writer writes and syncs the next batch meanwhile, but waits if
-	// Completed falls a whole batch behind. It must not call Close.
+	// Completed, if set, receives completions in sequence order, after the
+	// fdatasync that made them durable or after the failure that lost them.
+	// Calls never overlap and each happens before the next (as if on one
+	// goroutine): under load they run on the journal's completer goroutine
+	// while the writer writes and syncs the next batch; when nothing else is
+	// pending, on the writer itself, to save a goroutine hop. The writer
+	// waits if Completed falls a whole batch behind. The slice and each
+	// Payload are reused after it returns; it must not retain them. It must
+	// not call Close.
 	Completed func(batch []Completion)
 	// Replay, if set, is called by Open for every record after the
 	// checkpoint mark, in sequence order, before Open returns. Record.Payload
@@ -164,8 +168,9 @@ type Journal struct {
 	// Batches cycle pending (Append fills it) -> writer -> completer ->
 	// free -> pending. There are three, so the writer can write and sync
 	// one batch while the completer reports the previous one.
-	free          chan *batch // capacity 2
-	written       chan *batch // to the completer; capacity 1
+	free          chan *batch  // capacity 2
+	written       chan *batch  // to the completer; capacity 1
+	handedOff     atomic.Int64 // batches sent on written and not yet finished
 	completerDone chan struct{}
 
 	// Owned by the writer goroutine.
@@ -380,28 +385,48 @@ func (j *Journal) run() {
 		j.mu.Unlock()
 
 		j.write(b, failed)
+		// With nothing pending, report at once, on this goroutine: a hop to
+		// the completer would only add latency. Under load, hand the batch
+		// to the completer and go on with the next one. Either way calls to
+		// Completed never overlap: inline only when the completer is idle.
+		j.mu.Lock()
+		more := len(j.pending.comps) > 0
+		j.mu.Unlock()
+		if !more && j.handedOff.Load() == 0 {
+			j.finish(b)
+			continue
+		}
+		j.handedOff.Add(1)
 		j.written <- b
 	}
 }
 
-// complete is the completer goroutine: it reports each written batch to
-// Options.Completed, releases its queue cost and frees it for reuse.
+// complete is the completer goroutine: it finishes the batches the writer
+// hands it.
 func (j *Journal) complete() {
 	defer close(j.completerDone)
 	for b := range j.written {
-		var cost int64
-		for i := range b.comps {
-			cost += int64(b.comps[i].size) + completionCost
-		}
-		if j.opts.Completed != nil {
-			j.opts.Completed(b.comps)
-		}
-		j.mu.Lock()
-		j.queued -= cost
-		j.mu.Unlock()
-		b.reset()
-		j.free <- b
+		j.finish(b)
+		j.handedOff.Add(-1)
 	}
+}
+
+// finish reports written batch b to Options.Completed, releases its queue
+// cost and frees it for reuse. Runs on the completer goroutine, or on the
+// writer when the completer is idle.
+func (j *Journal) finish(b *batch) {
+	var cost int64
+	for i := range b.comps {
+		cost += int64(b.comps[i].size) + completionCost
+	}
+	if j.opts.Completed != nil {
+		j.opts.Completed(b.comps)
+	}
+	j.mu.Lock()
+	j.queued -= cost
+	j.mu.Unlock()
+	b.reset()
+	j.free <- b
 }
 
 // write writes and syncs batch b and fills in each record's Pos and Payload,

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"path"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -404,5 +405,63 @@ func TestMaxWaitGathersBatches(t *testing.T) {
 	j.Close()
 	if len(batches) != 1 || batches[0] != 10 {
 		t.Fatalf("batches %v, want one batch of 10 (appends 1 ms apart, MaxWait 1 s)", batches)
+	}
+}
+
+// TestCompletedNeverOverlaps runs appenders against a slow Completed and
+// checks that its calls never overlap and come in sequence order, whether
+// the writer or the completer makes them.
+func TestCompletedNeverOverlaps(t *testing.T) {
+	var inside atomic.Bool
+	var last uint64 // touched only inside Completed: the race detector checks the ordering
+	var calls atomic.Int64
+	j, err := Open(vfs.NewMemFS(), "/j", Options{SegmentSize: 32 << 10, Completed: func(b []Completion) {
+		if inside.Swap(true) {
+			t.Error("Completed called while a call was running")
+		}
+		for _, c := range b {
+			if c.Seq != last+1 {
+				t.Errorf("completion seq %d after %d", c.Seq, last)
+			}
+			last = c.Seq
+		}
+		calls.Add(1)
+		if calls.Load()%3 == 0 {
+			time.Sleep(200 * time.Microsecond) // fall behind now and then
+		}
+		inside.Store(false)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				for {
+					_, err := j.Append(TypeEntry, payloadFor(uint64(w*1000+i), 50+i%300), nil)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, ErrFull) {
+						t.Error(err)
+						return
+					}
+					time.Sleep(10 * time.Microsecond)
+				}
+				if i%50 == 0 {
+					time.Sleep(time.Millisecond) // let the queue drain: inline completions
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if last != 2000 {
+		t.Fatalf("last completion %d, want 2000", last)
 	}
 }
