@@ -143,9 +143,25 @@
 //
 // # Concurrency
 //
-// An Index is safe for concurrent use. One mutex protects the cache and the
-// ledger table; page loads and writeback run under it, so a reader may wait
-// behind a Sync's I/O. Put keeps at most half the cache dirty (writing back a
-// batch when it would exceed that), so readers can always evict a clean page.
-// Scan and Ledgers call their callback without the lock held.
+// An Index is safe for concurrent use: Get, Scan, LastEntry, State and
+// Ledgers from any number of goroutines, while others Put, SetState,
+// DeleteLedger and Sync. Three locks, always taken in this order:
+//
+//   - writeMu serialises writebacks and Syncs. A writeback captures the
+//     dirty pages' images (and, for a Sync, the ledger states) under mu,
+//     writes and fsyncs them holding only writeMu, then marks a page clean
+//     under mu unless a Put changed it meanwhile (a per-page generation).
+//     Files being written are pinned so nothing closes them.
+//   - mu protects the ledger table, the page cache (map and LRU list) and
+//     the page contents. It is held for map probes and slot copies, never
+//     across disk I/O: a cold page is inserted as "loading", read with mu
+//     released, and other callers wanting it wait on a condition variable.
+//   - filesMu is held shared during a page read and exclusively to close an
+//     index file, so a read never races a close.
+//
+// Put keeps at most half of the cache dirty (a Put that exceeds it writes
+// back the batch, outside mu), so readers can always evict a clean page; a
+// reader that finds none reads into a page outside the cache. Scan and
+// Ledgers call their callback without any lock held, so it may call the
+// Index (compaction calls Put from Scan). A cache hit allocates nothing.
 package index

@@ -283,3 +283,22 @@ func TestEvictionReload(t *testing.T) {
 	defer x.Close()
 	check("after reopen")
 }
+
+// TestGetAllocs guards the hot paths: a Get that hits the cache and a Put
+// into a cached page allocate nothing. (Error answers allocate: they wrap
+// the ledger and entry into the error.)
+func TestGetAllocs(t *testing.T) {
+	x := openT(t, vfs.NewMemFS(), Options{})
+	defer x.Close()
+	mustPut(t, x, 1, 5, 9)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := x.Get(1, 5); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Put(1, 6, 10); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Get hit + Put: %v allocations, want 0", n)
+	}
+}
