@@ -63,6 +63,9 @@ type Config struct {
 	// doubling from one to the other; defaults 50 ms and 2 s. The same bounds pace retries
 	// after TooManyRequests and metadata errors.
 	MinBackoff, MaxBackoff time.Duration
+	// Secret is the cluster secret, for bookies that require HMAC-SHA256 authentication
+	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable.
+	Secret []byte
 }
 
 // Client talks to the bookies and the metadata store. It keeps one connection per bookie,
@@ -92,6 +95,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			requestTimeout: orDefault(cfg.RequestTimeout, 5*time.Second),
 			minBackoff:     orDefault(cfg.MinBackoff, 50*time.Millisecond),
 			maxBackoff:     orDefault(cfg.MaxBackoff, 2*time.Second),
+			secret:         cfg.Secret,
 		},
 	}
 	if c.cfg.dial == nil {

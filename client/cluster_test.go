@@ -21,6 +21,7 @@ type cluster struct {
 	dirs     []string
 	addrs    []string
 	bookies  []*bookie.Bookie // nil while stopped
+	edit     func(*bookie.Config)
 }
 
 func bookieConfig(dir, listen, endpoint string) bookie.Config {
@@ -42,7 +43,13 @@ func bookieConfig(dir, listen, endpoint string) bookie.Config {
 // startCluster starts etcd and n bookies; everything stops when the test ends.
 func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
-	c := &cluster{t: t, endpoint: metatest.Start(t)}
+	return startClusterWith(t, n, nil)
+}
+
+// startClusterWith is startCluster with each bookie's config passed through edit.
+func startClusterWith(t testing.TB, n int, edit func(*bookie.Config)) *cluster {
+	t.Helper()
+	c := &cluster{t: t, endpoint: metatest.Start(t), edit: edit}
 	for i := range n {
 		dir := filepath.Join(t.TempDir(), "bookie"+strconv.Itoa(i))
 		// A fixed port, so that the bookie can restart under the same identity.
@@ -52,7 +59,7 @@ func startCluster(t testing.TB, n int) *cluster {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		b, err := bookie.New(bookieConfig(dir, addr, c.endpoint))
+		b, err := bookie.New(c.config(dir, addr))
 		if err != nil {
 			t.Fatalf("bookie.New: %v", err)
 		}
@@ -73,6 +80,14 @@ func startCluster(t testing.TB, n int) *cluster {
 	return c
 }
 
+func (c *cluster) config(dir, listen string) bookie.Config {
+	cfg := bookieConfig(dir, listen, c.endpoint)
+	if c.edit != nil {
+		c.edit(&cfg)
+	}
+	return cfg
+}
+
 // stop stops bookie i, as a crash would as far as clients can tell.
 func (c *cluster) stop(i int) {
 	c.t.Helper()
@@ -88,7 +103,7 @@ func (c *cluster) restart(i int) {
 	var err error
 	for try := 0; try < 50; try++ {
 		var b *bookie.Bookie
-		b, err = bookie.New(bookieConfig(c.dirs[i], c.addrs[i], c.endpoint))
+		b, err = bookie.New(c.config(c.dirs[i], c.addrs[i]))
 		if err == nil {
 			if err = b.Start(); err == nil {
 				c.bookies[i] = b

@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -81,6 +82,7 @@ type connConfig struct {
 	requestTimeout time.Duration
 	minBackoff     time.Duration
 	maxBackoff     time.Duration
+	secret         []byte
 }
 
 // bookieConn is one TCP connection to one bookie, reconnected on demand. Many goroutines send
@@ -160,7 +162,7 @@ func (c *bookieConn) dial() {
 	if err != nil {
 		c.backoff = min(max(2*c.backoff, c.cfg.minBackoff), c.cfg.maxBackoff)
 		c.retryAt = time.Now().Add(c.backoff)
-		c.dialErr = fmt.Errorf("%w: %s: %v", ErrBookieUnavailable, c.addr, err)
+		c.dialErr = fmt.Errorf("%w: %s: %w", ErrBookieUnavailable, c.addr, err)
 		if c.closed {
 			c.dialErr = ErrClosed
 		}
@@ -211,8 +213,48 @@ func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, erro
 		nc.Close()
 		return nil, nil, fmt.Errorf("handshake: bookie answered %v, version %d", h.Status, h.Version)
 	}
+	switch h.AuthMethod {
+	case wire.AuthNone:
+	case wire.AuthHMACSHA256:
+		if err := c.authenticate(nc, br, slices.Clone(h.Auth)); err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+	default:
+		nc.Close()
+		return nil, nil, fmt.Errorf("handshake: bookie asks for unknown auth method %d", h.AuthMethod)
+	}
 	nc.SetDeadline(time.Time{})
 	return nc, br, nil
+}
+
+// authenticate answers the bookie's HMAC-SHA256 challenge (docs/protocol.md, "Authentication")
+// and checks the bookie's proof. It sends the connection's first request, with request id 0.
+func (c *bookieConn) authenticate(nc net.Conn, br *bufio.Reader, bookieNonce []byte) error {
+	if len(c.cfg.secret) == 0 {
+		return fmt.Errorf("%w: bookie requires authentication and Config.Secret is not set", ErrUnauthorized)
+	}
+	clientNonce := make([]byte, wire.NonceSize)
+	rand.Read(clientNonce)
+	data := append(slices.Clone(clientNonce), wire.AuthClientProof(c.cfg.secret, bookieNonce, clientNonce)...)
+	if _, err := nc.Write(wire.AppendAuthRequest(nil, 0, wire.AuthHMACSHA256, data)); err != nil {
+		return err
+	}
+	frame, err := readFrame(br, wire.MaxFrameSize, nil)
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	resp, err := wire.DecodeAuthResponse(frame)
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	if resp.Status != wire.StatusOK {
+		return fmt.Errorf("%w: bookie answered %v to AUTH", ErrUnauthorized, resp.Status)
+	}
+	if !wire.CheckAuthProof(resp.Data, wire.AuthBookieProof(c.cfg.secret, bookieNonce, clientNonce)) {
+		return fmt.Errorf("%w: bookie's proof is wrong (it does not hold the cluster secret)", ErrUnauthorized)
+	}
+	return nil
 }
 
 // readFrame returns the next frame of br. The frame aliases br's buffer when it fits (valid

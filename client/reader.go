@@ -191,7 +191,7 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 			ent, err := parseRead(res, r.id, e)
 			putRequest(res)
 			if err != nil {
-				ent, err = readEntry(ctx, r.c, &md, e, 1)
+				ent, err = readEntry(ctx, r.c, &md, e, 1, err)
 				if err != nil {
 					for _, rest := range reqs[i+1:] {
 						putRequest(<-rest.wait)
@@ -227,9 +227,13 @@ func parseRead(res *request, ledger uint64, id int64) (Entry, error) {
 }
 
 // readEntry reads entry id from the bookies of its write set, starting with the skip-th.
-func readEntry(ctx context.Context, c *Client, md *meta.LedgerMetadata, id int64, skip int) (Entry, error) {
+// earlier is the error of the bookies skipped, if any.
+func readEntry(ctx context.Context, c *Client, md *meta.LedgerMetadata, id int64, skip int, earlier error) (Entry, error) {
 	f := md.Fragments[md.FragmentAt(id)]
 	var errs []error
+	if earlier != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", f.Bookies[id%int64(md.EnsembleSize)], earlier))
+	}
 	for i := skip; i < md.WriteQuorum; i++ {
 		b := f.Bookies[(id+int64(i))%int64(md.EnsembleSize)]
 		req := getRequest()

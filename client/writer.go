@@ -331,7 +331,7 @@ func (w *Writer) complete(r *request) {
 		switch {
 		case r.err == nil && r.status == wire.StatusFenced:
 			w.failLocked(fmt.Errorf("%w: ledger %d: bookie %s answered Fenced", ErrFenced, w.id, w.bookies[r.bookieIdx]))
-		case r.err == nil && r.status == wire.StatusUnauthorized:
+		case r.err == nil && r.status == wire.StatusUnauthorized, errors.Is(r.err, ErrUnauthorized):
 			w.failLocked(fmt.Errorf("%w: ledger %d: bookie %s", ErrUnauthorized, w.id, w.bookies[r.bookieIdx]))
 		case r.err == nil && r.status == wire.StatusTooManyRequests:
 			if !w.retrying {

@@ -2,10 +2,13 @@ package client
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/meta"
 )
 
@@ -155,5 +158,43 @@ func TestBookieDiesMidStream(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAuthentication writes to bookies that require the cluster secret: a client with the
+// secret writes and reads, one without it cannot reach them.
+func TestAuthentication(t *testing.T) {
+	secret := []byte("cluster secret")
+	c := startClusterWith(t, 1, func(cfg *bookie.Config) { cfg.Secret = secret })
+	ctx := testCtx(t)
+	cl, err := New(ctx, Config{Metadata: c.endpoint, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 1, WriteQuorum: 1, AckQuorum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append(ctx, []byte("authenticated")); err != nil {
+		t.Fatalf("Append with the secret: %v", err)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, s := range [][]byte{nil, []byte("wrong")} {
+		bad, err := New(ctx, Config{Metadata: c.endpoint, Secret: s, RequestTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := bad.OpenLedger(ctx, w.ID(), false)
+		if err == nil {
+			_, err = r.Read(ctx, 0, 0)
+		}
+		if !errors.Is(err, ErrUnauthorized) {
+			t.Errorf("read with secret %q: %v, want ErrUnauthorized", s, err)
+		}
+		bad.Close()
 	}
 }
