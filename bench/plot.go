@@ -27,7 +27,7 @@ const (
 	defaultTimelineTo = 10.0
 )
 
-// WriteSVG draws two panels: each workload's latency by percentile (the
+// WriteSVG draws, under a subtitle (e.g. the command line), two panels: each workload's latency by percentile (the
 // HdrHistogram percentile-spectrum plot: x is the number of nines, so the
 // tail gets as much room as the median), and each workload's p99 per second
 // over the run. Both latency axes are logarithmic, in microseconds.
@@ -70,7 +70,8 @@ func WriteSVG(w io.Writer, results []Result, title string) error {
 
 	// Panel 1: percentile spectrum.
 	p1 := panel{x0: marginL, y0: marginT, ylo: ylo, yhi: yhi, xlo: 0, xhi: spectrumMaxNines}
-	p1.frame(&b, html.EscapeString(title)+": latency by percentile", "percentile", "add latency")
+	fmt.Fprintf(&b, `<text x="%d" y="14" font-size="11" fill="#555">%s</text>`+"\n", marginL, html.EscapeString(title))
+	p1.frame(&b, "Add latency by percentile", "percentile", "add latency")
 	for _, n := range []float64{0, 1, 2, 3, 4, 5} {
 		label := fmt.Sprintf("%.*f%%", max(0, int(n)-2), 100*(1-math.Pow(10, -n)))
 		p1.xtick(&b, n, label)
@@ -90,7 +91,7 @@ func WriteSVG(w io.Writer, results []Result, title string) error {
 
 	// Panel 2: p99 over time.
 	p2 := panel{x0: marginL, y0: panelH + panelGap + marginT, ylo: ylo, yhi: yhi, xlo: 0, xhi: tmax}
-	p2.frame(&b, "p99 per second (dots: max)", "seconds into the measured run", "add latency")
+	p2.frame(&b, "p99 per second (dots: max per second)", "seconds into the measured run", "add latency")
 	step := niceStep(tmax / 8)
 	for t := 0.0; t <= tmax+1e-9; t += step {
 		p2.xtick(&b, t, fmt.Sprintf("%g", t))
@@ -110,10 +111,12 @@ func WriteSVG(w io.Writer, results []Result, title string) error {
 
 	// Legend.
 	for i, r := range results {
-		x, y := plotW-marginR+15, marginT+10+18*i
+		x, y := plotW-marginR+15, marginT+10+32*i
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2.5"%s/>`+"\n",
 			x, y, x+22, y, palette[i%len(palette)], dash(i))
 		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", x+28, y+4, html.EscapeString(r.Workload.Name))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#555">%.0f adds/s, p99 %s</text>`+"\n",
+			x+28, y+16, r.AddsPerSec, fmtDur(r.Latency.P99))
 	}
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())

@@ -232,8 +232,8 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 	var cpu0 time.Duration
 	var start time.Time
 	if err == nil {
-		rec.Reset()
 		before = scrapeAll(ctx, bookies)
+		rec.Reset()
 		cpu0, start = processCPU(), time.Now()
 		err = r.wait(ctx, w.Duration, fail, func(t time.Duration, last time.Duration) {
 			win := rec.Window()
@@ -258,10 +258,10 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 	}
 	if !start.IsZero() {
 		res.Elapsed = time.Since(start)
-		cpu := processCPU() - cpu0
-		after := scrapeAll(ctx, bookies)
 		var bytes int64
 		res.Latency, bytes, res.Errors = rec.Total()
+		cpu := processCPU() - cpu0
+		after := scrapeAll(ctx, bookies)
 		res.Adds = res.Latency.Count
 		res.AddsPerSec = float64(res.Adds) / res.Elapsed.Seconds()
 		res.MBPerSec = float64(bytes) / 1e6 / res.Elapsed.Seconds()
@@ -341,27 +341,41 @@ func (r *Runner) closedLoop(ledgers []*ledgerState, payload []byte, slots chan s
 // each add's intended send time, until stop. Runs on the issuing goroutine.
 func (r *Runner) openLoop(ledgers []*ledgerState, payload []byte, slots chan struct{}, stop chan struct{}, rate float64) {
 	s := NewSchedule(r.now(), rate)
+	issueOpen(s, r.now, time.Sleep, stop, func(k int64, intended time.Duration) bool {
+		select {
+		case slots <- struct{}{}:
+		case <-stop:
+			return false
+		}
+		l := ledgers[k%int64(len(ledgers))]
+		l.sent[l.next%int64(len(l.sent))] = intended
+		l.next++
+		l.w.AppendAsync(payload, l.cb)
+		return true
+	})
+}
+
+// issueOpen is the open-loop issuer: it calls send(k, intended) for every
+// add k of s that is due at now(), in order, then sleeps until the next one is
+// due, until stop or until send returns false. However late send is called
+// (it may block for a free slot, or the issuer may be descheduled), it gets
+// the add's intended time, which is what latency is measured from.
+func issueOpen(s *Schedule, now func() time.Duration, sleep func(time.Duration), stop <-chan struct{},
+	send func(k int64, intended time.Duration) bool) {
 	for {
-		for due := s.Due(r.now()); due > 0; due-- {
-			select {
-			case slots <- struct{}{}:
-			case <-stop:
+		for due := s.Due(now()); due > 0; due-- {
+			k, _ := s.Next()
+			if !send(k, s.Take()) {
 				return
 			}
-			k, _ := s.Next()
-			l := ledgers[k%int64(len(ledgers))]
-			l.sent[l.next%int64(len(l.sent))] = s.Take()
-			l.next++
-			l.w.AppendAsync(payload, l.cb)
 		}
-		_, next := s.Next()
 		select {
 		case <-stop:
 			return
 		default:
 		}
-		if d := next - r.now(); d > 0 {
-			time.Sleep(d)
+		if _, next := s.Next(); next > now() {
+			sleep(next - now())
 		}
 	}
 }

@@ -1,0 +1,385 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/meta"
+)
+
+func within(got, want time.Duration, frac float64) bool {
+	d := float64(got - want)
+	return d <= frac*float64(want) && -d <= frac*float64(want)
+}
+
+func TestRecorderPercentiles(t *testing.T) {
+	r := NewRecorder()
+	for i := 1; i <= 1000; i++ { // 1 us .. 1000 us, uniform
+		r.Record(time.Duration(i)*time.Microsecond, 100)
+	}
+	r.Record(0, 100) // below the range: counted as 1 us, not dropped
+	r.Error()
+	s, b, errs := r.Total()
+	if s.Count != 1001 || b != 100100 || errs != 1 {
+		t.Fatalf("count %d bytes %d errors %d, want 1001, 100100, 1", s.Count, b, errs)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want time.Duration
+	}{
+		{"p50", s.P50, 500 * time.Microsecond},
+		{"p95", s.P95, 950 * time.Microsecond},
+		{"p99", s.P99, 990 * time.Microsecond},
+		{"p99.9", s.P999, 999 * time.Microsecond},
+		{"max", s.Max, 1000 * time.Microsecond},
+		{"mean", s.Mean, 500 * time.Microsecond},
+	} {
+		if !within(c.got, c.want, 0.002) { // 3 significant digits
+			t.Errorf("%s = %v, want %v within 0.2%%", c.name, c.got, c.want)
+		}
+	}
+	if w := r.Window(); w.Count != 1001 {
+		t.Errorf("first window has %d values, want 1001", w.Count)
+	}
+	r.Record(2*time.Second, 1)
+	if w := r.Window(); w.Count != 1 || !within(w.Max, 2*time.Second, 0.002) {
+		t.Errorf("second window %+v, want the one 2 s value", w)
+	}
+	if s, _, _ := r.Total(); s.Count != 1002 {
+		t.Errorf("total after windows has %d values, want 1002", s.Count)
+	}
+	r.Record(time.Hour, 1) // beyond the range: counted at 100 s
+	if s, _, _ := r.Total(); s.Max < 99*time.Second {
+		t.Errorf("max %v, want the 1 h outlier clamped to ~100 s", s.Max)
+	}
+	r.Reset()
+	if s, b, e := r.Total(); s.Count != 0 || b != 0 || e != 0 {
+		t.Errorf("after Reset: %+v %d %d", s, b, e)
+	}
+}
+
+func TestSpectrumPercentiles(t *testing.T) {
+	ps := spectrumPercentiles(1000)
+	if ps[0] != 0 || ps[len(ps)-1] != 100 {
+		t.Fatalf("spectrum %v must run from 0 to 100", ps)
+	}
+	// The last percentile below 100 still has a sample above it: 99.9 for 1000.
+	if last := ps[len(ps)-2]; last < 99.89 || last > 99.91 {
+		t.Errorf("last percentile %v, want 99.9 for 1000 samples", last)
+	}
+	for i := 1; i < len(ps); i++ {
+		if ps[i] <= ps[i-1] {
+			t.Fatalf("not increasing: %v", ps)
+		}
+	}
+}
+
+func TestRatios(t *testing.T) {
+	r := Result{MBPerSec: 150, Latency: Summary{P50: 180 * time.Microsecond}}
+	if r.MBRatio() != 0 || r.P50Delta() != 0 {
+		t.Errorf("without a reference: ratio %v delta %v, want 0 and 0", r.MBRatio(), r.P50Delta())
+	}
+	r.Reference = &Reference{MBPerSec: 200, P50: 120 * time.Microsecond}
+	if got := r.MBRatio(); got != 0.75 {
+		t.Errorf("ratio %v, want 0.75", got)
+	}
+	if got := r.P50Delta(); got != 60*time.Microsecond {
+		t.Errorf("p50 delta %v, want 60us", got)
+	}
+	r.Reference.P50 = 200 * time.Microsecond
+	if got := r.P50Delta(); got != -20*time.Microsecond {
+		t.Errorf("p50 delta %v, want -20us", got)
+	}
+}
+
+func TestRefBatch(t *testing.T) {
+	for _, c := range []struct {
+		w    Workload
+		want int
+	}{
+		{Workload{Size: 1024, Inflight: 1}, 1},
+		{Workload{Size: 1024, Inflight: 10000}, 5000},
+		{Workload{Size: 64 << 10, Inflight: 256}, 128},
+		{Workload{Size: 64 << 10, Inflight: 10000}, 128}, // capped at 8 MiB
+		{Workload{Size: 1024, Rate: 50000}, 5},
+	} {
+		if got := c.w.RefBatch(); got != c.want {
+			t.Errorf("%+v: RefBatch %d, want %d", c.w, got, c.want)
+		}
+	}
+}
+
+func TestScheduleIntendedTimes(t *testing.T) {
+	start := 5 * time.Millisecond
+	s := NewSchedule(start, 1000) // one add per ms
+	if got := s.Due(start - time.Microsecond); got != 0 {
+		t.Errorf("due before start: %d", got)
+	}
+	if got := s.Due(start); got != 1 {
+		t.Errorf("due at start: %d, want 1", got)
+	}
+	if got := s.Due(start + 2500*time.Microsecond); got != 3 {
+		t.Errorf("due 2.5 ms in: %d, want 3", got)
+	}
+	for k := range 3 {
+		if got, want := s.Take(), start+time.Duration(k)*time.Millisecond; got != want {
+			t.Errorf("add %d intended %v, want %v", k, got, want)
+		}
+	}
+	if got := s.Due(start + 2500*time.Microsecond); got != 0 {
+		t.Errorf("due after taking: %d, want 0", got)
+	}
+	// No drift over many adds at a rate whose interval is not a whole
+	// number of nanoseconds.
+	s3 := NewSchedule(0, 3)
+	if got, want := s3.Intended(3_000_000), time.Duration(1_000_000)*time.Second; got != want {
+		t.Errorf("intended time of add 3e6 at 3/s: %v, want %v", got, want)
+	}
+	if got := s3.Due(time.Second); got != 4 { // 0, 1/3, 2/3, 1 s
+		t.Errorf("due at 1 s at 3/s: %d, want 4", got)
+	}
+}
+
+// TestOpenLoopChargesStalls runs the open-loop issuer on a fake clock where
+// every add completes the instant it is sent, and the issuer is stalled once
+// for 50 ms. Latency measured from the intended time must show the stall
+// (coordinated omission not hidden); the adds must keep their schedule.
+func TestOpenLoopChargesStalls(t *testing.T) {
+	var clock time.Duration
+	now := func() time.Duration { return clock }
+	sleep := func(d time.Duration) { clock += d }
+	stop := make(chan struct{})
+	s := NewSchedule(0, 10000) // one add per 100 us
+	rec := NewRecorder()
+	var naive time.Duration
+	var sent int64
+	issueOpen(s, now, sleep, stop, func(k int64, intended time.Duration) bool {
+		if k != sent {
+			t.Fatalf("add %d sent as %d", sent, k)
+		}
+		sent++
+		if k == 100 {
+			clock += 50 * time.Millisecond // the issuer (or a full slot) holds add 100 back
+		}
+		if intended > clock {
+			t.Fatalf("add %d sent at %v before its intended time %v", k, clock, intended)
+		}
+		rec.Record(clock-intended, 1)   // completion now, from the intended time
+		naive = max(naive, clock-clock) // what a closed-loop measure would see
+		return sent < 2000
+	})
+	total, _, _ := rec.Total()
+	if total.Count != 2000 {
+		t.Fatalf("%d adds, want 2000", total.Count)
+	}
+	// Add 100 waited 50 ms; the ~500 adds due during the stall went out late
+	// by up to 50 ms too; the rest were on time.
+	if !within(total.Max, 50*time.Millisecond, 0.01) {
+		t.Errorf("max %v, want ~50 ms (the stall)", total.Max)
+	}
+	if total.P50 > 30*time.Millisecond || total.P95 < 10*time.Millisecond {
+		t.Errorf("p50 %v p95 %v: the stall should reach a quarter of the adds", total.P50, total.P95)
+	}
+	if naive != 0 {
+		t.Fatal("naive latency should be zero")
+	}
+	// The schedule kept going at 10,000/s: 2000 adds span ~200 ms of clock.
+	if clock < 199*time.Millisecond || clock > 251*time.Millisecond {
+		t.Errorf("clock %v after 2000 adds at 10,000/s with a 50 ms stall", clock)
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	text := `# HELP bookie_journal_batch_records Records per journal fsync.
+# TYPE bookie_journal_batch_records histogram
+bookie_journal_batch_records_bucket{le="1"} 3
+bookie_journal_batch_records_bucket{le="+Inf"} 10
+bookie_journal_batch_records_sum 12345
+bookie_journal_batch_records_count 10
+process_cpu_seconds_total 4.5
+process_resident_memory_bytes 1.2345e+08
+`
+	s, err := parseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := bookieStats{batchRecordsSum: 12345, batchRecordsCount: 10, cpuSeconds: 4.5, rssBytes: 1.2345e8}
+	if s != want {
+		t.Fatalf("got %+v, want %+v", s, want)
+	}
+	a := clusterStats{at: time.Unix(0, 0), stats: []bookieStats{{}, {batchRecordsSum: 5, batchRecordsCount: 5}}, ok: []bool{true, true}}
+	b := clusterStats{at: time.Unix(2, 0), stats: []bookieStats{want, {batchRecordsSum: 5, batchRecordsCount: 5, cpuSeconds: 1}}, ok: []bool{true, true}}
+	if got := addsPerSync(a, b); got != 1234.5 {
+		t.Errorf("adds per sync %v, want 1234.5", got)
+	}
+	if cpu, ok := bookieCPU([]Bookie{{}, {}}, a, b); !ok || cpu != 2.75 {
+		t.Errorf("bookie cpu %v %v, want 2.75 cores", cpu, ok)
+	}
+	if _, ok := bookieCPU([]Bookie{{InProcess: true}, {}}, a, b); ok {
+		t.Error("bookie cpu reported for an in-process bookie")
+	}
+}
+
+func TestSuite(t *testing.T) {
+	ws, err := Suite("quick", Scale{}, 0)
+	if err != nil || len(ws) == 0 {
+		t.Fatalf("quick: %v, %d workloads", err, len(ws))
+	}
+	all, err := Suite("all", Scale{Duration: time.Second}, 1234)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, w := range all {
+		if names[w.Name] {
+			t.Errorf("duplicate workload %s", w.Name)
+		}
+		names[w.Name] = true
+		if w.Duration != time.Second {
+			t.Errorf("%s: duration %v, want the scale's 1 s", w.Name, w.Duration)
+		}
+		if !w.Closed() && w.Rate != 1234 {
+			t.Errorf("%s: rate %v, want 1234", w.Name, w.Rate)
+		}
+		if !(1 <= w.AckQuorum && w.AckQuorum <= w.WriteQuorum && w.WriteQuorum <= w.Ensemble && w.Ensemble <= max(w.Bookies, w.Ensemble)) {
+			t.Errorf("%s: bad quorums %+v", w.Name, w)
+		}
+	}
+	for _, want := range []string{"bk-throughput-latency", "journal-1KiB-x10000", "omb-1t16p-1KiB", "floor-100B", "curve-1KiB-x1", "size-64KiB", "ledgers-1000-1KiB"} {
+		if !names[want] {
+			t.Errorf("all lacks %s", want)
+		}
+	}
+	if _, err := Suite("quick,nope", Scale{}, 0); err == nil {
+		t.Error("unknown workload accepted")
+	}
+}
+
+func sampleResults() []Result {
+	return []Result{{
+		Workload: Workload{Name: "w<1>", Size: 1024, Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Ledgers: 1, Inflight: 10},
+		Adds:     100, AddsPerSec: 1000, MBPerSec: 1.0,
+		Latency:    Summary{Count: 100, P50: time.Millisecond, P99: 3 * time.Millisecond, Max: 5 * time.Millisecond},
+		Reference:  &Reference{PerBatch: 5, MBPerSec: 2, P50: 800 * time.Microsecond},
+		Timeline:   []Sample{{T: 1, AddsPerSec: 1000, P50: 1000, P99: 3000, Max: 5000}, {T: 2, AddsPerSec: 900, P50: 900, P99: 2000, Max: 4000}},
+		Spectrum:   []Point{{0, 100}, {50, 1000}, {99, 3000}, {100, 5000}},
+		BookieCPU:  -1,
+		ProcessCPU: 0.5,
+	}}
+}
+
+func TestWriteOutputs(t *testing.T) {
+	res := sampleResults()
+	var tab bytes.Buffer
+	if err := WriteTable(&tab, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"w<1>", "0.50", "+200us", "1.00ms"} {
+		if !strings.Contains(tab.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tab.String())
+		}
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, Report{Results: res}); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Results) != 1 || back.Results[0].Latency.P99 != 3*time.Millisecond {
+		t.Fatalf("JSON round trip: %v %+v", err, back)
+	}
+	var svg bytes.Buffer
+	if err := WriteSVG(&svg, res, "bk bench --x & <y>"); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(&svg)
+	paths := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("SVG is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "path" {
+			paths++
+		}
+	}
+	if paths != 2 {
+		t.Errorf("%d curves drawn, want 2 (spectrum and timeline)", paths)
+	}
+}
+
+// TestEndToEnd runs a tiny closed-loop and open-loop workload against a
+// local cluster, with the disk and TCP references, for a fraction of a
+// second each. It checks that the run is measured, not how fast it is.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and bookies")
+	}
+	dir := t.TempDir()
+	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: 3,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Configure: func(i int, cfg *bookie.Config) {
+			cfg.Admin = "127.0.0.1:0"
+			cfg.JournalSegmentSize = 4 << 20
+			cfg.WriteCacheBytes = 8 << 20
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	store, err := meta.Open(ctx, lc.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	tg := Target{Store: store}
+	for _, b := range lc.Bookies {
+		tg.Bookies = append(tg.Bookies, Bookie{ID: meta.BookieID(b.Addr()), Metrics: "http://" + b.AdminAddr() + "/metrics", InProcess: true})
+	}
+	var progress bytes.Buffer
+	r := NewRunner(Options{Target: tg, RefDir: dir, RefDuration: 50 * time.Millisecond, TCPRef: true, Progress: &progress})
+	for _, w := range []Workload{
+		{Name: "closed", Bookies: 1, Ensemble: 1, WriteQuorum: 1, AckQuorum: 1, Ledgers: 2, Size: 1024, Inflight: 64,
+			Warmup: 100 * time.Millisecond, Duration: 1100 * time.Millisecond},
+		{Name: "open", Bookies: 3, Ensemble: 3, WriteQuorum: 2, AckQuorum: 2, Ledgers: 4, Size: 100, Rate: 2000,
+			Warmup: 300 * time.Millisecond, Duration: 300 * time.Millisecond},
+	} {
+		res, err := r.Run(ctx, w)
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		if res.Adds == 0 || res.Errors != 0 || res.Latency.P50 <= 0 || res.AddsPerSec <= 0 {
+			t.Errorf("%s: %d adds, %d errors, p50 %v", w.Name, res.Adds, res.Errors, res.Latency.P50)
+		}
+		if res.AddsPerSync < 1 {
+			t.Errorf("%s: adds per fsync %v, want >= 1 from the bookies' metrics", w.Name, res.AddsPerSync)
+		}
+		if res.Reference == nil || res.Reference.MBPerSec <= 0 || res.Reference.TCPMsgsPerSec <= 0 {
+			t.Errorf("%s: reference %+v", w.Name, res.Reference)
+		}
+		if len(res.Timeline) == 0 || len(res.Spectrum) == 0 || res.BookieRSS <= 0 {
+			t.Errorf("%s: timeline %d samples, spectrum %d points, rss %d", w.Name, len(res.Timeline), len(res.Spectrum), res.BookieRSS)
+		}
+		if !w.Closed() && (res.AddsPerSec < 500 || res.AddsPerSec > 8000) {
+			// The schedule, not the bookies, sets the rate (give or take
+			// a backlog from the warm-up on a slow machine).
+			t.Errorf("open loop at 2000/s acknowledged %.0f adds/s", res.AddsPerSec)
+		}
+	}
+	if !strings.Contains(progress.String(), "adds/s") {
+		t.Errorf("no progress line written: %q", progress.String())
+	}
+}
