@@ -98,7 +98,7 @@ func BenchmarkFlush(b *testing.B) {
 	const half = 32 << 20
 	s, dir := openBenchStore(b, Options{WriteCacheBytes: 2 * half})
 	d := payload(1, 0, benchEntry)
-	perHalf := int64(half / (benchEntry + entryOverhead))
+	perHalf := int64(half / (RecordSize(benchEntry) + entryOverhead))
 	bytesPerFlush := perHalf * benchEntry
 	b.SetBytes(bytesPerFlush)
 	b.ReportAllocs()
