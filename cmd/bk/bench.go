@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -44,6 +46,7 @@ func runBench(args []string) error {
 	jsonOut := fs.Bool("json", false, "write the results as JSON to stdout instead of a table")
 	plot := fs.String("plot", "", "write a latency plot (SVG: percentile spectrum and p99 over time) to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (with --local: client and bookies) to this file")
+	procs := fs.Bool("procs", false, "with --local: run each bookie as a child 'bk bookie' process, so bookie CPU and RSS are measured apart from the client's")
 	logLevel := fs.String("log-level", "error", "bookie log level with --local")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bk bench (--local | --metadata URL) [flags]\n\nworkloads:\n%s\nflags:\n", bench.SuiteNames())
@@ -64,7 +67,11 @@ func runBench(args []string) error {
 	var cleanup func()
 	if *local {
 		n := max(*nBookies, bench.MaxBookies(ws))
-		t, dir, closeFn, err := startLocal(*data, n, *logLevel)
+		start := startLocal
+		if *procs {
+			start = startLocalProcs
+		}
+		t, dir, closeFn, err := start(*data, n, *logLevel)
 		if err != nil {
 			return err
 		}
@@ -121,7 +128,10 @@ func runBench(args []string) error {
 	host, _ := os.Hostname()
 	rep := bench.Report{Started: time.Now().UTC(), Host: host, CPUs: runtime.NumCPU(),
 		Command: "bk bench " + strings.Join(args, " ")}
-	if *local {
+	switch {
+	case *local && *procs:
+		rep.Note = "--local --procs: bookies in child processes; cpu is client+etcd, then bookies"
+	case *local:
 		rep.Note = "--local: etcd, the bookies and the client run in this one process; cpu is theirs together"
 	}
 	r := bench.NewRunner(opts)
@@ -225,4 +235,106 @@ func loadAverages() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// startLocalProcs is startLocal with each bookie a child process running
+// this executable's 'bk bookie' on fixed loopback ports, its output in
+// DIR/bookie-N.log; etcd stays in this process. Cleanup stops the children
+// (SIGTERM, then SIGKILL after 10 s).
+func startLocalProcs(parent string, n int, logLevel string) (bench.Target, string, func(), error) {
+	dir, err := os.MkdirTemp(parent, "bk-bench-")
+	if err != nil {
+		return bench.Target{}, "", nil, err
+	}
+	dir, _ = filepath.Abs(dir)
+	var children []*exec.Cmd
+	var etcd *meta.Embedded
+	var store meta.Store
+	cleanup := func() {
+		for _, c := range children {
+			c.Process.Signal(syscall.SIGTERM)
+		}
+		for _, c := range children {
+			done := make(chan struct{})
+			go func() { c.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				c.Process.Kill()
+				<-done
+			}
+		}
+		if store != nil {
+			store.Close()
+		}
+		if etcd != nil {
+			etcd.Close()
+		}
+		os.RemoveAll(dir)
+	}
+	fail := func(err error) (bench.Target, string, func(), error) {
+		cleanup()
+		return bench.Target{}, "", nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(err)
+	}
+	if etcd, err = meta.StartEmbedded(filepath.Join(dir, "etcd"), meta.EmbeddedOptions{}); err != nil {
+		return fail(fmt.Errorf("embedded etcd: %w", err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if store, err = meta.Open(ctx, etcd.Endpoint()); err != nil {
+		return fail(err)
+	}
+	t := bench.Target{Store: store}
+	for i := 1; i <= n; i++ {
+		ports, err := freePorts(2)
+		if err != nil {
+			return fail(err)
+		}
+		listen, admin := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+		logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("bookie-%d.log", i)))
+		if err != nil {
+			return fail(err)
+		}
+		c := exec.Command(exe, "bookie", "--listen", listen, "--admin", admin, "--metadata", etcd.Endpoint(),
+			"--data", filepath.Join(dir, fmt.Sprintf("bookie-%d", i)), "--log-level", logLevel)
+		c.Stdout, c.Stderr = logf, logf
+		err = c.Start()
+		logf.Close()
+		if err != nil {
+			return fail(err)
+		}
+		children = append(children, c)
+		t.Bookies = append(t.Bookies, bench.Bookie{ID: meta.BookieID(listen), Metrics: "http://" + admin + "/metrics"})
+	}
+	// Wait until every bookie is registered.
+	for {
+		live, err := store.ListBookies(ctx)
+		if err == nil && len(live) >= n {
+			return t, dir, cleanup, nil
+		}
+		select {
+		case <-ctx.Done():
+			return fail(fmt.Errorf("bookies did not register within 30 s (logs in %s): %w", dir, ctx.Err()))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// freePorts returns n loopback TCP ports the kernel just handed out. They are
+// free now; another process could take one before the bookie binds it.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
