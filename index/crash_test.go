@@ -116,7 +116,7 @@ func (c *crashTracker) image(fs *vfs.MemFS, at string) *crashImage {
 // corrupt. It returns the recovered contents as the new durable model.
 func (im *crashImage) verify(t fataler) *model {
 	t.Helper()
-	x, err := Open(im.fs, testDir, Options{CacheBytes: minCachePages * PageSize})
+	x, err := Open(im.fs, testDir, Options{CacheBytes: minCachePages * PageSize, MaxOpenFiles: 2})
 	if err != nil {
 		t.Fatalf("%s: reopen after crash: %v", im.at, err)
 	}
@@ -320,7 +320,7 @@ func TestCrash(t *testing.T) {
 					}
 					return nil
 				})
-				x, err := Open(fs, testDir, Options{CacheBytes: minCachePages * PageSize})
+				x, err := Open(fs, testDir, Options{CacheBytes: minCachePages * PageSize, MaxOpenFiles: 2})
 				if err != nil {
 					t.Fatal(err)
 				}

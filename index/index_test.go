@@ -241,9 +241,9 @@ func TestDeleteLedger(t *testing.T) {
 // ledgers, and reads them all back, before and after a reopen.
 func TestEvictionReload(t *testing.T) {
 	fs := vfs.NewMemFS()
-	opts := Options{CacheBytes: minCachePages * PageSize}
+	opts := Options{CacheBytes: minCachePages * PageSize, MaxOpenFiles: 3}
 	x := openT(t, fs, opts)
-	const ledgers, entries = 12, 8 * SlotsPerPage // 96 pages, 6x the cache
+	const ledgers, entries = 12, 8 * SlotsPerPage // 96 pages, 6x the cache; 12 files
 	// Like the entry log's flushes: batches sorted by (ledger, entry).
 	const batch = SlotsPerPage / 2
 	for from := int64(0); from < entries; from += batch {
@@ -266,6 +266,9 @@ func TestEvictionReload(t *testing.T) {
 		}
 		if n := len(x.pages); n > x.capacity {
 			t.Fatalf("%s: cache holds %d pages, capacity %d", when, n, x.capacity)
+		}
+		if x.openFiles > opts.MaxOpenFiles+1 {
+			t.Fatalf("%s: %d files open, limit %d", when, x.openFiles, opts.MaxOpenFiles)
 		}
 	}
 	check("before sync")

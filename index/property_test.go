@@ -16,7 +16,7 @@ import (
 func TestProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		mem := vfs.NewMemFS()
-		opts := Options{CacheBytes: minCachePages * PageSize}
+		opts := Options{CacheBytes: minCachePages * PageSize, MaxOpenFiles: 2}
 		x := openT(rt, mem, opts)
 		defer func() { x.Close() }()
 		c := newTracker(newModel())

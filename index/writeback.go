@@ -277,8 +277,55 @@ func (x *Index) writeBack(capture func()) error {
 	}
 	err = x.writeBatch(b)
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	x.finishBatch(b)
+	err = x.settle(err)
+	x.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return x.trimFiles()
+}
+
+// trimFiles closes open index files beyond MaxOpenFiles. Files with
+// unsynced writes, which Sync would otherwise fsync through the same
+// descriptor, are fsynced first. Requires writeMu held and mu not held.
+func (x *Index) trimFiles() error {
+	x.mu.Lock()
+	var victims []*ledger
+	for _, l := range x.ledgers {
+		if x.openFiles-len(victims) <= x.maxOpenFiles {
+			break
+		}
+		switch {
+		case l.file == nil || l.busy > 0:
+		case !l.unsynced:
+			x.closeFile(l)
+		default:
+			l.busy++
+			victims = append(victims, l)
+		}
+	}
+	x.mu.Unlock()
+	var err error
+	synced := 0
+	for _, l := range victims {
+		if err = l.file.Sync(); err != nil {
+			err = fatal{fmt.Errorf("index: sync %s: %w", l.file.Name(), err)}
+			break
+		}
+		synced++
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i, l := range victims {
+		if i < synced {
+			l.unsynced = false
+		}
+		x.unpin(l)
+		if !l.unsynced && l.busy == 0 {
+			x.closeFile(l)
+		}
+	}
 	return x.settle(err)
 }
 
