@@ -11,7 +11,7 @@ import (
 	"github.com/bookie-go/bookie/wire"
 )
 
-// ackServer answers every ADD with OK, allocating nothing per request. It is no bookie (it
+// ackServer answers every ADD and WRITE_LAC with OK, allocating nothing per request. It is no bookie (it
 // stores nothing); it isolates the client's add path for allocation counts.
 func ackServer(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -41,6 +41,7 @@ func serveAcks(nc net.Conn) {
 	if _, err := nc.Write(out); err != nil {
 		return
 	}
+	out = out[:0]
 	var big []byte
 	for {
 		frame, err := readFrame(br, 0, &big)
@@ -49,7 +50,11 @@ func serveAcks(nc net.Conn) {
 		}
 		h, _ := wire.ParseHeader(frame)
 		ledger, entry, _ := wire.ParseTarget(frame)
-		out = wire.AppendAddResponse(out[:0:cap(out)], h.RequestID, ledger, entry)
+		if h.Op == wire.OpWriteLAC {
+			out = wire.AppendWriteLACResponse(out, h.RequestID, ledger, entry)
+		} else {
+			out = wire.AppendAddResponse(out, h.RequestID, ledger, entry)
+		}
 		if br.Buffered() == 0 {
 			if _, err := nc.Write(out); err != nil {
 				return
@@ -83,7 +88,7 @@ func testWriter(t testing.TB, addrs []string, e, wq, aq int) *Writer {
 	}
 	md := meta.LedgerMetadata{ID: 1, State: meta.StateOpen, EnsembleSize: e, WriteQuorum: wq, AckQuorum: aq,
 		Fragments: []meta.Fragment{{Bookies: ens}}, LastEntryID: -1}
-	w := &Writer{c: c, id: 1, e: e, wq: wq, aq: aq, index: make(map[meta.BookieID]int), lastAdded: -1, lac: -1}
+	w := &Writer{c: c, id: 1, e: e, wq: wq, aq: aq, index: make(map[meta.BookieID]int), lastAdded: -1, lac: -1, lacSent: -1}
 	w.setMetadataLocked(md)
 	return w
 }

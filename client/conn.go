@@ -43,6 +43,7 @@ type request struct {
 	bookieIdx int         // ADD: which bookie of the writer
 	tag       int64       // caller's tag
 	addRef    *pendingAdd // ADD: the writer's entry
+	target    *bookieConn // where a writer sends it
 
 	// Set by the connection.
 	id       uint64

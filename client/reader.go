@@ -106,6 +106,8 @@ func (r *Reader) ReadLAC(ctx context.Context) (int64, error) {
 			lastErr = res.err
 		case res.status == wire.StatusOK:
 			best, ok = max(best, res.lac), true
+		case res.status == wire.StatusNoSuchLedger:
+			ok = true // nothing written to this bookie yet: it knows no LAC
 		default:
 			lastErr = fmt.Errorf("bookie answered %v", res.status)
 		}
@@ -149,8 +151,9 @@ func (r *Reader) WaitLAC(ctx context.Context, prev int64) (int64, error) {
 			putRequest(res)
 			return lac, nil
 		}
+		failed := res.err != nil || res.status != wire.StatusOK
 		putRequest(res)
-		if res.err != nil {
+		if failed {
 			if err := sleepCtx(ctx, r.c.cfg.minBackoff); err != nil {
 				return 0, err
 			}

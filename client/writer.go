@@ -67,6 +67,8 @@ type Writer struct {
 	delivering bool
 	progress   chan struct{} // closed on progress when not nil
 	retrying   bool          // a TooManyRequests retry is scheduled
+	lacSent    int64         // the highest LAC the bookies were sent (piggybacked or WRITE_LAC)
+	lacTimer   bool          // the explicit LAC timer is armed
 }
 
 // pendingAdd is an entry the writer keeps until WriteQuorum bookies of its write set have it.
@@ -156,7 +158,7 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 	w := &Writer{
 		c: c, id: md.ID, key: key, e: e, wq: wq, aq: aq,
 		md: md, index: make(map[meta.BookieID]int),
-		lastAdded: wire.NoEntry, lac: wire.NoEntry,
+		lastAdded: wire.NoEntry, lac: wire.NoEntry, lacSent: wire.NoEntry,
 	}
 	w.setMetadataLocked(md)
 	return w, nil
@@ -242,6 +244,7 @@ func (w *Writer) add(data []byte, cb func(int64, error), ch chan addResult) erro
 		return fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
 	}
 	w.lastAdded++
+	w.lacSent = max(w.lacSent, w.lac)
 	p := pendingPool.Get().(*pendingAdd)
 	*p = pendingAdd{id: w.lastAdded, size: len(data), cb: cb, ch: ch}
 	p.raw = wire.AppendEntry(getEntryBuf(wire.EntrySize(len(data))), w.id, p.id, w.lac, data)
@@ -272,6 +275,7 @@ func (w *Writer) sendsLocked(p *pendingAdd, mask uint64, reqs []*request) []*req
 		r.bookieIdx = bi
 		r.tag = p.id
 		r.addRef = p
+		r.target = w.conns[bi]
 		reqs = append(reqs, r)
 	}
 	return reqs
@@ -279,9 +283,48 @@ func (w *Writer) sendsLocked(p *pendingAdd, mask uint64, reqs []*request) []*req
 
 func (w *Writer) sendAll(reqs []*request) {
 	for _, r := range reqs {
-		w.conns[r.bookieIdx].send(r)
+		r.target.send(r)
 	}
 }
+
+// explicitLACDelay is how long the writer waits, once every add is acknowledged, before it
+// tells the ensemble its LAC with WRITE_LAC, so that readers see the last entries without
+// further adds. Adds piggyback the LAC; this covers a writer that went quiet.
+const explicitLACDelay = 20 * time.Millisecond
+
+// scheduleLACLocked arms the explicit LAC timer when the writer is idle with a LAC the
+// bookies have not been sent. Requires mu held.
+func (w *Writer) scheduleLACLocked() {
+	if w.lacTimer || w.err != nil || w.lac <= w.lacSent || w.lac != w.lastAdded {
+		return
+	}
+	w.lacTimer = true
+	time.AfterFunc(explicitLACDelay, w.writeLAC)
+}
+
+// writeLAC sends WRITE_LAC to the current ensemble if the writer is still idle.
+func (w *Writer) writeLAC() {
+	var reqs []*request
+	w.mu.Lock()
+	w.lacTimer = false
+	if w.err == nil && !w.changing && w.lac == w.lastAdded && w.lac > w.lacSent {
+		w.lacSent = w.lac
+		for _, bi := range w.fragIdx[len(w.fragIdx)-1] {
+			r := getRequest()
+			r.op, r.ledger, r.entry, r.key = wire.OpWriteLAC, w.id, w.lac, &w.key
+			r.done = discard{}
+			r.target = w.conns[bi]
+			reqs = append(reqs, r)
+		}
+	}
+	w.mu.Unlock()
+	w.sendAll(reqs)
+}
+
+// discard recycles a request whose answer nobody needs.
+type discard struct{}
+
+func (discard) complete(r *request) { putRequest(r) }
 
 // writeSet returns the mask of writer bookie indices that entry id is written to under the
 // current metadata. Requires mu held.
@@ -420,6 +463,7 @@ func (w *Writer) advanceLocked() {
 	}
 	if progressed {
 		w.signalLocked()
+		w.scheduleLACLocked()
 	}
 }
 
@@ -625,7 +669,7 @@ func (w *Writer) changeEnsemble() {
 		time.Sleep(backoff)
 		backoff = min(2*backoff, w.c.cfg.maxBackoff)
 		w.mu.Lock()
-		closed := w.c.closedLocked()
+		closed := w.c.isClosed()
 		if closed {
 			w.failLocked(ErrClosed)
 		}
@@ -633,7 +677,7 @@ func (w *Writer) changeEnsemble() {
 	}
 }
 
-func (c *Client) closedLocked() bool {
+func (c *Client) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.closed

@@ -198,3 +198,51 @@ func TestAuthentication(t *testing.T) {
 		bad.Close()
 	}
 }
+
+// TestTailingReader follows an open ledger with long-poll LAC reads: it sees every entry the
+// writer acknowledges, including the last one once the writer goes quiet (explicit LAC).
+func TestTailingReader(t *testing.T) {
+	c := startCluster(t, 3)
+	cl := c.client(nil)
+	ctx := testCtx(t)
+	w, err := cl.CreateLedger(ctx, LedgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cl.OpenLedger(ctx, w.ID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	done := make(chan error, 1)
+	go func() {
+		for i := range int64(n) {
+			if _, err := w.Append(ctx, payload(i)); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		done <- nil
+	}()
+	next := int64(0)
+	for next < n {
+		lac, err := r.WaitLAC(ctx, next-1)
+		if err != nil {
+			t.Fatalf("WaitLAC(%d): %v", next-1, err)
+		}
+		ents, err := r.Read(ctx, next, lac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if !bytes.Equal(e.Data, payload(e.ID)) {
+				t.Fatalf("entry %d: %q", e.ID, e.Data)
+			}
+		}
+		next = lac + 1
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
