@@ -129,11 +129,16 @@ func TestCrash(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	dir := t.TempDir()
 	acked := map[uint64][2]uint32{} // every acknowledged record: seq -> writer, counter
+	total := 0
 	for it := range iters {
 		childSeed := rng.Int63()
 		killAfter := time.Duration(20+rng.Intn(300)) * time.Millisecond
 		n := crashOnce(t, dir, childSeed, killAfter, acked)
+		total += n
 		t.Logf("iteration %d: child seed %d killed %v after ready, %d acks", it, childSeed, killAfter, n)
+	}
+	if total == 0 {
+		t.Fatal("no child acknowledged anything: the test checked nothing")
 	}
 }
 
@@ -166,9 +171,12 @@ func crashOnce(t *testing.T, dir string, seed int64, killAfter time.Duration, ac
 			if len(f) != 3 {
 				continue // a line cut by the kill
 			}
-			seq, _ := strconv.ParseUint(f[0], 10, 64)
-			w, _ := strconv.ParseUint(f[1], 10, 32)
-			c, _ := strconv.ParseUint(f[2], 10, 32)
+			seq, err1 := strconv.ParseUint(f[0], 10, 64)
+			w, err2 := strconv.ParseUint(f[1], 10, 32)
+			c, err3 := strconv.ParseUint(f[2], 10, 32)
+			if err1 != nil || err2 != nil || err3 != nil {
+				continue // not an ack line
+			}
 			acked[seq] = [2]uint32{uint32(w), uint32(c)}
 			n++
 		}
