@@ -1,0 +1,92 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/bookie-go/bookie/wire"
+)
+
+// Probe is a bare protocol connection to one bookie, past any proxy and any client logic:
+// what the checks use to ask a bookie what it stores. Not safe for concurrent use.
+type Probe struct {
+	nc  net.Conn
+	id  uint64
+	buf []byte
+}
+
+// DialProbe connects to the bookie listening on addr and completes the handshake.
+func DialProbe(addr string) (*Probe, error) {
+	nc, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	p := &Probe{nc: nc}
+	nc.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion})); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	f, err := p.readFrame(wire.MaxHelloSize)
+	if err == nil {
+		var h wire.Hello
+		if h, err = wire.DecodeHello(f); err == nil && h.Status != wire.StatusOK {
+			err = fmt.Errorf("hello: %v", h.Status)
+		}
+	}
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("chaos: probe %s: %w", addr, err)
+	}
+	return p, nil
+}
+
+// Close closes the connection.
+func (p *Probe) Close() error { return p.nc.Close() }
+
+func (p *Probe) readFrame(limit int) ([]byte, error) {
+	var pre [wire.LengthSize]byte
+	if _, err := io.ReadFull(p.nc, pre[:]); err != nil {
+		return nil, err
+	}
+	n, err := wire.FrameSize(pre[:], limit)
+	if err != nil {
+		return nil, err
+	}
+	f := make([]byte, n)
+	copy(f, pre[:])
+	_, err = io.ReadFull(p.nc, f[wire.LengthSize:])
+	return f, err
+}
+
+// Read sends a plain (non-fencing) READ of ledger/entry and returns the status and, when
+// OK, the entry's payload after verifying its checksum, ledger and entry id.
+func (p *Probe) Read(ledger uint64, entry int64) (wire.Status, []byte, error) {
+	p.id++
+	p.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	p.buf = wire.AppendReadRequest(p.buf[:0], p.id, 0, ledger, entry, nil)
+	if _, err := p.nc.Write(p.buf); err != nil {
+		return 0, nil, err
+	}
+	f, err := p.readFrame(wire.MaxFrameSize)
+	if err != nil {
+		return 0, nil, err
+	}
+	r, err := wire.DecodeReadResponse(f)
+	if err != nil {
+		return 0, nil, err
+	}
+	if r.RequestID != p.id {
+		return 0, nil, fmt.Errorf("chaos: probe: response to %d, want %d", r.RequestID, p.id)
+	}
+	if r.Status != wire.StatusOK {
+		return r.Status, nil, nil
+	}
+	e := r.Entry
+	if e.LedgerID != ledger || e.EntryID != entry {
+		return r.Status, nil, fmt.Errorf("chaos: probe: got entry %d/%d, want %d/%d", e.LedgerID, e.EntryID, ledger, entry)
+	}
+	return r.Status, append([]byte(nil), e.Payload...), nil
+}

@@ -1,0 +1,456 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/client"
+	fp "github.com/bookie-go/bookie/internal/faultproxy"
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// The scenario tests replay fixed message traces through the proxies, with 3 bookies and 2
+// clients (w1 the writer, w2 the recoverer) on a real etcd, and check the invariants of
+// shared/BACKGROUND.md after each. Frames of the two clients are told apart by their flags:
+// the writer sends plain adds; the recoverer sends fencing LAC reads, fencing recovery reads
+// and recovery adds.
+
+var opts332 = client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, Password: []byte("p")}
+
+// TestSeed000LostFence replays shared/seeds/000 (BookKeeper #2614) over TCP. E=WQ=3, AQ=2.
+// w1's add of e0 is lost to b1, stored by b2 and late to b3. w2 fences b1 and b2 (its
+// fence to b3 is lost), which covers every write set, then reads e0: b1 and b3 answer
+// NoSuchEntry (b2's answer is lost), so w2 closes the ledger empty. Then w1's late add
+// reaches b3. In BookKeeper b3 was never fenced, acknowledged it, and w1 acknowledged an
+// entry the closed ledger does not hold. Here the recovery read fenced b3: the late add is
+// refused and w1 acknowledges nothing.
+func TestSeed000LostFence(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	ctx := testCtx(t, 60*time.Second)
+	w1c := newClient(t, c, 20*time.Second) // the writer waits longer than the trace takes
+	w2c := newClient(t, c, 500*time.Millisecond)
+	w1, err := w1c.CreateLedger(ctx, opts332)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := w1.ID()
+	b := ensemble(t, c, w1.Metadata())
+	b1, b2, b3 := b[0].Proxy, b[1].Proxy, b[2].Proxy
+
+	b1.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))         // w1 --x b1: e0
+	late := b3.Hold(fp.Requests(wire.OpAdd).Plain().OnLedger(id)) // w1 -> b3: e0, later
+	stored := b2.Observe(fp.Responses(wire.OpAdd).OnLedger(id).WithStatus(wire.StatusOK))
+	appended := appendAsync(ctx, w1, []byte("e0"))
+	if err := late.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := stored.WaitMatched(ctx, 1); err != nil { // b2 -> w1: e0 written
+		t.Fatal(err)
+	}
+
+	b3.Drop(fp.Requests(wire.OpReadLAC).Fencing().OnLedger(id)) // w2 --x b3: fence
+	b2.Drop(fp.Responses(wire.OpRead).Fencing().OnLedger(id))   // b2's read answers lost
+	b3read := b3.Observe(fp.Responses(wire.OpRead).Fencing().OnLedger(id).OnEntry(0).WithStatus(wire.StatusNoSuchEntry))
+	r, err := w2c.OpenLedger(ctx, id, true)
+	if err != nil {
+		t.Fatalf("recovery: %v", err)
+	}
+	if md := r.Metadata(); md.State != meta.StateClosed || md.LastEntryID != wire.NoEntry {
+		t.Fatalf("recovered ledger %v, lastEntryId %d: want CLOSED and empty, as in the trace", md.State, md.LastEntryID)
+	}
+	if b3read.Matched() != 1 {
+		t.Fatalf("b3 answered NoSuchEntry to the recovery read of e0 %d times, want 1 (the trace did not happen)", b3read.Matched())
+	}
+
+	// w1 -> b3: write e0, late. The recovery read fenced b3.
+	refused := b3.Observe(fp.Responses(wire.OpAdd).OnLedger(id).WithStatus(wire.StatusFenced))
+	if n := late.Release(); n != 1 {
+		t.Fatalf("released %d frames, want 1", n)
+	}
+	acks := NewAcks()
+	acks.Track(id)
+	select {
+	case res := <-appended:
+		if res.err == nil {
+			acks.Ack(id, res.id, []byte("e0"))
+			t.Errorf("w1 acknowledged e%d after the ledger was closed empty: data loss", res.id)
+		} else if !errors.Is(res.err, client.ErrFenced) {
+			t.Errorf("w1's late add: %v, want ErrFenced", res.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("w1's add never completed")
+	}
+	if refused.Matched() != 1 {
+		t.Errorf("b3 answered Fenced %d times to the late add, want 1", refused.Matched())
+	}
+	acks.Closed(id, "w2 recovery", wire.NoEntry)
+	check(t, ctx, c, w2c, id, acks)
+}
+
+// TestFenceDeliveredAfterRecoveryRead is the variant #2614 mentions: the fence to b3 is not
+// lost but delayed, and reaches b3 only after the recovery read and after w1's late add.
+// The recoverer counts the unanswered fence as "not fenced" (never as fenced) and goes on
+// with b1 and b2; its recovery read fences b3, which then refuses the late add; the late
+// fence changes nothing.
+func TestFenceDeliveredAfterRecoveryRead(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	ctx := testCtx(t, 60*time.Second)
+	w1c := newClient(t, c, 20*time.Second)
+	w2c := newClient(t, c, 500*time.Millisecond)
+	w1, err := w1c.CreateLedger(ctx, opts332)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := w1.ID()
+	b := ensemble(t, c, w1.Metadata())
+	b1, b2, b3 := b[0].Proxy, b[1].Proxy, b[2].Proxy
+
+	b1.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
+	lateAdd := b3.Hold(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
+	stored := b2.Observe(fp.Responses(wire.OpAdd).OnLedger(id).WithStatus(wire.StatusOK))
+	appended := appendAsync(ctx, w1, []byte("e0"))
+	lateAdd.Wait(ctx, 1)
+	if err := stored.WaitMatched(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	lateFence := b3.Hold(fp.Requests(wire.OpReadLAC).Fencing().OnLedger(id))
+	b2.Drop(fp.Responses(wire.OpRead).Fencing().OnLedger(id))
+	r, err := w2c.OpenLedger(ctx, id, true)
+	if err != nil {
+		t.Fatalf("recovery: %v", err)
+	}
+	if md := r.Metadata(); md.State != meta.StateClosed || md.LastEntryID != wire.NoEntry {
+		t.Fatalf("recovered %v at %d, want CLOSED empty", md.State, md.LastEntryID)
+	}
+	if lateFence.Holding() != 1 {
+		t.Fatalf("holding %d fences for b3, want 1", lateFence.Holding())
+	}
+
+	// Recovery read, then the late add, then the late fence.
+	lateAdd.Release()
+	acks := NewAcks()
+	acks.Track(id)
+	res := <-appended
+	if res.err == nil {
+		acks.Ack(id, res.id, []byte("e0"))
+		t.Errorf("w1 acknowledged e%d after the ledger was closed empty: data loss", res.id)
+	} else if !errors.Is(res.err, client.ErrFenced) {
+		t.Errorf("w1's late add: %v, want ErrFenced", res.err)
+	}
+	fenceAnswered := b3.Observe(fp.Responses(wire.OpReadLAC).OnLedger(id))
+	lateFence.Release()
+	if err := fenceAnswered.WaitMatched(ctx, 1); err != nil {
+		t.Fatalf("b3 never answered the late fence: %v", err)
+	}
+	acks.Closed(id, "w2 recovery", wire.NoEntry)
+	md := check(t, ctx, c, w2c, id, acks)
+	if md.LastEntryID != wire.NoEntry {
+		t.Fatalf("the late fence changed the closed ledger: lastEntryId %d", md.LastEntryID)
+	}
+}
+
+// TestTimeoutIsNotANegative: e0 is acknowledged with copies on b1 and b2 only (WQ=3, AQ=2).
+// During recovery b1's and b2's answers to the recovery read time out and b3 answers
+// NoSuchEntry: one explicit negative, fewer than WQ-AQ+1 = 2. A recoverer that counted a
+// timeout as a negative would close the ledger empty and lose e0; ours must give up with
+// ErrRecoveryIncomplete, leave the ledger unclosed, and close it at e0 once the bookies
+// answer.
+func TestTimeoutIsNotANegative(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	ctx := testCtx(t, 60*time.Second)
+	w1c := newClient(t, c, 20*time.Second)
+	w2c := newClient(t, c, 300*time.Millisecond)
+	w1, err := w1c.CreateLedger(ctx, opts332)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := w1.ID()
+	b := ensemble(t, c, w1.Metadata())
+	b1, b2, b3 := b[0].Proxy, b[1].Proxy, b[2].Proxy
+
+	b3.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
+	acks := NewAcks()
+	e0, err := w1.Append(ctx, []byte("e0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks.Ack(id, e0, []byte("e0"))
+	w1c.Close() // the writer crashes
+
+	b1.Drop(fp.Responses(wire.OpRead).Fencing().OnLedger(id))
+	b2.Drop(fp.Responses(wire.OpRead).Fencing().OnLedger(id))
+	_, err = w2c.OpenLedger(ctx, id, true)
+	if !errors.Is(err, client.ErrRecoveryIncomplete) {
+		t.Fatalf("recovery with two timeouts and one NoSuchEntry: %v, want ErrRecoveryIncomplete", err)
+	}
+	md, err := w2c.Store().GetLedger(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.State == meta.StateClosed {
+		t.Fatalf("an incomplete recovery closed the ledger at %d", md.LastEntryID)
+	}
+
+	c.ClearRules()
+	r, err := w2c.OpenLedger(ctx, id, true)
+	if err != nil {
+		t.Fatalf("recovery once the bookies answer: %v", err)
+	}
+	if last := r.Metadata().LastEntryID; last != e0 {
+		t.Fatalf("closed at %d, want %d", last, e0)
+	}
+	acks.Closed(id, "w2 recovery", e0)
+	check(t, ctx, c, w2c, id, acks)
+}
+
+// TestConcurrentRecoverers: a writer appends while two clients recover its ledger at once,
+// with fence and recovery-read answers delayed differently per bookie so that the two
+// recoveries interleave. Exactly one close wins (the metadata is closed once), both
+// recoverers report it, the writer is fenced out, and nothing it acknowledged is lost.
+func TestConcurrentRecoverers(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	ctx := testCtx(t, 60*time.Second)
+	wc := newClient(t, c, 2*time.Second)
+	w, err := wc.CreateLedger(ctx, opts332)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := w.ID()
+	watch := watchCloses(t, ctx, wc.Store(), id)
+	acks := NewAcks()
+	writerDone := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			data := fmt.Appendf(nil, "entry-%d", i)
+			e, err := w.Append(ctx, data)
+			if err != nil {
+				writerDone <- err
+				return
+			}
+			acks.Ack(id, e, data)
+		}
+	}()
+	for acks.Max(id) < 30 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i, n := range c.Nodes {
+		d := time.Duration(10*(i+1)) * time.Millisecond
+		n.Proxy.Delay(fp.Responses(wire.OpReadLAC).Fencing(), d)
+		n.Proxy.Delay(fp.Responses(wire.OpRead).Fencing(), 3*d)
+		n.Proxy.Delay(fp.Requests(wire.OpAdd).RecoveryAdds(), d)
+	}
+	var wg sync.WaitGroup
+	lasts := make([]int64, 2)
+	errs := make([]error, 2)
+	for k := range 2 {
+		rc := newClient(t, c, 2*time.Second)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := rc.OpenLedger(ctx, id, true)
+			if err != nil {
+				errs[k] = err
+				return
+			}
+			lasts[k] = r.Metadata().LastEntryID
+			acks.Closed(id, fmt.Sprintf("recoverer %d", k+1), lasts[k])
+		}()
+	}
+	wg.Wait()
+	for k, err := range errs {
+		if err != nil {
+			t.Fatalf("recoverer %d: %v", k+1, err)
+		}
+	}
+	select {
+	case err := <-writerDone:
+		if !errors.Is(err, client.ErrFenced) && !errors.Is(err, client.ErrLedgerClosed) {
+			t.Errorf("writer stopped with %v, want ErrFenced", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the writer still appends to a recovered ledger")
+	}
+	md := check(t, ctx, c, wc, id, acks)
+	watch.exactlyOne(t, md)
+	t.Logf("writer acknowledged up to %d; recoverers closed at %v", acks.Max(id), lasts)
+}
+
+// TestRecoveryAfterEnsembleChange: E=WQ=AQ=2 on 3 bookies. The writer loses a bookie (its
+// proxy partitions), replaces it with the spare in a new fragment, keeps writing, and
+// crashes with adds in flight whose answers are held. The lost bookie comes back. Recovery
+// must fence and read the last fragment only, and the ledger must keep every acknowledged
+// entry of both fragments, readable from the bookies each fragment names.
+func TestRecoveryAfterEnsembleChange(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	ctx := testCtx(t, 60*time.Second)
+	w1c := newClient(t, c, 300*time.Millisecond)
+	w2c := newClient(t, c, time.Second)
+	w1, err := w1c.CreateLedger(ctx, client.LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2, Password: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := w1.ID()
+	acks := NewAcks()
+	appendN := func(n int) {
+		for range n {
+			i := acks.Max(id) + 1
+			data := fmt.Appendf(nil, "entry-%d", i)
+			e, err := w1.Append(ctx, data)
+			if err != nil {
+				t.Fatalf("append: %v", err)
+			}
+			acks.Ack(id, e, data)
+		}
+	}
+	appendN(20)
+	first := ensemble(t, c, w1.Metadata())
+	lost := first[1]
+	lost.Proxy.Partition()
+	appendN(20)
+	md := w1.Metadata()
+	if len(md.Fragments) < 2 {
+		t.Fatalf("no ensemble change after losing %s: fragments %v", lost.ID(), md.Fragments)
+	}
+	lost.Proxy.Heal()
+	appendN(5)
+
+	// Adds in flight when the writer crashes: both copies may be stored, no ack arrives.
+	last := ensemble(t, c, w1.Metadata())
+	held := last[0].Proxy.Hold(fp.Responses(wire.OpAdd).OnLedger(id))
+	for i := range 5 {
+		w1.AppendAsync(fmt.Appendf(nil, "unacked-%d", i), func(int64, error) {})
+	}
+	if err := held.Wait(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	w1c.Close()
+	held.Discard()
+
+	r, err := w2c.OpenLedger(ctx, id, true)
+	if err != nil {
+		t.Fatalf("recovery: %v", err)
+	}
+	md = r.Metadata()
+	if md.LastEntryID < acks.Max(id) {
+		t.Fatalf("closed at %d, below the last acknowledged entry %d", md.LastEntryID, acks.Max(id))
+	}
+	acks.Closed(id, "w2 recovery", md.LastEntryID)
+	check(t, ctx, c, w2c, id, acks)
+	t.Logf("fragments %v, acknowledged up to %d, closed at %d", md.Fragments, acks.Max(id), md.LastEntryID)
+}
+
+// TestWipedBookieDuringRecovery: e10 is acknowledged with copies on b1 and b2 only. The
+// writer crashes; while the recoverer waits for b1's fence, b1's disks are wiped and it
+// restarts. b2's answers to the recovery reads time out and b3 answers NoSuchEntry. If the
+// wiped b1 answered NoSuchEntry, that would make the WQ-AQ+1 = 2 negatives that truncate
+// the acknowledged e10. A wiped bookie must come up in limbo (AllowUnknownState), where it
+// answers UnknownLedgerState, or refuse to start; either way recovery is incomplete, and
+// once b2 answers it closes the ledger at e10.
+func TestWipedBookieDuringRecovery(t *testing.T) {
+	for _, limbo := range []bool{true, false} {
+		name := "refuses"
+		if limbo {
+			name = "limbo"
+		}
+		t.Run(name, func(t *testing.T) { testWipedBookieDuringRecovery(t, limbo) })
+	}
+}
+
+func testWipedBookieDuringRecovery(t *testing.T, limbo bool) {
+	c := startCluster(t, 3, nil)
+	ctx := testCtx(t, 60*time.Second)
+	w1c := newClient(t, c, 20*time.Second)
+	w2c := newClient(t, c, 3*time.Second) // longer than the wiped bookie's restart
+	w1, err := w1c.CreateLedger(ctx, opts332)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := w1.ID()
+	nodes := ensemble(t, c, w1.Metadata())
+	b1, b2, b3 := nodes[0], nodes[1], nodes[2]
+	t.Logf("b1 = bookie %d (wiped), b2 = bookie %d, b3 = bookie %d", b1.Index+1, b2.Index+1, b3.Index+1)
+	acks := NewAcks()
+	for i := range 11 {
+		if i == 10 {
+			b3.Proxy.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
+		}
+		data := fmt.Appendf(nil, "entry-%d", i)
+		e, err := w1.Append(ctx, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks.Ack(id, e, data)
+	}
+	w1c.Close()
+
+	fence1 := b1.Proxy.Hold(fp.Requests(wire.OpReadLAC).Fencing().OnLedger(id))
+	// b3's fence is held too, so that recovery cannot go on before b1 is back.
+	fence3 := b3.Proxy.Hold(fp.Requests(wire.OpReadLAC).Fencing().OnLedger(id))
+	b2.Proxy.Drop(fp.Responses(wire.OpRead).Fencing().OnLedger(id))
+	negatives := b1.Proxy.Observe(fp.Responses(wire.OpRead).OnLedger(id).Where(func(f *fp.Frame) bool {
+		return f.Header.Status == wire.StatusNoSuchEntry || f.Header.Status == wire.StatusNoSuchLedger
+	}))
+	unknown := b1.Proxy.Observe(fp.Responses(wire.OpRead).Fencing().OnLedger(id).WithStatus(wire.StatusUnknownLedgerState))
+	recovered := make(chan error, 1)
+	go func() {
+		_, err := w2c.OpenLedger(ctx, id, true)
+		recovered <- err
+	}()
+	if err := fence1.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := fence3.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	werr := b1.Wipe(limbo) // the held fence dies with its connection
+	if limbo && werr != nil {
+		t.Fatalf("restart in limbo: %v", werr)
+	}
+	if !limbo && !errors.Is(werr, bookie.ErrCookieMismatch) && !errors.Is(werr, bookie.ErrCookieMissing) {
+		t.Fatalf("a wiped bookie without AllowUnknownState started (err %v); it must refuse", werr)
+	}
+	fence3.Release()
+	if err := <-recovered; !errors.Is(err, client.ErrRecoveryIncomplete) {
+		t.Fatalf("recovery with b1 wiped, b2 silent, b3 NoSuchEntry: %v, want ErrRecoveryIncomplete", err)
+	}
+	if n := negatives.Matched(); n != 0 {
+		t.Fatalf("the wiped bookie answered %d reads with NoSuchEntry/NoSuchLedger: false negatives", n)
+	}
+	if limbo && unknown.Matched() == 0 {
+		t.Fatalf("the bookie in limbo never answered UnknownLedgerState to a recovery read")
+	}
+	if md, _ := w2c.Store().GetLedger(ctx, id); md.State == meta.StateClosed {
+		t.Fatalf("incomplete recovery closed the ledger at %d", md.LastEntryID)
+	}
+
+	if !limbo {
+		// The operator restores service by accepting the unknown state.
+		if err := b1.Wipe(true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.ClearRules()
+	r, err := w2c.OpenLedger(ctx, id, true)
+	if err != nil {
+		t.Fatalf("recovery once b2 answers: %v", err)
+	}
+	if last := r.Metadata().LastEntryID; last != 10 {
+		t.Fatalf("closed at %d, want 10", last)
+	}
+	acks.Closed(id, "w2 recovery", 10)
+	check(t, ctx, c, w2c, id, acks)
+	p, err := DialProbe(b1.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if st, _, err := p.Read(id+1000, 0); err != nil || st != wire.StatusUnknownLedgerState {
+		t.Fatalf("bookie in limbo, unknown ledger: %v %v, want UnknownLedgerState", st, err)
+	}
+}
