@@ -92,4 +92,8 @@ func TestStateFileDamage(t *testing.T) {
 	if _, err := Open(fs, testDir, Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Open without the state file but with index files = %v, want ErrCorrupt", err)
 	}
+	// A wiped directory comes back empty only if the caller allows it.
+	if _, err := Open(vfs.NewMemFS(), testDir, Options{MustExist: true}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Open(MustExist) of an empty directory = %v, want ErrCorrupt", err)
+	}
 }

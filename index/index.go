@@ -67,6 +67,12 @@ type Options struct {
 	CacheBytes int64
 	// MaxOpenFiles bounds the number of index files kept open. Zero means 256.
 	MaxOpenFiles int
+	// MustExist makes Open fail with ErrCorrupt instead of creating an
+	// empty index when dir holds none. Set it whenever the bookie knows
+	// this directory was initialised before (its cookie exists): a wiped
+	// index directory must not come back empty and answer ErrNoSuchLedger
+	// for ledgers it held.
+	MustExist bool
 }
 
 const (
@@ -84,6 +90,7 @@ type Index struct {
 	dir          string
 	capacity     int // pages the cache may hold
 	maxOpenFiles int
+	mustExist    bool
 
 	// writeMu serialises writebacks and Syncs, which do their I/O without
 	// mu. It guards dw, dwBuf, extBuf and gapBuf. Lock order: writeMu, mu,
@@ -183,6 +190,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 		dir:          path.Clean(dir),
 		capacity:     max(int(opts.CacheBytes/PageSize), minCachePages),
 		maxOpenFiles: opts.MaxOpenFiles,
+		mustExist:    opts.MustExist,
 		ledgers:      make(map[uint64]*ledger),
 		pages:        make(map[pageKey]*page),
 		newDirs:      make(map[string]bool),

@@ -30,6 +30,9 @@ func (x *Index) open() error {
 				return fmt.Errorf("index: %s holds %s but no %s: %w", x.dir, n, stateFileName, ErrCorrupt)
 			}
 		}
+		if x.mustExist {
+			return fmt.Errorf("index: %s holds no index (%s missing): %w", x.dir, stateFileName, ErrCorrupt)
+		}
 		x.nextFileID = 1
 		if err := writeState(x.fs, x.dir, appendState(nil, &stateFile{nextFileID: 1})); err != nil {
 			return err
