@@ -69,14 +69,15 @@ func (h *half) fits(n int) bool {
 	return h.used+int64(RecordSize(n))+entryOverhead <= h.budget
 }
 
-// put encodes the entry into the arena. The caller has checked fits.
-func (h *half) put(ledger uint64, entry int64, data []byte) {
+// put encodes the entry into the arena, with sum from recordSum. The
+// caller has checked fits.
+func (h *half) put(ledger uint64, entry int64, data []byte, sum uint64) {
 	if h.arena == nil {
 		h.arena = make([]byte, 0, h.budget)
 	}
 	k := cacheKey{ledger, entry}
 	sp := span{off: uint32(len(h.arena)), n: uint32(len(data))}
-	h.arena = AppendRecord(h.arena, ledger, entry, data)
+	h.arena = appendRecordSum(h.arena, ledger, entry, data, sum)
 	h.entries[k] = sp
 	h.puts = append(h.puts, cachedEntry{k, sp})
 	h.used += int64(RecordSize(len(data))) + entryOverhead

@@ -57,14 +57,40 @@ func RecordSize(n int) int { return RecordHeaderSize + n }
 // returns the extended slice.
 func AppendRecord(dst []byte, ledger uint64, entry int64, data []byte) []byte {
 	start := len(dst)
+	dst = appendRecordSum(dst, ledger, entry, data, 0)
+	binary.LittleEndian.PutUint64(dst[start:], xxhash.Sum64(dst[start+8:]))
+	return dst
+}
+
+// appendRecordSum is AppendRecord with the checksum already computed by
+// recordSum, so that hashing can happen before a lock is taken.
+func appendRecordSum(dst []byte, ledger uint64, entry int64, data []byte, sum uint64) []byte {
+	start := len(dst)
 	dst = append(dst, make([]byte, RecordHeaderSize)...)
 	dst = append(dst, data...)
 	h := dst[start:]
-	binary.LittleEndian.PutUint32(h[8:12], uint32(len(data)))
-	binary.LittleEndian.PutUint64(h[12:20], ledger)
-	binary.LittleEndian.PutUint64(h[20:28], uint64(entry))
-	binary.LittleEndian.PutUint64(h[0:8], xxhash.Sum64(h[8:]))
+	binary.LittleEndian.PutUint64(h[0:8], sum)
+	putRecordFields(h[8:RecordHeaderSize], len(data), ledger, entry)
 	return dst
+}
+
+// putRecordFields writes length, ledger and entry: bytes [8, 28) of a record.
+func putRecordFields(b []byte, n int, ledger uint64, entry int64) {
+	binary.LittleEndian.PutUint32(b[0:4], uint32(n))
+	binary.LittleEndian.PutUint64(b[4:12], ledger)
+	binary.LittleEndian.PutUint64(b[12:20], uint64(entry))
+}
+
+// recordSum returns the checksum of the record of (ledger, entry, data).
+// It does not allocate.
+func recordSum(ledger uint64, entry int64, data []byte) uint64 {
+	var fields [RecordHeaderSize - 8]byte
+	putRecordFields(fields[:], len(data), ledger, entry)
+	var d xxhash.Digest
+	d.Reset()
+	d.Write(fields[:])
+	d.Write(data)
+	return d.Sum64()
 }
 
 // DecodeRecord decodes the record at the start of b and returns it with its

@@ -38,6 +38,23 @@ func TestRecordGolden(t *testing.T) {
 	}
 }
 
+// The checksum Put computes before taking its lock is the one AppendRecord
+// writes, for every data length around the hash's block sizes.
+func TestRecordSum(t *testing.T) {
+	for n := range 200 {
+		data := payload(9, int64(n), n)
+		want := AppendRecord(nil, 9, int64(n), data)
+		got := appendRecordSum(nil, 9, int64(n), data, recordSum(9, int64(n), data))
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%d data bytes: appendRecordSum differs from AppendRecord", n)
+		}
+	}
+	data := payload(1, 2, 1024)
+	if allocs := testing.AllocsPerRun(100, func() { recordSum(1, 2, data) }); allocs != 0 {
+		t.Fatalf("recordSum allocates %.1f times", allocs)
+	}
+}
+
 func TestHeaderGolden(t *testing.T) {
 	b := appendHeader(nil, header{id: 7, end: 4096, records: 9})
 	checkGolden(t, "header.golden", b)

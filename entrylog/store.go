@@ -165,8 +165,8 @@ type pendingPut struct {
 	size   int64
 }
 
-// Put copies data into the write cache. It is readable at once and durable
-// after the next Flush returns. It returns ErrCacheFull when both halves are
+// Put copies data into the write cache, encoded as its entry log record. It
+// is readable at once and durable after the next Flush returns. It returns ErrCacheFull when both halves are
 // full and the flush has not caught up; it never waits for the disk.
 func (s *Store) Put(ledger uint64, entry int64, data []byte) error {
 	if entry < 0 {
@@ -175,6 +175,7 @@ func (s *Store) Put(ledger uint64, entry int64, data []byte) error {
 	if int64(RecordSize(len(data)))+entryOverhead > s.opts.WriteCacheBytes/2 {
 		return ErrTooLarge
 	}
+	sum := recordSum(ledger, entry, data) // before the lock: readers wait on it
 	s.cacheMu.Lock()
 	if s.closed {
 		s.cacheMu.Unlock()
@@ -189,7 +190,7 @@ func (s *Store) Put(ledger uint64, entry int64, data []byte) error {
 		s.flushing, s.active, s.spare = s.active, s.spare, nil
 		s.kickFlusher()
 	}
-	s.active.put(ledger, entry, data)
+	s.active.put(ledger, entry, data, sum)
 	s.cacheMu.Unlock()
 	return nil
 }
