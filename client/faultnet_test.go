@@ -14,10 +14,11 @@ import (
 type action int
 
 const (
-	pass  action = iota
-	drop         // never delivered
-	hold         // kept until release
-	delay        // delivered later, after frames sent behind it (reordering)
+	pass    action = iota
+	drop           // never delivered
+	hold           // kept until release
+	delay          // delivered later, after frames sent behind it (reordering)
+	rewrite        // a response replaced by one with status faultNet.status and no body
 )
 
 // frameInfo describes one frame crossing the transport.
@@ -34,11 +35,12 @@ type frameInfo struct {
 // hold, delay or reorder requests and responses by bookie, operation, ledger and entry. Held
 // frames go out when release is called; connections can be cut.
 type faultNet struct {
-	mu    sync.Mutex
-	rule  func(f frameInfo) action
-	held  []heldFrame
-	conns []*faultConn
-	delay time.Duration
+	mu     sync.Mutex
+	rule   func(f frameInfo) action
+	held   []heldFrame
+	conns  []*faultConn
+	delay  time.Duration
+	status wire.Status // for rewrite
 }
 
 type heldFrame struct {
@@ -192,6 +194,11 @@ func (fc *faultConn) filter(out, frame []byte, response bool) []byte {
 			d = 20 * time.Millisecond
 		}
 		time.AfterFunc(d, func() { fc.deliver(response, frame) })
+	case rewrite:
+		fc.net.mu.Lock()
+		status := fc.net.status
+		fc.net.mu.Unlock()
+		out = wire.AppendStatusResponse(out, f.hdr.Op, f.hdr.RequestID, status)
 	default:
 		out = append(out, frame...)
 	}

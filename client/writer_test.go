@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
 )
 
 func payload(i int64) []byte {
@@ -244,5 +246,58 @@ func TestTailingReader(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBookieStatuses checks the writer's answer to each status an add can get:
+// TooManyRequests is backpressure (retry, same ensemble), ReadOnly replaces the bookie.
+func TestBookieStatuses(t *testing.T) {
+	c := startCluster(t, 4)
+	for _, tc := range []struct {
+		status wire.Status
+		change bool
+	}{
+		{wire.StatusTooManyRequests, false},
+		{wire.StatusReadOnly, true},
+		{wire.StatusIOError, true},
+	} {
+		t.Run(tc.status.String(), func(t *testing.T) {
+			ctx := testCtx(t)
+			cl, n := c.faultClient(2 * time.Second)
+			n.status = tc.status
+			w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			victim := string(w.Metadata().Fragments[0].Bookies[0])
+			var mu sync.Mutex
+			rewritten := 0
+			n.setRule(func(f frameInfo) action {
+				if f.response && f.hdr.Op == wire.OpAdd && f.bookie == victim {
+					mu.Lock()
+					defer mu.Unlock()
+					if rewritten < 5 {
+						rewritten++
+						return rewrite
+					}
+				}
+				return pass
+			})
+			log := newAckLog()
+			for i := range int64(30) {
+				data := payload(i)
+				if _, err := w.Append(ctx, data); err != nil {
+					t.Fatalf("Append %d: %v", i, err)
+				}
+				log.add(i, data)
+			}
+			if err := w.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			md := checkInvariants(t, ctx, cl, w.ID(), log, 2)
+			if changed := len(md.Fragments) > 1 || !slices.Contains(md.Fragments[0].Bookies, meta.BookieID(victim)); changed != tc.change {
+				t.Fatalf("ensemble changed: %v, want %v (fragments %v)", changed, tc.change, md.Fragments)
+			}
+		})
 	}
 }
