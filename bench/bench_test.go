@@ -383,3 +383,10 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("no progress line written: %q", progress.String())
 	}
 }
+
+func TestOpenLoopHasNoThroughputRatio(t *testing.T) {
+	r := Result{Workload: Workload{Rate: 1000}, MBPerSec: 1, Reference: &Reference{MBPerSec: 2}}
+	if r.MBRatio() != 0 {
+		t.Errorf("open-loop ratio %v, want none", r.MBRatio())
+	}
+}

@@ -13,7 +13,7 @@ import (
 // result with its reference and ratios.
 func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tload\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\t")
+	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tin flight\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\tloadavg\tcpu psi\t")
 	for _, r := range results {
 		w := r.Workload
 		load := fmt.Sprint(w.Inflight)
@@ -21,11 +21,11 @@ func WriteTable(w io.Writer, results []Result) error {
 			load = fmt.Sprintf("%.0f/s", w.Rate)
 		}
 		l := r.Latency
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d/%d\t%d\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d/%d\t%d\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%.1f\t%s\t\n",
 			w.Name, sizeName(w.Size), w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Ledgers, load,
 			r.AddsPerSec, r.MBPerSec, fmtDur(l.P50), fmtDur(l.P95), fmtDur(l.P99), fmtDur(l.P999), fmtDur(l.Max),
 			orDash(r.AddsPerSync, "%.0f"), cpuString(r), float64(r.BookieRSS)/(1<<20),
-			refMB(r), orDash(r.MBRatio(), "%.2f"), refDelta(r), r.Errors)
+			refMB(r), orDash(r.MBRatio(), "%.2f"), refDelta(r), r.Errors, r.Load, psi(r.CPUPressure))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -35,6 +35,9 @@ func WriteTable(w io.Writer, results []Result) error {
 		if ref := r.Reference; ref != nil {
 			fmt.Fprintf(w, "%s: raw pwrite+fdatasync of %d x %s per sync: %.0f records/s, %.1f MB/s, p50 %s p99 %s",
 				r.Workload.Name, ref.PerBatch, sizeName(r.Workload.Size), ref.AddsPerSec, ref.MBPerSec, fmtDur(ref.P50), fmtDur(ref.P99))
+			if a := ref.AtBatch; a != nil {
+				fmt.Fprintf(w, "; at the bookies' own %d per sync: %.1f MB/s (x ref %.2f)", a.PerBatch, a.MBPerSec, r.MBPerSec/a.MBPerSec)
+			}
 			if ref.TCPMsgsPerSec > 0 {
 				fmt.Fprintf(w, "; loopback TCP echo %.0f msgs/s (x ref %.2f), p50 %s",
 					ref.TCPMsgsPerSec, r.AddsPerSec/ref.TCPMsgsPerSec, fmtDur(ref.TCPP50))
@@ -46,6 +49,13 @@ func WriteTable(w io.Writer, results []Result) error {
 		fmt.Fprintln(w, "\ncpu: cores used by this process, which also runs the bookies and etcd (--local): client and bookie CPU are not separated.")
 	}
 	return nil
+}
+
+func psi(v float64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", v)
 }
 
 func cpuString(r Result) string {

@@ -67,6 +67,11 @@ type Reference struct {
 	AddsPerSec float64
 	MBPerSec   float64
 	P50, P99   time.Duration // one write+fdatasync
+	// AtBatch is the same loop run after the workload with the batch the
+	// bookies actually reached (their adds per fsync), when that is known
+	// and differs from PerBatch: how close the bookie came to the disk at
+	// its own batch size, as opposed to the disk's ceiling.
+	AtBatch *Reference `json:",omitempty"`
 	// TCPMsgsPerSec and TCPP50 are the loopback echo's, when run.
 	TCPMsgsPerSec float64       `json:",omitempty"`
 	TCPP50        time.Duration `json:",omitempty"`
@@ -93,16 +98,20 @@ type Result struct {
 	BookieRSS int64
 	// BookiesInProcess says that CPU and RSS are shared with the client.
 	BookiesInProcess bool
-	// Load is the 1-minute load average at the end.
-	Load      float64
-	Reference *Reference `json:",omitempty"`
-	Timeline  []Sample
-	Spectrum  []Point // latency (us) at percentile
+	// Load is the 1-minute load average at the end; CPUPressure the share
+	// of the last 10 s (percent) in which a runnable task waited for a CPU
+	// (-1: unknown).
+	Load, CPUPressure float64
+	Reference         *Reference `json:",omitempty"`
+	Timeline          []Sample
+	Spectrum          []Point // latency (us) at percentile
 }
 
-// MBRatio returns MBPerSec as a fraction of the reference's, or 0.
+// MBRatio returns MBPerSec as a fraction of the reference's, or 0. An
+// open-loop run's throughput is set by its rate, so it has no throughput
+// ratio (0); compare its latency with the reference's instead.
 func (r Result) MBRatio() float64 {
-	if r.Reference == nil || r.Reference.MBPerSec == 0 {
+	if r.Reference == nil || r.Reference.MBPerSec == 0 || !r.Workload.Closed() {
 		return 0
 	}
 	return r.MBPerSec / r.Reference.MBPerSec
@@ -127,7 +136,17 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 		res.Reference = ref
 	}
 	err := r.runWorkload(ctx, w, &res)
-	res.Load = loadAvg()
+	res.Load, res.CPUPressure = loadAvg(), cpuPressure()
+	if ref := res.Reference; err == nil && ref != nil && res.AddsPerSync >= 1 {
+		n := min(int(res.AddsPerSync+0.5), (8<<20)/max(w.Size, 1))
+		if n != ref.PerBatch {
+			d, err := diskref.GroupCommit(r.opts.RefDir, w.Size, n, r.opts.RefDuration)
+			if err != nil {
+				return res, fmt.Errorf("bench: disk reference: %w", err)
+			}
+			ref.AtBatch = &Reference{PerBatch: n, AddsPerSec: d.RecordsPerSec(), MBPerSec: d.MBPerSec(), P50: d.P50, P99: d.P99}
+		}
+	}
 	return res, err
 }
 

@@ -170,3 +170,23 @@ func loadAvg() float64 {
 	}
 	return v
 }
+
+// cpuPressure returns the share of the last 10 s (percent) in which some
+// runnable task waited for a CPU (Linux PSI, /proc/pressure/cpu "some
+// avg10"), or -1: how much other processes competed with the benchmark.
+func cpuPressure() float64 {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return -1
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if v, ok := strings.CutPrefix(f, "avg10="); ok {
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return -1
+			}
+			return x
+		}
+	}
+	return -1
+}
