@@ -130,7 +130,7 @@ func (s *Store) Compact(ctx context.Context) (CompactStats, error) {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		if err := s.compactLog(id, &st); err != nil {
+		if err := s.compactLog(ctx, id, &st); err != nil {
 			return st, err
 		}
 	}
@@ -171,9 +171,11 @@ type move struct {
 	size     int64
 }
 
-// compactLog moves the live records of log id and removes it.
+// compactLog moves the live records of log id and removes it. Every
+// CompactionBatch records it syncs the output log and points the index at the
+// copies; the index is synced once, before the old log is removed.
 // Requires compactMu.
-func (s *Store) compactLog(id uint32, st *CompactStats) error {
+func (s *Store) compactLog(ctx context.Context, id uint32, st *CompactStats) error {
 	s.indexMu.Lock()
 	u := s.usage[id]
 	var end, live int64
@@ -191,11 +193,11 @@ func (s *Store) compactLog(id uint32, st *CompactStats) error {
 		return err
 	}
 
-	var moves []move
 	w := &s.cw
 	if s.scanBuf == nil {
 		s.scanBuf = make([]byte, 1<<20)
 	}
+	moves := s.moves[:0]
 	err := lf.scan(end, s.scanBuf, func(off int64, rec Record) error {
 		from := makeLocation(id, off)
 		cur, err := s.ix.get(rec.Ledger, rec.Entry)
@@ -210,43 +212,31 @@ func (s *Store) compactLog(id uint32, st *CompactStats) error {
 			return err
 		}
 		moves = append(moves, move{rec.Ledger, rec.Entry, from, to, int64(RecordSize(len(rec.Data)))})
-		return nil
+		if len(moves) < s.opts.CompactionBatch {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err = s.switchMoves(moves, st)
+		moves = moves[:0]
+		return err
 	})
 	if err == nil {
-		err = w.sync()
+		err = s.switchMoves(moves, st)
+	}
+	s.moves = moves[:0]
+	if err == nil {
+		s.indexMu.Lock()
+		if err = s.ix.sync(); err == nil {
+			delete(s.usage, id)
+		}
+		s.indexMu.Unlock()
 	}
 	if err != nil {
 		w.abandon()
 		return fmt.Errorf("entrylog: compact log %d: %w", id, err)
 	}
-
-	// Switch the index, then forget the old log.
-	s.indexMu.Lock()
-	for _, m := range moves {
-		cur, err := s.ix.get(m.ledger, m.entry)
-		if err != nil || cur != m.from {
-			if err == nil || absent(err) {
-				continue // replaced or deleted since the scan
-			}
-			s.indexMu.Unlock()
-			return fmt.Errorf("entrylog: compact log %d: index get: %w", id, err)
-		}
-		if err := s.ix.put(m.ledger, m.entry, m.to); err != nil {
-			s.indexMu.Unlock()
-			return fmt.Errorf("entrylog: compact log %d: index put: %w", id, err)
-		}
-		if nu := s.usage[m.to.log()]; nu != nil {
-			nu.add(m.ledger, m.size)
-		}
-		st.EntriesMoved++
-		st.BytesMoved += m.size
-	}
-	if err := s.ix.sync(); err != nil {
-		s.indexMu.Unlock()
-		return fmt.Errorf("entrylog: compact log %d: index sync: %w", id, err)
-	}
-	delete(s.usage, id)
-	s.indexMu.Unlock()
 
 	s.logsMu.Lock()
 	delete(s.logs, id)
@@ -263,6 +253,36 @@ func (s *Store) compactLog(id uint32, st *CompactStats) error {
 	}
 	st.LogsCompacted++
 	st.BytesFreed += end
+	return nil
+}
+
+// switchMoves syncs the compaction output and points the index at the
+// copies of records it still maps to their old location (a record replaced
+// or deleted since it was copied is left alone). It does not sync the index.
+// Requires compactMu.
+func (s *Store) switchMoves(moves []move, st *CompactStats) error {
+	if err := s.cw.sync(); err != nil {
+		return err
+	}
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	for _, m := range moves {
+		cur, err := s.ix.get(m.ledger, m.entry)
+		if absent(err) || err == nil && cur != m.from {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("index get ledger %d entry %d: %w", m.ledger, m.entry, err)
+		}
+		if err := s.ix.put(m.ledger, m.entry, m.to); err != nil {
+			return fmt.Errorf("index put ledger %d entry %d: %w", m.ledger, m.entry, err)
+		}
+		if u := s.usage[m.to.log()]; u != nil {
+			u.add(m.ledger, m.size)
+		}
+		st.EntriesMoved++
+		st.BytesMoved += m.size
+	}
 	return nil
 }
 

@@ -60,6 +60,10 @@ type Options struct {
 	// CompactionInterval runs Compact in the background this often.
 	// Zero (the default) runs it only when called.
 	CompactionInterval time.Duration
+	// CompactionBatch is how many copied records compaction points the
+	// index at in one step, bounding its memory whatever the record size.
+	// Default 65536.
+	CompactionBatch int
 	// ReserveBytes is the free space flushes leave on the disk, so that
 	// compaction can still run when the disk is nearly full. Default
 	// 2 * LogSize.
@@ -93,6 +97,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CompactionThreshold == 0 {
 		o.CompactionThreshold = 0.5
+	}
+	if o.CompactionBatch <= 0 {
+		o.CompactionBatch = 1 << 16
 	}
 	if o.ReserveBytes == 0 {
 		o.ReserveBytes = 2 * uint64(o.LogSize)
@@ -143,6 +150,7 @@ type Store struct {
 	compactMu sync.Mutex
 	cw        logWriter // the compaction writer; requires compactMu
 	scanBuf   []byte    // requires compactMu
+	moves     []move    // requires compactMu
 
 	indexMu sync.Mutex
 	usage   map[uint32]*logUsage // requires indexMu

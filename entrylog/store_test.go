@@ -32,6 +32,7 @@ func smallOpts() Options {
 		ReserveBytes:      1 << 20,
 		FlushSegmentBytes: 4 << 10,
 		DirectWriteBytes:  1 << 10,
+		CompactionBatch:   7,
 	}
 }
 
