@@ -59,6 +59,8 @@ type Bookie struct {
 	readOnlyFlag   atomic.Bool
 	journalFailed  atomic.Bool
 
+	damage damage // entries the scrubber found damaged
+
 	inflightBytes atomic.Int64
 	pausedMu      sync.Mutex
 	paused        map[*conn]struct{}
@@ -422,6 +424,10 @@ func (b *Bookie) Start() error {
 	}
 	b.wg.Add(1)
 	go b.background()
+	if b.cfg.ScrubInterval > 0 {
+		b.wg.Add(1)
+		go b.scrubLoop()
+	}
 	if b.meta != nil {
 		if err := b.register(); err != nil {
 			b.Close()

@@ -85,6 +85,12 @@ type Config struct {
 	DiskFullThreshold     float64 `json:"disk_full_threshold"`
 	DiskWritableThreshold float64 `json:"disk_writable_threshold"`
 
+	// ScrubInterval is the time between scrub passes, which re-read every
+	// stored entry and verify its checksums; negative disables scrubbing.
+	// ScrubBytesPerSec paces a pass (negative: unpaced).
+	ScrubInterval    Duration `json:"scrub_interval"`
+	ScrubBytesPerSec int64    `json:"scrub_bytes_per_sec"`
+
 	// AllowUnknownState lets a bookie whose data directories were wiped or
 	// swapped start anyway, answering UnknownLedgerState instead of
 	// NoSuchEntry/NoSuchLedger (see docs/operations.md).
@@ -145,6 +151,8 @@ func DefaultConfig() Config {
 		EntryLogSize:          1 << 30,
 		IndexCacheBytes:       64 << 20,
 		CheckpointInterval:    Duration(10 * time.Second),
+		ScrubInterval:         Duration(24 * time.Hour),
+		ScrubBytesPerSec:      8 << 20,
 		DiskFullThreshold:     0.95,
 		DiskWritableThreshold: 0.90,
 	}
@@ -195,6 +203,8 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.EntryLogSize, d.EntryLogSize)
 	setDefault(&c.IndexCacheBytes, d.IndexCacheBytes)
 	setDefault(&c.CheckpointInterval, d.CheckpointInterval)
+	setDefault(&c.ScrubInterval, d.ScrubInterval)
+	setDefault(&c.ScrubBytesPerSec, d.ScrubBytesPerSec)
 	setDefault(&c.DiskFullThreshold, d.DiskFullThreshold)
 	setDefault(&c.DiskWritableThreshold, d.DiskWritableThreshold)
 	if c.FS == nil {

@@ -29,6 +29,9 @@ type metrics struct {
 	checkpoints   prometheus.Counter
 	checkpointDur prometheus.Histogram
 	ledgers       prometheus.GaugeFunc
+	scrubBytes    prometheus.Counter
+	scrubDamaged  prometheus.Counter
+	scrubPasses   prometheus.Counter
 }
 
 func newMetrics(ledgerCount func() float64) *metrics {
@@ -74,10 +77,16 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		ledgers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bookie_ledgers", Help: "Ledgers the bookie holds state for."}, ledgerCount),
 	}
+	m.scrubBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_scrub_bytes_total", Help: "Entry bytes re-read and verified by the scrubber."})
+	m.scrubDamaged = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_scrub_damaged_entries_total", Help: "Entries the scrubber found corrupt or unreadable."})
+	m.scrubPasses = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_scrub_passes_total", Help: "Completed scrub passes."})
 	m.addOK = m.responses.WithLabelValues("ADD", "OK")
 	m.registry.MustRegister(m.addLatency, m.readLatency, m.fsyncLatency, m.batchRecords, m.batchBytes,
 		m.requests, m.responses, m.bytesIn, m.bytesOut, m.connections, m.inflightBytes, m.journalQueue,
-		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointDur, m.ledgers,
+		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointDur, m.ledgers, m.scrubBytes, m.scrubDamaged, m.scrubPasses,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

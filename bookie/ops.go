@@ -497,6 +497,10 @@ func (b *Bookie) serveRead(r *request, buf []byte) []byte {
 			return buf
 		}
 	}
+	if b.damage.has(r.ledger, entryID) {
+		b.finish(r, wire.StatusIOError, nil)
+		return buf
+	}
 	data, err := b.store.Get(r.ledger, entryID, buf)
 	if err != nil {
 		b.finish(r, b.readStatus(l, err), nil)
