@@ -207,7 +207,9 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 // Put maps (ledger, entry) to loc, replacing any earlier mapping (compaction
 // relocates entries). The mapping is visible to Get when Put returns and
 // durable after the next Sync. A Put for an unknown ledger creates it. Put
-// may write back dirty pages when the cache is full of them.
+// writes back dirty pages when half the cache is dirty; it fails when it
+// cannot find room for the page (every page dirty and the writeback
+// failing: back-pressure) or after a fatal error (ErrFailed).
 func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 	if entry < 0 || loc == 0 {
 		return fmt.Errorf("%w: put ledger %d entry %d location %v", ErrInvalid, ledgerID, entry, loc)
@@ -250,10 +252,15 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 	if x.ndirty > x.capacity/2 {
 		// Keep at least half of the cache clean, so readers can always
 		// evict, and write back in large batches.
+		// A writeback that fails without leaving the disk in an unknown
+		// state is not this Put's failure: the mapping is in the cache,
+		// and the next Sync retries the writeback and reports the error.
 		x.mu.Unlock()
 		err := x.flush()
 		x.mu.Lock()
-		return err
+		if errors.Is(err, ErrFailed) || errors.Is(err, ErrClosed) {
+			return err
+		}
 	}
 	return nil
 }
