@@ -20,6 +20,12 @@ func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("entrylog: mkdir %s: %w", dir, err)
 	}
+	if opts.ReserveBytes == 0 {
+		opts.ReserveBytes = 2 * uint64(opts.LogSize)
+		if _, total, err := fs.DiskUsage(dir); err == nil && total > 0 {
+			opts.ReserveBytes = min(opts.ReserveBytes, total/10)
+		}
+	}
 	s := &Store{
 		fs:    fs,
 		dir:   dir,

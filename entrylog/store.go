@@ -66,7 +66,8 @@ type Options struct {
 	CompactionBatch int
 	// ReserveBytes is the free space flushes leave on the disk, so that
 	// compaction can still run when the disk is nearly full. Default
-	// 2 * LogSize.
+	// 2 * LogSize, or a tenth of the file system if that is less (read
+	// at Open).
 	ReserveBytes uint64
 	// FlushSegmentBytes is how many record bytes a flush writes and syncs
 	// before handing their locations to the index, so that index updates
@@ -100,9 +101,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CompactionBatch <= 0 {
 		o.CompactionBatch = 1 << 16
-	}
-	if o.ReserveBytes == 0 {
-		o.ReserveBytes = 2 * uint64(o.LogSize)
 	}
 	if o.FlushSegmentBytes <= 0 {
 		o.FlushSegmentBytes = 64 << 20

@@ -235,3 +235,20 @@ func TestGetFromLogZeroAlloc(t *testing.T) {
 		t.Fatalf("Get from an entry log allocates %.1f times, want 0", allocs)
 	}
 }
+
+// The default reserve fits the file system: 2 * LogSize on a big disk, a
+// tenth of a small one (a MemFS reports 1 GiB), so flushes are not refused
+// on a disk that is mostly empty.
+func TestDefaultReserve(t *testing.T) {
+	s := mustOpen(t, vfs.NewMemFS(), Options{})
+	defer s.close(t)
+	if got, want := s.opts.ReserveBytes, uint64(1<<30)/10; got != want {
+		t.Fatalf("default ReserveBytes on a 1 GiB file system = %d, want %d", got, want)
+	}
+	if err := s.Put(1, 0, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatalf("Flush with default options on an empty MemFS: %v", err)
+	}
+}
