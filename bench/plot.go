@@ -17,7 +17,7 @@ var palette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
 const (
 	plotW, panelH     = 960, 360
 	marginL, marginR  = 70, 250
-	marginT, marginB  = 40, 50
+	marginT, marginB  = 56, 50
 	panelGap          = 30
 	plotInnerW        = plotW - marginL - marginR
 	plotInnerH        = panelH - marginT - marginB
@@ -70,7 +70,7 @@ func WriteSVG(w io.Writer, results []Result, title string) error {
 
 	// Panel 1: percentile spectrum.
 	p1 := panel{x0: marginL, y0: marginT, ylo: ylo, yhi: yhi, xlo: 0, xhi: spectrumMaxNines}
-	fmt.Fprintf(&b, `<text x="%d" y="14" font-size="11" fill="#555">%s</text>`+"\n", marginL, html.EscapeString(title))
+	fmt.Fprintf(&b, `<text x="%d" y="16" font-size="11" fill="#555">%s</text>`+"\n", marginL, html.EscapeString(title))
 	p1.frame(&b, "Add latency by percentile", "percentile", "add latency")
 	for _, n := range []float64{0, 1, 2, 3, 4, 5} {
 		label := fmt.Sprintf("%.*f%%", max(0, int(n)-2), 100*(1-math.Pow(10, -n)))
@@ -94,7 +94,7 @@ func WriteSVG(w io.Writer, results []Result, title string) error {
 	p2.frame(&b, "p99 per second (dots: max per second)", "seconds into the measured run", "add latency")
 	step := niceStep(tmax / 8)
 	for t := 0.0; t <= tmax+1e-9; t += step {
-		p2.xtick(&b, t, fmt.Sprintf("%g", t))
+		p2.xtick(&b, t, fmt.Sprintf("%.3g", t))
 	}
 	p2.yticks(&b)
 	for i, r := range results {
@@ -111,7 +111,7 @@ func WriteSVG(w io.Writer, results []Result, title string) error {
 
 	// Legend.
 	for i, r := range results {
-		x, y := plotW-marginR+15, marginT+10+32*i
+		x, y := plotW-marginR+32, marginT+10+32*i
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2.5"%s/>`+"\n",
 			x, y, x+22, y, palette[i%len(palette)], dash(i))
 		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", x+28, y+4, html.EscapeString(r.Workload.Name))

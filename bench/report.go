@@ -13,7 +13,7 @@ import (
 // result with its reference and ratios.
 func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tin flight\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\tloadavg\tcpu psi\t")
+	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tin flight\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\tadds/cpu-s\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\tloadavg\tcpu psi\t")
 	for _, r := range results {
 		w := r.Workload
 		load := fmt.Sprint(w.Inflight)
@@ -21,10 +21,10 @@ func WriteTable(w io.Writer, results []Result) error {
 			load = fmt.Sprintf("%.0f/s", w.Rate)
 		}
 		l := r.Latency
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d/%d\t%d\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%.1f\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d/%d\t%d\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%.1f\t%s\t\n",
 			w.Name, sizeName(w.Size), w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Ledgers, load,
 			r.AddsPerSec, r.MBPerSec, fmtDur(l.P50), fmtDur(l.P95), fmtDur(l.P99), fmtDur(l.P999), fmtDur(l.Max),
-			orDash(r.AddsPerSync, "%.0f"), cpuString(r), float64(r.BookieRSS)/(1<<20),
+			orDash(r.AddsPerSync, "%.0f"), cpuString(r), orDash(r.AddsPerCPUSecond(), "%.0f"), float64(r.BookieRSS)/(1<<20),
 			refMB(r), orDash(r.MBRatio(), "%.2f"), refDelta(r), r.Errors, r.Load, psi(r.CPUPressure))
 	}
 	if err := tw.Flush(); err != nil {
@@ -45,11 +45,26 @@ func WriteTable(w io.Writer, results []Result) error {
 			fmt.Fprintln(w)
 		}
 	}
+	for _, r := range results {
+		if tl := r.Timeline; len(tl) >= 10 {
+			lo, hi := tl[0].RSS, tl[0].RSS
+			for _, s := range tl {
+				lo, hi = min(lo, s.RSS), max(hi, s.RSS)
+			}
+			half := tl[len(tl)/2]
+			last := tl[len(tl)-1]
+			slope := float64(last.RSS-half.RSS) / (1 << 20) / ((last.T - half.T) / 60)
+			fmt.Fprintf(w, "%s: RSS over the run: first %.0f MiB, min %.0f, max %.0f, last %.0f; second half %+.1f MiB/min\n",
+				r.Workload.Name, mib(tl[0].RSS), mib(lo), mib(hi), mib(last.RSS), slope)
+		}
+	}
 	if len(results) > 0 && results[0].BookiesInProcess {
 		fmt.Fprintln(w, "\ncpu: cores used by this process, which also runs the bookies and etcd (--local): client and bookie CPU are not separated.")
 	}
 	return nil
 }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func psi(v float64) string {
 	if v < 0 {

@@ -117,6 +117,18 @@ func (r Result) MBRatio() float64 {
 	return r.MBPerSec / r.Reference.MBPerSec
 }
 
+// AddsPerCPUSecond returns adds per second of CPU used by the client and
+// the bookies together (this process, plus bookies in other processes when
+// known): a figure that holds up better than adds/s when other processes
+// compete for the CPU. 0 when unknown.
+func (r Result) AddsPerCPUSecond() float64 {
+	cores := r.ProcessCPU + max(r.BookieCPU, 0)
+	if cores <= 0 {
+		return 0
+	}
+	return r.AddsPerSec / cores
+}
+
 // P50Delta returns the add p50 minus the reference's write+fdatasync p50.
 func (r Result) P50Delta() time.Duration {
 	if r.Reference == nil {

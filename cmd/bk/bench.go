@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,7 +44,7 @@ func runBench(args []string) error {
 	refDir := fs.String("ref-dir", ".", "with --metadata: a directory on the bookies' journal disk for the raw reference")
 	data := fs.String("data", ".", "with --local: parent of the temporary cluster directory")
 	nBookies := fs.Int("bookies", 0, "with --local: bookies to start (default: the most any workload needs)")
-	jsonOut := fs.Bool("json", false, "write the results as JSON to stdout instead of a table")
+	jsonOut := fs.String("json", "", "also write the results as JSON to this file ('-': to stdout, instead of the table)")
 	plot := fs.String("plot", "", "write a latency plot (SVG: percentile spectrum and p99 over time) to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (with --local: client and bookies) to this file")
 	procs := fs.Bool("procs", false, "with --local: run each bookie as a child 'bk bookie' process, so bookie CPU and RSS are measured apart from the client's")
@@ -52,7 +53,11 @@ func runBench(args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: bk bench (--local | --metadata URL) [flags]\n\nworkloads:\n%s\nflags:\n", bench.SuiteNames())
 		fs.PrintDefaults()
 	}
+	replay := fs.String("report", "", "print the table (and --plot) of a JSON file written by --json, without running anything")
 	fs.Parse(args)
+	if *replay != "" {
+		return replayReport(*replay, *plot)
+	}
 	if *local == (*metadata != "") {
 		return errors.New("give exactly one of --local and --metadata")
 	}
@@ -110,7 +115,7 @@ func runBench(args []string) error {
 	if *noRef {
 		opts.RefDir = ""
 	}
-	if isTerminal(os.Stdout) && !*jsonOut {
+	if isTerminal(os.Stdout) && *jsonOut != "-" {
 		opts.Progress = os.Stdout
 	}
 	if *cpuProfile != "" {
@@ -137,7 +142,7 @@ func runBench(args []string) error {
 	r := bench.NewRunner(opts)
 	var runErr error
 	for _, w := range ws {
-		if !*jsonOut {
+		if *jsonOut != "-" {
 			fmt.Fprintf(os.Stderr, "running %s (warm-up %v, %v)\n", w, w.Warmup, w.Duration)
 		}
 		res, err := r.Run(ctx, w)
@@ -148,15 +153,20 @@ func runBench(args []string) error {
 		rep.Results = append(rep.Results, res)
 	}
 	var out io.Writer = os.Stdout
-	if *jsonOut {
+	switch *jsonOut {
+	case "-":
 		err = bench.WriteJSON(out, rep)
-	} else {
+	case "":
+	default:
+		err = writeJSONFile(*jsonOut, rep)
+	}
+	if err == nil && *jsonOut != "-" {
 		fmt.Fprintf(out, "\n%s  %s, %d CPUs, load average %s\n", rep.Started.Format(time.RFC3339), host, rep.CPUs, loadAverages())
 		err = bench.WriteTable(out, rep.Results)
 	}
 	if err == nil && *plot != "" && len(rep.Results) > 0 {
 		err = writePlot(*plot, rep.Results, rep.Command)
-		if err == nil && !*jsonOut {
+		if err == nil && *jsonOut != "-" {
 			fmt.Fprintf(out, "\nlatency plot: %s\n", *plot)
 		}
 	}
@@ -213,6 +223,39 @@ func writePlot(path string, results []bench.Result, title string) error {
 		return err
 	}
 	if err := bench.WriteSVG(f, results, title); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// replayReport prints the table of a saved JSON report and, if plot is set,
+// writes its latency plot.
+func replayReport(path, plot string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	fmt.Printf("%s  %s, %d CPUs: %s\n", rep.Started.Format(time.RFC3339), rep.Host, rep.CPUs, rep.Command)
+	if err := bench.WriteTable(os.Stdout, rep.Results); err != nil {
+		return err
+	}
+	if plot != "" {
+		return writePlot(plot, rep.Results, rep.Command)
+	}
+	return nil
+}
+
+func writeJSONFile(path string, rep bench.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteJSON(f, rep); err != nil {
 		f.Close()
 		return err
 	}
