@@ -69,7 +69,7 @@ func randomRun(t *testing.T, seed uint64) {
 		t.Fatal(err)
 	}
 	log := newAckLog()
-	n := 200 + rng.IntN(400)
+	n := 100 + rng.IntN(300)
 	recoverAt := rng.IntN(n)
 	restartAt := rng.IntN(n)
 	victim := rng.IntN(len(c.bookies))

@@ -220,8 +220,10 @@ func (w *Writer) Append(ctx context.Context, data []byte) (int64, error) {
 
 // AppendAsync adds data as the next entry and returns at once. cb is called exactly once,
 // with the entry id and nil when the entry is acknowledged, or with an error; calls come in
-// entry-id order, never concurrently, on a client goroutine that cb must not block. data is
-// copied before AppendAsync returns.
+// entry-id order, never concurrently, on a client goroutine that cb must not block. An add
+// refused at once (writer stopped or closing, entry too large) calls cb with entry id -1 on
+// the caller's goroutine before AppendAsync returns. data is copied before AppendAsync
+// returns.
 func (w *Writer) AppendAsync(data []byte, cb func(entryID int64, err error)) {
 	if err := w.add(data, cb, nil); err != nil {
 		cb(wire.NoEntry, err)
