@@ -305,8 +305,15 @@ func (s *Store) compactLoop() {
 			}
 			cancel()
 		}()
-		s.Compact(ctx)
+		st, err := s.Compact(ctx)
 		cancel()
+		switch {
+		case err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed):
+			s.opts.Logger.Error("entrylog: compaction failed", "err", err, "logs_compacted", st.LogsCompacted)
+		case st.LogsCompacted > 0:
+			s.opts.Logger.Info("entrylog: compacted", "logs", st.LogsCompacted, "entries_moved", st.EntriesMoved,
+				"bytes_moved", st.BytesMoved, "bytes_freed", st.BytesFreed)
+		}
 	}
 }
 

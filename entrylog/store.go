@@ -3,6 +3,7 @@ package entrylog
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -58,7 +59,7 @@ type Options struct {
 	// compacted. Default 0.5. Negative disables compaction.
 	CompactionThreshold float64
 	// CompactionInterval runs Compact in the background this often.
-	// Zero (the default) runs it only when called.
+	// Default 15 minutes; negative runs it only when called.
 	CompactionInterval time.Duration
 	// CompactionBatch is how many copied records compaction points the
 	// index at in one step, bounding its memory whatever the record size.
@@ -81,6 +82,9 @@ type Options struct {
 	// straight from the cache instead of gathering into its buffer.
 	// Default 64 KiB.
 	DirectWriteBytes int64
+	// Logger receives background flush failures and compaction results.
+	// Default: discard.
+	Logger *slog.Logger
 	// FlushRetryDelay is how long the background flusher waits after a
 	// failed flush before trying again on its own. Default 1 s.
 	FlushRetryDelay time.Duration
@@ -107,6 +111,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DirectWriteBytes <= 0 {
 		o.DirectWriteBytes = 64 << 10
+	}
+	if o.CompactionInterval == 0 {
+		o.CompactionInterval = 15 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.FlushRetryDelay == 0 {
 		o.FlushRetryDelay = time.Second
@@ -331,6 +341,7 @@ func (s *Store) flushLoop() {
 			continue
 		}
 		s.flushErr.Store(&err)
+		s.opts.Logger.Error("entrylog: background flush failed; entries stay cached", "err", err, "retry_in", s.opts.FlushRetryDelay)
 		select {
 		case <-s.done:
 			return
