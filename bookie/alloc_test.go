@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ func (f *fakeConn) AsyncWrite(buf []byte, cb gnet.AsyncCallback) error {
 	return nil
 }
 func (f *fakeConn) Wake(cb gnet.AsyncCallback) error { return nil }
+func (f *fakeConn) RemoteAddr() net.Addr             { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1} }
 func (f *fakeConn) OutboundBuffered() int            { return 0 }
 
 // TestAddPathAllocs proves the add path — decode, ledger checks, journal
@@ -43,7 +45,7 @@ func TestAddPathAllocs(t *testing.T) {
 	defer b.Close()
 	fc := &fakeConn{}
 	c := newConn(b, fc)
-	c.helloDone = true
+	c.helloDone, c.authed = true, true
 	payload := make([]byte, 1024)
 	var entry, frame []byte
 	next := int64(0)

@@ -2,6 +2,8 @@ package bookie
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bookie-go/bookie/wire"
 )
 
 // metrics are the bookie's Prometheus metrics, registered on its own registry
@@ -16,6 +18,7 @@ type metrics struct {
 	batchBytes    prometheus.Histogram
 	requests      *prometheus.CounterVec // by op
 	addOK         prometheus.Counter     // hot path: pre-resolved
+	requestsByOp  [16]prometheus.Counter // requests, pre-resolved by opcode
 	responses     *prometheus.CounterVec // by op and status
 	bytesIn       prometheus.Counter
 	bytesOut      prometheus.Counter
@@ -83,6 +86,9 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		Name: "bookie_scrub_damaged_entries_total", Help: "Entries the scrubber found corrupt or unreadable."})
 	m.scrubPasses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_passes_total", Help: "Completed scrub passes."})
+	for op := range m.requestsByOp {
+		m.requestsByOp[op] = m.requests.WithLabelValues(wire.Op(op).String())
+	}
 	m.addOK = m.responses.WithLabelValues("ADD", "OK")
 	m.registry.MustRegister(m.addLatency, m.readLatency, m.fsyncLatency, m.batchRecords, m.batchBytes,
 		m.requests, m.responses, m.bytesIn, m.bytesOut, m.connections, m.inflightBytes, m.journalQueue,
@@ -107,4 +113,13 @@ func (b *Bookie) addsPerSync() float64 {
 		}
 	}
 	return 0
+}
+
+// countRequest counts a request by opcode without a label lookup.
+func (m *metrics) countRequest(op wire.Op) {
+	if int(op) < len(m.requestsByOp) {
+		m.requestsByOp[op].Inc()
+		return
+	}
+	m.requests.WithLabelValues(op.String()).Inc()
 }

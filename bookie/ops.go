@@ -30,7 +30,7 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 		c.closing = true
 		return false
 	}
-	b.metrics.requests.WithLabelValues(h.Op.String()).Inc()
+	b.metrics.countRequest(h.Op)
 	if !c.authed {
 		b.authenticate(c, &h, frame)
 		return false
