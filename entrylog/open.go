@@ -41,12 +41,11 @@ func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
 	s.fw.s, s.cw.s = s, s
 
 	bad, err := s.openLogs()
-	if err != nil {
-		s.closeLogs()
-		return nil, err
+	if err == nil {
+		err = s.rebuildUsage(bad)
 	}
-	if err := s.rebuildUsage(bad); err != nil {
-		s.closeLogs()
+	if err != nil {
+		s.closeLogs(bad)
 		return nil, err
 	}
 	s.wg.Add(1)
@@ -59,7 +58,8 @@ func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
 }
 
 // openLogs opens every entry log in dir and reads its header. Logs whose
-// header is unreadable are returned in bad, still open, not registered.
+// header is unreadable are returned in bad, still open, not registered (also
+// on error, so the caller can close them).
 func (s *Store) openLogs() (bad map[uint32]*logFile, err error) {
 	names, err := s.fs.List(s.dir)
 	if err != nil {
@@ -74,13 +74,13 @@ func (s *Store) openLogs() (bad map[uint32]*logFile, err error) {
 			continue
 		}
 		if id == math.MaxUint32 {
-			return nil, fmt.Errorf("entrylog: log id %d exhausts the id space", id)
+			return bad, fmt.Errorf("entrylog: log id %d exhausts the id space", id)
 		}
 		next = max(next, id+1)
 		full := path.Join(s.dir, name)
 		f, err := s.fs.OpenFile(full, os.O_RDWR, 0)
 		if err != nil {
-			return nil, fmt.Errorf("entrylog: open %s: %w", full, err)
+			return bad, fmt.Errorf("entrylog: open %s: %w", full, err)
 		}
 		lf := &logFile{id: id, name: full, f: f}
 		clear(buf)
@@ -91,7 +91,7 @@ func (s *Store) openLogs() (bad map[uint32]*logFile, err error) {
 		}
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			f.Close()
-			return nil, fmt.Errorf("entrylog: read header of %s: %w", full, rerr)
+			return bad, fmt.Errorf("entrylog: read header of %s: %w", full, rerr)
 		}
 		if herr != nil {
 			bad[id] = lf
@@ -110,10 +110,12 @@ func (s *Store) openLogs() (bad map[uint32]*logFile, err error) {
 }
 
 // rebuildUsage estimates each log's live bytes from the index: one pass over
-// every index entry, charging each the mean record size of its log. Logs in
-// bad that nothing points at are crash leftovers (created, but the header
-// never synced) and are removed; those the index points at are kept, and
-// reads of them fail with ErrCorrupt.
+// every index entry, charging each the mean record size of its log. A ledger
+// whose index cannot be scanned is logged and skipped: the estimate only
+// decides when to compact. Logs in bad that nothing points at are crash
+// leftovers (created, but the header never synced) and are removed; those
+// the index points at, or all of them if a scan failed, are kept for reads
+// (every record still carries its checksum) and never compacted.
 func (s *Store) rebuildUsage(bad map[uint32]*logFile) error {
 	var ledgers []uint64
 	if err := s.ix.ledgers(func(l uint64) error {
@@ -123,6 +125,7 @@ func (s *Store) rebuildUsage(bad map[uint32]*logFile) error {
 		return fmt.Errorf("entrylog: list ledgers in index: %w", err)
 	}
 	referenced := make(map[uint32]bool)
+	scanFailed := false
 	for _, l := range ledgers {
 		err := s.ix.scan(l, func(entry int64, loc location) error {
 			u := s.usage[loc.log()]
@@ -134,16 +137,20 @@ func (s *Store) rebuildUsage(bad map[uint32]*logFile) error {
 			return nil
 		})
 		if err != nil && !errors.Is(err, ErrNoSuchLedger) {
-			return fmt.Errorf("entrylog: scan index of ledger %d: %w", l, err)
+			s.opts.Logger.Error("entrylog: cannot scan the index of a ledger; its space is not counted", "ledger", l, "err", err)
+			scanFailed = true
 		}
 	}
 	removed := false
 	for id, lf := range bad {
-		if referenced[id] {
-			s.logs[id] = lf // reads check every record
+		if referenced[id] || scanFailed {
+			s.opts.Logger.Warn("entrylog: log with a damaged header kept for reads", "log", lf.name)
+			s.logs[id] = lf
+			delete(bad, id)
 			continue
 		}
 		lf.f.Close()
+		delete(bad, id)
 		if err := s.fs.Remove(lf.name); err != nil {
 			return fmt.Errorf("entrylog: remove unfinished log %s: %w", lf.name, err)
 		}
@@ -157,8 +164,12 @@ func (s *Store) rebuildUsage(bad map[uint32]*logFile) error {
 	return nil
 }
 
-func (s *Store) closeLogs() {
+// closeLogs closes every log opened so far, after a failed Open.
+func (s *Store) closeLogs(bad map[uint32]*logFile) {
 	for _, lf := range s.logs {
+		lf.f.Close()
+	}
+	for _, lf := range bad {
 		lf.f.Close()
 	}
 }
