@@ -85,6 +85,7 @@ var suiteDoc = []struct{ name, doc string }{
 	{"curve", "group-commit curve: 1 KiB single bookie at 1, 10, 100, 1,000, 10,000 in flight"},
 	{"sizes", "size sweep: 100 B .. 64 KiB on 1 ledger, and 1 KiB on 1 .. 1,000 ledgers, single bookie"},
 	{"sustained", "single bookie 1 KiB x 10,000 for --duration (default 10 min): RSS and latency over time"},
+	{"targets", "the issue's targets: journal, throughput, floor and 64 KiB single bookie"},
 	{"all", "throughput, journal, omb, floor, curve and sizes"},
 }
 
@@ -152,6 +153,13 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 			for _, l := range []int{10, 100, 1000} {
 				ws = append(ws, single(fmt.Sprintf("ledgers-%d-1KiB", l), name, 1024, l, 10000))
 			}
+		case "targets":
+			var err error
+			ws, err = Suite("journal,throughput,floor", Scale{}, rate)
+			if err != nil {
+				return nil, err
+			}
+			ws = append(ws, single("size-64KiB", name, 64<<10, 1, inflightFor(64<<10)))
 		case "sustained":
 			w := single("sustained-1KiB-x10000", name, 1024, 1, 10000)
 			w.Duration = 10 * time.Minute
