@@ -82,17 +82,24 @@
 // of its live bytes; a sealed log whose live fraction is under
 // Options.CompactionThreshold is read sequentially, every record the index
 // still points at is copied to a new log, the new log is synced, the index
-// is pointed at the copies (if it still points at the originals) and synced,
+// is pointed at the copies (if it still points at the originals; in batches
+// of Options.CompactionBatch records, so memory stays bounded) and synced,
 // and only then is the old log removed and the directory synced. A crash
 // anywhere in between leaves each entry readable from the old or the new
-// copy.
+// copy. A record that fails its checksum before the durable end stops the
+// compaction of that log with ErrCorrupt and the log is kept. Compaction
+// runs every Options.CompactionInterval (15 minutes by default) and when
+// Compact is called.
 //
 // Live bytes are not persisted. They are counted exactly as the index is
 // pointed at records, and rebuilt on Open by one scan over the index,
 // charging each entry the mean record size of its log (from the header's
 // durable end and record count). The scan costs one pass over the index at
-// startup, and the estimate is only as good as the mean; neither affects
-// correctness, since compaction checks every record against the index.
+// startup (proportional to the number of entries: minutes for 10^9), and the
+// estimate is only as good as the mean; neither affects correctness, since
+// compaction checks every record against the index. Persisting the per-log
+// ledger sizes when a log is sealed would make Open proportional to the
+// number of logs instead.
 //
 // # Disk space
 //
