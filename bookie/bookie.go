@@ -69,6 +69,12 @@ type Bookie struct {
 	secret []byte // cluster secret; nil: no authentication
 	conns  *connRegistry
 
+	// sinceCheckpoint counts journal bytes completed since the last
+	// checkpoint; past two segments the checkpointer is kicked, so freed
+	// segments are recycled instead of new ones zero-filled.
+	sinceCheckpoint atomic.Int64
+	kickCheckpoint  chan struct{}
+
 	// completion state, owned by the journal writer goroutine.
 	batchNo    uint64
 	dirtyConns []*conn
@@ -102,8 +108,10 @@ func New(cfg Config) (*Bookie, error) {
 		paused:  make(map[*conn]struct{}),
 		readq:   make(chan *request, 4096),
 		conns:   newConnRegistry(),
-		stop:    make(chan struct{}),
-		runErr:  make(chan error, 1),
+
+		kickCheckpoint: make(chan struct{}, 1),
+		stop:           make(chan struct{}),
+		runErr:         make(chan error, 1),
 	}
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
 	fs := cfg.FS
@@ -160,9 +168,10 @@ func New(cfg Config) (*Bookie, error) {
 	start := time.Now()
 	replayed := 0
 	b.journal, err = journal.Open(fs, cfg.JournalDir, journal.Options{
-		SegmentSize:   cfg.JournalSegmentSize,
-		MaxQueueBytes: cfg.JournalQueueBytes,
-		Completed:     b.completed,
+		SegmentSize:     cfg.JournalSegmentSize,
+		MaxQueueBytes:   cfg.JournalQueueBytes,
+		RecycleSegments: 8,
+		Completed:       b.completed,
 		Replay: func(r journal.Record) error {
 			replayed++
 			if err := b.apply(r.Type, r.Payload, true); err != nil {
@@ -307,6 +316,7 @@ func (b *Bookie) checkpoint() error {
 	b.lastAppliedMu.Lock()
 	mark := b.lastApplied
 	b.lastAppliedMu.Unlock()
+	b.sinceCheckpoint.Store(0)
 
 	var saved []*ledger
 	var err error
@@ -498,12 +508,20 @@ func (b *Bookie) background() {
 			b.checkDisk()
 			b.sweep(now)
 		case <-ckpt.C:
-			if err := b.checkpoint(); err != nil {
-				b.log.Error("checkpoint failed", "err", err)
-				if errors.Is(err, entrylog.ErrDiskFull) {
-					b.setReadOnly("disk full: storage flush refused")
-				}
-			}
+			b.runCheckpoint()
+		case <-b.kickCheckpoint:
+			b.runCheckpoint()
+		}
+	}
+}
+
+// runCheckpoint checkpoints and handles a failure. Runs on the background
+// goroutine.
+func (b *Bookie) runCheckpoint() {
+	if err := b.checkpoint(); err != nil {
+		b.log.Error("checkpoint failed", "err", err)
+		if errors.Is(err, entrylog.ErrDiskFull) {
+			b.setReadOnly("disk full: storage flush refused")
 		}
 	}
 }

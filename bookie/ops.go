@@ -435,6 +435,12 @@ func (b *Bookie) completed(batch []journal.Completion) {
 		}
 	}
 	b.metrics.batchBytes.Observe(float64(bytes))
+	if b.sinceCheckpoint.Add(int64(bytes)) > 2*b.cfg.JournalSegmentSize {
+		select {
+		case b.kickCheckpoint <- struct{}{}:
+		default:
+		}
+	}
 	if last != (journal.Mark{}) {
 		b.setApplied(last)
 	}
