@@ -121,3 +121,24 @@ func TestAddAllocs(t *testing.T) {
 		t.Fatalf("%.2f allocations per Append, want 0 in steady state", allocs)
 	}
 }
+
+// BenchmarkAppendPath measures the client's own add path (E=3 WQ=2 AQ=2, 1 KiB entries, up
+// to 10,000 in flight) against minimal acknowledging servers, so that bookie work does not
+// count: requests, coalesced writes, response matching, ordered acks.
+func BenchmarkAppendPath(b *testing.B) {
+	addrs := []string{ackServer(b), ackServer(b), ackServer(b)}
+	w := testWriter(b, addrs, 3, 2, 2)
+	data := make([]byte, 1024)
+	sem := make(chan struct{}, 10000)
+	done := func(int64, error) { <-sem }
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		sem <- struct{}{}
+		w.AppendAsync(data, done)
+	}
+	for range cap(sem) {
+		sem <- struct{}{}
+	}
+}
