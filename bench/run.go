@@ -27,6 +27,9 @@ type Options struct {
 	// Progress, when not nil, receives a live status line (carriage
 	// returns, for a terminal) once a second.
 	Progress io.Writer
+	// Measuring, when set, is called with true when a workload's measured
+	// part starts and with false when it ends (e.g. to profile only that).
+	Measuring func(w Workload, start bool)
 	// Password of the benchmark's ledgers.
 	Password []byte
 }
@@ -264,6 +267,9 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 	var start time.Time
 	if err == nil {
 		before = scrapeAll(ctx, bookies)
+		if r.opts.Measuring != nil {
+			r.opts.Measuring(w, true)
+		}
 		rec.Reset()
 		cpu0, start = processCPU(), time.Now()
 		err = r.wait(ctx, w.Duration, fail, func(t time.Duration, last time.Duration) {
@@ -291,6 +297,9 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 		res.Elapsed = time.Since(start)
 		var bytes int64
 		res.Latency, bytes, res.Errors = rec.Total()
+		if r.opts.Measuring != nil {
+			r.opts.Measuring(w, false)
+		}
 		cpu := processCPU() - cpu0
 		after := scrapeAll(ctx, bookies)
 		res.Adds = res.Latency.Count

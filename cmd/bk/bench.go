@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -15,6 +16,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,7 +48,7 @@ func runBench(args []string) error {
 	nBookies := fs.Int("bookies", 0, "with --local: bookies to start (default: the most any workload needs)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file ('-': to stdout, instead of the table)")
 	plot := fs.String("plot", "", "write a latency plot (SVG: percentile spectrum and p99 over time) to this file")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (with --local: client and bookies) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each workload's measured part to PREFIX.WORKLOAD.prof (this process: with --local, client and bookies; with --procs, the bookies' too, from their /debug/pprof)")
 	procs := fs.Bool("procs", false, "with --local: run each bookie as a child 'bk bookie' process, so bookie CPU and RSS are measured apart from the client's")
 	logLevel := fs.String("log-level", "error", "bookie log level with --local")
 	fs.Usage = func() {
@@ -119,15 +121,7 @@ func runBench(args []string) error {
 		opts.Progress = os.Stdout
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		opts.Measuring = profiler(*cpuProfile, opts.Target.Bookies)
 	}
 
 	host, _ := os.Hostname()
@@ -223,6 +217,72 @@ func writePlot(path string, results []bench.Result, title string) error {
 		return err
 	}
 	if err := bench.WriteSVG(f, results, title); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// profiler returns a Measuring hook that profiles this process during each
+// measured part into PREFIX.WORKLOAD.prof and, for bookies in other
+// processes with an admin listener, fetches their CPU profile for the same
+// span (the handler profiles for the workload's duration, in whole seconds)
+// into PREFIX.WORKLOAD.bookie-N.prof. Errors are printed, not fatal.
+func profiler(prefix string, bookies []bench.Bookie) func(bench.Workload, bool) {
+	var f *os.File
+	var fetches sync.WaitGroup
+	return func(w bench.Workload, start bool) {
+		if !start {
+			pprof.StopCPUProfile()
+			f.Close()
+			fetches.Wait() // the bookies profile for the same duration
+			return
+		}
+		var err error
+		if f, err = os.Create(prefix + "." + w.Name + ".prof"); err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "cpuprofile: %v\n", err)
+		}
+		for i, b := range bookies {
+			if b.InProcess || b.Metrics == "" {
+				continue
+			}
+			url := strings.TrimSuffix(b.Metrics, "/metrics") + fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(w.Duration.Seconds()+0.5))
+			path := fmt.Sprintf("%s.%s.bookie-%d.prof", prefix, w.Name, i+1)
+			fetches.Add(1)
+			go func() {
+				defer fetches.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), w.Duration+30*time.Second)
+				defer cancel()
+				if err := fetchProfile(ctx, url, path); err != nil {
+					fmt.Fprintf(os.Stderr, "cpuprofile of bookie %d: %v\n", i+1, err)
+				}
+			}()
+		}
+	}
+}
+
+// fetchProfile saves the profile served at url into path.
+func fetchProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
 		f.Close()
 		return err
 	}
