@@ -35,6 +35,7 @@ type modelEntry struct {
 
 type storeModel struct {
 	mem     *vfs.MemFS
+	faults  *vfs.Switch // fails operations on entry log files while armed
 	s       *testStore
 	opts    Options
 	entries map[cacheKey]*modelEntry
@@ -76,12 +77,32 @@ func (m *storeModel) read(t *rapid.T, k cacheKey, allowed []modelValue) modelVal
 	return v
 }
 
+// modelFaults are the failures the model injects into flushes and
+// compactions.
+var modelFaults = []struct {
+	op  vfs.Op
+	err error
+}{
+	{vfs.OpWrite, vfs.ErrNoSpace},
+	{vfs.OpWrite, vfs.ErrInjectedIO},
+	{vfs.OpSync, vfs.ErrInjectedIO},
+	{vfs.OpAllocate, vfs.ErrNoSpace},
+	{vfs.OpOpen, vfs.ErrNoSpace},
+	{vfs.OpSyncDir, vfs.ErrInjectedIO},
+	{vfs.OpRemove, vfs.ErrInjectedIO},
+}
+
 func TestStoreAgainstModel(t *testing.T) {
 	opts := smallOpts()
 	opts.FlushRetryDelay = 1
 	rapid.Check(t, func(t *rapid.T) {
 		m := &storeModel{mem: vfs.NewMemFS(), opts: opts, entries: map[cacheKey]*modelEntry{}}
-		m.s = mustOpen(t, m.mem, opts)
+		open := func() {
+			var fs vfs.FS
+			fs, m.faults = logFaults(m.mem)
+			m.s = mustOpen(t, fs, opts)
+		}
+		open()
 		defer func() { m.s.close(t) }()
 		key := func(t *rapid.T) cacheKey {
 			return cacheKey{rapid.Uint64Range(1, 3).Draw(t, "ledger"), rapid.Int64Range(0, 20).Draw(t, "entry")}
@@ -149,18 +170,33 @@ func TestStoreAgainstModel(t *testing.T) {
 			"reopen": func(t *rapid.T) {
 				m.s.close(t)
 				m.flushed() // Close flushes
-				m.s = mustOpen(t, m.mem, opts)
+				open()
 			},
 			"crash": func(t *rapid.T) {
 				m.s.abandon()
 				m.s.ix.Close()
 				seed := rapid.Int64().Draw(t, "seed")
 				m.mem = m.mem.CrashClone(rand.New(rand.NewSource(seed)))
-				m.s = mustOpen(t, m.mem, opts)
+				open()
 				for k, e := range m.entries {
 					e.cur = m.read(t, k, e.afterCut)
 					e.afterCut = []modelValue{e.cur}
 				}
+			},
+			"faultyFlush": func(t *rapid.T) {
+				f := rapid.SampledFrom(modelFaults).Draw(t, "fault")
+				m.faults.Arm(f.op, f.err)
+				err := m.s.Flush()
+				m.faults.Disarm(f.op)
+				if err == nil {
+					m.flushed() // the fault was not reached
+				}
+			},
+			"faultyCompact": func(t *rapid.T) {
+				f := rapid.SampledFrom(modelFaults).Draw(t, "fault")
+				m.faults.Arm(f.op, f.err)
+				m.s.Compact(context.Background()) // may fail; must lose nothing
+				m.faults.Disarm(f.op)
 			},
 			"": func(t *rapid.T) {
 				for k, e := range m.entries {
