@@ -127,6 +127,18 @@ func (c *conn) pause() {
 	}
 }
 
+// waitForJournal stops parsing c until the journal, whose queue was full,
+// completes a batch (completed wakes every paused connection). Runs on the
+// event loop.
+func (c *conn) waitForJournal() {
+	if !c.paused.Swap(true) {
+		c.b.metrics.pausedConns.Inc()
+	}
+	c.b.pausedMu.Lock()
+	c.b.paused[c] = struct{}{}
+	c.b.pausedMu.Unlock()
+}
+
 // wakePaused resumes every paused connection.
 func (b *Bookie) wakePaused() {
 	b.pausedMu.Lock()
@@ -337,7 +349,7 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 			retry = b.handleFrame(c, frame)
 		}
 		if retry {
-			c.pause()
+			c.waitForJournal()
 			break
 		}
 		gc.Discard(n)

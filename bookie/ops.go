@@ -447,6 +447,8 @@ func (b *Bookie) completed(batch []journal.Completion) {
 	for _, c := range b.dirtyConns {
 		c.flush()
 	}
+	// Connections that found the journal queue full can go on now.
+	b.wakePaused()
 }
 
 func (b *Bookie) markDirty(c *conn) {
