@@ -19,6 +19,15 @@
 // one file. The cost is space for gaps (an absent entry id below the last one
 // still has its 8-byte slot) and one file per ledger.
 //
+// Why a double-write file rather than trusting sector atomicity: a 4 KiB
+// page spans eight 512-byte sectors, so rewriting one in place is safe only
+// with per-sector checksums and a disk that writes each sector atomically,
+// which a 512e drive (4 KiB physical sectors, read-modify-write) or a short
+// write at byte granularity (vfs.NewFaultFS models one) does not give. The
+// double-write costs one sequential write and fsync per writeback batch
+// that rewrites synced pages: at a checkpoint, about one page per ledger
+// appended to since the last one (its partly filled tail page).
+//
 // # Directory layout
 //
 //	dir/ledgers.state                  state file (all ledgers), replaced atomically
@@ -108,6 +117,13 @@
 //     nothing of it had been written in place yet. In-place images only ever
 //     add or replace mappings, so replaying one is idempotent, and a newer
 //     mapping than the checkpoint is harmless (the journal replays it).
+//   - A crash can keep a rewritten page whose slots beyond the durable
+//     LastEntry come from unsynced Puts. No answer looks past LastEntry;
+//     Open masks those slots whenever it loads that page, and a Put that
+//     raises LastEntry past them first marks the masked page dirty. A Sync
+//     captures the ledger states in the same critical section as the dirty
+//     pages, so the state file that raises LastEntry is written after the
+//     page that clears them (TestPutDuringSyncKeepsMask pins this).
 //   - The state file is replaced atomically (tmp, fsync, rename, fsync dir).
 //     New index files and directories are fsynced before the state file
 //     names them. Deleted ledgers' files are removed only after a state file
