@@ -305,3 +305,54 @@ func TestGetAllocs(t *testing.T) {
 		t.Errorf("Get hit + Put: %v allocations, want 0", n)
 	}
 }
+
+// TestRealFS runs the life cycle on the real file system: pread, pwrite,
+// fdatasync, rename and directory fsync through vfs.Default.
+func TestRealFS(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{CacheBytes: minCachePages * PageSize, MaxOpenFiles: 2}
+	x, err := Open(vfs.Default, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 4; id++ {
+		for e := int64(0); e < 3*SlotsPerPage; e++ {
+			mustPut(t, x, id, e, loc(id, e))
+		}
+	}
+	mustSync(t, x)
+	for e := int64(0); e < 3*SlotsPerPage; e += 2 {
+		mustPut(t, x, 1, e, loc(9, e)) // rewrites through the double-write file
+	}
+	if err := x.DeleteLedger(2); err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, x)
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if x, err = Open(vfs.Default, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	for id := uint64(1); id <= 4; id++ {
+		for e := int64(0); e < 3*SlotsPerPage; e += 7 {
+			got, err := x.Get(id, e)
+			want := loc(id, e)
+			if id == 1 && e%2 == 0 {
+				want = loc(9, e)
+			}
+			switch {
+			case id == 2:
+				if !errors.Is(err, ErrNoSuchLedger) {
+					t.Fatalf("Get(2, %d) after delete = %v, %v", e, got, err)
+				}
+			case err != nil || got != want:
+				t.Fatalf("Get(%d, %d) = %v, %v; want %v", id, e, got, err, want)
+			}
+		}
+	}
+	if files, err := vfs.Default.List(dir + "/02"); err != nil || len(files) != 0 {
+		t.Errorf("files of the deleted ledger: %v, %v", files, err)
+	}
+}
