@@ -43,8 +43,8 @@ func runBookie(args []string) error {
 	if *secretFile != "" {
 		cfg.SecretFile = *secretFile
 	}
-	if s := os.Getenv("BK_CLUSTER_SECRET"); s != "" && cfg.SecretFile == "" {
-		cfg.Secret = []byte(s)
+	if cfg.SecretFile == "" {
+		cfg.Secret, _ = loadSecret("") // from BK_CLUSTER_SECRET, if set
 	}
 	if cfg.Admin == "off" {
 		cfg.Admin = ""

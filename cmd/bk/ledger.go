@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,7 @@ func runLedger(args []string) error {
 	password := fs.String("password", "", "ledger password (master key); also read from BK_LEDGER_PASSWORD")
 	first := fs.Int64("from", 0, "read/tail: first entry id")
 	timeout := fs.Duration("timeout", 30*time.Second, "time limit for the whole command (tail: per wait)")
+	secretFile := fs.String("secret-file", "", "cluster secret file, for bookies that require authentication (or set BK_CLUSTER_SECRET)")
 	// Accept flags before or after the ledger id.
 	var pos []string
 	for len(args) > 0 {
@@ -78,7 +80,12 @@ func runLedger(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	cl, err := client.New(openCtx, client.Config{Metadata: *metadata})
+	secret, err := loadSecret(*secretFile)
+	if err != nil {
+		cancel()
+		return err
+	}
+	cl, err := client.New(openCtx, client.Config{Metadata: *metadata, Secret: secret})
 	cancel()
 	if err != nil {
 		return err
@@ -285,4 +292,23 @@ func lastBookies(md meta.LedgerMetadata) string {
 		s[i] = string(b)
 	}
 	return strings.Join(s, ",")
+}
+
+// loadSecret reads the cluster secret from path, else BK_CLUSTER_SECRET; nil
+// when neither is set.
+func loadSecret(path string) ([]byte, error) {
+	if path == "" {
+		if s := os.Getenv("BK_CLUSTER_SECRET"); s != "" {
+			return []byte(s), nil
+		}
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if s := bytes.TrimSpace(data); len(s) > 0 {
+		return s, nil
+	}
+	return nil, fmt.Errorf("secret file %s is empty", path)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/localcluster"
 )
@@ -24,6 +25,7 @@ func runLocal(args []string) error {
 	adminBase := fs.Int("admin-base-port", 8181, "first bookie's admin HTTP port (0: no admin listeners)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	demo := fs.Bool("demo", false, "once up, write a small ledger and read it back")
+	secretFile := fs.String("secret-file", "", "cluster secret file: bookies require clients to authenticate (or set BK_CLUSTER_SECRET)")
 	fs.Parse(args)
 	if *n < 1 {
 		return errors.New("--bookies must be at least 1")
@@ -32,7 +34,12 @@ func runLocal(args []string) error {
 	if err != nil {
 		return err
 	}
-	lc, err := localcluster.Start(localcluster.Options{Dir: *data, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase, Logger: log})
+	secret, err := loadSecret(*secretFile)
+	if err != nil {
+		return err
+	}
+	lc, err := localcluster.Start(localcluster.Options{Dir: *data, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
+		Logger: log, Configure: func(_ int, cfg *bookie.Config) { cfg.Secret = secret }})
 	if err != nil {
 		return err
 	}
@@ -45,7 +52,7 @@ func runLocal(args []string) error {
 		fmt.Println()
 	}
 	if *demo {
-		if err := runDemo(lc.Endpoint()); err != nil {
+		if err := runDemo(lc.Endpoint(), secret); err != nil {
 			lc.Close()
 			return fmt.Errorf("demo: %w", err)
 		}
@@ -56,10 +63,10 @@ func runLocal(args []string) error {
 }
 
 // runDemo writes a three-entry ledger (E3 WQ2 AQ2) and reads it back.
-func runDemo(endpoint string) error {
+func runDemo(endpoint string, secret []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Metadata: endpoint})
+	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret})
 	if err != nil {
 		return err
 	}
