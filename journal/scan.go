@@ -1,0 +1,173 @@
+package journal
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+)
+
+// ScanInfo describes what Scan found: what Open would replay, and how.
+type ScanInfo struct {
+	// Checkpoint is the durable checkpoint mark.
+	Checkpoint Mark
+	// Segments lists every segment file in the directory, in order.
+	Segments []SegmentInfo
+	// Records is how many records after the checkpoint mark were passed to
+	// the callback.
+	Records int
+	// End is the position after the last record (Checkpoint if none).
+	End Mark
+	// Tail is how the journal ends: io.EOF, ErrPreallocated or ErrTornTail.
+	Tail error
+	// TornAt is where Open would truncate a torn tail (when Tail is
+	// ErrTornTail), and TornCause what does not verify there.
+	TornAt    Mark
+	TornCause error
+}
+
+// SegmentInfo describes one segment file found by Scan.
+type SegmentInfo struct {
+	Number uint64
+	// Path is the file's path.
+	Path string
+	// Size is the file's size in bytes (preallocated space included).
+	Size int64
+	// Freed is set for a segment wholly before the checkpoint mark: Open
+	// releases it (keeps it for reuse or removes it) and Scan does not read
+	// its records.
+	Freed bool
+	// Records is how many records after the checkpoint mark it holds;
+	// FirstSeq and LastSeq their sequence numbers (0 when none).
+	Records           int
+	FirstSeq, LastSeq uint64
+	// End is the offset where its records end, and Tail how: io.EOF,
+	// ErrPreallocated or ErrTornTail. Zero and nil for a freed segment or
+	// one after the end of the journal.
+	End  int64
+	Tail error
+}
+
+// Scan reads the journal in dir the way Open replays it, without writing
+// anything: it calls fn for every record after the checkpoint mark, in
+// sequence order, and tells the same four tails apart (see the package
+// documentation). It never truncates a torn tail, releases a segment or
+// removes a tmp file; it reports them. Corruption is returned as an error
+// wrapping ErrCorrupt (or ErrGap) that names the segment and offset, as Open
+// would fail with; the ScanInfo returned with it describes what was read up
+// to that point. An error from fn stops the scan and is returned wrapped.
+// Record.Payload is valid only during fn.
+//
+// Scan must not run concurrently with a Journal open on the same directory
+// if its result is to be exact: a live writer appends and recycles segments
+// under it.
+func Scan(fs vfs.FS, dir string, fn func(Record) error) (ScanInfo, error) {
+	var info ScanInfo
+	names, err := fs.List(dir)
+	if err != nil {
+		return info, fmt.Errorf("journal: list %s: %w", dir, err)
+	}
+	var segs []uint64
+	for _, name := range names {
+		if strings.HasSuffix(name, tmpSuffix) {
+			continue
+		}
+		if num, ok := parseSegmentName(name); ok {
+			segs = append(segs, num)
+		}
+	}
+	mark, err := readCheckpoint(fs, dir)
+	if err != nil {
+		return info, err
+	}
+	info.Checkpoint, info.End, info.Tail = mark, mark, io.EOF
+	j := &Journal{fs: fs, dir: dir}
+	var live []uint64
+	for _, num := range segs {
+		si := SegmentInfo{Number: num, Path: j.segmentPath(num), Freed: num < mark.Segment}
+		if fi, err := fs.Stat(si.Path); err == nil {
+			si.Size = fi.Size()
+		}
+		info.Segments = append(info.Segments, si)
+		if !si.Freed {
+			live = append(live, num)
+		}
+	}
+	if mark.Seq > 0 && (len(live) == 0 || live[0] != mark.Segment) {
+		return info, fmt.Errorf("%w: checkpoint mark is in segment %s, which is missing", ErrGap, segmentName(mark.Segment))
+	}
+	for i := 1; i < len(live); i++ {
+		if live[i] != live[i-1]+1 {
+			return info, fmt.Errorf("%w: segment %s is missing", ErrGap, segmentName(live[i-1]+1))
+		}
+	}
+	segInfo := func(num uint64) *SegmentInfo {
+		for i := range info.Segments {
+			if info.Segments[i].Number == num {
+				return &info.Segments[i]
+			}
+		}
+		return nil
+	}
+	var cur *SegmentInfo
+	j.opts.Replay = func(rec Record) error {
+		if cur == nil || cur.Number != rec.Pos.Segment {
+			cur = segInfo(rec.Pos.Segment)
+		}
+		if cur.Records == 0 {
+			cur.FirstSeq = rec.Seq
+		}
+		cur.Records++
+		cur.LastSeq = rec.Seq
+		if fn != nil {
+			return fn(rec)
+		}
+		return nil
+	}
+	r := replayer{j: j, mark: mark, next: mark.Seq + 1, end: mark, tail: io.EOF, markSeen: mark.Seq == 0}
+	finish := func() {
+		info.Records, info.End, info.Tail = r.records, r.end, r.tail
+	}
+	for i, num := range live {
+		data, err := r.read(num)
+		if err != nil {
+			finish()
+			return info, err
+		}
+		pos, tail, cause := r.segment(num, data)
+		si := segInfo(num)
+		si.End, si.Tail = int64(pos), tail
+		if tail == nil {
+			finish()
+			return info, cause
+		}
+		if tail == ErrTornTail {
+			if err := r.checkLater(num, data, pos, live[i+1:], cause); err != nil {
+				si.Tail = nil
+				finish()
+				return info, err
+			}
+			r.tail = tail
+			finish()
+			info.TornAt = Mark{Segment: num, Offset: int64(pos), Seq: r.next - 1}
+			info.TornCause = cause
+			break
+		}
+		if tail == ErrPreallocated {
+			if at, seq := findBatch(data, pos+1, r.next); at >= 0 {
+				finish()
+				return info, fmt.Errorf("%w: segment %s offset %d: records end in %s, but a batch with sequence %d follows at offset %d",
+					ErrCorrupt, segmentName(num), pos, describeEnd(data[pos:]), seq, at)
+			}
+		}
+		if r.end.Segment == num || i == 0 {
+			r.tail = tail
+		}
+	}
+	finish()
+	if !r.markSeen {
+		return info, fmt.Errorf("%w: the checkpoint mark's record %d is not in segment %s", ErrGap, mark.Seq, segmentName(mark.Segment))
+	}
+	return info, nil
+}
