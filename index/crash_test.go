@@ -300,7 +300,7 @@ func workload(t fataler, rng *rand.Rand, x *Index, c *crashTracker, n int, onSyn
 // unsynced 512-byte sectors, then checks the invariant on the image and goes
 // on working on it.
 func TestCrash(t *testing.T) {
-	seeds := 8
+	seeds := 5
 	if testing.Short() {
 		seeds = 3
 	}
