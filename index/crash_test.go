@@ -2,6 +2,7 @@ package index
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"math/rand"
@@ -295,14 +296,16 @@ func workload(t fataler, rng *rand.Rand, x *Index, c *crashTracker, n int, onSyn
 	}
 }
 
+var crashSeeds = flag.Int("crashseeds", 5, "seeds TestCrash runs (each one 6 crash rounds); raise it for a longer search")
+
 // TestCrash crashes at random file operations (inside Put's writeback, Sync,
 // DeleteLedger's removal, and Open's replay), keeping a random subset of the
 // unsynced 512-byte sectors, then checks the invariant on the image and goes
 // on working on it.
 func TestCrash(t *testing.T) {
-	seeds := 5
+	seeds := *crashSeeds
 	if testing.Short() {
-		seeds = 3
+		seeds = min(seeds, 3)
 	}
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
