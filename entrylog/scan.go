@@ -1,0 +1,152 @@
+package entrylog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+
+	"github.com/bookie-go/bookie/internal/vfs"
+)
+
+// LogInfo describes an entry log file as read from its header.
+type LogInfo struct {
+	// ID is the log id from the file name.
+	ID uint32
+	// Path is the file's path.
+	Path string
+	// Size is the file's size in bytes (preallocated space included).
+	Size int64
+	// DurableEnd is the header's durable end: every byte in
+	// [HeaderSize, DurableEnd) belongs to an intact record. Records is the
+	// header's record count for that range.
+	DurableEnd int64
+	Records    uint64
+}
+
+// Reader reads one entry log file without writing to it: Open trims a log
+// to its durable end, a Reader only reports what lies past it. It is for
+// operator tools working on a stopped bookie's directory. Safe for
+// concurrent use.
+type Reader struct {
+	lf   logFile
+	info LogInfo
+}
+
+// LogName returns the file name of entry log id ("%08x.log").
+func LogName(id uint32) string { return logName(id) }
+
+// ParseLogName returns the id of an entry log file name made by LogName.
+func ParseLogName(name string) (uint32, bool) { return parseLogName(name) }
+
+// ListLogs returns the ids of the entry log files in dir, ascending.
+func ListLogs(fs vfs.FS, dir string) ([]uint32, error) {
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("entrylog: list %s: %w", dir, err)
+	}
+	var ids []uint32
+	for _, name := range names {
+		if id, ok := parseLogName(name); ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// OpenReader opens entry log id in dir read-only and decodes its header. A
+// header that does not verify, or that names another log, is an error
+// wrapping ErrCorrupt; the file is closed then.
+func OpenReader(fs vfs.FS, dir string, id uint32) (*Reader, error) {
+	name := path.Join(dir, logName(id))
+	f, err := vfs.Open(fs, name)
+	if err != nil {
+		return nil, fmt.Errorf("entrylog: open %s: %w", name, err)
+	}
+	r := &Reader{lf: logFile{id: id, name: name, f: f}, info: LogInfo{ID: id, Path: name}}
+	if r.info.Size, err = f.Size(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("entrylog: stat %s: %w", name, err)
+	}
+	buf := make([]byte, HeaderSize)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		return nil, fmt.Errorf("entrylog: read header of %s: %w", name, err)
+	}
+	h, err := decodeHeader(buf[:n])
+	if err == nil && h.id != id {
+		err = fmt.Errorf("%w: header says log %d", ErrCorrupt, h.id)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s offset 0: %w", name, err)
+	}
+	r.info.DurableEnd, r.info.Records = h.end, h.records
+	return r, nil
+}
+
+// Info returns what the header says.
+func (r *Reader) Info() LogInfo { return r.info }
+
+// Scan calls fn for every record in [HeaderSize, DurableEnd), in order,
+// with its offset. Every byte there must belong to an intact record: a
+// zeroed, short or corrupt record, or a record count other than the
+// header's, is an error wrapping ErrCorrupt that names the file and offset
+// (the walk cannot go past a record whose length is damaged). rec.Data is
+// valid only during fn; an error from fn stops the scan and is returned.
+func (r *Reader) Scan(fn func(off int64, rec Record) error) error {
+	var n uint64
+	err := r.lf.scan(r.info.DurableEnd, nil, func(off int64, rec Record) error {
+		n++
+		return fn(off, rec)
+	})
+	if err != nil {
+		return err
+	}
+	if n != r.info.Records {
+		return fmt.Errorf("%w: %s: %d records before the durable end %d, header says %d",
+			ErrCorrupt, r.lf.name, n, r.info.DurableEnd, r.info.Records)
+	}
+	return nil
+}
+
+// ReadRecord reads the record of (ledger, entry) at off and appends its data
+// to dst, as a Store read does: anything but that intact record, entirely
+// before the durable end, is an error wrapping ErrCorrupt naming the file
+// and offset.
+func (r *Reader) ReadRecord(dst []byte, off int64, ledger uint64, entry int64) ([]byte, error) {
+	if off < HeaderSize || off >= r.info.DurableEnd {
+		return dst, fmt.Errorf("%w: %s offset %d: outside the records [%d, %d) of the log",
+			ErrCorrupt, r.lf.name, off, HeaderSize, r.info.DurableEnd)
+	}
+	start := len(dst)
+	out, err := r.lf.readRecord(dst, off, ledger, entry)
+	if err == nil && off+int64(RecordSize(len(out)-start)) > r.info.DurableEnd {
+		return dst, fmt.Errorf("%w: %s offset %d: record runs past the durable end %d", ErrCorrupt, r.lf.name, off, r.info.DurableEnd)
+	}
+	return out, err
+}
+
+// Tail describes the bytes past the durable end, which Open trims: "none",
+// "zeros" (preallocated space), or "unsynced records" (a flush that never
+// completed; the index never points at them).
+func (r *Reader) Tail() (bytes int64, what string, err error) {
+	bytes = r.info.Size - r.info.DurableEnd
+	if bytes <= 0 {
+		return 0, "none", nil
+	}
+	buf := make([]byte, min(bytes, RecordHeaderSize))
+	if _, err := r.lf.f.ReadAt(buf, r.info.DurableEnd); err != nil && !errors.Is(err, io.EOF) {
+		return bytes, "", fmt.Errorf("entrylog: read %s offset %d: %w", r.lf.name, r.info.DurableEnd, err)
+	}
+	if allZero(buf) {
+		return bytes, "zeros", nil
+	}
+	return bytes, "unsynced records", nil
+}
+
+// Close closes the file.
+func (r *Reader) Close() error { return r.lf.f.Close() }
