@@ -94,6 +94,20 @@ func crashWorkload(t *testing.T, s *testStore, cp *crashPoint, rng *rand.Rand) *
 	return m
 }
 
+// compactUntil compacts in a loop until stop is closed.
+func compactUntil(s *testStore, stop <-chan struct{}) error {
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		if _, err := s.Compact(context.Background()); err != nil {
+			return err
+		}
+	}
+}
+
 // check verifies the invariants on a store recovered from the crash: every
 // acknowledged entry of a ledger not deleted reads back byte-identical;
 // nothing of a ledger deleted before the crash reads back; everything else
@@ -122,6 +136,21 @@ func TestCrashDuringFlushAndCompaction(t *testing.T) {
 	if testing.Short() {
 		iterations = 30
 	}
+	testCrashes(t, iterations, false)
+}
+
+// The same, with a goroutine compacting in a loop while the workload puts,
+// flushes and deletes, so the crash also lands in compactions racing
+// flushes and deletes.
+func TestCrashWithConcurrentCompaction(t *testing.T) {
+	iterations := 40
+	if testing.Short() {
+		iterations = 10
+	}
+	testCrashes(t, iterations, true)
+}
+
+func testCrashes(t *testing.T, iterations int, concurrent bool) {
 	opts := smallOpts()
 	opts.CompactionThreshold = 0.7
 	var total int64
@@ -137,7 +166,17 @@ func TestCrashDuringFlushAndCompaction(t *testing.T) {
 				cp.n = 1 + rand.New(rand.NewSource(seed)).Int63n(total)
 			}
 			s := mustOpen(t, vfs.NewFaultFS(mem, cp.inject), opts)
+			stop, compacted := make(chan struct{}), make(chan error, 1)
+			if concurrent {
+				go func() { compacted <- compactUntil(s, stop) }()
+			} else {
+				compacted <- nil
+			}
 			m := crashWorkload(t, s, cp, rand.New(rand.NewSource(seed)))
+			close(stop)
+			if err := <-compacted; err != nil {
+				t.Fatalf("concurrent Compact: %v", err)
+			}
 			s.abandon()
 			if total == 0 {
 				total = cp.count.Load()
