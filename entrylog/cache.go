@@ -5,9 +5,10 @@ import (
 	"slices"
 )
 
-// entryOverhead is what each cached entry is charged on top of its data, so
-// that many tiny entries cannot grow the maps without bound.
-const entryOverhead = 64
+// entryOverhead is what each cached entry is charged on top of its record,
+// so that many tiny entries cannot grow memory without bound: about 30-60
+// bytes of map, 24-48 of puts slice and 40 of the flush's pending list.
+const entryOverhead = 128
 
 type cacheKey struct {
 	ledger uint64

@@ -5,19 +5,22 @@
 //
 // Put encodes an entry, as the entry log record it will become, into the
 // active half of the write cache (two halves of Options.WriteCacheBytes/2
-// each; each entry is charged its record size plus 64 bytes of bookkeeping). When the active half is full it is handed
-// to a background flusher and the other half takes Puts; when both are full
-// Put returns ErrCacheFull (backpressure, never a long wait). The flusher
-// writes a half's entries sorted by (ledger, entry) into the current entry
-// log (runs of entries that were Put in that order are written straight
-// from the cache, the rest gathered into 1 MiB writes), fdatasyncs it, rewrites the log header with the new durable end,
+// each; each entry is charged its record size plus 128 bytes for the map,
+// sort and flush bookkeeping that goes with it). When the active half is
+// full it is handed to a background flusher and the other half takes Puts;
+// when both are full Put returns ErrCacheFull (backpressure, never a long
+// wait). The flusher writes a half's entries sorted by (ledger, entry) into
+// the current entry log (runs of entries that were Put in that order are
+// written straight from the cache, the rest gathered into 1 MiB writes),
+// fdatasyncs it, rewrites the log header with the new durable end,
 // fdatasyncs again, then Puts every location into the index and syncs the
 // index. Only then is the half dropped from memory. A half larger than
 // Options.FlushSegmentBytes is written in segments: each is synced as above
 // and its index Puts run on another goroutine while the next segment is
-// written, so no location reaches the index before its record is durable. A failed write or sync
-// leaves the half in the cache (readable) and abandons the log (a failed
-// fsync is final); the next flush starts a new log.
+// written, so no location reaches the index before its record is durable.
+// A failed write or sync leaves the half in the cache (readable) and
+// abandons the log (a failed fsync is final); the next flush starts a new
+// log.
 //
 // Flush does the same for everything Put before it was called; the bookie
 // calls it at a checkpoint, before advancing the journal's mark.
