@@ -30,10 +30,18 @@ const (
 // WriteSVG draws, under a subtitle (e.g. the command line), two panels: each workload's latency by percentile (the
 // HdrHistogram percentile-spectrum plot: x is the number of nines, so the
 // tail gets as much room as the median), and each workload's p99 per second
-// over the run. Both latency axes are logarithmic, in microseconds.
+// over the run. Both latency axes are logarithmic, in microseconds. When a
+// run has at least 10 samples, a third panel shows resident memory over it.
 func WriteSVG(w io.Writer, results []Result, title string) error {
 	var b strings.Builder
+	withRSS := false
+	for _, r := range results {
+		withRSS = withRSS || len(r.Timeline) >= 10
+	}
 	height := 2*panelH + panelGap
+	if withRSS {
+		height += panelH + panelGap
+	}
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		plotW, height, plotW, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -109,6 +117,34 @@ func WriteSVG(w io.Writer, results []Result, title string) error {
 		p2.dots(&b, maxes, i)
 	}
 
+	// Panel 3, for runs long enough to show a trend: resident memory.
+	if withRSS {
+		var rmax float64
+		for _, r := range results {
+			for _, s := range r.Timeline {
+				rmax = math.Max(rmax, float64(s.RSS)/(1<<20))
+			}
+		}
+		step := niceStep(math.Max(rmax, 1) / 6)
+		p3 := panel{x0: marginL, y0: 2*(panelH+panelGap) + marginT, xlo: 0, xhi: tmax, ylo: 0, yhi: step * math.Ceil(math.Max(rmax, 1)/step), linear: true}
+		p3.frame(&b, "Resident memory: the largest bookie (with bookies in this process, the whole process)", "seconds into the measured run", "RSS, MiB")
+		for t := 0.0; t <= tmax+1e-9; t += niceStep(tmax / 8) {
+			p3.xtick(&b, t, fmt.Sprintf("%.3g", t))
+		}
+		for v := 0.0; v <= p3.yhi+1e-9; v += step {
+			Y := p3.py(v)
+			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", p3.x0, Y, p3.x0+plotInnerW, Y)
+			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%g</text>`+"\n", p3.x0-6, Y+4, v)
+		}
+		for i, r := range results {
+			var pts []Point
+			for _, s := range r.Timeline {
+				pts = append(pts, Point{s.T, float64(s.RSS) / (1 << 20)})
+			}
+			p3.line(&b, pts, i)
+		}
+	}
+
 	// Legend.
 	for i, r := range results {
 		x, y := plotW-marginR+32, marginT+10+32*i
@@ -123,10 +159,11 @@ func WriteSVG(w io.Writer, results []Result, title string) error {
 	return err
 }
 
-// panel maps data to pixels: x linear, y logarithmic.
+// panel maps data to pixels: x linear, y logarithmic unless linear.
 type panel struct {
 	x0, y0             int
 	xlo, xhi, ylo, yhi float64
+	linear             bool
 }
 
 func (p panel) px(x float64) float64 {
@@ -135,6 +172,9 @@ func (p panel) px(x float64) float64 {
 
 func (p panel) py(y float64) float64 {
 	y = math.Min(math.Max(y, p.ylo), p.yhi)
+	if p.linear {
+		return float64(p.y0+plotInnerH) - (y-p.ylo)/(p.yhi-p.ylo)*plotInnerH
+	}
 	f := (math.Log10(y) - math.Log10(p.ylo)) / (math.Log10(p.yhi) - math.Log10(p.ylo))
 	return float64(p.y0+plotInnerH) - f*plotInnerH
 }
