@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,11 +144,14 @@ func BenchmarkAdd(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.SetBytes(int64(tc.size))
+			cpu0 := cpuTime()
 			b.ResetTimer()
 			start := time.Now()
 			lat := pipeline(b, bk.Addr(), tc.conns, max(tc.inflight, tc.conns), n, tc.size)
 			el := time.Since(start)
 			b.StopTimer()
+			// CPU of the whole process (bookie and load generator together).
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(n), "cpu-us/add")
 			slices.Sort(lat)
 			rate := float64(len(lat)) / el.Seconds()
 			b.ReportMetric(rate, "adds/s")
@@ -167,4 +171,11 @@ func envInt(name string, def int64) int64 {
 		return def
 	}
 	return v
+}
+
+// cpuTime returns the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -133,6 +133,11 @@ func New(cfg Config) (*Bookie, error) {
 		}
 	}
 	id, _ := cfg.identity()
+	// A ledger directory stamped before must already hold an index: a
+	// missing one was wiped, and must not come back empty, answering
+	// NoSuchLedger for ledgers it held.
+	_, statErr := fs.Stat(filepath.Join(cfg.LedgerDir, CookieFile))
+	hadCookie := statErr == nil
 	cookie, err := CheckCookies(fs, []string{cfg.JournalDir, cfg.LedgerDir}, id, expected, cfg.AllowUnknownState)
 	if err != nil {
 		b.closeMeta()
@@ -150,7 +155,9 @@ func New(cfg Config) (*Bookie, error) {
 			"instance", cookie.Instance)
 	}
 
-	if b.index, err = index.Open(fs, filepath.Join(cfg.LedgerDir, "index"), index.Options{CacheBytes: cfg.IndexCacheBytes}); err != nil {
+	if b.index, err = index.Open(fs, filepath.Join(cfg.LedgerDir, "index"), index.Options{
+		CacheBytes: cfg.IndexCacheBytes, MustExist: hadCookie && !cookie.Limbo,
+	}); err != nil {
 		return nil, fmt.Errorf("bookie: open index: %w", err)
 	}
 	if err := b.loadLedgerStates(); err != nil {

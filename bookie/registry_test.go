@@ -76,3 +76,20 @@ func TestRegistersAndDetectsWipedDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWipedIndexRefused: the ledger directory keeps its cookie but loses its
+// index; the bookie must refuse to start rather than answer NoSuchLedger.
+func TestWipedIndexRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	if s := c.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	b.Close()
+	os.RemoveAll(filepath.Join(dir, "ledgers", "index"))
+	if _, err := New(cfg); err == nil {
+		t.Fatal("bookie started with its index wiped")
+	}
+}
