@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every fuzz target in the module for FUZZTIME each (default 5s).
+# Runs every fuzz target in the module for FUZZTIME each (default 5s; a count
+# such as 10000x also works, and is what CI uses).
 # Long runs: FUZZTIME=10m scripts/fuzz.sh, or one target:
 #   go test ./wire -run '^$' -fuzz '^FuzzDecodeRequest$' -fuzztime 1h
 # New crashers land in the package's testdata/fuzz/ and fail `go test` until fixed.
