@@ -226,8 +226,7 @@ func (w *logWriter) place(size int64) (location, error) {
 			if err := w.sync(); err != nil {
 				return 0, err
 			}
-			w.filled = append(w.filled, w.lf.id)
-			w.lf = nil
+			w.retire()
 		}
 		if err := w.open(); err != nil {
 			return 0, err
@@ -351,8 +350,17 @@ func (w *logWriter) sync() error {
 	return nil
 }
 
-// release makes the logs this writer filled compaction candidates and
-// trims their preallocated tails. Call it after their index switch.
+// retire stops writing to the current log: it trims the preallocated space
+// past the durable end (best effort: a crash before the trim is durable
+// leaves a tail Open trims) and adds the log to filled.
+func (w *logWriter) retire() {
+	w.lf.f.Truncate(w.synced)
+	w.filled = append(w.filled, w.lf.id)
+	w.lf = nil
+}
+
+// release makes the logs this writer filled compaction candidates. Call it
+// after their index switch.
 func (w *logWriter) release() {
 	for _, id := range w.filled {
 		w.s.sealLog(id)
@@ -365,8 +373,7 @@ func (w *logWriter) release() {
 // durable end stay readable; the next append starts a new log.
 func (w *logWriter) abandon() {
 	if w.lf != nil {
-		w.filled = append(w.filled, w.lf.id)
-		w.lf = nil
+		w.retire()
 	}
 	w.release()
 	w.buf = w.buf[:0]

@@ -161,6 +161,21 @@ func TestPutGetFlushReopen(t *testing.T) {
 		t.Fatalf("%d logs for about 60 KiB of entries in 32 KiB logs: %v", len(logs), logs)
 	}
 	s.close(t)
+	// Filled and closed logs give their preallocated space back.
+	ids, err := ListLogs(fs, testLogDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		r, err := OpenReader(fs, testLogDir, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info := r.Info(); info.Size != info.DurableEnd {
+			t.Errorf("log %d: %d bytes on disk, durable end %d", id, info.Size, info.DurableEnd)
+		}
+		r.Close()
+	}
 
 	s = mustOpen(t, fs, smallOpts())
 	defer s.close(t)
