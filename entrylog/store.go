@@ -221,8 +221,10 @@ func (s *Store) kickFlusher() {
 // Get appends the data of (ledger, entry) to dst and returns it. It does not
 // allocate when dst has room for the data plus RecordHeaderSize bytes. It
 // returns an error wrapping ErrNoSuchEntry or ErrNoSuchLedger only when the
-// write cache and the index prove the entry absent; a damaged record is
-// ErrCorrupt and a failed read is the I/O error.
+// write cache and the index prove the entry absent (index.ErrLimbo instead
+// for a ledger in limbo); a damaged record, or an index entry pointing at
+// another record or a missing log, is ErrCorrupt; a failed read is the I/O
+// error.
 func (s *Store) Get(ledger uint64, entry int64, dst []byte) ([]byte, error) {
 	s.cacheMu.RLock()
 	if s.closed {
