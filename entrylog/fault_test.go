@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/internal/vfs"
 )
 
@@ -125,5 +126,71 @@ func TestFlushFaults(t *testing.T) {
 			checkModel(t, s, durable)
 			checkModel(t, s, cached)
 		})
+	}
+}
+
+// A failed index sync is final for the index (index.ErrFailed): every later
+// Flush fails, cached entries stay readable, flushed ones fail loudly (never
+// "no such entry") until a restart, and after the restart nothing unsynced
+// is pointed at.
+func TestIndexSyncFailure(t *testing.T) {
+	mem := vfs.NewMemFS()
+	sw := &vfs.Switch{}
+	fs := vfs.NewFaultFS(mem, func(op vfs.Op, name string) error {
+		if strings.HasPrefix(name, testIndexDir) {
+			return sw.Inject(op, name)
+		}
+		return nil
+	})
+	s := mustOpen(t, fs, smallOpts())
+	durable := map[[2]int64][]byte{}
+	for e := int64(0); e < 5; e++ {
+		d := payload(1, e, 500)
+		if err := s.Put(1, e, d); err != nil {
+			t.Fatal(err)
+		}
+		durable[[2]int64{1, e}] = d
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	sw.Arm(vfs.OpSync, vfs.ErrInjectedIO)
+	cached := map[[2]int64][]byte{}
+	for e := int64(0); e < 5; e++ {
+		d := payload(2, e, 500)
+		if err := s.Put(2, e, d); err != nil {
+			t.Fatal(err)
+		}
+		cached[[2]int64{2, e}] = d
+	}
+	if err := s.Flush(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("Flush with the index sync failing = %v, want EIO", err)
+	}
+	sw.Disarm(vfs.OpSync)
+	if err := s.Flush(); err == nil {
+		t.Fatal("Flush succeeded after the index failed: a failed sync must be final")
+	}
+	checkModel(t, s, cached)
+	for k := range durable {
+		if _, err := s.Get(uint64(k[0]), k[1], nil); !errors.Is(err, index.ErrFailed) {
+			t.Fatalf("Get(%d, %d) through a failed index = %v, want index.ErrFailed", k[0], k[1], err)
+		}
+	}
+	if err := s.Store.Close(); err == nil {
+		t.Fatal("Close flushed through a failed index")
+	}
+	s.ix.Close()
+
+	crashed := mustOpen(t, mem.CrashClone(rand.New(rand.NewSource(3))), smallOpts())
+	defer crashed.close(t)
+	checkModel(t, crashed, durable)
+	for k, d := range cached {
+		got, err := crashed.Get(uint64(k[0]), k[1], nil)
+		if err == nil && string(got) != string(d) {
+			t.Fatalf("Get(%d, %d) after the crash returned wrong bytes", k[0], k[1])
+		}
+		if err != nil && !errors.Is(err, ErrNoSuchLedger) && !errors.Is(err, ErrNoSuchEntry) {
+			t.Fatalf("Get(%d, %d) after the crash: %v", k[0], k[1], err)
+		}
 	}
 }

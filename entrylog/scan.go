@@ -1,6 +1,7 @@
 package entrylog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -111,6 +112,73 @@ func (r *Reader) Scan(fn func(off int64, rec Record) error) error {
 			ErrCorrupt, r.lf.name, n, r.info.DurableEnd, r.info.Records)
 	}
 	return nil
+}
+
+// Walk is Scan that goes on past damaged records where it can: a record
+// whose checksum fails but whose length keeps it before the durable end is
+// passed to fn with an error wrapping ErrCorrupt (naming the file and
+// offset) and with the ledger and entry ids its header claims (unverified;
+// Data nil), and the walk continues after it. A record that cannot be
+// delimited (zeroed header, impossible length, running past the durable end)
+// ends the walk: it is passed to fn with its error, and nothing after it is
+// read. rec.Data is valid only during fn; an error from fn stops the walk and
+// is returned. Walk returns the number of records it delimited.
+func (r *Reader) Walk(fn func(off int64, rec Record, err error) error) (uint64, error) {
+	end := r.info.DurableEnd
+	// win holds the file's bytes from winOff: records are read through a
+	// 1 MiB window, not one pread each.
+	var win []byte
+	var winOff int64
+	get := func(off, size int64, what string) ([]byte, error) {
+		if off >= winOff && off+size <= winOff+int64(len(win)) {
+			return win[off-winOff : off-winOff+size], nil
+		}
+		n := min(max(size, 1<<20), end-off)
+		if int64(cap(win)) < n {
+			win = make([]byte, n)
+		}
+		win = win[:n]
+		m, err := r.lf.f.ReadAt(win, off)
+		win, winOff = win[:m], off
+		if int64(m) < size {
+			return nil, r.lf.readErr(err, off, what)
+		}
+		return win[:size], nil
+	}
+	var n uint64
+	off := int64(HeaderSize)
+	for off < end {
+		hdr, err := get(off, min(int64(RecordHeaderSize), end-off), "record header")
+		if err != nil {
+			return n, fn(off, Record{}, err)
+		}
+		if len(hdr) < RecordHeaderSize {
+			return n, fn(off, Record{}, fmt.Errorf("%w: %s offset %d: record header runs past the durable end %d", ErrCorrupt, r.lf.name, off, end))
+		}
+		if allZero(hdr) {
+			return n, fn(off, Record{}, fmt.Errorf("%w: %s offset %d: zeroed record header before the durable end %d", ErrCorrupt, r.lf.name, off, end))
+		}
+		size := int64(RecordHeaderSize) + int64(binary.LittleEndian.Uint32(hdr[8:12]))
+		claimed := Record{Ledger: binary.LittleEndian.Uint64(hdr[12:20]), Entry: int64(binary.LittleEndian.Uint64(hdr[20:28]))}
+		if off+size > end {
+			return n, fn(off, claimed, fmt.Errorf("%w: %s offset %d: record of %d bytes runs past the durable end %d", ErrCorrupt, r.lf.name, off, size, end))
+		}
+		b, err := get(off, size, "record")
+		if err != nil {
+			return n, fn(off, claimed, err)
+		}
+		n++
+		rec, _, err := DecodeRecord(b)
+		if err != nil {
+			err = fmt.Errorf("%s offset %d: %w", r.lf.name, off, err)
+			rec = claimed
+		}
+		if err := fn(off, rec, err); err != nil {
+			return n, err
+		}
+		off += size
+	}
+	return n, nil
 }
 
 // ReadRecord reads the record of (ledger, entry) at off and appends its data

@@ -104,6 +104,21 @@ func TestReaderReportsDamage(t *testing.T) {
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), name) {
 		t.Fatalf("scan of a damaged log: %v, want ErrCorrupt naming %s", err, name)
 	}
+	var good, bad int
+	n, err := r.Walk(func(off int64, rec Record, err error) error {
+		if err == nil {
+			good++
+			return nil
+		}
+		bad++
+		if !errors.Is(err, ErrCorrupt) || off != int64(loc.Offset()) || rec.Ledger != 1 || rec.Entry != 3 || rec.Data != nil {
+			t.Errorf("walk: offset %d record %d/%d: %v; want the damage at %d, claiming 1/3", off, rec.Ledger, rec.Entry, err, loc.Offset())
+		}
+		return nil
+	})
+	if err != nil || n != 10 || good != 9 || bad != 1 {
+		t.Fatalf("walk: %d records, %d good, %d bad, %v; want it to go on past the damage", n, good, bad, err)
+	}
 	r.Close()
 
 	scribble(t, fs, name, 20, []byte{0xff})
