@@ -207,12 +207,14 @@ bookie_journal_batch_records_sum 12345
 bookie_journal_batch_records_count 10
 process_cpu_seconds_total 4.5
 process_resident_memory_bytes 1.2345e+08
+go_memstats_heap_inuse_bytes 1e+08
+go_memstats_next_gc_bytes 2e+08
 `
 	s, err := parseMetrics(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := bookieStats{batchRecordsSum: 12345, batchRecordsCount: 10, cpuSeconds: 4.5, rssBytes: 1.2345e8}
+	want := bookieStats{batchRecordsSum: 12345, batchRecordsCount: 10, cpuSeconds: 4.5, rssBytes: 1.2345e8, heapInuse: 1e8, nextGC: 2e8}
 	if s != want {
 		t.Fatalf("got %+v, want %+v", s, want)
 	}

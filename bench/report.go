@@ -46,7 +46,7 @@ func WriteTable(w io.Writer, results []Result) error {
 		}
 	}
 	for _, r := range results {
-		if tl := r.Timeline; len(tl) >= 10 {
+		if tl := r.Timeline; len(tl) >= 60 {
 			lo, hi := tl[0].RSS, tl[0].RSS
 			for _, s := range tl {
 				lo, hi = min(lo, s.RSS), max(hi, s.RSS)
@@ -54,8 +54,12 @@ func WriteTable(w io.Writer, results []Result) error {
 			half := tl[len(tl)/2]
 			last := tl[len(tl)-1]
 			slope := float64(last.RSS-half.RSS) / (1 << 20) / ((last.T - half.T) / 60)
-			fmt.Fprintf(w, "%s: RSS over the run: first %.0f MiB, min %.0f, max %.0f, last %.0f; second half %+.1f MiB/min\n",
+			fmt.Fprintf(w, "%s: RSS over the run: first %.0f MiB, min %.0f, max %.0f, last %.0f; second half %+.1f MiB/min",
 				r.Workload.Name, mib(tl[0].RSS), mib(lo), mib(hi), mib(last.RSS), slope)
+			if r.BookieHeapInuse > 0 {
+				fmt.Fprintf(w, "; Go heap in use %.0f MiB, next GC at %.0f MiB", mib(r.BookieHeapInuse), mib(r.BookieNextGC))
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	if len(results) > 0 && results[0].BookiesInProcess {

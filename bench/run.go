@@ -99,6 +99,9 @@ type Result struct {
 	// BookieRSS is the largest bookie's resident set at the end (this
 	// process's when the bookies run in it).
 	BookieRSS int64
+	// BookieHeapInuse and BookieNextGC are that bookie's Go heap in use and
+	// the heap size at which its next GC starts (GOGC), when scraped.
+	BookieHeapInuse, BookieNextGC int64
 	// BookiesInProcess says that CPU and RSS are shared with the client.
 	BookiesInProcess bool
 	// Load is the 1-minute load average at the end; CPUPressure the share
@@ -313,6 +316,8 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 			res.BookieCPU = c
 		}
 		res.BookieRSS = maxRSS(after)
+		big := largest(after)
+		res.BookieHeapInuse, res.BookieNextGC = int64(big.heapInuse), int64(big.nextGC)
 		for _, b := range bookies {
 			res.BookiesInProcess = res.BookiesInProcess || b.InProcess
 		}

@@ -20,6 +20,8 @@ type bookieStats struct {
 	batchRecordsCount float64 // journal fsyncs (batches)
 	cpuSeconds        float64 // process_cpu_seconds_total
 	rssBytes          float64 // process_resident_memory_bytes
+	heapInuse         float64 // go_memstats_heap_inuse_bytes
+	nextGC            float64 // go_memstats_next_gc_bytes: the heap size that triggers the next GC
 }
 
 // parseMetrics reads the values bookieStats needs from Prometheus text
@@ -31,6 +33,8 @@ func parseMetrics(r io.Reader) (bookieStats, error) {
 		"bookie_journal_batch_records_count": &s.batchRecordsCount,
 		"process_cpu_seconds_total":          &s.cpuSeconds,
 		"process_resident_memory_bytes":      &s.rssBytes,
+		"go_memstats_heap_inuse_bytes":       &s.heapInuse,
+		"go_memstats_next_gc_bytes":          &s.nextGC,
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -120,14 +124,17 @@ func bookieCPU(bookies []Bookie, a, b clusterStats) (float64, bool) {
 }
 
 // maxRSS returns the largest RSS among the scraped bookies, in bytes.
-func maxRSS(cs clusterStats) int64 {
-	var m float64
+func maxRSS(cs clusterStats) int64 { return int64(largest(cs).rssBytes) }
+
+// largest returns the stats of the scraped bookie with the largest RSS.
+func largest(cs clusterStats) bookieStats {
+	var m bookieStats
 	for i, s := range cs.stats {
-		if cs.ok[i] {
-			m = max(m, s.rssBytes)
+		if cs.ok[i] && s.rssBytes > m.rssBytes {
+			m = s
 		}
 	}
-	return int64(m)
+	return m
 }
 
 // processCPU returns the CPU time (user + system) this process has used.

@@ -245,7 +245,7 @@ func profiler(prefix string, bookies []bench.Bookie) func(bench.Workload, bool) 
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "cpuprofile: %v\n", err)
 		}
-		for i, b := range bookies {
+		for i, b := range bookies[:min(len(bookies), max(w.Bookies, w.Ensemble))] {
 			if b.InProcess || b.Metrics == "" {
 				continue
 			}
