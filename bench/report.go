@@ -38,6 +38,9 @@ func WriteTable(w io.Writer, results []Result) error {
 			if a := ref.AtBatch; a != nil {
 				fmt.Fprintf(w, "; at the bookies' own %d per sync: %.1f MB/s (x ref %.2f)", a.PerBatch, a.MBPerSec, r.MBPerSec/a.MBPerSec)
 			}
+			if r.Checkpoints > 0 || r.BackpressurePauses > 0 {
+				fmt.Fprintf(w, "; bookies: %d checkpoints (%.1f s), %d backpressure pauses", r.Checkpoints, r.CheckpointSeconds, r.BackpressurePauses)
+			}
 			if ref.TCPMsgsPerSec > 0 {
 				fmt.Fprintf(w, "; loopback TCP echo %.0f msgs/s (x ref %.2f), p50 %s",
 					ref.TCPMsgsPerSec, r.AddsPerSec/ref.TCPMsgsPerSec, fmtDur(ref.TCPP50))

@@ -102,6 +102,13 @@ type Result struct {
 	// BookieHeapInuse and BookieNextGC are that bookie's Go heap in use and
 	// the heap size at which its next GC starts (GOGC), when scraped.
 	BookieHeapInuse, BookieNextGC int64
+	// Checkpoints and CheckpointSeconds are the checkpoints the bookies
+	// completed during the measured part and their total duration;
+	// BackpressurePauses the times a bookie stopped reading a connection
+	// because of its in-flight limits.
+	Checkpoints        int64
+	CheckpointSeconds  float64
+	BackpressurePauses int64
 	// BookiesInProcess says that CPU and RSS are shared with the client.
 	BookiesInProcess bool
 	// Load is the 1-minute load average at the end; CPUPressure the share
@@ -316,6 +323,7 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 			res.BookieCPU = c
 		}
 		res.BookieRSS = maxRSS(after)
+		res.Checkpoints, res.CheckpointSeconds, res.BackpressurePauses = stalls(before, after)
 		big := largest(after)
 		res.BookieHeapInuse, res.BookieNextGC = int64(big.heapInuse), int64(big.nextGC)
 		for _, b := range bookies {

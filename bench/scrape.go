@@ -22,6 +22,9 @@ type bookieStats struct {
 	rssBytes          float64 // process_resident_memory_bytes
 	heapInuse         float64 // go_memstats_heap_inuse_bytes
 	nextGC            float64 // go_memstats_next_gc_bytes: the heap size that triggers the next GC
+	checkpoints       float64 // bookie_checkpoint_seconds_count
+	checkpointSecs    float64 // bookie_checkpoint_seconds_sum
+	pauses            float64 // bookie_backpressure_pauses_total
 }
 
 // parseMetrics reads the values bookieStats needs from Prometheus text
@@ -35,6 +38,9 @@ func parseMetrics(r io.Reader) (bookieStats, error) {
 		"process_resident_memory_bytes":      &s.rssBytes,
 		"go_memstats_heap_inuse_bytes":       &s.heapInuse,
 		"go_memstats_next_gc_bytes":          &s.nextGC,
+		"bookie_checkpoint_seconds_count":    &s.checkpoints,
+		"bookie_checkpoint_seconds_sum":      &s.checkpointSecs,
+		"bookie_backpressure_pauses_total":   &s.pauses,
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -196,4 +202,18 @@ func cpuPressure() float64 {
 		}
 	}
 	return -1
+}
+
+// stalls sums, over bookies scraped both times, the checkpoints completed,
+// the seconds they took and the backpressure pauses between two snapshots:
+// what to look at when the timeline shows a stall.
+func stalls(a, b clusterStats) (checkpoints int64, checkpointSecs float64, pauses int64) {
+	for i := range a.stats {
+		if a.ok[i] && b.ok[i] {
+			checkpoints += int64(b.stats[i].checkpoints - a.stats[i].checkpoints)
+			checkpointSecs += b.stats[i].checkpointSecs - a.stats[i].checkpointSecs
+			pauses += int64(b.stats[i].pauses - a.stats[i].pauses)
+		}
+	}
+	return
 }
