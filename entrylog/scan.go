@@ -122,8 +122,9 @@ func (r *Reader) Scan(fn func(off int64, rec Record) error) error {
 // delimited (zeroed header, impossible length, running past the durable end)
 // ends the walk: it is passed to fn with its error, and nothing after it is
 // read. rec.Data is valid only during fn; an error from fn stops the walk and
-// is returned. Walk returns the number of records it delimited.
-func (r *Reader) Walk(fn func(off int64, rec Record, err error) error) (uint64, error) {
+// is returned. Walk returns the number of records it delimited and where
+// it stopped: the durable end unless a record could not be delimited.
+func (r *Reader) Walk(fn func(off int64, rec Record, err error) error) (records uint64, stop int64, err error) {
 	end := r.info.DurableEnd
 	// win holds the file's bytes from winOff: records are read through a
 	// 1 MiB window, not one pread each.
@@ -150,22 +151,22 @@ func (r *Reader) Walk(fn func(off int64, rec Record, err error) error) (uint64, 
 	for off < end {
 		hdr, err := get(off, min(int64(RecordHeaderSize), end-off), "record header")
 		if err != nil {
-			return n, fn(off, Record{}, err)
+			return n, off, fn(off, Record{}, err)
 		}
 		if len(hdr) < RecordHeaderSize {
-			return n, fn(off, Record{}, fmt.Errorf("%w: %s offset %d: record header runs past the durable end %d", ErrCorrupt, r.lf.name, off, end))
+			return n, off, fn(off, Record{}, fmt.Errorf("%w: %s offset %d: record header runs past the durable end %d", ErrCorrupt, r.lf.name, off, end))
 		}
 		if allZero(hdr) {
-			return n, fn(off, Record{}, fmt.Errorf("%w: %s offset %d: zeroed record header before the durable end %d", ErrCorrupt, r.lf.name, off, end))
+			return n, off, fn(off, Record{}, fmt.Errorf("%w: %s offset %d: zeroed record header before the durable end %d", ErrCorrupt, r.lf.name, off, end))
 		}
 		size := int64(RecordHeaderSize) + int64(binary.LittleEndian.Uint32(hdr[8:12]))
 		claimed := Record{Ledger: binary.LittleEndian.Uint64(hdr[12:20]), Entry: int64(binary.LittleEndian.Uint64(hdr[20:28]))}
 		if off+size > end {
-			return n, fn(off, claimed, fmt.Errorf("%w: %s offset %d: record of %d bytes runs past the durable end %d", ErrCorrupt, r.lf.name, off, size, end))
+			return n, off, fn(off, claimed, fmt.Errorf("%w: %s offset %d: record of %d bytes runs past the durable end %d", ErrCorrupt, r.lf.name, off, size, end))
 		}
 		b, err := get(off, size, "record")
 		if err != nil {
-			return n, fn(off, claimed, err)
+			return n, off, fn(off, claimed, err)
 		}
 		n++
 		rec, _, err := DecodeRecord(b)
@@ -174,11 +175,11 @@ func (r *Reader) Walk(fn func(off int64, rec Record, err error) error) (uint64, 
 			rec = claimed
 		}
 		if err := fn(off, rec, err); err != nil {
-			return n, err
+			return n, off, err
 		}
 		off += size
 	}
-	return n, nil
+	return n, off, nil
 }
 
 // ReadRecord reads the record of (ledger, entry) at off and appends its data

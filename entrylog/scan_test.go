@@ -105,7 +105,7 @@ func TestReaderReportsDamage(t *testing.T) {
 		t.Fatalf("scan of a damaged log: %v, want ErrCorrupt naming %s", err, name)
 	}
 	var good, bad int
-	n, err := r.Walk(func(off int64, rec Record, err error) error {
+	n, stop, err := r.Walk(func(off int64, rec Record, err error) error {
 		if err == nil {
 			good++
 			return nil
@@ -116,7 +116,7 @@ func TestReaderReportsDamage(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil || n != 10 || good != 9 || bad != 1 {
+	if err != nil || n != 10 || good != 9 || bad != 1 || stop != r.Info().DurableEnd {
 		t.Fatalf("walk: %d records, %d good, %d bad, %v; want it to go on past the damage", n, good, bad, err)
 	}
 	r.Close()

@@ -171,3 +171,8 @@ func Scan(fs vfs.FS, dir string, fn func(Record) error) (ScanInfo, error) {
 	}
 	return info, nil
 }
+
+// RecordHeaderSize is the size of a record's header before its payload (see
+// the package documentation): a record whose Pos is p starts at
+// p.Offset - RecordHeaderSize - len(Payload).
+const RecordHeaderSize = recordHeaderSize
