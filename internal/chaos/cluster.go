@@ -1,14 +1,19 @@
 package chaos
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +22,7 @@ import (
 	"github.com/bookie-go/bookie/internal/faultproxy"
 	"github.com/bookie-go/bookie/internal/vfs"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
 )
 
 // ClusterOptions configure StartCluster.
@@ -34,6 +40,10 @@ type ClusterOptions struct {
 	Logger *slog.Logger
 	// Trace, when set, sees every frame through every proxy (bookie index, frame, fate).
 	Trace func(bookie int, f *faultproxy.Frame, a faultproxy.Action)
+	// Process, when set, runs every bookie as a child process: it returns the command that
+	// serves a bookie with the JSON config file at configPath (docs/operations.md) and prints
+	// "bookie listening on ADDR" on its stdout. Node.Kill then sends SIGKILL.
+	Process func(configPath string) *exec.Cmd
 }
 
 // Cluster is an embedded etcd and bookies, each behind a faultproxy.Proxy that it
@@ -54,10 +64,23 @@ type Node struct {
 	dir   string     // data directory (in fs when mem is set)
 	mem   *vfs.MemFS // nil on disk
 
-	mu sync.Mutex // protects b and allowUnknown
+	mu sync.Mutex // protects everything below
 	b  *bookie.Bookie
+	// proc and procAddr: the child process and its listen address, in process mode.
+	proc     *exec.Cmd
+	procAddr string
 	// allowUnknown is set for the restarts after a wipe.
 	allowUnknown bool
+	// What the bookie acknowledged through its proxy: entries (with their payloads) and
+	// fences. VerifyAcked checks they survived.
+	sent   map[entryKey][]byte
+	acked  map[entryKey][]byte
+	fenced map[uint64]bool
+}
+
+type entryKey struct {
+	ledger uint64
+	entry  int64
 }
 
 // ID returns the bookie's id: its proxy's address.
@@ -68,6 +91,9 @@ func (n *Node) ID() meta.BookieID { return meta.BookieID(n.Proxy.Addr()) }
 func (n *Node) Addr() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.proc != nil {
+		return n.procAddr
+	}
 	if n.b == nil {
 		return ""
 	}
@@ -95,14 +121,18 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 	}
 	c := &Cluster{opts: o, etcd: etcd, endpoint: etcd.Endpoint()}
 	for i := range o.Bookies {
-		n := &Node{Index: i, c: c, dir: filepath.Join(o.Dir, fmt.Sprintf("bookie-%d", i+1))}
+		n := &Node{Index: i, c: c, dir: filepath.Join(o.Dir, fmt.Sprintf("bookie-%d", i+1)),
+			sent: make(map[entryKey][]byte), acked: make(map[entryKey][]byte), fenced: make(map[uint64]bool)}
 		if o.MemFS {
 			n.mem = vfs.NewMemFS()
 			n.dir = fmt.Sprintf("/bookie-%d", i+1)
 		}
 		opts := faultproxy.Options{Seed: uint64(i + 1)}
-		if o.Trace != nil {
-			opts.Trace = func(f *faultproxy.Frame, a faultproxy.Action) { o.Trace(i, f, a) }
+		opts.Trace = func(f *faultproxy.Frame, a faultproxy.Action) {
+			n.record(f, a)
+			if o.Trace != nil {
+				o.Trace(i, f, a)
+			}
 		}
 		// The target is set once the bookie listens.
 		if n.Proxy, err = faultproxy.Listen("127.0.0.1:0", "127.0.0.1:1", opts); err != nil {
@@ -185,8 +215,127 @@ func (n *Node) config(listen string) bookie.Config {
 	return cfg
 }
 
+// record notes what the bookie acknowledged: the payload of every add it was sent, the
+// adds it answered OK, the ledgers whose fence it confirmed. Runs under the proxy's lock.
+func (n *Node) record(f *faultproxy.Frame, a faultproxy.Action) {
+	if !f.HasTarget {
+		return
+	}
+	k := entryKey{f.Ledger, f.Entry}
+	switch {
+	case f.Dir == faultproxy.ToBookie && f.Header.Op == wire.OpAdd && a != faultproxy.Drop && a != faultproxy.Cut:
+		req, err := wire.DecodeAddRequest(f.Bytes)
+		if err != nil {
+			return
+		}
+		n.mu.Lock()
+		n.sent[k] = append([]byte(nil), req.Entry.Payload...)
+		n.mu.Unlock()
+	case f.Dir == faultproxy.ToClient && f.Header.Status == wire.StatusOK && f.Header.Op == wire.OpAdd:
+		n.mu.Lock()
+		if data, ok := n.sent[k]; ok {
+			n.acked[k] = data
+		}
+		n.mu.Unlock()
+	case f.Dir == faultproxy.ToClient && f.Header.Status == wire.StatusOK && f.Header.Op == wire.OpReadLAC &&
+		f.Flags&wire.FlagFence != 0:
+		n.mu.Lock()
+		n.fenced[f.Ledger] = true
+		n.mu.Unlock()
+	}
+}
+
+// Acknowledged returns how many entries and fences the bookie has acknowledged.
+func (n *Node) Acknowledged() (entries, fences int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.acked), len(n.fenced)
+}
+
+// VerifyAcked asks the bookie directly for every entry it acknowledged through its proxy,
+// and checks each is there with the bytes it was sent; and, with key (the master key of
+// a ledger, nil to skip), that every ledger whose fence it confirmed still refuses a plain
+// add. Run it after a crash and restart: whatever the bookie acknowledged was synced and
+// must have survived. The bookie must be up.
+func (n *Node) VerifyAcked(key func(ledger uint64) *wire.MasterKey) ([]Violation, error) {
+	n.mu.Lock()
+	acked := make(map[entryKey][]byte, len(n.acked))
+	for k, v := range n.acked {
+		acked[k] = v
+	}
+	var fenced []uint64
+	for l := range n.fenced {
+		fenced = append(fenced, l)
+	}
+	limbo := n.allowUnknown
+	n.mu.Unlock()
+	if limbo {
+		return nil, nil // its storage was wiped on purpose: it promises nothing it held before
+	}
+	addr := n.Addr()
+	if addr == "" {
+		return nil, fmt.Errorf("chaos: verify bookie %d: it is down", n.Index+1)
+	}
+	p, err := DialProbe(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	var out []Violation
+	for k, want := range acked {
+		st, data, err := p.Read(k.ledger, k.entry)
+		if err != nil {
+			return out, fmt.Errorf("chaos: verify bookie %d: %w", n.Index+1, err)
+		}
+		switch {
+		case st != wire.StatusOK:
+			out = append(out, Violation{k.ledger, k.entry, fmt.Sprintf("bookie %d acknowledged it, then answered %v after a crash", n.Index+1, st)})
+		case !bytes.Equal(data, want):
+			out = append(out, Violation{k.ledger, k.entry, fmt.Sprintf("bookie %d acknowledged %q, then returned %q after a crash", n.Index+1, trim(want), trim(data))})
+		}
+	}
+	if key == nil {
+		return out, nil
+	}
+	for _, l := range fenced {
+		k := key(l)
+		if k == nil {
+			continue
+		}
+		// An entry id no writer uses, so that a bookie that lost the fence stores garbage
+		// only where nothing is checked.
+		const probeEntry = 1 << 40
+		st, err := p.Add(k, l, probeEntry, []byte("after-fence"))
+		if err != nil {
+			return out, fmt.Errorf("chaos: verify bookie %d: %w", n.Index+1, err)
+		}
+		if st != wire.StatusFenced {
+			out = append(out, Violation{l, -1, fmt.Sprintf("bookie %d confirmed a fence, then answered %v to a plain add after a crash: the fence was lost", n.Index+1, st)})
+		}
+	}
+	return out, nil
+}
+
+// Kill ends the bookie abruptly: SIGKILL in process mode; in process, a graceful Close
+// (use PowerLoss for an abrupt in-process crash).
+func (n *Node) Kill() {
+	n.mu.Lock()
+	proc := n.proc
+	n.proc, n.procAddr = nil, ""
+	n.mu.Unlock()
+	if proc != nil {
+		proc.Process.Kill()
+		proc.Wait()
+		return
+	}
+	n.Stop()
+}
+
 // Start starts the bookie (on a fresh port) and points the proxy at it.
 func (n *Node) Start() error {
+	if n.c.opts.Process != nil {
+		return n.startProcess()
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.b != nil {
@@ -212,8 +361,82 @@ func (n *Node) Start() error {
 	return fmt.Errorf("chaos: start bookie %d: %w", n.Index+1, err)
 }
 
-// Stop shuts the bookie down gracefully (its proxy refuses connections meanwhile).
+// startProcess starts the bookie as a child process and waits for its address.
+func (n *Node) startProcess() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc != nil {
+		return nil
+	}
+	cfg := n.config("127.0.0.1:0")
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	path := n.dir + ".json"
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err
+	}
+	for try := 0; ; try++ {
+		cmd := n.c.opts.Process(path)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("chaos: start bookie %d: %w", n.Index+1, err)
+		}
+		addr, err := readListening(out, 30*time.Second)
+		if err == nil {
+			go io.Copy(io.Discard, out)
+			n.proc, n.procAddr = cmd, addr
+			n.Proxy.SetTarget(addr)
+			return nil
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		// The killed instance's registration may still be held until its lease expires.
+		if try == 50 {
+			return fmt.Errorf("chaos: start bookie %d: %w", n.Index+1, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// readListening reads the child's stdout until "bookie listening on ADDR".
+func readListening(r io.Reader, timeout time.Duration) (string, error) {
+	type res struct {
+		addr string
+		err  error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			line := sc.Text()
+			if rest, ok := strings.CutPrefix(line, "bookie listening on "); ok {
+				addr, _, _ := strings.Cut(rest, ",")
+				ch <- res{addr: strings.TrimSpace(addr)}
+				return
+			}
+		}
+		ch <- res{err: fmt.Errorf("bookie exited before listening: %v", sc.Err())}
+	}()
+	select {
+	case r := <-ch:
+		return r.addr, r.err
+	case <-time.After(timeout):
+		return "", fmt.Errorf("bookie did not listen within %v", timeout)
+	}
+}
+
+// Stop shuts the bookie down gracefully (its proxy refuses connections meanwhile). In
+// process mode it kills the process.
 func (n *Node) Stop() {
+	if n.c.opts.Process != nil {
+		n.Kill()
+		return
+	}
 	n.mu.Lock()
 	b := n.b
 	n.b = nil

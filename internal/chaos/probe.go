@@ -90,3 +90,22 @@ func (p *Probe) Read(ledger uint64, entry int64) (wire.Status, []byte, error) {
 	}
 	return r.Status, append([]byte(nil), e.Payload...), nil
 }
+
+// Add sends a plain (non-recovery) ADD of ledger/entry with key and returns the status.
+func (p *Probe) Add(key *wire.MasterKey, ledger uint64, entry int64, payload []byte) (wire.Status, error) {
+	p.id++
+	p.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	p.buf = wire.AppendAddRequest(p.buf[:0], p.id, 0, key, wire.AppendEntry(nil, ledger, entry, wire.NoEntry, payload))
+	if _, err := p.nc.Write(p.buf); err != nil {
+		return 0, err
+	}
+	f, err := p.readFrame(wire.MaxFrameSize)
+	if err != nil {
+		return 0, err
+	}
+	r, err := wire.DecodeAddResponse(f)
+	if err != nil {
+		return 0, err
+	}
+	return r.Status, nil
+}

@@ -366,7 +366,7 @@ func testWipedBookieDuringRecovery(t *testing.T, limbo bool) {
 	c := startCluster(t, 3, nil)
 	ctx := testCtx(t, 60*time.Second)
 	w1c := newClient(t, c, 20*time.Second)
-	w2c := newClient(t, c, 3*time.Second) // longer than the wiped bookie's restart
+	w2c := newClient(t, c, 2*time.Second) // longer than the wiped bookie's restart
 	w1, err := w1c.CreateLedger(ctx, opts332)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bookie-go/bookie/internal/chaos"
+)
+
+func init() {
+	register("chaos", "soak test: random faults over a workload, invariants checked", runChaos)
+}
+
+func runChaos(args []string) error {
+	fs := flag.NewFlagSet("chaos", flag.ExitOnError)
+	seeds := fs.Int("seeds", 10, "number of runs, with seeds first, first+1, ...")
+	first := fs.Int64("first-seed", 1, "seed of the first run")
+	duration := fs.Duration("duration", 10*time.Second, "how long each run's workload runs under faults")
+	total := fs.Duration("total", 0, "keep starting runs until this much time has passed (overrides --seeds)")
+	mode := fs.String("mode", "mixed", "crash mode: 'mixed' (alternate power loss and graceful restarts), 'power-loss' (bookies on an in-memory\n"+
+		"file system that loses unsynced bytes), 'restart' (graceful) or 'sigkill' (bookies are 'bk bookie' child processes)")
+	faults := fs.String("faults", "", "comma-separated fault kinds to draw from (default all): "+strings.Join(chaos.FaultKinds, ","))
+	crashes := fs.Int("crashes", 0, "go on past --duration until this many bookie crashes (a crash loop: --faults crash --crashes 100)")
+	bookies := fs.Int("bookies", 4, "bookies in the cluster (ensembles of 3)")
+	writers := fs.Int("writers", 2, "concurrent writer clients")
+	checkpoint := fs.Duration("checkpoint-interval", 250*time.Millisecond, "bookie checkpoint interval (small: checkpoints race the crashes)")
+	dir := fs.String("dir", "", "work directory (default a temporary one, removed afterwards)")
+	verbose := fs.Bool("v", false, "print every fault")
+	fs.Parse(args)
+
+	work := *dir
+	if work == "" {
+		tmp, err := os.MkdirTemp("", "bk-chaos-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		work = tmp
+	}
+	var kinds []string
+	if *faults != "" {
+		kinds = strings.Split(*faults, ",")
+	}
+	var process func(string) *exec.Cmd
+	if *mode == "sigkill" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		process = func(configPath string) *exec.Cmd {
+			cmd := exec.Command(self, "bookie", "--config", configPath, "--log-level", "error")
+			cmd.Stderr = os.Stderr
+			return cmd
+		}
+	} else if *mode != "mixed" && *mode != "power-loss" && *mode != "restart" {
+		return fmt.Errorf("unknown --mode %q", *mode)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	const row = "%6v %-10v %8v %9v %9v %7v %11v %7v %10v %9v\n"
+	fmt.Printf(row, "seed", "mode", "ledgers", "acked", "recovered", "retries", "re-verified", "faults", "violations", "time")
+	var runs, violations int
+	var failed []int64
+	for i := 0; ; i++ {
+		if *total > 0 {
+			if time.Since(start) >= *total {
+				break
+			}
+		} else if i >= *seeds {
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		seed := *first + int64(i)
+		runMode := *mode
+		if runMode == "mixed" {
+			runMode = "restart"
+			if seed%2 == 1 {
+				runMode = "power-loss"
+			}
+		}
+		runDir, err := os.MkdirTemp(work, fmt.Sprintf("seed-%d-", seed))
+		if err != nil {
+			return err
+		}
+		cfg := chaos.RunConfig{
+			Seed:               seed,
+			Duration:           *duration,
+			Crashes:            *crashes,
+			MaxDuration:        max(10**duration, *duration+time.Duration(*crashes)*5*time.Second),
+			Dir:                runDir,
+			Bookies:            *bookies,
+			Writers:            *writers,
+			PowerLoss:          runMode == "power-loss",
+			Process:            process,
+			CheckpointInterval: *checkpoint,
+			Faults:             kinds,
+		}
+		if *verbose {
+			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+		}
+		res, err := chaos.Run(ctx, cfg)
+		os.RemoveAll(runDir)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(os.Stderr, "seed %d: run failed: %v\n", seed, err)
+			failed = append(failed, seed)
+			continue
+		}
+		runs++
+		violations += len(res.Violations)
+		nfaults := 0
+		for _, n := range res.Faults {
+			nfaults += n
+		}
+		fmt.Printf(row, seed, runMode, res.Ledgers, res.Acked, res.Recoveries,
+			res.Retries, res.Verified, nfaults, len(res.Violations), res.Elapsed.Round(10*time.Millisecond))
+		for _, v := range res.Violations {
+			fmt.Fprintf(os.Stderr, "seed %d: VIOLATION: %v\n", seed, v)
+		}
+		if len(res.Violations) > 0 {
+			failed = append(failed, seed)
+		}
+	}
+	fmt.Printf("\n%d runs in %v, %d violations", runs, time.Since(start).Round(time.Second), violations)
+	if len(failed) > 0 {
+		fmt.Printf(", failing seeds %v (replay: bk chaos --first-seed N --seeds 1 --mode ...)\n", failed)
+		return fmt.Errorf("%d runs failed", len(failed))
+	}
+	fmt.Println()
+	return nil
+}

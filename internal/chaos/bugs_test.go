@@ -1,0 +1,57 @@
+package chaos
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/client"
+	fp "github.com/bookie-go/bookie/internal/faultproxy"
+)
+
+// TestWriterSurvivesTwoFailuresWithOneSpare: 4 bookies, E=3, WQ=AQ=2. Two bookies of the
+// ensemble go silent for a moment (every frame to them dropped: their adds time out in the
+// same sweep), then come back. The writer
+// has one spare for two failed bookies. It must make progress again (reuse the bookies that
+// came back, or fail the adds with an error); it must not hold the adds forever. Found by
+// TestChaos seed 1 (a held answer and a power loss on two ensemble bookies at once).
+func TestWriterSurvivesTwoFailuresWithOneSpare(t *testing.T) {
+	if os.Getenv("CHAOS_BUGS") == "" {
+		t.Skip("BUG (client/writer.go changeEnsemble): with two failed bookies in the ensemble and one spare, " +
+			"pickBookies(len(bad)=2, exclude=current ensemble) returns ErrNotEnoughBookies forever, even after both " +
+			"bookies are back; the writer holds its adds indefinitely and Close returns only when its ctx ends. " +
+			"Set CHAOS_BUGS=1 to run the reproducer.")
+	}
+	c := startCluster(t, 4, nil)
+	ctx := testCtx(t, 60*time.Second)
+	wc := newClient(t, c, 300*time.Millisecond)
+	w, err := wc.CreateLedger(ctx, client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2, Password: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := w.Append(ctx, []byte("before")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ens := ensemble(t, c, w.Metadata())
+	// Silence, not refusal: both bookies' adds time out in the same sweep.
+	drop0 := ens[0].Proxy.Drop(fp.Any())
+	drop1 := ens[1].Proxy.Drop(fp.Any())
+	// Three entries: their write sets cover every pair of the ensemble, so both partitioned
+	// bookies time out.
+	appendAsync(ctx, w, []byte("during-1"))
+	appendAsync(ctx, w, []byte("during-2"))
+	done := appendAsync(ctx, w, []byte("during-3"))
+	time.Sleep(time.Second) // both time out; the writer starts an ensemble change
+	drop0.Remove()
+	drop1.Remove()
+	select {
+	case res := <-done:
+		t.Logf("append after the bookies came back: entry %d, err %v; fragments %v", res.id, res.err, w.Metadata().Fragments)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the writer's adds are still held 10 s after both bookies came back (fragments %v): "+
+			"changeEnsemble needs 2 replacements outside the ensemble, there is 1, and it never reconsiders "+
+			"the failed members nor fails the adds", w.Metadata().Fragments)
+	}
+}

@@ -1,0 +1,570 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand"
+	"os/exec"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bookie-go/bookie/client"
+	fp "github.com/bookie-go/bookie/internal/faultproxy"
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// RunConfig configures one randomized run.
+type RunConfig struct {
+	// Seed picks the fault schedule and the workload; a failing seed replays the same
+	// schedule (timing on a loaded machine may still differ).
+	Seed int64
+	// Duration is how long the workload runs under faults; default 3 s.
+	Duration time.Duration
+	// Crashes makes the faults go on past Duration until that many bookie crashes were
+	// injected, but not past MaxDuration (default 10 x Duration): crash loops count cycles,
+	// not seconds, so that a slow machine still tests what it claims.
+	Crashes     int
+	MaxDuration time.Duration
+	// Dir holds the cluster's files.
+	Dir string
+	// Bookies is the cluster size; default 4 (ensembles of 3 and one spare).
+	Bookies int
+	// Writers is how many writer clients run at once; default 2.
+	Writers int
+	// PowerLoss runs the bookies on vfs.MemFS and crashes them with CrashClone (unsynced
+	// bytes lost, torn sectors); otherwise crashes are graceful restarts on disk.
+	PowerLoss bool
+	// CheckpointInterval of the bookies; default 250 ms, so that checkpoints race the
+	// crashes.
+	CheckpointInterval time.Duration
+	// Process, when set, runs the bookies as child processes (ClusterOptions.Process), and
+	// "crash" faults SIGKILL them.
+	Process func(configPath string) *exec.Cmd
+	// Faults restricts the schedule to these kinds (FaultKinds); empty means all.
+	Faults []string
+	// Logf, when set, receives one line per fault and per phase.
+	Logf func(format string, args ...any)
+	// Logger receives the bookies' logs; default none.
+	Logger *slog.Logger
+}
+
+// FaultKinds are the faults a schedule draws from. "crash" is a SIGKILL in process mode,
+// a power loss with PowerLoss, a graceful restart otherwise.
+var FaultKinds = []string{"drop-add", "drop-add-response", "drop-fence", "delay", "duplicate", "cut",
+	"partition", "crash", "client-crash", "hold", "recover-live"}
+
+// Result is what a run did and what its checks found.
+type Result struct {
+	Seed       int64
+	Ledgers    int            // ledgers created
+	Acked      int            // entries acknowledged to writers
+	Faults     map[string]int // faults injected, by kind
+	Recoveries int            // ledgers recovered by a client other than their writer
+	Retries    int            // recoveries that ended incomplete and were retried
+	Verified   int            // entries and fences re-read from bookies after their crashes
+	// CloseFailures counts writers whose Close failed (fenced out, or stuck); their ledgers
+	// were recovered by another client.
+	CloseFailures int
+	Violations    []Violation
+	Elapsed       time.Duration
+}
+
+// Summary is the result in one line.
+func (r Result) Summary() string {
+	kinds := make([]string, 0, len(r.Faults))
+	for k, n := range r.Faults {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(kinds)
+	return fmt.Sprintf("seed %d: %d ledgers, %d acked, %d recovered (%d retries), %d failed closes, %d re-verified, faults [%s], %d violations, %v",
+		r.Seed, r.Ledgers, r.Acked, r.Recoveries, r.Retries, r.CloseFailures, r.Verified, strings.Join(kinds, " "), len(r.Violations), r.Elapsed.Round(time.Millisecond))
+}
+
+// runner is the state of one Run.
+type runner struct {
+	cfg  RunConfig
+	c    *Cluster
+	acks *Acks
+	logf func(string, ...any)
+
+	mu        sync.Mutex
+	rng       *rand.Rand // schedule; protected by mu
+	faults    map[string]int
+	ledgers   []uint64
+	abandoned chan uint64
+	crash     []chan struct{} // per writer: crash your client now
+	kinds     []string
+	res       Result
+}
+
+// Run starts a cluster, runs writers under a random fault schedule for cfg.Duration, heals
+// everything, recovers every ledger left open by a client that did not write it, and checks
+// every ledger's invariants. An error means the run could not be carried out; broken
+// invariants are reported in Result.Violations.
+func Run(ctx context.Context, cfg RunConfig) (Result, error) {
+	if cfg.Duration <= 0 {
+		cfg.Duration = 3 * time.Second
+	}
+	if cfg.MaxDuration <= 0 {
+		cfg.MaxDuration = 10 * cfg.Duration
+	}
+	if cfg.Bookies <= 0 {
+		cfg.Bookies = 4
+	}
+	if cfg.Writers <= 0 {
+		cfg.Writers = 2
+	}
+	if cfg.CheckpointInterval <= 0 {
+		cfg.CheckpointInterval = 250 * time.Millisecond
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	start := time.Now()
+	c, err := StartCluster(ClusterOptions{
+		Dir:                cfg.Dir,
+		Bookies:            cfg.Bookies,
+		MemFS:              cfg.PowerLoss && cfg.Process == nil,
+		Process:            cfg.Process,
+		CheckpointInterval: cfg.CheckpointInterval,
+		Logger:             cfg.Logger,
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.Close()
+	r := &runner{
+		cfg:       cfg,
+		c:         c,
+		acks:      NewAcks(),
+		logf:      cfg.Logf,
+		rng:       rand.New(rand.NewSource(cfg.Seed)),
+		faults:    make(map[string]int),
+		abandoned: make(chan uint64, 1024),
+	}
+	r.res.Seed = cfg.Seed
+	r.kinds = cfg.Faults
+	if len(r.kinds) == 0 {
+		r.kinds = FaultKinds
+	}
+	for range cfg.Writers {
+		r.crash = append(r.crash, make(chan struct{}, 1))
+	}
+	err = r.run(ctx)
+	r.res.Faults = r.faults
+	r.res.Acked = r.acks.Count()
+	r.res.Elapsed = time.Since(start)
+	return r.res, err
+}
+
+func (r *runner) run(ctx context.Context) error {
+	workCtx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	var wg sync.WaitGroup
+	seeds := make([]int64, r.cfg.Writers)
+	for i := range seeds {
+		seeds[i] = r.rng.Int63()
+	}
+	for i := range r.cfg.Writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.writer(workCtx, ctx, i, rand.New(rand.NewSource(seeds[i])))
+		}()
+	}
+	recoverDone := make(chan error, 1)
+	go func() { recoverDone <- r.recoverer(workCtx, ctx) }()
+	r.schedule(workCtx)
+	stopWork()
+	wg.Wait()
+	close(r.abandoned)
+	if err := <-recoverDone; err != nil {
+		return err
+	}
+
+	// Heal: every rule off, every bookie up.
+	r.logf("seed %d: healing", r.cfg.Seed)
+	r.c.ClearRules()
+	for _, n := range r.c.Nodes {
+		if err := n.Start(); err != nil {
+			return err
+		}
+	}
+	cl, err := r.c.Client(ctx, 2*time.Second)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	r.mu.Lock()
+	ledgers := append([]uint64(nil), r.ledgers...)
+	r.mu.Unlock()
+	r.res.Ledgers = len(ledgers)
+	for _, id := range ledgers {
+		md, err := cl.Store().GetLedger(ctx, id)
+		if err != nil {
+			return err
+		}
+		if md.State != meta.StateClosed {
+			if err := r.recoverLedger(ctx, cl, id, "final recoverer"); err != nil {
+				return err
+			}
+		}
+	}
+	for _, id := range ledgers {
+		vs, err := r.c.CheckLedger(ctx, cl, id, r.acks)
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.res.Violations = append(r.res.Violations, vs...)
+		r.mu.Unlock()
+	}
+	for _, n := range r.c.Nodes {
+		r.verifyNode(n)
+	}
+	return nil
+}
+
+// runKey is the master key of every ledger the runner writes.
+var runKey = wire.MasterKeyFromPassword([]byte("chaos"))
+
+// verifyNode checks, right after a crash and restart, that the bookie still holds every
+// entry and fence it acknowledged.
+func (r *runner) verifyNode(n *Node) {
+	vs, err := n.VerifyAcked(func(uint64) *wire.MasterKey { return &runKey })
+	if err != nil {
+		r.logf("seed %d: verify bookie %d: %v", r.cfg.Seed, n.Index+1, err)
+	}
+	entries, fences := n.Acknowledged()
+	r.mu.Lock()
+	r.res.Verified += entries + fences
+	r.res.Violations = append(r.res.Violations, vs...)
+	r.mu.Unlock()
+}
+
+// recoverLedger recovers id with cl, retrying incomplete recoveries, and records the close.
+func (r *runner) recoverLedger(ctx context.Context, cl *client.Client, id uint64, who string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rd, err := cl.OpenLedger(ctx, id, true)
+		if err == nil {
+			r.acks.Closed(id, who, rd.Metadata().LastEntryID)
+			r.mu.Lock()
+			r.res.Recoveries++
+			r.mu.Unlock()
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("chaos: seed %d: recovery of ledger %d never completed: %w", r.cfg.Seed, id, err)
+		}
+		r.mu.Lock()
+		r.res.Retries++
+		r.mu.Unlock()
+		r.logf("seed %d: recovery of ledger %d: %v (retrying)", r.cfg.Seed, id, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// recoverer takes over the ledgers writers abandoned, while the faults go on.
+func (r *runner) recoverer(workCtx, ctx context.Context) error {
+	var cl *client.Client
+	defer func() {
+		if cl != nil {
+			cl.Close()
+		}
+	}()
+	for id := range r.abandoned {
+		if workCtx.Err() != nil {
+			continue // the final pass recovers what is left, with faults healed
+		}
+		if cl == nil {
+			var err error
+			if cl, err = r.c.Client(ctx, 500*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		rd, err := cl.OpenLedger(workCtx, id, true)
+		if err != nil {
+			r.logf("seed %d: recovery of ledger %d under faults: %v", r.cfg.Seed, id, err)
+			continue
+		}
+		r.acks.Closed(id, "recoverer", rd.Metadata().LastEntryID)
+		r.mu.Lock()
+		r.res.Recoveries++
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// writer creates ledgers and appends to them, pipelined, until workCtx ends. It closes a
+// ledger after a random number of entries, or abandons it (its client "crashes") when
+// told to or when an append fails; abandoned ledgers go to the recoverer.
+func (r *runner) writer(workCtx, ctx context.Context, w int, rng *rand.Rand) {
+	for workCtx.Err() == nil {
+		cl, err := r.c.Client(ctx, time.Duration(200+rng.Intn(600))*time.Millisecond)
+		if err != nil {
+			r.logf("seed %d: writer %d: client: %v", r.cfg.Seed, w, err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		r.writeLedger(workCtx, ctx, w, rng, cl)
+		cl.Close()
+	}
+}
+
+func (r *runner) writeLedger(workCtx, ctx context.Context, w int, rng *rand.Rand, cl *client.Client) {
+	opts := client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 2 + rng.Intn(2), AckQuorum: 2, Password: []byte("chaos")}
+	createCtx, cancel := context.WithTimeout(workCtx, 2*time.Second)
+	lw, err := cl.CreateLedger(createCtx, opts)
+	cancel()
+	if err != nil {
+		time.Sleep(50 * time.Millisecond)
+		return
+	}
+	id := lw.ID()
+	r.acks.Track(id)
+	r.mu.Lock()
+	r.ledgers = append(r.ledgers, id)
+	r.mu.Unlock()
+	entries := 20 + rng.Intn(200)
+	window := make(chan struct{}, 1+rng.Intn(16))
+	var failed error
+	var fmu sync.Mutex
+	var pending sync.WaitGroup
+	abandon := false
+loop:
+	for i := 0; i < entries; i++ {
+		select {
+		case <-r.crash[w]:
+			abandon = true
+			break loop
+		case <-workCtx.Done():
+			break loop
+		case window <- struct{}{}:
+		}
+		fmu.Lock()
+		f := failed
+		fmu.Unlock()
+		if f != nil {
+			<-window
+			abandon = true
+			break
+		}
+		data := payload(rng, id, i)
+		pending.Add(1)
+		lw.AppendAsync(data, func(e int64, err error) {
+			defer pending.Done()
+			<-window
+			if err != nil {
+				fmu.Lock()
+				failed = err
+				fmu.Unlock()
+				return
+			}
+			r.acks.Ack(id, e, data)
+		})
+	}
+	if abandon || workCtx.Err() != nil && rng.Intn(2) == 0 {
+		// The client crashes: pending adds fail, the ledger stays open for a recoverer.
+		cl.Close()
+		r.waitCallbacks(w, id, &pending, "Client.Close")
+		r.abandoned <- id
+		return
+	}
+	closeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = lw.Close(closeCtx)
+	cancel()
+	if err != nil {
+		// A writer that cannot close (fenced, or stuck: see
+		// TestWriterSurvivesTwoFailuresWithOneSpare) is treated as crashed.
+		r.mu.Lock()
+		r.res.CloseFailures++
+		r.mu.Unlock()
+		r.logf("seed %d: writer %d: close ledger %d: %v", r.cfg.Seed, w, id, err)
+		cl.Close()
+		r.waitCallbacks(w, id, &pending, "Client.Close")
+		r.abandoned <- id
+		return
+	}
+	r.waitCallbacks(w, id, &pending, "Writer.Close")
+	r.acks.Closed(id, fmt.Sprintf("writer %d", w), lw.Metadata().LastEntryID)
+}
+
+// waitCallbacks waits for the append callbacks of a ledger still pending. A callback that
+// never comes is a liveness bug of the client: it is reported as a violation.
+func (r *runner) waitCallbacks(w int, id uint64, pending *sync.WaitGroup, how string) {
+	done := make(chan struct{})
+	go func() { pending.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		var stacks bytes.Buffer
+		pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+		r.logf("seed %d: writer %d, ledger %d: append callbacks stuck; goroutines:\n%s", r.cfg.Seed, w, id, stacks.String())
+		r.mu.Lock()
+		r.res.Violations = append(r.res.Violations, Violation{Ledger: id, Entry: -1,
+			What: fmt.Sprintf("writer %d: append callbacks still pending 30 s after %s (liveness)", w, how)})
+		r.mu.Unlock()
+	}
+}
+
+// payload is a recognizable entry of random size.
+func payload(rng *rand.Rand, ledger uint64, i int) []byte {
+	b := fmt.Appendf(nil, "L%d-e%d-", ledger, i)
+	n := rng.Intn(512)
+	for range n {
+		b = append(b, byte('a'+rng.Intn(26)))
+	}
+	return b
+}
+
+// schedule injects random faults until ctx ends. At most one bookie is down or cut off at a
+// time, so that ensembles of 3 out of 4 bookies can always form.
+func (r *runner) schedule(ctx context.Context) {
+	start := time.Now()
+	crashes := 0
+	type impairment struct {
+		until time.Time
+		undo  func()
+	}
+	var active []impairment
+	defer func() {
+		for _, a := range active {
+			a.undo()
+		}
+	}()
+	down := -1 // the bookie partitioned, if any
+	for {
+		r.mu.Lock()
+		wait := time.Duration(20+r.rng.Intn(150)) * time.Millisecond
+		kind := r.kinds[r.rng.Intn(len(r.kinds))]
+		bi := r.rng.Intn(len(r.c.Nodes))
+		dur := time.Duration(50+r.rng.Intn(400)) * time.Millisecond
+		count := 1 + r.rng.Intn(4)
+		writer := r.rng.Intn(r.cfg.Writers)
+		crashSeed := r.rng.Int63()
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		now := time.Now()
+		if el := now.Sub(start); el >= r.cfg.Duration && crashes >= r.cfg.Crashes || el >= r.cfg.MaxDuration {
+			return
+		}
+		keep := active[:0]
+		for _, a := range active {
+			if now.After(a.until) {
+				a.undo()
+			} else {
+				keep = append(keep, a)
+			}
+		}
+		active = keep
+		if down >= 0 && len(active) == 0 {
+			down = -1
+		}
+		n := r.c.Nodes[bi]
+		p := n.Proxy
+		var name string
+		switch kind {
+		case "drop-add":
+			name = "drop-add"
+			p.DropN(fp.Requests(wire.OpAdd), count)
+		case "drop-add-response":
+			name = "drop-add-response"
+			p.DropN(fp.Responses(wire.OpAdd), count)
+		case "drop-fence":
+			name = "drop-fence"
+			p.DropN(fp.Any().Fencing(), count)
+		case "delay":
+			name = "delay"
+			rule := p.Delay(fp.Any(), time.Duration(1+count*5)*time.Millisecond)
+			active = append(active, impairment{now.Add(dur), rule.Remove})
+		case "duplicate":
+			name = "duplicate"
+			p.Add(fp.RuleSpec{Match: fp.Any(), Action: fp.Duplicate, Limit: count})
+		case "cut":
+			name = "cut"
+			p.CutAll()
+		case "partition":
+			if down >= 0 {
+				continue
+			}
+			name = "partition"
+			down = bi
+			p.Partition()
+			active = append(active, impairment{now.Add(dur), p.Heal})
+		case "crash":
+			if down >= 0 && down != bi {
+				continue
+			}
+			switch {
+			case r.cfg.Process != nil:
+				name = "sigkill"
+				n.Proxy.Partition()
+				n.Kill()
+				time.Sleep(time.Duration(crashSeed%200) * time.Millisecond)
+				err := n.Start()
+				n.Proxy.Heal()
+				if err != nil {
+					r.logf("seed %d: restart of bookie %d after SIGKILL: %v", r.cfg.Seed, bi+1, err)
+				}
+			case r.cfg.PowerLoss:
+				name = "power-loss"
+				if err := n.PowerLoss(rand.New(rand.NewSource(crashSeed))); err != nil {
+					r.logf("seed %d: power loss of bookie %d: %v", r.cfg.Seed, bi+1, err)
+				}
+			default:
+				name = "restart"
+				if err := n.Restart(); err != nil {
+					r.logf("seed %d: restart of bookie %d: %v", r.cfg.Seed, bi+1, err)
+				}
+			}
+			r.verifyNode(n)
+		case "client-crash":
+			name = "client-crash"
+			select {
+			case r.crash[writer] <- struct{}{}:
+			default:
+			}
+		case "recover-live":
+			// Recover a ledger whose writer may still be writing: the writer must be fenced
+			// out without losing what it acknowledged.
+			r.mu.Lock()
+			var id uint64
+			if k := len(r.ledgers); k > 0 {
+				id = r.ledgers[k-1-min(k-1, writer)]
+			}
+			r.mu.Unlock()
+			if id == 0 {
+				continue
+			}
+			name = "recover-live"
+			select {
+			case r.abandoned <- id:
+			default:
+			}
+		case "hold":
+			name = "hold"
+			h := p.Hold(fp.Responses(wire.OpAdd))
+			active = append(active, impairment{now.Add(dur), func() { h.Release() }})
+		}
+		r.faults[name]++
+		if kind == "crash" {
+			crashes++
+		}
+		r.logf("seed %d: %s on bookie %d", r.cfg.Seed, name, bi+1)
+	}
+}
