@@ -27,8 +27,8 @@ func startAdmin(b *Bookie, addr string) (*adminServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(b.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := b.journalErr(); err != nil {
-			http.Error(w, "journal failed: "+err.Error(), http.StatusServiceUnavailable)
+		if err := b.healthErr(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")

@@ -58,6 +58,7 @@ type Bookie struct {
 	readOnlyReason string
 	readOnlyFlag   atomic.Bool
 	journalFailed  atomic.Bool
+	storageFailed  atomic.Bool
 
 	damage damage // entries the scrubber found damaged
 
@@ -167,6 +168,7 @@ func New(cfg Config) (*Bookie, error) {
 	b.store, err = entrylog.Open(fs, filepath.Join(cfg.LedgerDir, "logs"), b.index, entrylog.Options{
 		WriteCacheBytes: cfg.WriteCacheBytes,
 		LogSize:         cfg.EntryLogSize,
+		Logger:          b.log,
 	})
 	if err != nil {
 		b.index.Close()
@@ -391,7 +393,17 @@ func (b *Bookie) setReadOnly(reason string) {
 	}
 }
 
-func (b *Bookie) journalErr() error { return b.journal.Err() }
+// healthErr says why the bookie is unhealthy (needs a restart), or nil.
+func (b *Bookie) healthErr() error {
+	if err := b.journal.Err(); err != nil {
+		return fmt.Errorf("journal failed: %w", err)
+	}
+	if b.storageFailed.Load() {
+		_, why := b.ReadOnly()
+		return errors.New(why)
+	}
+	return nil
+}
 
 // checkDisk goes read-only above the disk-full threshold and writable again
 // below the writable threshold.
@@ -527,8 +539,15 @@ func (b *Bookie) background() {
 func (b *Bookie) runCheckpoint() {
 	if err := b.checkpoint(); err != nil {
 		b.log.Error("checkpoint failed", "err", err)
-		if errors.Is(err, entrylog.ErrDiskFull) {
+		switch {
+		case errors.Is(err, entrylog.ErrDiskFull):
 			b.setReadOnly("disk full: storage flush refused")
+		case errors.Is(err, index.ErrFailed):
+			// A failed index fsync is final: the disk state is unknown until a
+			// restart replays the journal. Refuse adds; /healthz says why.
+			b.storageFailed.Store(true)
+			b.journalFailed.Store(true) // keeps the read-only state sticky
+			b.setReadOnly("ledger storage failed, restart the bookie: " + err.Error())
 		}
 	}
 }

@@ -297,3 +297,47 @@ func TestSlowReaderIsCut(t *testing.T) {
 		t.Fatalf("other client after a slow reader: %v", s)
 	}
 }
+
+// TestStorageFailureGoesReadOnly: a failed index fsync during a checkpoint is
+// final; the bookie refuses adds, reports unhealthy, and acked entries stay
+// in the journal for the restart to replay.
+func TestStorageFailureGoesReadOnly(t *testing.T) {
+	var sw vfs.Switch
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.Admin = "127.0.0.1:0"
+	cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {
+		if strings.Contains(name, "/index") {
+			return sw.Inject(op, name)
+		}
+		return nil
+	})
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	if s := c.add(testKey, 0, 1, 0, -1, []byte("acked")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	sw.Arm(vfs.OpSync, vfs.ErrInjectedIO)
+	b.runCheckpoint()
+	if ro, why := b.ReadOnly(); !ro || !strings.Contains(why, "restart") {
+		t.Fatalf("after a failed index sync: read-only %v %q", ro, why)
+	}
+	if s := c.add(testKey, 0, 1, 1, 0, []byte("refused")); s != wire.StatusReadOnly {
+		t.Fatalf("add after storage failure: %v", s)
+	}
+	if resp, err := http.Get("http://" + b.AdminAddr() + "/healthz"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("/healthz after storage failure: %v %v", resp, err)
+	}
+	sw.Disarm(vfs.OpSync)
+	b.checkDisk()
+	if ro, _ := b.ReadOnly(); !ro {
+		t.Fatal("storage failure cleared by a disk check")
+	}
+	b.Close()
+	cfg.FS = vfs.Default
+	b2 := startBookie(t, cfg)
+	c2 := dial(t, b2.Addr())
+	if r, s := c2.read(0, 1, 0); s != wire.StatusOK || string(r.Entry.Payload) != "acked" {
+		t.Fatalf("acked entry after restart: %v", s)
+	}
+}
