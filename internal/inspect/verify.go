@@ -188,34 +188,37 @@ func claimedJournalIDs(fs vfs.FS, file string, off int64) (uint64, *int64, bool)
 }
 
 func verifyJournal(fs vfs.FS, dir string, r *VerifyReport, progress func(Progress)) {
-	var total, before int64
-	cur := uint64(0)
+	// Progress counts the bytes of every segment file, although a scan
+	// skips segments before the checkpoint mark's and stops at the tail.
 	sizes := map[uint64]int64{}
+	var total, before int64
 	if names, err := fs.List(dir); err == nil {
 		for _, n := range names {
-			if num, err := strconv.ParseUint(strings.TrimSuffix(n, ".log"), 16, 64); err == nil && strings.HasSuffix(n, ".log") {
+			hexNum, ok := strings.CutSuffix(n, ".log")
+			if !ok || len(hexNum) != 16 {
+				continue
+			}
+			if num, err := strconv.ParseUint(hexNum, 16, 64); err == nil {
 				if fi, err := fs.Stat(filepath.Join(dir, n)); err == nil {
 					sizes[num] = fi.Size()
+					total += fi.Size()
 				}
 			}
 		}
 	}
+	cur, first := uint64(0), true
 	var n int
 	info, err := journal.Scan(fs, dir, func(rec journal.Record) error {
-		if cur == 0 {
-			cur = rec.Pos.Segment
+		if first || rec.Pos.Segment != cur {
+			before, cur, first = 0, rec.Pos.Segment, false
 			for num, size := range sizes {
-				if num >= cur {
-					total += size
+				if num < cur {
+					before += size
 				}
 			}
 		}
-		if rec.Pos.Segment != cur {
-			before += sizes[cur]
-			cur = rec.Pos.Segment
-		}
 		if n++; n%1024 == 0 {
-			progress(Progress{Phase: "journal", Done: before + rec.Pos.Offset, Total: total, Unit: "bytes"})
+			progress(Progress{Phase: "journal", Done: min(before+rec.Pos.Offset, total), Total: total, Unit: "bytes"})
 		}
 		ri := DecodeRecord(rec)
 		if ri.Problem != "" {
@@ -295,7 +298,8 @@ func verifyLogs(fs vfs.FS, dir string, r *VerifyReport, progress func(Progress))
 			}
 			l, e := rec.Ledger, rec.Entry
 			if err != nil {
-				p := Problem{Area: "entrylog", File: info.Path, Offset: off, Message: err.Error()}
+				msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("%s offset %d: ", info.Path, off))
+				p := Problem{Area: "entrylog", File: info.Path, Offset: off, Message: msg}
 				if rec.Ledger != 0 || rec.Entry != 0 {
 					p.Ledger, p.Entry = &l, &e
 					p.Message += " (ledger and entry as the damaged record's header claims)"
@@ -347,9 +351,6 @@ func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyRepo
 	}
 	for _, o := range v.Orphans {
 		r.Notes = append(r.Notes, fmt.Sprintf("index: orphan file %s (no ledger refers to it; a restart removes it)", o))
-	}
-	if v.DoubleWrite > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("index: the double-write file holds %d page images (a restart writes them in place again; verify read them from it)", v.DoubleWrite))
 	}
 	r.Index.Ledgers = len(v.Ledgers)
 	var total, done int64
