@@ -237,8 +237,10 @@ func (n *Node) record(f *faultproxy.Frame, a faultproxy.Action) {
 			n.acked[k] = data
 		}
 		n.mu.Unlock()
-	case f.Dir == faultproxy.ToClient && f.Header.Status == wire.StatusOK && f.Header.Op == wire.OpReadLAC &&
-		f.Flags&wire.FlagFence != 0:
+	case f.Dir == faultproxy.ToClient && f.Flags&wire.FlagFence != 0 && (f.Header.Op == wire.OpReadLAC && f.Header.Status == wire.StatusOK ||
+		f.Header.Op == wire.OpRead && (f.Header.Status == wire.StatusOK || f.Header.Status == wire.StatusNoSuchEntry || f.Header.Status == wire.StatusNoSuchLedger)):
+		// Any answer to a fencing read is sent only once the fence is synced (BACKGROUND.md,
+		// bookie rule 1): the fence must survive a crash.
 		n.mu.Lock()
 		n.fenced[f.Ledger] = true
 		n.mu.Unlock()
@@ -473,6 +475,29 @@ func (n *Node) PowerLoss(rng *rand.Rand) error {
 	if old != nil {
 		old.Close() // writes to the old file system, which is gone
 	}
+	err := n.Start()
+	n.Proxy.Heal()
+	return err
+}
+
+// Snapshot returns what the bookie's storage would hold after a power loss now
+// (vfs.MemFS.CrashClone), for RestartFrom. It may be called from a proxy rule's Func, to
+// crash at the instant a given frame passes. Only for MemFS clusters.
+func (n *Node) Snapshot(rng *rand.Rand) *vfs.MemFS {
+	n.mu.Lock()
+	mem := n.mem
+	n.mu.Unlock()
+	return mem.CrashClone(rng)
+}
+
+// RestartFrom cuts the bookie off, stops it, and starts it again on fs: with a Snapshot,
+// a power loss at the moment the snapshot was taken.
+func (n *Node) RestartFrom(fs *vfs.MemFS) error {
+	n.Proxy.Partition()
+	n.Stop()
+	n.mu.Lock()
+	n.mem = fs
+	n.mu.Unlock()
 	err := n.Start()
 	n.Proxy.Heal()
 	return err
