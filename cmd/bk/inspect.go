@@ -158,6 +158,9 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	var ledger ledgerFlag
 	fs.Var(&ledger, "ledger", "only this ledger (journal, entrylog: implies --records)")
 	pos, err := parseInterleaved(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

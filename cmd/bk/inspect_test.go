@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/internal/inspect"
 )
 
 // TestInspectAndVerifyCommands runs the commands on a bookie's data
@@ -79,5 +80,28 @@ func TestInspectAndVerifyCommands(t *testing.T) {
 	}
 	if err == nil || json.Unmarshal([]byte(js), &rep) != nil || rep.OK || len(rep.Problems) != 1 || rep.Problems[0].File != state {
 		t.Fatalf("verify --json of a damaged state file: %s, %v", js, err)
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	var out bytes.Buffer
+	b := &progressBar{w: &out}
+	b.update(inspect.Progress{Phase: "entrylog", Done: 3 << 20, Total: 6 << 20, Unit: "bytes"})
+	if got := out.String(); !strings.HasPrefix(got, "\rentrylog [===============               ]  50% 3.0 MiB/6.0 MiB") {
+		t.Fatalf("bar %q", got)
+	}
+	out.Reset()
+	b.update(inspect.Progress{Phase: "entrylog", Done: 4 << 20, Total: 6 << 20, Unit: "bytes"})
+	if out.Len() != 0 {
+		t.Fatalf("redrawn within 100 ms: %q", out.String())
+	}
+	b.update(inspect.Progress{Phase: "index", Done: 6, Total: 6, Unit: "pages"})
+	if got := out.String(); !strings.Contains(got, "100% 6/6 pages") {
+		t.Fatalf("new phase not drawn at once: %q", got)
+	}
+	out.Reset()
+	b.clear()
+	if !strings.HasPrefix(out.String(), "\r ") {
+		t.Fatalf("clear wrote %q", out.String())
 	}
 }

@@ -47,7 +47,9 @@ func runVerify(args []string, stdout, stderr io.Writer) error {
 	maxProblems := fs.Int("max-problems", 100, "list at most this many problems (all are counted)")
 	force := fs.Bool("force", false, "run although some process holds files in the directories open")
 	noProgress := fs.Bool("no-progress", false, "no progress bar")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
