@@ -40,8 +40,8 @@ type LogRecord struct {
 	Offset int64  `json:"offset"`
 	Ledger uint64 `json:"ledger"`
 	Entry  int64  `json:"entry"`
-	// Size is the record's size (header and data); Data the wire entry's
-	// payload length.
+	// Size is the record's size (header and data), 0 for a damaged one;
+	// Data the wire entry's payload length.
 	Size int   `json:"size"`
 	Data int   `json:"data_bytes"`
 	LAC  int64 `json:"lac"`
@@ -130,7 +130,7 @@ func entryLog(fs vfs.FS, dir string, id uint32, scan bool, fn func(LogRecord) er
 		lr := LogRecord{Log: id, Offset: off, Ledger: rec.Ledger, Entry: rec.Entry, Size: entrylog.RecordSize(len(rec.Data)), LAC: -1}
 		if err != nil {
 			damaged++
-			lr.Problem = err.Error()
+			lr.Size, lr.Problem = 0, err.Error()
 		} else if e, err := checkStoredEntry(rec.Data, rec.Ledger, rec.Entry); err != nil {
 			lr.Problem = err.Error()
 		} else {
