@@ -187,3 +187,23 @@ func TestVerifyFindsCookieMismatch(t *testing.T) {
 		t.Fatalf("problems %v, want a missing cookie", r.Problems)
 	}
 }
+
+// A batch cut off by a crash was never acknowledged: a note, not a problem.
+func TestVerifyTornTailIsANote(t *testing.T) {
+	d := copyFixture(t)
+	var last RecordInfo
+	if _, err := Journal(vfs.Default, d.Journal, func(r RecordInfo) error { last = r; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(d.Journal, fmt.Sprintf("%016x.log", last.Segment)), last.Offset+10); err != nil {
+		t.Fatal(err)
+	}
+	r := Verify(vfs.Default, d, VerifyOptions{})
+	if !r.OK || r.Journal.Tail != "torn tail" || r.Journal.Records != fixtureEntries+2 || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "torn tail") {
+		t.Fatalf("ok %v, journal %+v, notes %q, problems %v; want a torn tail noted, the fence lost", r.OK, r.Journal, r.Notes, r.Problems)
+	}
+	jr, err := Journal(vfs.Default, d.Journal, nil)
+	if err != nil || jr.TornAt == nil || jr.Tail != "torn tail" {
+		t.Fatalf("inspect journal: %+v, %v", jr, err)
+	}
+}
