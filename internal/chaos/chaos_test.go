@@ -36,6 +36,7 @@ func TestChaos(t *testing.T) {
 			res, err := Run(ctx, RunConfig{
 				Seed:      seed,
 				Duration:  dur,
+				MinAcked:  100, // a loaded machine runs longer, not emptier
 				Dir:       t.TempDir(),
 				PowerLoss: seed%2 == 1,
 				Logf:      t.Logf,

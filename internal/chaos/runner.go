@@ -32,6 +32,8 @@ type RunConfig struct {
 	// not seconds, so that a slow machine still tests what it claims.
 	Crashes     int
 	MaxDuration time.Duration
+	// MinAcked likewise makes the run go on until that many entries were acknowledged.
+	MinAcked int
 	// Dir holds the cluster's files.
 	Dir string
 	// Bookies is the cluster size; default 4 (ensembles of 3 and one spare).
@@ -460,7 +462,8 @@ func (r *runner) schedule(ctx context.Context) {
 		case <-time.After(wait):
 		}
 		now := time.Now()
-		if el := now.Sub(start); el >= r.cfg.Duration && crashes >= r.cfg.Crashes || el >= r.cfg.MaxDuration {
+		if el := now.Sub(start); el >= r.cfg.Duration && crashes >= r.cfg.Crashes && r.acks.Count() >= r.cfg.MinAcked ||
+			el >= r.cfg.MaxDuration {
 			return
 		}
 		keep := active[:0]
