@@ -666,6 +666,12 @@ func (w *Writer) changeEnsemble() {
 				continue
 			}
 		}
+		if errors.Is(err, ErrNotEnoughBookies) && w.reviveFailed(ctx, last.Bookies) {
+			// Too few spares, but failed members answer again: keep them and
+			// resend what they missed (the loop sees fewer bad bookies).
+			cancel()
+			continue
+		}
 		cancel()
 		// No spare bookie, or the store is unreachable: acks stay held; try again.
 		time.Sleep(backoff)
@@ -677,6 +683,45 @@ func (w *Writer) changeEnsemble() {
 		}
 		w.mu.Unlock()
 	}
+}
+
+// reviveFailed clears the failed mark of every member of ensemble that is
+// registered, writable and answers a PING now, and reports whether it cleared
+// any. An ensemble change needs one spare per failed member; when there are
+// too few, members that failed for a moment (a timeout, a restart) are kept
+// instead, and the entries they missed are resent to them (their sent marks
+// were cleared when their requests failed). Runs on the changeEnsemble
+// goroutine.
+func (w *Writer) reviveFailed(ctx context.Context, ensemble []meta.BookieID) bool {
+	live, err := w.c.store.ListBookies(ctx)
+	if err != nil {
+		return false
+	}
+	revived := false
+	for _, b := range ensemble {
+		w.mu.Lock()
+		bi, known := w.index[b]
+		failed := known && w.failed&(1<<bi) != 0
+		w.mu.Unlock()
+		if !failed || !slices.ContainsFunc(live, func(i meta.BookieInfo) bool { return i.ID == b && !i.ReadOnly }) {
+			continue
+		}
+		req := getRequest()
+		req.op = wire.OpPing
+		res, err := w.c.conn(b).call(ctx, req)
+		if err != nil {
+			continue
+		}
+		ok := res.err == nil && res.status == wire.StatusOK
+		putRequest(res)
+		if ok {
+			w.mu.Lock()
+			w.failed &^= 1 << bi
+			w.mu.Unlock()
+			revived = true
+		}
+	}
+	return revived
 }
 
 func (c *Client) isClosed() bool {

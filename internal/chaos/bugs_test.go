@@ -1,7 +1,7 @@
 package chaos
 
 import (
-	"os"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,12 +16,6 @@ import (
 // came back, or fail the adds with an error); it must not hold the adds forever. Found by
 // TestChaos seed 1 (a held answer and a power loss on two ensemble bookies at once).
 func TestWriterSurvivesTwoFailuresWithOneSpare(t *testing.T) {
-	if os.Getenv("CHAOS_BUGS") == "" {
-		t.Skip("BUG (client/writer.go changeEnsemble): with two failed bookies in the ensemble and one spare, " +
-			"pickBookies(len(bad)=2, exclude=current ensemble) returns ErrNotEnoughBookies forever, even after both " +
-			"bookies are back; the writer holds its adds indefinitely and Close returns only when its ctx ends. " +
-			"Set CHAOS_BUGS=1 to run the reproducer.")
-	}
 	c := startCluster(t, 4, nil)
 	ctx := testCtx(t, 60*time.Second)
 	wc := newClient(t, c, 300*time.Millisecond)
@@ -29,10 +23,15 @@ func TestWriterSurvivesTwoFailuresWithOneSpare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 5 {
-		if _, err := w.Append(ctx, []byte("before")); err != nil {
+	acks := NewAcks()
+	acks.Track(w.ID())
+	for i := range 5 {
+		data := []byte(fmt.Sprintf("before-%d", i))
+		id, err := w.Append(ctx, data)
+		if err != nil {
 			t.Fatal(err)
 		}
+		acks.Ack(w.ID(), id, data)
 	}
 	ens := ensemble(t, c, w.Metadata())
 	// Silence, not refusal: both bookies' adds time out in the same sweep.
@@ -49,6 +48,22 @@ func TestWriterSurvivesTwoFailuresWithOneSpare(t *testing.T) {
 	select {
 	case res := <-done:
 		t.Logf("append after the bookies came back: entry %d, err %v; fragments %v", res.id, res.err, w.Metadata().Fragments)
+		if res.err != nil {
+			t.Fatalf("append failed: %v", res.err)
+		}
+		for i := range 3 {
+			data := []byte(fmt.Sprintf("after-%d", i))
+			id, err := w.Append(ctx, data)
+			if err != nil {
+				t.Fatalf("append after recovery: %v", err)
+			}
+			acks.Ack(w.ID(), id, data)
+		}
+		if err := w.Close(ctx); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		acks.Closed(w.ID(), "writer", w.LastAddConfirmed())
+		check(t, ctx, c, wc, w.ID(), acks)
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the writer's adds are still held 10 s after both bookies came back (fragments %v): "+
 			"changeEnsemble needs 2 replacements outside the ensemble, there is 1, and it never reconsiders "+
