@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -342,7 +343,8 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 		select {
 		case slots <- struct{}{}:
 		case <-drain.C:
-			return errors.Join(err, fmt.Errorf("bench: %s: adds still outstanding 30 s after the run", w.Name))
+			return errors.Join(err, fmt.Errorf("bench: %s: %d adds still outstanding 30 s after the run: %s",
+				w.Name, cap(slots)-i, stuckLedgers(ledgers)))
 		}
 	}
 	return err
@@ -479,6 +481,27 @@ func (r *Runner) closeLedgers(ledgers []*ledgerState) {
 		}()
 	}
 	wg.Wait()
+}
+
+// stuckLedgers describes the ledgers whose adds did not all complete: ids
+// issued, last add confirmed, and the fragments of their metadata (an
+// ensemble change adds one), for the report of a hung run.
+func stuckLedgers(ledgers []*ledgerState) string {
+	var out []string
+	for _, l := range ledgers {
+		lac := l.w.LastAddConfirmed()
+		if lac+1 == l.next {
+			continue
+		}
+		md := l.w.Metadata()
+		var frags []string
+		for _, f := range md.Fragments {
+			frags = append(frags, fmt.Sprintf("%d:%v", f.FirstEntry, f.Bookies))
+		}
+		out = append(out, fmt.Sprintf("ledger %d issued 0..%d, LAC %d, fragments %s",
+			l.w.ID(), l.next-1, lac, strings.Join(frags, " ")))
+	}
+	return strings.Join(out, "; ")
 }
 
 func us(d time.Duration) float64 { return float64(d) / 1e3 }

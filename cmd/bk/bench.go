@@ -136,15 +136,17 @@ func runBench(args []string) error {
 	r := bench.NewRunner(opts)
 	var runErr error
 	for _, w := range ws {
-		if *jsonOut != "-" {
+		if opts.Progress != nil {
 			fmt.Fprintf(os.Stderr, "running %s (warm-up %v, %v)\n", w, w.Warmup, w.Duration)
 		}
 		res, err := r.Run(ctx, w)
+		if res.Elapsed > 0 {
+			rep.Results = append(rep.Results, res) // measured, even if it then failed
+		}
 		if err != nil {
 			runErr = err
 			break
 		}
-		rep.Results = append(rep.Results, res)
 	}
 	var out io.Writer = os.Stdout
 	switch *jsonOut {
