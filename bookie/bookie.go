@@ -238,7 +238,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 	switch typ {
 	case journal.TypeEntry:
 		if len(p) < wire.EntryHeaderSize {
-			return errBadRecord
+			return ErrBadRecord
 		}
 		ledgerID := binary.BigEndian.Uint64(p)
 		entryID := int64(binary.BigEndian.Uint64(p[8:]))
@@ -256,7 +256,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		l.dirty = true
 		l.mu.Unlock()
 	case journal.TypeFence:
-		id, err := parseFenceRecord(p)
+		id, err := ParseFenceRecord(p)
 		if err != nil {
 			return err
 		}
@@ -266,7 +266,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		b.wakeAllPollers(l)
 		l.mu.Unlock()
 	case journal.TypeMasterKey:
-		id, key, err := parseMasterKeyRecord(p)
+		id, key, err := ParseMasterKeyRecord(p)
 		if err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 			l.mu.Unlock()
 		}
 	case journal.TypeExplicitLAC:
-		id, lac, err := parseExplicitLACRecord(p)
+		id, lac, err := ParseExplicitLACRecord(p)
 		if err != nil {
 			return err
 		}

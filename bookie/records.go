@@ -31,17 +31,18 @@ import (
 //
 //	force (journal.TypeForce): empty
 
-// errBadRecord is returned by the payload decoders; replay treats it as
+// ErrBadRecord is returned by the payload decoders; replay treats it as
 // corruption (the journal's checksum passed, so the bookie wrote a bad record).
-var errBadRecord = errors.New("bookie: malformed journal record payload")
+var ErrBadRecord = errors.New("bookie: malformed journal record payload")
 
 func appendFenceRecord(dst []byte, ledger uint64) []byte {
 	return binary.BigEndian.AppendUint64(dst, ledger)
 }
 
-func parseFenceRecord(p []byte) (ledger uint64, err error) {
+// ParseFenceRecord decodes a fence record's payload.
+func ParseFenceRecord(p []byte) (ledger uint64, err error) {
 	if len(p) != 8 {
-		return 0, fmt.Errorf("%w: fence record of %d bytes", errBadRecord, len(p))
+		return 0, fmt.Errorf("%w: fence record of %d bytes", ErrBadRecord, len(p))
 	}
 	return binary.BigEndian.Uint64(p), nil
 }
@@ -51,9 +52,10 @@ func appendMasterKeyRecord(dst []byte, ledger uint64, key *[32]byte) []byte {
 	return append(dst, key[:]...)
 }
 
-func parseMasterKeyRecord(p []byte) (ledger uint64, key [32]byte, err error) {
+// ParseMasterKeyRecord decodes a master key record's payload.
+func ParseMasterKeyRecord(p []byte) (ledger uint64, key [32]byte, err error) {
 	if len(p) != 40 {
-		return 0, key, fmt.Errorf("%w: master key record of %d bytes", errBadRecord, len(p))
+		return 0, key, fmt.Errorf("%w: master key record of %d bytes", ErrBadRecord, len(p))
 	}
 	copy(key[:], p[8:])
 	return binary.BigEndian.Uint64(p), key, nil
@@ -64,9 +66,10 @@ func appendExplicitLACRecord(dst []byte, ledger uint64, lac int64) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(lac))
 }
 
-func parseExplicitLACRecord(p []byte) (ledger uint64, lac int64, err error) {
+// ParseExplicitLACRecord decodes an explicit LAC record's payload.
+func ParseExplicitLACRecord(p []byte) (ledger uint64, lac int64, err error) {
 	if len(p) != 16 {
-		return 0, 0, fmt.Errorf("%w: explicit LAC record of %d bytes", errBadRecord, len(p))
+		return 0, 0, fmt.Errorf("%w: explicit LAC record of %d bytes", ErrBadRecord, len(p))
 	}
 	return binary.BigEndian.Uint64(p), int64(binary.BigEndian.Uint64(p[8:])), nil
 }

@@ -1,10 +1,15 @@
 // Command bk runs and operates bookie-go: a bookie server, a local cluster,
 // and client-side tools for ledgers and bookies.
 //
-//	bk bookie  [flags]            run one bookie
-//	bk local   --bookies N        run embedded etcd and N bookies on loopback
-//	bk bookies --metadata URL     list live bookies
-//	bk ledger  write|read|tail|recover|delete|list|info ...
+//	bk bookie     [flags]                run one bookie
+//	bk local      --bookies N [--demo]   run embedded etcd and N bookies on loopback
+//	bk bookies    --metadata URL         list live bookies
+//	bk ledger     write|read|tail|recover|delete|list|info ...
+//	bk bench      [--local] [workloads]  benchmarks beside a raw disk reference
+//	bk inspect    journal|entrylog|index|ledger|cookie   dump a stopped bookie's data
+//	bk verify     [--data DIR]           check every checksum and index entry on disk
+//	bk faultproxy --listen A --target B  frame-aware fault-injecting proxy
+//	bk chaos      --seeds N --duration D randomized fault soak with invariant checks
 //
 // Every command takes -h for its flags.
 package main

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -121,7 +122,6 @@ func DecodeRecord(r journal.Record) RecordInfo {
 		Length:  len(r.Payload),
 	}
 	p := r.Payload
-	bad := func(what string) { ri.Problem = fmt.Sprintf("%s record of %d bytes", what, len(p)) }
 	switch r.Type {
 	case journal.TypeEntry:
 		if len(p) >= wire.EntryHeaderSize {
@@ -136,26 +136,26 @@ func DecodeRecord(r journal.Record) RecordInfo {
 		n := len(ent.Payload)
 		ri.Data = &n
 	case journal.TypeFence:
-		if len(p) != 8 {
-			bad("fence")
+		l, err := bookie.ParseFenceRecord(p)
+		if err != nil {
+			ri.Problem = err.Error()
 			break
 		}
-		l := binary.BigEndian.Uint64(p)
 		ri.Ledger = &l
 	case journal.TypeMasterKey:
-		if len(p) != 40 {
-			bad("master key")
+		l, key, err := bookie.ParseMasterKeyRecord(p)
+		if err != nil {
+			ri.Problem = err.Error()
 			break
 		}
-		l := binary.BigEndian.Uint64(p)
 		ri.Ledger = &l
-		ri.MasterKey = Fingerprint([32]byte(p[8:40]))
+		ri.MasterKey = Fingerprint(key)
 	case journal.TypeExplicitLAC:
-		if len(p) != 16 {
-			bad("explicit LAC")
+		l, lac, err := bookie.ParseExplicitLACRecord(p)
+		if err != nil {
+			ri.Problem = err.Error()
 			break
 		}
-		l, lac := binary.BigEndian.Uint64(p), int64(binary.BigEndian.Uint64(p[8:]))
 		ri.Ledger, ri.LAC = &l, &lac
 	}
 	return ri
