@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/bookie-go/bookie/internal/vfs"
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/internal/vfs"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/wire"
 )
