@@ -18,6 +18,7 @@ import (
 
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/index"
+	"github.com/bookie-go/bookie/internal/vfs"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
@@ -81,6 +82,7 @@ type Bookie struct {
 	dirtyConns []*conn
 	scratch    []byte
 
+	lock       *dirLock   // held on the journal directory while open
 	meta       meta.Store // nil without a metadata store
 	metaCookie meta.Cookie
 	reg        meta.Registration
@@ -126,6 +128,20 @@ func New(cfg Config) (*Bookie, error) {
 		}
 	}
 
+	opened := false
+	// The lock guards the real directories; a test file system needs none.
+	if cfg.FS == vfs.Default {
+		lock, err := lockDir(cfg.JournalDir)
+		if err != nil {
+			return nil, err
+		}
+		b.lock = lock
+		defer func() {
+			if !opened {
+				lock.release()
+			}
+		}()
+	}
 	expected := ""
 	if cfg.Metadata != "" {
 		var err error
@@ -207,6 +223,7 @@ func New(cfg Config) (*Bookie, error) {
 		return nil, fmt.Errorf("bookie: checkpoint after replay: %w", err)
 	}
 	b.checkDisk()
+	opened = true
 	return b, nil
 }
 
@@ -593,6 +610,7 @@ func (b *Bookie) closeStorage() error {
 	}
 	errs = append(errs, b.store.Close(), b.index.Close())
 	b.closeMeta()
+	b.lock.release()
 	return errors.Join(errs...)
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -156,6 +157,7 @@ func CheckCookies(fs vfs.FS, dirs []string, bookieID, expected string, allowUnkn
 			if lerr != nil {
 				return Cookie{}, lerr
 			}
+			names = slices.DeleteFunc(names, func(n string) bool { return n == LockFile })
 			if len(names) > 0 && problem == nil {
 				problem = fmt.Errorf("%w: %s holds data (%d files) but no %s", ErrCookieMissing, dir, len(names), CookieFile)
 			}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,4 +93,21 @@ func TestWipedIndexRefused(t *testing.T) {
 	if _, err := New(cfg); err == nil {
 		t.Fatal("bookie started with its index wiped")
 	}
+}
+
+// TestSecondBookieOnSameDataRefused: two bookies on one data directory would
+// corrupt each other; the second must refuse, and the lock must go with the
+// first.
+func TestSecondBookieOnSameDataRefused(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	b := startBookie(t, cfg)
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "locked") {
+		t.Fatalf("second bookie on the same data: %v", err)
+	}
+	b.Close()
+	b2, err := New(cfg)
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	b2.Close()
 }
