@@ -209,12 +209,15 @@ process_cpu_seconds_total 4.5
 process_resident_memory_bytes 1.2345e+08
 go_memstats_heap_inuse_bytes 1e+08
 go_memstats_next_gc_bytes 2e+08
+bookie_add_latency_seconds_sum 0.5
+bookie_add_latency_seconds_count 1000
+bookie_journal_batch_latency_seconds_sum 1.5
 `
 	s, err := parseMetrics(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := bookieStats{batchRecordsSum: 12345, batchRecordsCount: 10, cpuSeconds: 4.5, rssBytes: 1.2345e8, heapInuse: 1e8, nextGC: 2e8}
+	want := bookieStats{batchRecordsSum: 12345, batchRecordsCount: 10, cpuSeconds: 4.5, rssBytes: 1.2345e8, heapInuse: 1e8, nextGC: 2e8, addSecs: 0.5, adds: 1000, batchSecs: 1.5}
 	if s != want {
 		t.Fatalf("got %+v, want %+v", s, want)
 	}
@@ -222,6 +225,9 @@ go_memstats_next_gc_bytes 2e+08
 	b := clusterStats{at: time.Unix(2, 0), stats: []bookieStats{want, {batchRecordsSum: 5, batchRecordsCount: 5, cpuSeconds: 1}}, ok: []bool{true, true}}
 	if got := addsPerSync(a, b); got != 1234.5 {
 		t.Errorf("adds per sync %v, want 1234.5", got)
+	}
+	if add, batch := serverLatency(a, b); add != 500*time.Microsecond || batch != 150*time.Millisecond {
+		t.Errorf("server latency: add %v batch %v, want 500us and 150ms", add, batch)
 	}
 	if cpu, ok := bookieCPU([]Bookie{{}, {}}, a, b); !ok || cpu != 2.75 {
 		t.Errorf("bookie cpu %v %v, want 2.75 cores", cpu, ok)

@@ -38,6 +38,12 @@ func WriteTable(w io.Writer, results []Result) error {
 			if a := ref.AtBatch; a != nil {
 				fmt.Fprintf(w, "; at the bookies' own %d per sync: %.1f MB/s (x ref %.2f)", a.PerBatch, a.MBPerSec, r.MBPerSec/a.MBPerSec)
 			}
+			if r.BookieAddMean > 0 {
+				fmt.Fprintf(w, "; mean add %s at the client, %s in the bookie", fmtDur(r.Latency.Mean), fmtDur(r.BookieAddMean))
+				if r.JournalBatchMean > 0 {
+					fmt.Fprintf(w, " (journal batch %s)", fmtDur(r.JournalBatchMean))
+				}
+			}
 			if r.Checkpoints > 0 || r.BackpressurePauses > 0 {
 				fmt.Fprintf(w, "; bookies: %d checkpoints (%.1f s), %d backpressure pauses", r.Checkpoints, r.CheckpointSeconds, r.BackpressurePauses)
 			}

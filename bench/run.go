@@ -110,6 +110,12 @@ type Result struct {
 	Checkpoints        int64
 	CheckpointSeconds  float64
 	BackpressurePauses int64
+	// BookieAddMean is the bookies' mean time from an ADD frame parsed to its
+	// reply queued (journal fsync included); JournalBatchMean their mean time
+	// from a batch's first record queued to its completion. Compare with
+	// Latency.Mean: the rest is network, client and scheduling. Zero when
+	// not scraped.
+	BookieAddMean, JournalBatchMean time.Duration
 	// BookiesInProcess says that CPU and RSS are shared with the client.
 	BookiesInProcess bool
 	// Load is the 1-minute load average at the end; CPUPressure the share
@@ -325,6 +331,7 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 		}
 		res.BookieRSS = maxRSS(after)
 		res.Checkpoints, res.CheckpointSeconds, res.BackpressurePauses = stalls(before, after)
+		res.BookieAddMean, res.JournalBatchMean = serverLatency(before, after)
 		big := largest(after)
 		res.BookieHeapInuse, res.BookieNextGC = int64(big.heapInuse), int64(big.nextGC)
 		for _, b := range bookies {

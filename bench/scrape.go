@@ -25,6 +25,8 @@ type bookieStats struct {
 	checkpoints       float64 // bookie_checkpoint_seconds_count
 	checkpointSecs    float64 // bookie_checkpoint_seconds_sum
 	pauses            float64 // bookie_backpressure_pauses_total
+	addSecs, adds     float64 // bookie_add_latency_seconds sum and count: frame parsed to reply queued
+	batchSecs         float64 // bookie_journal_batch_latency_seconds_sum: first record queued to batch completed
 }
 
 // parseMetrics reads the values bookieStats needs from Prometheus text
@@ -32,15 +34,18 @@ type bookieStats struct {
 func parseMetrics(r io.Reader) (bookieStats, error) {
 	var s bookieStats
 	fields := map[string]*float64{
-		"bookie_journal_batch_records_sum":   &s.batchRecordsSum,
-		"bookie_journal_batch_records_count": &s.batchRecordsCount,
-		"process_cpu_seconds_total":          &s.cpuSeconds,
-		"process_resident_memory_bytes":      &s.rssBytes,
-		"go_memstats_heap_inuse_bytes":       &s.heapInuse,
-		"go_memstats_next_gc_bytes":          &s.nextGC,
-		"bookie_checkpoint_seconds_count":    &s.checkpoints,
-		"bookie_checkpoint_seconds_sum":      &s.checkpointSecs,
-		"bookie_backpressure_pauses_total":   &s.pauses,
+		"bookie_journal_batch_records_sum":         &s.batchRecordsSum,
+		"bookie_journal_batch_records_count":       &s.batchRecordsCount,
+		"process_cpu_seconds_total":                &s.cpuSeconds,
+		"process_resident_memory_bytes":            &s.rssBytes,
+		"go_memstats_heap_inuse_bytes":             &s.heapInuse,
+		"go_memstats_next_gc_bytes":                &s.nextGC,
+		"bookie_checkpoint_seconds_count":          &s.checkpoints,
+		"bookie_checkpoint_seconds_sum":            &s.checkpointSecs,
+		"bookie_backpressure_pauses_total":         &s.pauses,
+		"bookie_add_latency_seconds_sum":           &s.addSecs,
+		"bookie_add_latency_seconds_count":         &s.adds,
+		"bookie_journal_batch_latency_seconds_sum": &s.batchSecs,
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -216,4 +221,27 @@ func stalls(a, b clusterStats) (checkpoints int64, checkpointSecs float64, pause
 		}
 	}
 	return
+}
+
+// serverLatency returns the bookies' mean add latency (frame parsed to reply
+// queued, fsync included) and mean journal batch latency (first record queued
+// to completion) between two snapshots, or zeros: with the client's latency
+// they split an add's time into bookie and network + client.
+func serverLatency(a, b clusterStats) (add, batch time.Duration) {
+	var addSecs, adds, batchSecs, batches float64
+	for i := range a.stats {
+		if a.ok[i] && b.ok[i] {
+			addSecs += b.stats[i].addSecs - a.stats[i].addSecs
+			adds += b.stats[i].adds - a.stats[i].adds
+			batchSecs += b.stats[i].batchSecs - a.stats[i].batchSecs
+			batches += b.stats[i].batchRecordsCount - a.stats[i].batchRecordsCount
+		}
+	}
+	if adds > 0 {
+		add = time.Duration(addSecs / adds * 1e9)
+	}
+	if batches > 0 {
+		batch = time.Duration(batchSecs / batches * 1e9)
+	}
+	return add, batch
 }
