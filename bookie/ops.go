@@ -113,23 +113,28 @@ func (b *Bookie) info() wire.Info {
 // appendJournal appends a record for r, turning journal errors into a retry
 // (queue full) or an answer. Requires the ledger's mutex held when ordering
 // matters. Runs on the event loop.
-func (b *Bookie) appendJournal(c *conn, h *wire.Header, typ journal.RecordType, payload []byte, r *request) (retry, ok bool) {
+func (b *Bookie) appendJournal(c *conn, h *wire.Header, typ journal.RecordType, payload []byte, r *request) (retry bool) {
 	_, err := b.journal.Append(typ, payload, r)
-	switch {
-	case err == nil:
-		return false, true
-	case errors.Is(err, journal.ErrFull):
-		b.release(r)
-		return true, false
-	default:
-		b.release(r)
-		if errors.Is(err, journal.ErrFailed) {
-			b.journalFailed.Store(true)
-			b.setReadOnly("journal failed: " + err.Error())
-		}
-		c.answer(h, wire.StatusIOError)
-		return false, false
+	if err == nil {
+		return false
 	}
+	b.release(r)
+	return b.journalError(c, h, err)
+}
+
+// journalError handles a failed journal append for request h: a full queue
+// means retry later; anything else is answered IOError, and a failed journal
+// makes the bookie read-only for good. Runs on the event loop.
+func (b *Bookie) journalError(c *conn, h *wire.Header, err error) (retry bool) {
+	if errors.Is(err, journal.ErrFull) {
+		return true
+	}
+	if errors.Is(err, journal.ErrFailed) {
+		b.journalFailed.Store(true)
+		b.setReadOnly("journal failed: " + err.Error())
+	}
+	c.answer(h, wire.StatusIOError)
+	return false
 }
 
 // keyCheck verifies key against the ledger's master key, setting it (and
@@ -157,18 +162,6 @@ func (b *Bookie) keyCheck(l *ledger, key *wire.MasterKey) (ok bool, err error) {
 // parallel: use a fresh small slice (40 bytes) from the stack-like pool.
 func (b *Bookie) scratchFor() []byte { return make([]byte, 0, 48) }
 
-func (b *Bookie) keyError(c *conn, h *wire.Header, err error) (retry bool) {
-	if errors.Is(err, journal.ErrFull) {
-		return true
-	}
-	if errors.Is(err, journal.ErrFailed) {
-		b.journalFailed.Store(true)
-		b.setReadOnly("journal failed: " + err.Error())
-	}
-	c.answer(h, wire.StatusIOError)
-	return false
-}
-
 // handleAdd: verify checksum and master key, refuse non-recovery adds to a
 // fenced ledger, and journal the entry; the reply goes out after the sync.
 func (b *Bookie) handleAdd(c *conn, h *wire.Header, frame []byte) (retry bool) {
@@ -177,29 +170,40 @@ func (b *Bookie) handleAdd(c *conn, h *wire.Header, frame []byte) (retry bool) {
 		c.answer(h, wire.StatusOf(err))
 		return false
 	}
-	if b.readOnlyFlag.Load() {
-		c.answer(h, wire.StatusReadOnly)
-		return false
+	l, retry := b.lockForWrite(c, h, req.Entry.LedgerID, &req.MasterKey, req.Recovery())
+	if l == nil {
+		return retry
 	}
-	l, _ := b.ledgers.getOrCreate(req.Entry.LedgerID, b.cookie.Limbo)
-	l.mu.Lock()
 	defer l.mu.Unlock()
-	ok, err := b.keyCheck(l, &req.MasterKey)
-	if err != nil {
-		return b.keyError(c, h, err)
-	}
-	if !ok {
-		c.answer(h, wire.StatusUnauthorized)
-		return false
-	}
-	if l.fenced && !req.Recovery() {
-		c.answer(h, wire.StatusFenced)
-		return false
-	}
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.entry = req.Entry.LedgerID, req.Entry.EntryID
-	retry, _ = b.appendJournal(c, h, journal.TypeEntry, req.Entry.Raw, r)
-	return retry
+	return b.appendJournal(c, h, journal.TypeEntry, req.Entry.Raw, r)
+}
+
+// lockForWrite admits a write (ADD, WRITE_LAC) to a ledger: the bookie is
+// writable, the key matches (or becomes the ledger's key), and the ledger is
+// not fenced unless recovery is set. It returns the ledger locked, or nil
+// with the request answered (or retry set). Runs on the event loop.
+func (b *Bookie) lockForWrite(c *conn, h *wire.Header, ledgerID uint64, key *wire.MasterKey, recovery bool) (l *ledger, retry bool) {
+	if b.readOnlyFlag.Load() {
+		c.answer(h, wire.StatusReadOnly)
+		return nil, false
+	}
+	l, _ = b.ledgers.getOrCreate(ledgerID, b.cookie.Limbo)
+	l.mu.Lock()
+	ok, err := b.keyCheck(l, key)
+	switch {
+	case err != nil:
+		retry = b.journalError(c, h, err)
+	case !ok:
+		c.answer(h, wire.StatusUnauthorized)
+	case l.fenced && !recovery:
+		c.answer(h, wire.StatusFenced)
+	default:
+		return l, false
+	}
+	l.mu.Unlock()
+	return nil, retry
 }
 
 // fence fences ledger l for request r (a fencing READ or READ_LAC): the flag
@@ -212,7 +216,7 @@ func (b *Bookie) fence(c *conn, h *wire.Header, ledgerID uint64, key *wire.Maste
 	if err != nil {
 		l.mu.Unlock()
 		b.release(r)
-		return b.keyError(c, h, err)
+		return b.journalError(c, h, err)
 	}
 	if !ok {
 		l.mu.Unlock()
@@ -229,7 +233,7 @@ func (b *Bookie) fence(c *conn, h *wire.Header, ledgerID uint64, key *wire.Maste
 		return false
 	}
 	rec := appendFenceRecord(b.scratchFor(), ledgerID)
-	retry, _ = b.appendJournal(c, h, journal.TypeFence, rec, r)
+	retry = b.appendJournal(c, h, journal.TypeFence, rec, r)
 	l.mu.Unlock()
 	return retry
 }
@@ -313,30 +317,15 @@ func (b *Bookie) handleWriteLAC(c *conn, h *wire.Header, frame []byte) (retry bo
 		c.answer(h, wire.StatusOf(err))
 		return false
 	}
-	if b.readOnlyFlag.Load() {
-		c.answer(h, wire.StatusReadOnly)
-		return false
+	l, retry := b.lockForWrite(c, h, req.Ledger, &req.MasterKey, false)
+	if l == nil {
+		return retry
 	}
-	l, _ := b.ledgers.getOrCreate(req.Ledger, b.cookie.Limbo)
-	l.mu.Lock()
 	defer l.mu.Unlock()
-	ok, err := b.keyCheck(l, &req.MasterKey)
-	if err != nil {
-		return b.keyError(c, h, err)
-	}
-	if !ok {
-		c.answer(h, wire.StatusUnauthorized)
-		return false
-	}
-	if l.fenced {
-		c.answer(h, wire.StatusFenced)
-		return false
-	}
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.prevLAC = req.Ledger, req.LAC
 	rec := appendExplicitLACRecord(b.scratchFor(), req.Ledger, req.LAC)
-	retry, _ = b.appendJournal(c, h, journal.TypeExplicitLAC, rec, r)
-	return retry
+	return b.appendJournal(c, h, journal.TypeExplicitLAC, rec, r)
 }
 
 func (b *Bookie) handleForce(c *conn, h *wire.Header, frame []byte) (retry bool) {
@@ -347,7 +336,7 @@ func (b *Bookie) handleForce(c *conn, h *wire.Header, frame []byte) (retry bool)
 	}
 	r := c.newRequest(h, len(frame))
 	r.ledger = req.Ledger
-	retry, _ = b.appendJournal(c, h, journal.TypeForce, nil, r)
+	retry = b.appendJournal(c, h, journal.TypeForce, nil, r)
 	return retry
 }
 
