@@ -532,3 +532,84 @@ func TestNegativeAnswerFenceSurvivesPowerLoss(t *testing.T) {
 	acks.Closed(id, "w2 recovery", wire.NoEntry)
 	check(t, ctx, c, w2c, id, acks)
 }
+
+// TestRecovererCrashesMidWriteBack: entries 15-19 are acknowledged with copies on b1 and b2
+// only; entries 20-22 reach b1 alone and are never acknowledged; the writer crashes. The
+// first recoverer fences, reads, and writes back, but its write-back reaches only b3 before
+// it crashes too (its recovery adds to b1 and b2 are held and lost with its connections),
+// leaving the ledger IN_RECOVERY with a half-done write-back. A second recoverer must finish
+// the job: close at or beyond 19, every entry up to the close on >= AQ bookies.
+func TestRecovererCrashesMidWriteBack(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	ctx := testCtx(t, 60*time.Second)
+	w1c := newClient(t, c, 20*time.Second)
+	w1, err := w1c.CreateLedger(ctx, opts332)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := w1.ID()
+	b := ensemble(t, c, w1.Metadata())
+	b1, b2, b3 := b[0].Proxy, b[1].Proxy, b[2].Proxy
+	acks := NewAcks()
+	for i := range 20 {
+		if i == 15 {
+			b3.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
+		}
+		data := fmt.Appendf(nil, "entry-%d", i)
+		e, err := w1.Append(ctx, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks.Ack(id, e, data)
+	}
+	b2.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
+	onB1 := b1.Observe(fp.Responses(wire.OpAdd).OnLedger(id).WithStatus(wire.StatusOK))
+	before := onB1.Matched()
+	for i := range 3 {
+		w1.AppendAsync(fmt.Appendf(nil, "unacked-%d", 20+i), func(int64, error) {})
+	}
+	if err := onB1.WaitMatched(ctx, before+3); err != nil {
+		t.Fatal(err)
+	}
+	w1c.Close()
+
+	r1c := newClient(t, c, 5*time.Second)
+	held1 := b1.Hold(fp.Requests(wire.OpAdd).RecoveryAdds().OnLedger(id))
+	held2 := b2.Hold(fp.Requests(wire.OpAdd).RecoveryAdds().OnLedger(id))
+	wroteB3 := b3.Observe(fp.Responses(wire.OpAdd).RecoveryAdds().OnLedger(id).WithStatus(wire.StatusOK))
+	r1done := make(chan error, 1)
+	go func() {
+		_, err := r1c.OpenLedger(ctx, id, true)
+		r1done <- err
+	}()
+	if err := held1.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := held2.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := wroteB3.WaitMatched(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	r1c.Close() // the first recoverer crashes mid-write-back
+	if err := <-r1done; err == nil {
+		t.Fatal("the crashed recoverer reports success")
+	}
+	held1.Discard()
+	held2.Discard()
+	r2c := newClient(t, c, time.Second)
+	if md, err := r2c.Store().GetLedger(ctx, id); err != nil || md.State != meta.StateInRecovery {
+		t.Fatalf("after the first recoverer crashed the ledger is %v (%v), want IN_RECOVERY", md.State, err)
+	}
+	r, err := r2c.OpenLedger(ctx, id, true)
+	if err != nil {
+		t.Fatalf("second recovery: %v", err)
+	}
+	last := r.Metadata().LastEntryID
+	if last < 19 {
+		t.Fatalf("closed at %d, below the acknowledged 19", last)
+	}
+	acks.Closed(id, "second recoverer", last)
+	check(t, ctx, c, r2c, id, acks)
+	t.Logf("closed at %d after a half-done write-back", last)
+}
