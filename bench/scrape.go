@@ -25,6 +25,7 @@ type bookieStats struct {
 	checkpoints       float64 // bookie_checkpoint_seconds_count
 	checkpointSecs    float64 // bookie_checkpoint_seconds_sum
 	pauses            float64 // bookie_backpressure_pauses_total
+	startTime, vsize  float64 // process_start_time_seconds, process_virtual_memory_bytes: tell processes apart
 	addSecs, adds     float64 // bookie_add_latency_seconds sum and count: frame parsed to reply queued
 	batchSecs         float64 // bookie_journal_batch_latency_seconds_sum: first record queued to batch completed
 }
@@ -43,6 +44,8 @@ func parseMetrics(r io.Reader) (bookieStats, error) {
 		"bookie_checkpoint_seconds_count":          &s.checkpoints,
 		"bookie_checkpoint_seconds_sum":            &s.checkpointSecs,
 		"bookie_backpressure_pauses_total":         &s.pauses,
+		"process_start_time_seconds":               &s.startTime,
+		"process_virtual_memory_bytes":             &s.vsize,
 		"bookie_add_latency_seconds_sum":           &s.addSecs,
 		"bookie_add_latency_seconds_count":         &s.adds,
 		"bookie_journal_batch_latency_seconds_sum": &s.batchSecs,
@@ -121,14 +124,23 @@ func addsPerSync(a, b clusterStats) float64 {
 }
 
 // bookieCPU returns the CPU cores used by out-of-process bookies between two
-// snapshots (sum over bookies), and false when any bookie is in this process
-// or was not scraped.
+// snapshots (sum over bookie processes), and false when any bookie is in this
+// process or was not scraped. Bookies that share a process (bk local behind
+// --admin) report the same process counters; they are counted once, told
+// apart by process start time and virtual size.
 func bookieCPU(bookies []Bookie, a, b clusterStats) (float64, bool) {
 	var cpu float64
+	type proc struct{ start, vsize float64 }
+	seen := map[proc]bool{}
 	for i, bk := range bookies {
 		if bk.InProcess || !a.ok[i] || !b.ok[i] {
 			return 0, false
 		}
+		p := proc{b.stats[i].startTime, b.stats[i].vsize}
+		if p.start != 0 && seen[p] {
+			continue
+		}
+		seen[p] = true
 		cpu += b.stats[i].cpuSeconds - a.stats[i].cpuSeconds
 	}
 	return cpu / b.at.Sub(a.at).Seconds(), true
