@@ -173,30 +173,47 @@ func (c *Cluster) CheckLedger(ctx context.Context, cl *client.Client, ledger uin
 		}
 	}
 
-	probes := map[meta.BookieID]*Probe{}
-	defer func() {
-		for _, p := range probes {
-			p.Close()
+	// Ask every bookie of every write set for its entries, pipelined, one connection each.
+	type slot struct {
+		entry int64
+		res   *ReadResult
+	}
+	asked := map[meta.BookieID][]slot{}
+	results := make([][]ReadResult, md.LastEntryID+1)
+	for e := int64(0); e <= md.LastEntryID; e++ {
+		f := md.Fragments[md.FragmentAt(e)]
+		results[e] = make([]ReadResult, md.WriteQuorum)
+		for i := range md.WriteQuorum {
+			id := f.Bookies[(e+int64(i))%int64(md.EnsembleSize)]
+			asked[id] = append(asked[id], slot{e, &results[e][i]})
 		}
-	}()
-	probe := func(id meta.BookieID) (*Probe, error) {
-		if p := probes[id]; p != nil {
-			return p, nil
-		}
+	}
+	for id, slots := range asked {
 		n := c.Node(id)
 		if n == nil {
-			return nil, fmt.Errorf("bookie %s is not in the cluster", id)
+			return out, fmt.Errorf("chaos: check ledger %d: bookie %s is not in the cluster", ledger, id)
 		}
 		addr := n.Addr()
 		if addr == "" {
-			return nil, fmt.Errorf("bookie %s is down", id)
+			return out, fmt.Errorf("chaos: check ledger %d: bookie %s is down", ledger, id)
 		}
 		p, err := DialProbe(addr)
 		if err != nil {
-			return nil, err
+			return out, fmt.Errorf("chaos: check ledger %d: %w", ledger, err)
 		}
-		probes[id] = p
-		return p, nil
+		ledgers := make([]uint64, len(slots))
+		entries := make([]int64, len(slots))
+		for i, sl := range slots {
+			ledgers[i], entries[i] = ledger, sl.entry
+		}
+		res, err := p.ReadAll(ledgers, entries)
+		p.Close()
+		if err != nil {
+			return out, fmt.Errorf("chaos: check ledger %d on bookie %s: %w", ledger, id, err)
+		}
+		for i, sl := range slots {
+			*sl.res = res[i]
+		}
 	}
 	for e := int64(0); e <= md.LastEntryID; e++ {
 		f := md.Fragments[md.FragmentAt(e)]
@@ -204,28 +221,22 @@ func (c *Cluster) CheckLedger(ctx context.Context, cl *client.Client, ledger uin
 		copies := 0
 		for i := range md.WriteQuorum {
 			id := f.Bookies[(e+int64(i))%int64(md.EnsembleSize)]
-			p, err := probe(id)
-			if err != nil {
-				return out, fmt.Errorf("chaos: check ledger %d entry %d: %w", ledger, e, err)
-			}
-			st, data, err := p.Read(ledger, e)
-			if err != nil {
-				delete(probes, id)
-				p.Close()
-				bad(e, "bookie %s: %v", id, err)
+			r := results[e][i]
+			if r.Err != nil {
+				bad(e, "bookie %s: %v", id, r.Err)
 				continue
 			}
-			if st != wire.StatusOK {
+			if r.Status != wire.StatusOK {
 				continue
 			}
 			copies++
 			if first == nil {
-				first = data
-			} else if !bytes.Equal(first, data) {
-				bad(e, "bookie %s holds %q, another copy %q", id, trim(data), trim(first))
+				first = r.Payload
+			} else if !bytes.Equal(first, r.Payload) {
+				bad(e, "bookie %s holds %q, another copy %q", id, trim(r.Payload), trim(first))
 			}
-			if want, ok := acked[e]; ok && !bytes.Equal(data, want) {
-				bad(e, "bookie %s holds %q, acknowledged %q", id, trim(data), trim(want))
+			if want, ok := acked[e]; ok && !bytes.Equal(r.Payload, want) {
+				bad(e, "bookie %s holds %q, acknowledged %q", id, trim(r.Payload), trim(want))
 			}
 		}
 		if copies < md.AckQuorum {

@@ -201,9 +201,9 @@ func (n *Node) config(listen string) bookie.Config {
 		RegistrationTTL:    bookie.Duration(2 * time.Second),
 		EventLoops:         1,
 		ReadWorkers:        2,
-		JournalSegmentSize: 1 << 20,
+		JournalSegmentSize: 512 << 10,
 		WriteCacheBytes:    2 << 20,
-		EntryLogSize:       4 << 20,
+		EntryLogSize:       1 << 20, // small files: MemFS crash clones copy every byte
 		IndexCacheBytes:    1 << 20,
 		CheckpointInterval: bookie.Duration(o.CheckpointInterval),
 		AllowUnknownState:  n.allowUnknown,
@@ -284,12 +284,23 @@ func (n *Node) VerifyAcked(key func(ledger uint64) *wire.MasterKey) ([]Violation
 	}
 	defer p.Close()
 	var out []Violation
-	for k, want := range acked {
-		st, data, err := p.Read(k.ledger, k.entry)
-		if err != nil {
-			return out, fmt.Errorf("chaos: verify bookie %d: %w", n.Index+1, err)
-		}
+	keys := make([]entryKey, 0, len(acked))
+	ledgers := make([]uint64, 0, len(acked))
+	entries := make([]int64, 0, len(acked))
+	for k := range acked {
+		keys = append(keys, k)
+		ledgers = append(ledgers, k.ledger)
+		entries = append(entries, k.entry)
+	}
+	results, err := p.ReadAll(ledgers, entries)
+	if err != nil {
+		return out, fmt.Errorf("chaos: verify bookie %d: %w", n.Index+1, err)
+	}
+	for i, k := range keys {
+		want, st, data := acked[k], results[i].Status, results[i].Payload
 		switch {
+		case results[i].Err != nil:
+			out = append(out, Violation{k.ledger, k.entry, fmt.Sprintf("bookie %d: %v", n.Index+1, results[i].Err)})
 		case st != wire.StatusOK:
 			out = append(out, Violation{k.ledger, k.entry, fmt.Sprintf("bookie %d acknowledged it, then answered %v after a crash", n.Index+1, st)})
 		case !bytes.Equal(data, want):

@@ -109,3 +109,62 @@ func (p *Probe) Add(key *wire.MasterKey, ledger uint64, entry int64, payload []b
 	}
 	return r.Status, nil
 }
+
+// ReadResult is the outcome of one read of ReadAll.
+type ReadResult struct {
+	Status  wire.Status
+	Payload []byte // when Status is OK
+	Err     error  // a bad entry (checksum, wrong ledger or entry); the connection is fine
+}
+
+// readWindow is how many reads ReadAll keeps in flight.
+const readWindow = 128
+
+// ReadAll reads many entries with pipelined plain READs (answers may come in any order)
+// and returns one result per (ledgers[i], entries[i]). An error means the connection failed.
+func (p *Probe) ReadAll(ledgers []uint64, entries []int64) ([]ReadResult, error) {
+	out := make([]ReadResult, len(entries))
+	pending := make(map[uint64]int, readWindow)
+	next := 0
+	for next < len(entries) || len(pending) > 0 {
+		p.buf = p.buf[:0]
+		for next < len(entries) && len(pending) < readWindow {
+			p.id++
+			pending[p.id] = next
+			p.buf = wire.AppendReadRequest(p.buf, p.id, 0, ledgers[next], entries[next], nil)
+			next++
+		}
+		p.nc.SetDeadline(time.Now().Add(10 * time.Second))
+		if len(p.buf) > 0 {
+			if _, err := p.nc.Write(p.buf); err != nil {
+				return nil, err
+			}
+		}
+		f, err := p.readFrame(wire.MaxFrameSize)
+		if err != nil {
+			return nil, err
+		}
+		r, derr := wire.DecodeReadResponse(f)
+		h, herr := wire.ParseHeader(f)
+		if herr != nil {
+			return nil, herr
+		}
+		i, ok := pending[h.RequestID]
+		if !ok {
+			return nil, fmt.Errorf("chaos: probe: answer to unknown request %d", h.RequestID)
+		}
+		delete(pending, h.RequestID)
+		switch {
+		case derr != nil:
+			out[i] = ReadResult{Status: h.Status, Err: derr}
+		case r.Status != wire.StatusOK:
+			out[i] = ReadResult{Status: r.Status}
+		case r.Entry.LedgerID != ledgers[i] || r.Entry.EntryID != entries[i]:
+			out[i] = ReadResult{Status: r.Status, Err: fmt.Errorf("got entry %d/%d, want %d/%d",
+				r.Entry.LedgerID, r.Entry.EntryID, ledgers[i], entries[i])}
+		default:
+			out[i] = ReadResult{Status: r.Status, Payload: append([]byte(nil), r.Entry.Payload...)}
+		}
+	}
+	return out, nil
+}

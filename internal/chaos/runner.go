@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -146,10 +147,12 @@ func Run(ctx context.Context, cfg RunConfig) (Result, error) {
 	}
 	defer c.Close()
 	r := &runner{
-		cfg:       cfg,
-		c:         c,
-		acks:      NewAcks(),
-		logf:      cfg.Logf,
+		cfg:  cfg,
+		c:    c,
+		acks: NewAcks(),
+		logf: func(format string, args ...any) {
+			cfg.Logf("%7.3fs "+format, append([]any{time.Since(start).Seconds()}, args...)...)
+		},
 		rng:       rand.New(rand.NewSource(cfg.Seed)),
 		faults:    make(map[string]int),
 		abandoned: make(chan uint64, 1024),
@@ -222,19 +225,31 @@ func (r *runner) run(ctx context.Context) error {
 			}
 		}
 	}
-	for _, id := range ledgers {
-		vs, err := r.c.CheckLedger(ctx, cl, id, r.acks)
-		if err != nil {
-			return err
-		}
-		r.mu.Lock()
-		r.res.Violations = append(r.res.Violations, vs...)
-		r.mu.Unlock()
+	// Check the ledgers, and re-verify the bookies, a few at a time.
+	var cwg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	errs := make([]error, len(ledgers))
+	for i, id := range ledgers {
+		cwg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; cwg.Done() }()
+			vs, err := r.c.CheckLedger(ctx, cl, id, r.acks)
+			errs[i] = err
+			r.mu.Lock()
+			r.res.Violations = append(r.res.Violations, vs...)
+			r.mu.Unlock()
+		}()
 	}
 	for _, n := range r.c.Nodes {
-		r.verifyNode(n)
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			r.verifyNode(n)
+		}()
 	}
-	return nil
+	cwg.Wait()
+	return errors.Join(errs...)
 }
 
 // runKey is the master key of every ledger the runner writes.
