@@ -64,8 +64,11 @@ type Node struct {
 	dir   string     // data directory (in fs when mem is set)
 	mem   *vfs.MemFS // nil on disk
 
-	mu sync.Mutex // protects everything below
-	b  *bookie.Bookie
+	// life serializes Start. mu protects the fields below; it is never held across a call
+	// into the proxy (whose trace takes mu under the proxy's lock).
+	life sync.Mutex
+	mu   sync.Mutex
+	b    *bookie.Bookie
 	// proc and procAddr: the child process and its listen address, in process mode.
 	proc     *exec.Cmd
 	procAddr string
@@ -346,20 +349,28 @@ func (n *Node) Kill() {
 
 // Start starts the bookie (on a fresh port) and points the proxy at it.
 func (n *Node) Start() error {
+	// n.mu is never held across a call into the proxy: the proxy's trace takes n.mu under
+	// the proxy's lock (Node.record), so the reverse order would deadlock.
+	n.life.Lock()
+	defer n.life.Unlock()
 	if n.c.opts.Process != nil {
 		return n.startProcess()
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.b != nil {
+	running := n.b != nil
+	cfg := n.config("127.0.0.1:0")
+	n.mu.Unlock()
+	if running {
 		return nil
 	}
 	var err error
 	for try := 0; try < 50; try++ {
 		var b *bookie.Bookie
-		if b, err = bookie.New(n.config("127.0.0.1:0")); err == nil {
+		if b, err = bookie.New(cfg); err == nil {
 			if err = b.Start(); err == nil {
+				n.mu.Lock()
 				n.b = b
+				n.mu.Unlock()
 				n.Proxy.SetTarget(b.Addr())
 				return nil
 			}
@@ -374,14 +385,16 @@ func (n *Node) Start() error {
 	return fmt.Errorf("chaos: start bookie %d: %w", n.Index+1, err)
 }
 
-// startProcess starts the bookie as a child process and waits for its address.
+// startProcess starts the bookie as a child process and waits for its address. Requires
+// n.life held.
 func (n *Node) startProcess() error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.proc != nil {
+	running := n.proc != nil
+	cfg := n.config("127.0.0.1:0")
+	n.mu.Unlock()
+	if running {
 		return nil
 	}
-	cfg := n.config("127.0.0.1:0")
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return err
@@ -402,7 +415,9 @@ func (n *Node) startProcess() error {
 		addr, err := readListening(out, 30*time.Second)
 		if err == nil {
 			go io.Copy(io.Discard, out)
+			n.mu.Lock()
 			n.proc, n.procAddr = cmd, addr
+			n.mu.Unlock()
 			n.Proxy.SetTarget(addr)
 			return nil
 		}
