@@ -72,6 +72,7 @@ type Result struct {
 	Recoveries int            // ledgers recovered by a client other than their writer
 	Retries    int            // recoveries that ended incomplete and were retried
 	Verified   int            // entries and fences re-read from bookies after their crashes
+	Reads      int            // entries a tailing reader read and checked during the faults
 	// CloseFailures counts writers whose Close failed (fenced out, or stuck); their ledgers
 	// were recovered by another client.
 	CloseFailures int
@@ -86,8 +87,8 @@ func (r Result) Summary() string {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(kinds)
-	return fmt.Sprintf("seed %d: %d ledgers, %d acked, %d recovered (%d retries), %d failed closes, %d re-verified, faults [%s], %d violations, %v",
-		r.Seed, r.Ledgers, r.Acked, r.Recoveries, r.Retries, r.CloseFailures, r.Verified, strings.Join(kinds, " "), len(r.Violations), r.Elapsed.Round(time.Millisecond))
+	return fmt.Sprintf("seed %d: %d ledgers, %d acked, %d read, %d recovered (%d retries), %d failed closes, %d re-verified, faults [%s], %d violations, %v",
+		r.Seed, r.Ledgers, r.Acked, r.Reads, r.Recoveries, r.Retries, r.CloseFailures, r.Verified, strings.Join(kinds, " "), len(r.Violations), r.Elapsed.Round(time.Millisecond))
 }
 
 // runner is the state of one Run.
@@ -189,6 +190,12 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	recoverDone := make(chan error, 1)
 	go func() { recoverDone <- r.recoverer(workCtx, ctx) }()
+	readerSeed := r.rng.Int63()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.reader(workCtx, ctx, rand.New(rand.NewSource(readerSeed)))
+	}()
 	r.schedule(workCtx)
 	stopWork()
 	wg.Wait()
@@ -433,6 +440,63 @@ func (r *runner) waitCallbacks(w int, id uint64, pending *sync.WaitGroup, how st
 			What: fmt.Sprintf("writer %d: append callbacks still pending 30 s after %s (liveness)", w, how)})
 		r.mu.Unlock()
 	}
+}
+
+// reader tails random ledgers, open or closed, while the faults go on: every entry it
+// reads up to the LAC must be the one the writer wrote there (its payload names its ledger
+// and entry) and, if acknowledged, carry the acknowledged bytes. Read errors are expected
+// under faults and ignored; wrong data never is.
+func (r *runner) reader(workCtx, ctx context.Context, rng *rand.Rand) {
+	cl, err := r.c.Client(ctx, 500*time.Millisecond)
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	for workCtx.Err() == nil {
+		time.Sleep(time.Duration(20+rng.Intn(80)) * time.Millisecond)
+		r.mu.Lock()
+		var id uint64
+		if k := len(r.ledgers); k > 0 {
+			id = r.ledgers[rng.Intn(k)]
+		}
+		r.mu.Unlock()
+		if id == 0 {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(workCtx, 2*time.Second)
+		rd, err := cl.OpenLedger(rctx, id, false)
+		if err == nil && rd.LastAddConfirmed() >= 0 {
+			lac := rd.LastAddConfirmed()
+			first := max(0, lac-int64(rng.Intn(32)))
+			var entries []client.Entry
+			if entries, err = rd.Read(rctx, first, lac); err == nil {
+				r.checkRead(id, entries)
+			}
+		}
+		cancel()
+	}
+}
+
+// checkRead records a violation for every entry a reader got that is not the one written.
+func (r *runner) checkRead(id uint64, entries []client.Entry) {
+	acked, _ := r.acks.snapshot(id)
+	for _, en := range entries {
+		prefix := fmt.Sprintf("L%d-e%d-", id, en.ID)
+		var what string
+		if want, ok := acked[en.ID]; ok && !bytes.Equal(en.Data, want) {
+			what = fmt.Sprintf("a reader got %q, acknowledged %q", trim(en.Data), trim(want))
+		} else if !bytes.HasPrefix(en.Data, []byte(prefix)) {
+			what = fmt.Sprintf("a reader got %q, not the entry written there (%s...)", trim(en.Data), prefix)
+		}
+		if what != "" {
+			r.mu.Lock()
+			r.res.Violations = append(r.res.Violations, Violation{Ledger: id, Entry: en.ID, What: what})
+			r.mu.Unlock()
+		}
+	}
+	r.mu.Lock()
+	r.res.Reads += len(entries)
+	r.mu.Unlock()
 }
 
 // payload is a recognizable entry of random size.
