@@ -66,9 +66,9 @@ func runChaos(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	const row = "%6v %-10v %8v %9v %9v %7v %11v %7v %10v %9v\n"
-	fmt.Printf(row, "seed", "mode", "ledgers", "acked", "recovered", "retries", "re-verified", "faults", "violations", "time")
-	var runs, violations int
+	const row = "%6v %-10v %8v %9v %8v %9v %7v %11v %7v %10v %9v\n"
+	fmt.Printf(row, "seed", "mode", "ledgers", "acked", "read", "recovered", "retries", "re-verified", "faults", "violations", "time")
+	var runs, violations, totalAcked, totalFaults int
 	var failed []int64
 	for i := 0; ; i++ {
 		if *total > 0 {
@@ -125,7 +125,9 @@ func runChaos(args []string) error {
 		for _, n := range res.Faults {
 			nfaults += n
 		}
-		fmt.Printf(row, seed, runMode, res.Ledgers, res.Acked, res.Recoveries,
+		totalAcked += res.Acked
+		totalFaults += nfaults
+		fmt.Printf(row, seed, runMode, res.Ledgers, res.Acked, res.Reads, res.Recoveries,
 			res.Retries, res.Verified, nfaults, len(res.Violations), res.Elapsed.Round(10*time.Millisecond))
 		for _, v := range res.Violations {
 			fmt.Fprintf(os.Stderr, "seed %d: VIOLATION: %v\n", seed, v)
@@ -134,7 +136,7 @@ func runChaos(args []string) error {
 			failed = append(failed, seed)
 		}
 	}
-	fmt.Printf("\n%d runs in %v, %d violations", runs, time.Since(start).Round(time.Second), violations)
+	fmt.Printf("\n%d runs in %v: %d entries acknowledged, %d faults, %d violations", runs, time.Since(start).Round(time.Second), totalAcked, totalFaults, violations)
 	if len(failed) > 0 {
 		fmt.Printf(", failing seeds %v (replay: bk chaos --first-seed N --seeds 1 --mode ...)\n", failed)
 		return fmt.Errorf("%d runs failed", len(failed))
