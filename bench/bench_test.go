@@ -274,6 +274,10 @@ func TestSuite(t *testing.T) {
 			t.Errorf("all lacks %s", want)
 		}
 	}
+	one, err := Suite("floor,size-64KiB", Scale{}, 0)
+	if err != nil || len(one) != 3 || one[2].Name != "size-64KiB" || one[2].Size != 64<<10 {
+		t.Errorf("suite plus a single workload by name: %v %+v", err, one)
+	}
 	if _, err := Suite("quick,nope", Scale{}, 0); err == nil {
 		t.Error("unknown workload accepted")
 	}

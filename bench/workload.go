@@ -102,8 +102,8 @@ func SuiteNames() string {
 // 10,000 adds.
 func inflightFor(size int) int { return min(10000, max(64, (16<<20)/size)) }
 
-// Suite returns the workloads of the named suites (comma-separated), in
-// order, each with sc's durations (zero fields keep the suite's own), and
+// Suite returns the workloads of the named suites or single workloads
+// (comma-separated, e.g. "floor,size-64KiB"), in order, each with sc's durations (zero fields keep the suite's own), and
 // rate for open-loop runs (0 = 50,000/s). Unknown names are an error.
 func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 	if rate <= 0 {
@@ -171,11 +171,23 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 				return nil, err
 			}
 		default:
+			// A single workload of a suite, by its name.
+			for _, suite := range []string{"all", "sustained", "quick"} {
+				all, _ := Suite(suite, Scale{}, rate)
+				for _, w := range all {
+					if w.Name == strings.TrimSpace(name) && len(ws) == 0 {
+						ws = append(ws, w)
+					}
+				}
+			}
+			if len(ws) > 0 {
+				break
+			}
 			known := make([]string, len(suiteDoc))
 			for i, s := range suiteDoc {
 				known[i] = s.name
 			}
-			return nil, fmt.Errorf("bench: unknown workload %q (known: %s)", name, strings.Join(known, ", "))
+			return nil, fmt.Errorf("bench: unknown workload %q (suites: %s; or one workload of them by name)", name, strings.Join(known, ", "))
 		}
 		out = append(out, ws...)
 	}

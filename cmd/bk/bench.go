@@ -36,7 +36,7 @@ func runBench(args []string) error {
 	local := fs.Bool("local", false, "start embedded etcd and bookies in a temp dir under --data (same disk as the working directory)")
 	metadata := fs.String("metadata", "", "benchmark existing bookies registered at etcd://host:port[,...]")
 	admins := fs.String("admin", "", "with --metadata: comma-separated admin addresses (host:port) of the bookies, in the order of their ids, for adds/fsync, CPU and RSS")
-	workloads := fs.String("workload", "quick", "comma-separated workloads (below)")
+	workloads := fs.String("workload", "quick", "comma-separated suites (below) or single workloads by name (e.g. size-64KiB, ledgers-1000-1KiB)")
 	duration := fs.Duration("duration", 0, "measured time of each workload (default: the workload's own, 10s; quick 3s; sustained 10m)")
 	warmup := fs.Duration("warmup", 0, "warm-up before each workload (default 2s; quick 1s)")
 	rate := fs.Float64("rate", 50000, "open-loop rate of the omb workload, adds per second over all its ledgers")
