@@ -46,7 +46,7 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		readLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bookie_read_latency_seconds", Help: "READ from frame parsed to reply queued.", Buckets: lat}),
 		fsyncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "bookie_journal_batch_latency_seconds", Help: "Time from a journal batch's first record queued to its completion.", Buckets: lat}),
+			Name: "bookie_journal_batch_latency_seconds", Help: "Time from the parse of a journal batch's first request to the batch's completion (queueing, write and fdatasync).", Buckets: lat}),
 		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bookie_journal_batch_records", Help: "Records per journal fsync.", Buckets: prometheus.ExponentialBuckets(1, 2, 15)}),
 		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -375,10 +375,14 @@ func (b *Bookie) completed(batch []journal.Completion) {
 	b.metrics.batchRecords.Observe(float64(len(batch)))
 	var bytes int
 	var last journal.Mark
+	var oldest time.Time // the first request of the batch: its age is the batch's latency
 	for i := range batch {
 		cp := &batch[i]
 		bytes += len(cp.Payload)
 		r, _ := cp.Ctx.(*request)
+		if r != nil && oldest.IsZero() {
+			oldest = r.start
+		}
 		if cp.Err != nil {
 			b.journalFailed.Store(true)
 			b.setReadOnly("journal failed: " + cp.Err.Error())
@@ -424,6 +428,9 @@ func (b *Bookie) completed(batch []journal.Completion) {
 		}
 	}
 	b.metrics.batchBytes.Observe(float64(bytes))
+	if !oldest.IsZero() {
+		b.metrics.fsyncLatency.Observe(time.Since(oldest).Seconds())
+	}
 	if b.sinceCheckpoint.Add(int64(bytes)) > 2*b.cfg.JournalSegmentSize {
 		select {
 		case b.kickCheckpoint <- struct{}{}:

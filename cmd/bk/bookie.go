@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/bookie-go/bookie/bookie"
@@ -58,6 +59,15 @@ func runBookie(args []string) error {
 	}
 	cfg.Logger = log
 
+	// Keep the heap near what the caches need: without a limit, GOGC=100 lets
+	// the heap reach twice the live caches before collecting. GOMEMLIMIT in
+	// the environment wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		limit := cfg.WriteCacheBytes + cfg.IndexCacheBytes + 256<<20
+		if limit > 256<<20 {
+			debug.SetMemoryLimit(limit)
+		}
+	}
 	b, err := bookie.New(cfg)
 	if err != nil {
 		return err
