@@ -63,6 +63,11 @@ type Config struct {
 	// doubling from one to the other; defaults 50 ms and 2 s. The same bounds pace retries
 	// after TooManyRequests and metadata errors.
 	MinBackoff, MaxBackoff time.Duration
+	// EnsembleChangeTimeout bounds how long a writer holds its acks while it cannot replace
+	// a failed bookie (no spare, none of the failed ones back, metadata unreachable): after
+	// it the writer fails every pending add with ErrNotEnoughBookies, as BookKeeper does,
+	// and the ledger needs recovery. Default 30 s; negative waits forever.
+	EnsembleChangeTimeout time.Duration
 	// Secret is the cluster secret, for bookies that require HMAC-SHA256 authentication
 	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable.
 	Secret []byte
@@ -95,6 +100,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			requestTimeout: orDefault(cfg.RequestTimeout, 5*time.Second),
 			minBackoff:     orDefault(cfg.MinBackoff, 50*time.Millisecond),
 			maxBackoff:     orDefault(cfg.MaxBackoff, 2*time.Second),
+			changeTimeout:  orDefault(cfg.EnsembleChangeTimeout, 30*time.Second),
 			secret:         cfg.Secret,
 		},
 	}

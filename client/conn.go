@@ -83,6 +83,7 @@ type connConfig struct {
 	requestTimeout time.Duration
 	minBackoff     time.Duration
 	maxBackoff     time.Duration
+	changeTimeout  time.Duration // Config.EnsembleChangeTimeout
 	secret         []byte
 }
 

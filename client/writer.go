@@ -583,6 +583,7 @@ func (w *Writer) setMetadataLocked(md meta.LedgerMetadata) error {
 // changing is set.
 func (w *Writer) changeEnsemble() {
 	backoff := w.c.cfg.minBackoff
+	started := time.Now()
 	for {
 		w.mu.Lock()
 		if w.err != nil {
@@ -677,9 +678,12 @@ func (w *Writer) changeEnsemble() {
 		time.Sleep(backoff)
 		backoff = min(2*backoff, w.c.cfg.maxBackoff)
 		w.mu.Lock()
-		closed := w.c.isClosed()
-		if closed {
+		switch {
+		case w.c.isClosed():
 			w.failLocked(ErrClosed)
+		case w.c.cfg.changeTimeout > 0 && time.Since(started) > w.c.cfg.changeTimeout:
+			w.failLocked(fmt.Errorf("%w: ledger %d: no replacement for a failed bookie in %v: %v",
+				ErrNotEnoughBookies, w.id, w.c.cfg.changeTimeout, err))
 		}
 		w.mu.Unlock()
 	}
