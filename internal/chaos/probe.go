@@ -168,3 +168,36 @@ func (p *Probe) ReadAll(ledgers []uint64, entries []int64) ([]ReadResult, error)
 	}
 	return out, nil
 }
+
+// Fence sends a fencing READ_LAC of ledger with key and returns the status.
+func (p *Probe) Fence(key *wire.MasterKey, ledger uint64) (wire.Status, error) {
+	p.id++
+	p.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	p.buf = wire.AppendReadLACRequest(p.buf[:0], p.id, wire.FlagFence, ledger, key)
+	if _, err := p.nc.Write(p.buf); err != nil {
+		return 0, err
+	}
+	f, err := p.readFrame(wire.MaxFrameSize)
+	if err != nil {
+		return 0, err
+	}
+	h, err := wire.ParseHeader(f)
+	return h.Status, err
+}
+
+// FencingRead sends a fencing READ (a recovery read) of ledger/entry with key and returns
+// the status.
+func (p *Probe) FencingRead(key *wire.MasterKey, ledger uint64, entry int64) (wire.Status, error) {
+	p.id++
+	p.nc.SetDeadline(time.Now().Add(5 * time.Second))
+	p.buf = wire.AppendReadRequest(p.buf[:0], p.id, wire.FlagFence, ledger, entry, key)
+	if _, err := p.nc.Write(p.buf); err != nil {
+		return 0, err
+	}
+	f, err := p.readFrame(wire.MaxFrameSize)
+	if err != nil {
+		return 0, err
+	}
+	h, err := wire.ParseHeader(f)
+	return h.Status, err
+}
