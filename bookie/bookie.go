@@ -364,6 +364,11 @@ func (b *Bookie) checkpoint() error {
 	if err == nil {
 		err = b.store.Flush()
 	}
+	if err == nil {
+		// Flush syncs the index only when it wrote entries; ledger states
+		// (a fence of a ledger with no entries) must be durable regardless.
+		err = b.index.Sync()
+	}
 	if err == nil && mark.Seq > b.journal.CheckpointMark().Seq {
 		err = b.journal.Checkpoint(mark)
 	}

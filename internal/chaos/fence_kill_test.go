@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -14,14 +13,6 @@ import (
 // after a restart the ledger must still be fenced. Found by bk chaos --mode sigkill (seeds
 // 508 and 521: "confirmed a fence, then answered OK to a plain add after a crash").
 func TestFenceOfUnknownLedgerSurvivesCheckpointAndCrash(t *testing.T) {
-	if os.Getenv("CHAOS_BUGS") == "" {
-		t.Skip("BUG (bookie: fence of a ledger it never saw): a fencing READ_LAC of an unknown ledger " +
-			"is answered OK and the fence is journaled, but once a checkpoint trims the journal past the " +
-			"fence record the fenced state is not in the index: after any restart (graceful or SIGKILL) a plain add " +
-			"to that ledger is accepted (a fencing READ of an unknown ledger, and a fence of a ledger with entries, " +
-			"survive). A recovery that fenced a bookie holding nothing of the ledger (seed 000's b3) " +
-			"can then be undone by a late add. Set CHAOS_BUGS=1 to run the reproducer.")
-	}
 	for _, mode := range []string{"graceful-restart", "sigkill"} {
 		t.Run(mode, func(t *testing.T) {
 			c := startCluster(t, 1, func(o *ClusterOptions) {
