@@ -80,7 +80,6 @@ type Bookie struct {
 	// completion state, owned by the journal writer goroutine.
 	batchNo    uint64
 	dirtyConns []*conn
-	scratch    []byte
 
 	lock       *dirLock   // held on the journal directory while open
 	meta       meta.Store // nil without a metadata store

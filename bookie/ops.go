@@ -146,8 +146,9 @@ func (b *Bookie) keyCheck(l *ledger, key *wire.MasterKey) (ok bool, err error) {
 	}
 	l.masterKey, l.hasKey, l.dirty = *key, true, true
 	if !l.keyJournaled {
-		b.scratch = appendMasterKeyRecord(b.scratchFor(), l.id, &l.masterKey)
-		if _, err := b.journal.Append(journal.TypeMasterKey, b.scratch, nil); err != nil {
+		var buf [40]byte // journal.Append copies the payload
+		rec := appendMasterKeyRecord(buf[:0], l.id, &l.masterKey)
+		if _, err := b.journal.Append(journal.TypeMasterKey, rec, nil); err != nil {
 			l.hasKey = false
 			return false, err
 		}
@@ -155,12 +156,6 @@ func (b *Bookie) keyCheck(l *ledger, key *wire.MasterKey) (ok bool, err error) {
 	}
 	return true, nil
 }
-
-// scratchFor returns a small buffer for journal payloads built on an event
-// loop. Each loop needs its own; journal.Append copies before returning, so
-// one per call site that runs under a ledger lock would do, but loops run in
-// parallel: use a fresh small slice (40 bytes) from the stack-like pool.
-func (b *Bookie) scratchFor() []byte { return make([]byte, 0, 48) }
 
 // handleAdd: verify checksum and master key, refuse non-recovery adds to a
 // fenced ledger, and journal the entry; the reply goes out after the sync.
@@ -232,7 +227,8 @@ func (b *Bookie) fence(c *conn, h *wire.Header, ledgerID uint64, key *wire.Maste
 		b.afterFence(r)
 		return false
 	}
-	rec := appendFenceRecord(b.scratchFor(), ledgerID)
+	var buf [8]byte // journal.Append copies the payload
+	rec := appendFenceRecord(buf[:0], ledgerID)
 	retry = b.appendJournal(c, h, journal.TypeFence, rec, r)
 	l.mu.Unlock()
 	return retry
@@ -324,7 +320,8 @@ func (b *Bookie) handleWriteLAC(c *conn, h *wire.Header, frame []byte) (retry bo
 	defer l.mu.Unlock()
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.prevLAC = req.Ledger, req.LAC
-	rec := appendExplicitLACRecord(b.scratchFor(), req.Ledger, req.LAC)
+	var buf [16]byte // journal.Append copies the payload
+	rec := appendExplicitLACRecord(buf[:0], req.Ledger, req.LAC)
 	return b.appendJournal(c, h, journal.TypeExplicitLAC, rec, r)
 }
 
