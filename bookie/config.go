@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // Config configures a bookie. The zero value of every field means its default;

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/bookie-go/bookie/index"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // fillLedgers puts n entries of size bytes into each ledger, interleaved so

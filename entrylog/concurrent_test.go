@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // Writers, readers, flushes, compactions and deletes all at once; run with

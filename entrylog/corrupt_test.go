@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // scribble overwrites bytes of a file in place.

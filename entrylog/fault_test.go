@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/bookie-go/bookie/index"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // logFaults returns a FaultFS over mem whose Switch fails operations on

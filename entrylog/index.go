@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/bookie-go/bookie/index"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // Absence errors, shared with package index so callers test either with

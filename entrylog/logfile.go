@@ -11,7 +11,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // location is where a record starts: log id in the upper 32 bits, offset in

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // open opens or creates the store in dir. See Open.

@@ -8,7 +8,7 @@ import (
 	"path"
 	"slices"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // LogInfo describes an entry log file as read from its header.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 func TestReaderScansAndReads(t *testing.T) {

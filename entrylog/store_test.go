@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/bookie-go/bookie/index"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 const (

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // cachedPage returns page no of l, from the cache or loaded into it. For a

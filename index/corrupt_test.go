@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // TestCorruptionIsNotAbsence damages synced index files in ways a disk can,

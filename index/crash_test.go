@@ -9,7 +9,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // fataler is what the checks need of *testing.T and *rapid.T.

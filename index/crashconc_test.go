@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // concTracker follows a writer and a syncer running at once: a Sync makes

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // faults fails op on files whose name contains substr while armed.

@@ -6,7 +6,7 @@ import (
 	"os"
 	"path"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // filePath returns the path of index file fileID of ledger:

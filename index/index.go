@@ -7,7 +7,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // Errors returned by the index. Callers test them with errors.Is.

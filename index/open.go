@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // open loads the state file (or creates an empty index), replays the

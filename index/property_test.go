@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 	"pgregory.net/rapid"
 )
 

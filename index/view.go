@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // View is a read-only view of an index directory, as Open would see it,

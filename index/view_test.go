@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 func TestViewMatchesIndex(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"path"
 	"slices"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // emptySlots is the content of a page that holds no entry. Read only.

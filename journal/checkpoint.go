@@ -7,7 +7,7 @@ import (
 	"os"
 	"path"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/cespare/xxhash/v2"
 )
 

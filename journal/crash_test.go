@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // The crash test runs this test binary as a child that appends under load

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // Errors returned by Append, Close and Checkpoint.

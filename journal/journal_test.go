@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // acked collects completions; safe to read while the journal runs.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // selfCheckingPayload returns a payload that names its writer and counter

@@ -10,7 +10,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // How a replay ends, and why it refuses to. Open reports the tail in

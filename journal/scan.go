@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // ScanInfo describes what Scan found: what Open would replay, and how.

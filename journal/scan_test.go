@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // readOnlyFS fails every call that could change the file system.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // oneRecordBatches writes n records, each in its own batch (it waits for

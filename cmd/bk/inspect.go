@@ -14,7 +14,7 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/internal/inspect"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 func init() {

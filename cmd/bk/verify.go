@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/internal/inspect"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 func init() {

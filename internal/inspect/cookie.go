@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/bookie-go/bookie/bookie"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // CookieReport is the cookies of a bookie's data directories.

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/bookie-go/bookie/entrylog"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
 

@@ -2,7 +2,7 @@ package inspect
 
 import (
 	"github.com/bookie-go/bookie/index"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // IndexReport is what an index directory holds.

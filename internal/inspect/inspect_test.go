@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // treeSum hashes every file under dir, names and contents.

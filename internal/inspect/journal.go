@@ -9,7 +9,7 @@ import (
 	"io"
 
 	"github.com/bookie-go/bookie/bookie"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/wire"
 )

@@ -1,7 +1,7 @@
 package inspect
 
 import (
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // LedgerReport is everything the data directories hold about one ledger.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/index"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/journal"
 )
 

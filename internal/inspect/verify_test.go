@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/bookie-go/bookie/entrylog"
-	"github.com/bookie-go/bookie/internal/vfs"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // flip xors one byte of a file.
