@@ -98,7 +98,7 @@ func BenchmarkFlush(b *testing.B) {
 	const half = 32 << 20
 	s, dir := openBenchStore(b, Options{WriteCacheBytes: 2 * half})
 	d := payload(1, 0, benchEntry)
-	perHalf := int64(half / (RecordSize(benchEntry) + entryOverhead))
+	perHalf := int64(half / (RecordSize(benchEntry) + slotOverhead))
 	bytesPerFlush := perHalf * benchEntry
 	b.SetBytes(bytesPerFlush)
 	b.ReportAllocs()
@@ -215,7 +215,7 @@ func BenchmarkPut(b *testing.B) {
 			b.StartTimer()
 		}
 	}
-	perHalf := (32 << 20) / (RecordSize(benchEntry) + entryOverhead)
+	perHalf := (32 << 20) / (RecordSize(benchEntry) + slotOverhead)
 	for range 2 * perHalf {
 		put()
 	}

@@ -207,6 +207,11 @@ func (s *Store) compactLog(ctx context.Context, id uint32, st *CompactStats) err
 		if err != nil {
 			return fmt.Errorf("entrylog: compact %s: index get ledger %d entry %d: %w", lf.name, rec.Ledger, rec.Entry, err)
 		}
+		if lf.version != Version && !sealed(rec.Data) {
+			// A version 1 record verified whole, but its data carries no
+			// seal, so its copy would not verify: keep the old log.
+			return fmt.Errorf("%w: %s offset %d: unsealed version %d record cannot be copied", ErrCorrupt, lf.name, off, lf.version)
+		}
 		to, err := w.append(rec.Ledger, rec.Entry, rec.Data)
 		if err != nil {
 			return err

@@ -52,7 +52,7 @@ func TestCorruptRecord(t *testing.T) {
 
 	// Ledger 1's other entries are deleted; entry 1 is still indexed but
 	// unreadable, so the log must stay.
-	if err := s.Put(2, 0, []byte("z")); err != nil { // a newer log keeps the first one sealed
+	if err := s.Put(2, 0, Seal([]byte("z"))); err != nil { // a newer log keeps the first one sealed
 		t.Fatal(err)
 	}
 	if err := s.Flush(); err != nil {
@@ -128,13 +128,13 @@ func TestOpenBadHeader(t *testing.T) {
 	// Its records are intact, so the read still works: only the header
 	// is damaged, and every record carries its own checksum.
 	mustGet(t, s, 1, 0, payload(1, 0, 100))
-	if err := s.Put(1, 1, []byte("new")); err != nil {
+	if err := s.Put(1, 1, Seal([]byte("new"))); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	mustGet(t, s, 1, 1, []byte("new"))
+	mustGet(t, s, 1, 1, Seal([]byte("new")))
 }
 
 // A log cut short under an indexed record, and a failing read, are errors:

@@ -197,13 +197,13 @@ func testCrashes(t *testing.T, iterations int, concurrent bool) {
 				t.Fatalf("Compact after the crash: %v", err)
 			}
 			m.check(t, r, "after compacting the recovered store")
-			if err := r.Put(999, 0, []byte("after")); err != nil {
+			if err := r.Put(999, 0, Seal([]byte("after"))); err != nil {
 				t.Fatal(err)
 			}
 			if err := r.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			mustGet(t, r, 999, 0, []byte("after"))
+			mustGet(t, r, 999, 0, Seal([]byte("after")))
 		})
 	}
 }

@@ -5,13 +5,20 @@
 //
 // Put encodes an entry, as the entry log record it will become, into the
 // active half of the write cache (two halves of Options.WriteCacheBytes/2
-// each; each entry is charged its record size plus 128 bytes for the map,
-// sort and flush bookkeeping that goes with it). When the active half is
-// full it is handed to a background flusher and the other half takes Puts;
-// when both are full Put returns ErrCacheFull (backpressure, never a long
-// wait). The flusher writes a half's entries sorted by (ledger, entry) into
-// the current entry log (runs of entries that were Put in that order are
-// written straight from the cache, the rest gathered into 1 MiB writes),
+// each; each entry is charged its record size plus 16 bytes for its slot).
+// Put reads the data once, to copy it: the data arrives sealed (it ends with
+// its own xxhash64, as a wire entry does), so the record checksum covers the
+// header and that seal, not the data again. Each half finds its entries
+// through dense per-ledger slot arrays: entry ids are dense per ledger, so
+// entry e of a ledger is slot e-first of a run of slots holding 64-bit arena
+// offsets, and a Put is an append to the arena and a store into a slot, with
+// no per-entry map insert. When the active half is full it is handed to a
+// background flusher and the other half takes Puts; when both are full Put
+// returns ErrCacheFull (backpressure, never a long wait). The flusher walks
+// a half's ledgers in id order and each ledger's slots in entry order (no
+// sort of entries), writing the records into the current entry log (runs of
+// entries that were Put in that order are written straight from the cache,
+// the rest gathered into 1 MiB writes),
 // fdatasyncs it, rewrites the log header with the new durable end,
 // fdatasyncs again, then Puts every location into the index and syncs the
 // index. Only then is the half dropped from memory. A half larger than
@@ -29,7 +36,7 @@
 //
 // Get looks in the write cache, then asks the index for (log, offset) and
 // preads the record: one pread when the caller's buffer has room. The
-// record's checksum, ledger id and entry id are checked, so a damaged record
+// record's checksum, seal, ledger id and entry id are checked, so a damaged record
 // or a stale index entry is ErrCorrupt, never wrong bytes and never
 // "no such entry".
 //
@@ -40,7 +47,7 @@
 //
 //	offset  size  field
 //	     0     8  magic "bkentlog"
-//	     8     4  version (1)
+//	     8     4  version (2; version 1 logs are still read)
 //	    12     4  log id (the same as the file name)
 //	    16     8  durable end: offset just past the last record synced
 //	              before this header was written
@@ -63,9 +70,17 @@
 //	+----------+----------+----------+----------+-------------------+
 //	 0          8          12         20         28
 //
-// checksum is xxhash64 of bytes [8, 28+length): length, ledger id, entry id
-// and data. The data is opaque here (the bookie stores wire-format entries,
-// which carry their own checksum). A reader walking a log tells four cases
+// data ends with an 8-byte seal: the big-endian xxhash64 of the data before
+// it (the bookie stores wire-format entries, whose own checksum is exactly
+// that, verified once when the entry arrived). In a version 2 log, checksum
+// is xxhash64 of bytes [8, 28) (length, ledger id, entry id) followed by the
+// seal; a reader checks it and then the seal against the data, so a flipped
+// bit anywhere in the record is caught, while writing a record never hashes
+// its data. (In a version 1 log, checksum is xxhash64 of bytes
+// [8, 28+length) and the data need not be sealed; compaction copies only
+// sealed version 1 records and keeps a log holding any other.)
+//
+// A reader walking a log tells four cases
 // apart: the durable end (clean end), an all-zero record header
 // (ErrZeroRecord: preallocated space), a record cut off by the end of the
 // buffer or file (ErrShortRecord: a torn tail), and a bad checksum or

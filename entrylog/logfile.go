@@ -9,8 +9,6 @@ import (
 	"path"
 	"strconv"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/bookie-go/bookie/vfs"
 )
 
@@ -45,9 +43,10 @@ func parseLogName(name string) (uint32, bool) {
 // logFile is an open entry log. f is safe for concurrent ReadAt; only the
 // logWriter that created the log writes to it.
 type logFile struct {
-	id   uint32
-	name string
-	f    vfs.File
+	id      uint32
+	name    string
+	f       vfs.File
+	version uint32 // record format (see checkRecord)
 }
 
 // readRecord reads the record of (ledger, entry) at off and appends its data
@@ -79,8 +78,8 @@ func (lf *logFile) readRecord(dst []byte, off int64, ledger uint64, entry int64)
 		}
 	}
 	rec := dst[start : start+size]
-	if binary.LittleEndian.Uint64(rec[0:8]) != xxhash.Sum64(rec[8:]) {
-		return dst[:start], fmt.Errorf("%w: %s offset %d: record checksum mismatch", ErrCorrupt, lf.name, off)
+	if err := checkRecord(rec, lf.version); err != nil {
+		return dst[:start], fmt.Errorf("%s offset %d: %w", lf.name, off, err)
 	}
 	gotLedger := binary.LittleEndian.Uint64(rec[12:20])
 	gotEntry := int64(binary.LittleEndian.Uint64(rec[20:28]))
@@ -127,7 +126,7 @@ func (lf *logFile) scan(end int64, buf []byte, fn func(off int64, rec Record) er
 		}
 		p := 0
 		for p < n {
-			rec, size, err := DecodeRecord(buf[p:n])
+			rec, size, err := decodeRecord(buf[p:n], lf.version)
 			if errors.Is(err, ErrShortRecord) {
 				break
 			}
@@ -184,7 +183,7 @@ func (s *Store) createLog(id uint32, prealloc int64) (*logFile, error) {
 	if err != nil {
 		return fail("sync directory of", err)
 	}
-	return &logFile{id: id, name: name, f: f}, nil
+	return &logFile{id: id, name: name, f: f, version: Version}, nil
 }
 
 // logWriter appends records to one log at a time, rotating to a new log when

@@ -12,6 +12,12 @@ import (
 	"github.com/bookie-go/bookie/vfs"
 )
 
+// cacheKey names an entry in the model.
+type cacheKey struct {
+	ledger uint64
+	entry  int64
+}
+
 // modelValue is one state an entry can be in: absent, or these bytes.
 type modelValue struct {
 	present bool

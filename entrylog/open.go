@@ -36,8 +36,8 @@ func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
 		kick:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
-	s.active = newHalf(opts.WriteCacheBytes / 2)
-	s.spare = newHalf(opts.WriteCacheBytes / 2)
+	s.active = newHalf(opts.WriteCacheBytes/2, opts.offsetBits)
+	s.spare = newHalf(opts.WriteCacheBytes/2, opts.offsetBits)
 	s.fw.s, s.cw.s = s, s
 
 	bad, err := s.openLogs()
@@ -97,6 +97,7 @@ func (s *Store) openLogs() (bad map[uint32]*logFile, err error) {
 			bad[id] = lf
 			continue
 		}
+		lf.version = h.version
 		// Bytes past the durable end were never indexed: trim them
 		// (preallocation or a torn tail). Best effort.
 		if size, err := f.Size(); err == nil && size > h.end {

@@ -13,7 +13,11 @@ const (
 	// Magic opens every entry log file.
 	Magic = "bkentlog"
 	// Version is the entry log format version written by this package.
-	Version uint32 = 1
+	// Version 1 logs (record checksum over the whole record) are still read.
+	Version uint32 = 2
+	// versionFullSum is the first format: each record's checksum covers its
+	// header fields and all of its data.
+	versionFullSum uint32 = 1
 	// HeaderSize is the size of the file header. Records start at this
 	// offset. It is one 512-byte sector, so rewriting the header (to advance
 	// its durable end) is a single-sector write.
@@ -22,6 +26,10 @@ const (
 	headerUsed = 40
 	// RecordHeaderSize is the size of a record's fixed part before its data.
 	RecordHeaderSize = 28
+	// SealSize is the size of the seal that ends a record's data: the
+	// big-endian xxhash64 of the data before it (the wire entry's own
+	// checksum, see package wire).
+	SealSize = 8
 	// MaxDataSize bounds a record's data length. A length above it is
 	// corruption, not a large record.
 	MaxDataSize = 1<<31 - 1
@@ -38,8 +46,9 @@ var (
 	// ErrShortRecord is returned when the buffer ends before the record does.
 	ErrShortRecord = errors.New("entrylog: short record")
 	// ErrCorrupt is returned when bytes that should hold a record or header
-	// do not: bad checksum, bad magic, impossible length, or a record that is
-	// not the one the index points at. It is never reported as "no such entry".
+	// do not: bad checksum, bad seal, bad magic, impossible length, or a
+	// record that is not the one the index points at. It is never reported
+	// as "no such entry".
 	ErrCorrupt = errors.New("entrylog: corrupt data")
 )
 
@@ -53,25 +62,47 @@ type Record struct {
 // RecordSize returns the encoded size of a record holding n data bytes.
 func RecordSize(n int) int { return RecordHeaderSize + n }
 
-// AppendRecord appends the encoding of (ledger, entry, data) to dst and
-// returns the extended slice.
-func AppendRecord(dst []byte, ledger uint64, entry int64, data []byte) []byte {
-	start := len(dst)
-	dst = appendRecordSum(dst, ledger, entry, data, 0)
-	binary.LittleEndian.PutUint64(dst[start:], xxhash.Sum64(dst[start+8:]))
-	return dst
+// Seal appends the seal of data (the big-endian xxhash64 of data) to data,
+// making it storable. A wire entry is sealed already.
+func Seal(data []byte) []byte {
+	return binary.BigEndian.AppendUint64(data, xxhash.Sum64(data))
 }
 
-// appendRecordSum is AppendRecord with the checksum already computed by
-// recordSum, so that hashing can happen before a lock is taken.
-func appendRecordSum(dst []byte, ledger uint64, entry int64, data []byte, sum uint64) []byte {
+// sealed reports whether data ends with the seal of the bytes before it.
+func sealed(data []byte) bool {
+	n := len(data) - SealSize
+	return n >= 0 && xxhash.Sum64(data[:n]) == binary.BigEndian.Uint64(data[n:])
+}
+
+// AppendRecord appends the encoding of (ledger, entry, data) to dst and
+// returns the extended slice. data must be sealed (see Seal); AppendRecord
+// does not check it, DecodeRecord does.
+func AppendRecord(dst []byte, ledger uint64, entry int64, data []byte) []byte {
+	return appendRecordSealed(dst, ledger, entry, data)
+}
+
+// appendRecordSealed encodes a record without reading data beyond its last
+// SealSize bytes: the checksum covers the header fields and the seal, which
+// already covers the data. This is what keeps a Put to one pass over the
+// data (the copy).
+func appendRecordSealed(dst []byte, ledger uint64, entry int64, data []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, RecordHeaderSize)...)
 	dst = append(dst, data...)
 	h := dst[start:]
-	binary.LittleEndian.PutUint64(h[0:8], sum)
 	putRecordFields(h[8:RecordHeaderSize], len(data), ledger, entry)
+	binary.LittleEndian.PutUint64(h[0:8], headerSum(h[8:RecordHeaderSize], data))
 	return dst
+}
+
+// headerSum is a version 2 record checksum: xxhash64 of the header fields
+// (bytes [8, 28)) followed by the data's seal. Data shorter than a seal is
+// covered whole. It does not allocate.
+func headerSum(fields, data []byte) uint64 {
+	var b [RecordHeaderSize - 8 + SealSize]byte
+	copy(b[:], fields)
+	n := copy(b[RecordHeaderSize-8:], data[max(0, len(data)-SealSize):])
+	return xxhash.Sum64(b[:RecordHeaderSize-8+n])
 }
 
 // putRecordFields writes length, ledger and entry: bytes [8, 28) of a record.
@@ -81,22 +112,37 @@ func putRecordFields(b []byte, n int, ledger uint64, entry int64) {
 	binary.LittleEndian.PutUint64(b[12:20], uint64(entry))
 }
 
-// recordSum returns the checksum of the record of (ledger, entry, data).
-// It does not allocate.
-func recordSum(ledger uint64, entry int64, data []byte) uint64 {
-	var fields [RecordHeaderSize - 8]byte
-	putRecordFields(fields[:], len(data), ledger, entry)
-	var d xxhash.Digest
-	d.Reset()
-	d.Write(fields[:])
-	d.Write(data)
-	return d.Sum64()
+// recordDataLen returns the data length field of the record at the start of b.
+func recordDataLen(b []byte) int { return int(binary.LittleEndian.Uint32(b[8:12])) }
+
+// checkRecord verifies the checksum of the whole record rec of the given
+// log format version: version 2 checks the header sum and the data's seal
+// (two separate failures, both ErrCorrupt), version 1 the sum over
+// everything.
+func checkRecord(rec []byte, version uint32) error {
+	sum := binary.LittleEndian.Uint64(rec[0:8])
+	if version == versionFullSum {
+		if sum != xxhash.Sum64(rec[8:]) {
+			return fmt.Errorf("%w: record checksum mismatch", ErrCorrupt)
+		}
+		return nil
+	}
+	data := rec[RecordHeaderSize:]
+	if sum != headerSum(rec[8:RecordHeaderSize], data) {
+		return fmt.Errorf("%w: record checksum mismatch", ErrCorrupt)
+	}
+	if !sealed(data) {
+		return fmt.Errorf("%w: record data does not match its seal", ErrCorrupt)
+	}
+	return nil
 }
 
-// DecodeRecord decodes the record at the start of b and returns it with its
-// encoded size. Data aliases b. Errors: ErrZeroRecord, ErrShortRecord, or an
-// error wrapping ErrCorrupt.
-func DecodeRecord(b []byte) (Record, int, error) {
+// DecodeRecord decodes the record (of the current Version) at the start of
+// b and returns it with its encoded size. Data aliases b. Errors:
+// ErrZeroRecord, ErrShortRecord, or an error wrapping ErrCorrupt.
+func DecodeRecord(b []byte) (Record, int, error) { return decodeRecord(b, Version) }
+
+func decodeRecord(b []byte, version uint32) (Record, int, error) {
 	if len(b) < RecordHeaderSize {
 		if allZero(b) && len(b) > 0 {
 			return Record{}, 0, ErrZeroRecord
@@ -115,8 +161,8 @@ func DecodeRecord(b []byte) (Record, int, error) {
 	if len(b) < size {
 		return Record{}, 0, ErrShortRecord
 	}
-	if sum := binary.LittleEndian.Uint64(h[0:8]); sum != xxhash.Sum64(b[8:size]) {
-		return Record{}, 0, fmt.Errorf("%w: record checksum mismatch", ErrCorrupt)
+	if err := checkRecord(b[:size], version); err != nil {
+		return Record{}, 0, err
 	}
 	return Record{
 		Ledger: binary.LittleEndian.Uint64(h[12:20]),
@@ -142,6 +188,9 @@ type header struct {
 	end int64
 	// records is the number of records in [HeaderSize, end).
 	records uint64
+	// version is the format of the log's records (Version or
+	// versionFullSum); appendHeader writes Version whatever it holds.
+	version uint32
 }
 
 // appendHeader appends the HeaderSize-byte encoding of h to dst.
@@ -169,10 +218,12 @@ func decodeHeader(b []byte) (header, error) {
 	if sum := binary.LittleEndian.Uint64(b[32:40]); sum != xxhash.Sum64(b[0:32]) {
 		return header{}, fmt.Errorf("%w: header checksum mismatch", ErrCorrupt)
 	}
-	if v := binary.LittleEndian.Uint32(b[8:12]); v != Version {
+	v := binary.LittleEndian.Uint32(b[8:12])
+	if v != Version && v != versionFullSum {
 		return header{}, fmt.Errorf("%w: unknown version %d", ErrCorrupt, v)
 	}
 	h := header{
+		version: v,
 		id:      binary.LittleEndian.Uint32(b[12:16]),
 		end:     int64(binary.LittleEndian.Uint64(b[16:24])),
 		records: binary.LittleEndian.Uint64(b[24:32]),

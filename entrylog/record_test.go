@@ -32,49 +32,79 @@ func checkGolden(t *testing.T, name string, got []byte) {
 }
 
 func TestRecordGolden(t *testing.T) {
-	b := AppendRecord(nil, 0x0102030405060708, 42, []byte("hello, bookie"))
-	checkGolden(t, "record.golden", b)
+	data := Seal([]byte("hello, bookie"))
+	b := AppendRecord(nil, 0x0102030405060708, 42, data)
+	checkGolden(t, "record-v2.golden", b)
 	rec, n, err := DecodeRecord(b)
-	if err != nil || n != len(b) || rec.Ledger != 0x0102030405060708 || rec.Entry != 42 || string(rec.Data) != "hello, bookie" {
+	if err != nil || n != len(b) || rec.Ledger != 0x0102030405060708 || rec.Entry != 42 || !bytes.Equal(rec.Data, data) {
 		t.Fatalf("DecodeRecord = %+v, %d, %v", rec, n, err)
 	}
 }
 
-// The checksum Put computes before taking its lock is the one AppendRecord
-// writes, for every data length around the hash's block sizes.
-func TestRecordSum(t *testing.T) {
-	for n := range 200 {
+// Version 1 logs, written before records were sealed, still read: their
+// pinned bytes decode with the version 1 checksum, and not as version 2.
+func TestRecordV1Golden(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "record.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, n, err := decodeRecord(b, versionFullSum)
+	if err != nil || n != len(b) || rec.Ledger != 0x0102030405060708 || rec.Entry != 42 || string(rec.Data) != "hello, bookie" {
+		t.Fatalf("decodeRecord(v1) = %+v, %d, %v", rec, n, err)
+	}
+	if _, _, err := DecodeRecord(b); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a v1 record decoded as v2: %v", err)
+	}
+	hb, err := os.ReadFile(filepath.Join("testdata", "header.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := decodeHeader(hb)
+	if err != nil || h != (header{id: 7, end: 4096, records: 9, version: versionFullSum}) {
+		t.Fatalf("decodeHeader(v1) = %+v, %v", h, err)
+	}
+}
+
+// Encoding a record reads only the data's seal, and every bit of the data
+// is still covered: a flip anywhere in it fails the seal, a flip in the seal
+// fails both. Encoding does not allocate into a buffer with room.
+func TestRecordSealCoversData(t *testing.T) {
+	for n := range 100 {
 		data := payload(9, int64(n), n)
-		want := AppendRecord(nil, 9, int64(n), data)
-		got := appendRecordSum(nil, 9, int64(n), data, recordSum(9, int64(n), data))
-		if !bytes.Equal(got, want) {
-			t.Fatalf("%d data bytes: appendRecordSum differs from AppendRecord", n)
+		good := AppendRecord(nil, 9, int64(n), data)
+		for i := RecordHeaderSize; i < len(good); i++ {
+			b := bytes.Clone(good)
+			b[i] ^= 0x10
+			if _, _, err := DecodeRecord(b); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%d data bytes, byte %d flipped: %v, want ErrCorrupt", n, i, err)
+			}
 		}
 	}
 	data := payload(1, 2, 1024)
-	if allocs := testing.AllocsPerRun(100, func() { recordSum(1, 2, data) }); allocs != 0 {
-		t.Fatalf("recordSum allocates %.1f times", allocs)
+	buf := make([]byte, 0, 4096)
+	if allocs := testing.AllocsPerRun(100, func() { appendRecordSealed(buf[:0], 1, 2, data) }); allocs != 0 {
+		t.Fatalf("appendRecordSealed allocates %.1f times", allocs)
 	}
 }
 
 func TestHeaderGolden(t *testing.T) {
 	b := appendHeader(nil, header{id: 7, end: 4096, records: 9})
-	checkGolden(t, "header.golden", b)
+	checkGolden(t, "header-v2.golden", b)
 	h, err := decodeHeader(b)
-	if err != nil || h != (header{id: 7, end: 4096, records: 9}) {
+	if err != nil || h != (header{id: 7, end: 4096, records: 9, version: Version}) {
 		t.Fatalf("decodeHeader = %+v, %v", h, err)
 	}
 }
 
 func TestDecodeRecord(t *testing.T) {
-	good := AppendRecord(nil, 3, 4, []byte("data"))
+	good := AppendRecord(nil, 3, 4, Seal([]byte("data")))
 	flip := func(i int) []byte {
 		b := bytes.Clone(good)
 		b[i] ^= 1
 		return b
 	}
 	shortLen := bytes.Clone(good)
-	shortLen[8] = 3 // one data byte less than was summed
+	shortLen[8]-- // one data byte less than was summed
 	hugeLen := bytes.Clone(good)
 	hugeLen[11] = 0xff // length > MaxDataSize
 	tests := []struct {
@@ -85,7 +115,9 @@ func TestDecodeRecord(t *testing.T) {
 	}{
 		{"good", good, nil, len(good)},
 		{"good then more", append(bytes.Clone(good), 1, 2, 3), nil, len(good)},
-		{"empty data", AppendRecord(nil, 1, 0, nil), nil, RecordHeaderSize},
+		{"sealed empty data", AppendRecord(nil, 1, 0, Seal(nil)), nil, RecordHeaderSize + SealSize},
+		{"unsealed empty data", AppendRecord(nil, 1, 0, nil), ErrCorrupt, 0},
+		{"unsealed data", AppendRecord(nil, 1, 0, []byte("twelve bytes")), ErrCorrupt, 0},
 		{"empty buffer", nil, ErrShortRecord, 0},
 		{"zeros", make([]byte, 100), ErrZeroRecord, 0},
 		{"few zeros", make([]byte, 5), ErrZeroRecord, 0},
@@ -97,6 +129,7 @@ func TestDecodeRecord(t *testing.T) {
 		{"ledger bit", flip(12), ErrCorrupt, 0},
 		{"entry bit", flip(20), ErrCorrupt, 0},
 		{"data bit", flip(RecordHeaderSize), ErrCorrupt, 0},
+		{"seal bit", flip(len(good) - 1), ErrCorrupt, 0},
 		{"huge length", hugeLen, ErrCorrupt, 0},
 	}
 	for _, tt := range tests {
@@ -126,8 +159,8 @@ func TestDecodeHeaderRejects(t *testing.T) {
 // FuzzDecodeRecord checks that the decoder never panics, never reads past
 // its input, and that whatever it accepts re-encodes to the same bytes.
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add(AppendRecord(nil, 1, 0, []byte("x")))
-	f.Add(AppendRecord(AppendRecord(nil, 1, 0, nil), 2, 7, bytes.Repeat([]byte{0xab}, 300)))
+	f.Add(AppendRecord(nil, 1, 0, Seal([]byte("x"))))
+	f.Add(AppendRecord(AppendRecord(nil, 1, 0, Seal(nil)), 2, 7, Seal(bytes.Repeat([]byte{0xab}, 300))))
 	f.Add(make([]byte, RecordHeaderSize))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rec, n, err := DecodeRecord(b)
@@ -153,9 +186,9 @@ func FuzzDecodeRecord(f *testing.F) {
 // the records of a log whose durable end is the end of the bytes: it must
 // visit only intact records, in order, and otherwise report ErrCorrupt.
 func FuzzScanLog(f *testing.F) {
-	f.Add(AppendRecord(AppendRecord(nil, 1, 0, []byte("a")), 1, 1, bytes.Repeat([]byte{7}, 2000)))
-	f.Add(append(AppendRecord(nil, 1, 0, nil), make([]byte, 40)...))
-	f.Add(AppendRecord(nil, 2, 5, []byte("x"))[:20])
+	f.Add(AppendRecord(AppendRecord(nil, 1, 0, Seal([]byte("a"))), 1, 1, Seal(bytes.Repeat([]byte{7}, 2000))))
+	f.Add(append(AppendRecord(nil, 1, 0, Seal(nil)), make([]byte, 40)...))
+	f.Add(AppendRecord(nil, 2, 5, Seal([]byte("x")))[:20])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fs := vfs.NewMemFS()
 		file, err := vfs.Create(fs, "/log")
@@ -164,7 +197,7 @@ func FuzzScanLog(f *testing.F) {
 		}
 		file.WriteAt(appendHeader(nil, header{id: 1, end: HeaderSize + int64(len(b))}), 0)
 		file.WriteAt(b, HeaderSize)
-		lf := &logFile{id: 1, name: "/log", f: file}
+		lf := &logFile{id: 1, name: "/log", f: file, version: Version}
 		next := int64(HeaderSize)
 		err = lf.scan(HeaderSize+int64(len(b)), make([]byte, 1<<16), func(off int64, rec Record) error {
 			if off != next {

@@ -86,6 +86,7 @@ func OpenReader(fs vfs.FS, dir string, id uint32) (*Reader, error) {
 		return nil, fmt.Errorf("%s offset 0: %w", name, err)
 	}
 	r.info.DurableEnd, r.info.Records = h.end, h.records
+	r.lf.version = h.version
 	return r, nil
 }
 
@@ -169,7 +170,7 @@ func (r *Reader) Walk(fn func(off int64, rec Record, err error) error) (records 
 			return n, off, fn(off, claimed, err)
 		}
 		n++
-		rec, _, err := DecodeRecord(b)
+		rec, _, err := decodeRecord(b, r.lf.version)
 		if err != nil {
 			err = fmt.Errorf("%s offset %d: %w", r.lf.name, off, err)
 			rec = claimed

@@ -88,6 +88,11 @@ type Options struct {
 	// FlushRetryDelay is how long the background flusher waits after a
 	// failed flush before trying again on its own. Default 1 s.
 	FlushRetryDelay time.Duration
+
+	// offsetBits is the width of a write cache offset; 0 means 63. Open
+	// refuses a cache whose halves it cannot address. Tests narrow it to
+	// cross the boundary with a small cache.
+	offsetBits uint
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -121,9 +126,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FlushRetryDelay == 0 {
 		o.FlushRetryDelay = time.Second
 	}
+	if o.offsetBits == 0 || o.offsetBits > defaultOffsetBits {
+		o.offsetBits = defaultOffsetBits
+	}
 	switch {
-	case o.WriteCacheBytes < 2*(entryOverhead+RecordHeaderSize):
+	case o.WriteCacheBytes < 2*(slotOverhead+RecordHeaderSize+SealSize):
 		return o, fmt.Errorf("entrylog: WriteCacheBytes %d too small", o.WriteCacheBytes)
+	case uint64(o.WriteCacheBytes/2) > 1<<o.offsetBits:
+		return o, fmt.Errorf("entrylog: WriteCacheBytes %d: a half of it is more than %d-bit offsets address", o.WriteCacheBytes, o.offsetBits)
 	case o.LogSize < 2*HeaderSize || o.LogSize > math.MaxUint32:
 		return o, fmt.Errorf("entrylog: LogSize %d out of range [%d, %d]", o.LogSize, 2*HeaderSize, uint64(math.MaxUint32))
 	case o.PreallocBytes < 0 || o.CompactionThreshold >= 1:
@@ -182,16 +192,22 @@ type pendingPut struct {
 }
 
 // Put copies data into the write cache, encoded as its entry log record. It
-// is readable at once and durable after the next Flush returns. It returns ErrCacheFull when both halves are
-// full and the flush has not caught up; it never waits for the disk.
+// is readable at once and durable after the next Flush returns. It returns
+// ErrCacheFull when both halves are full and the flush has not caught up; it
+// never waits for the disk.
+//
+// data must be sealed: its last SealSize bytes are the big-endian xxhash64
+// of the rest (a wire entry is; see Seal). Put does not hash data — the
+// caller verified it once, when it arrived — and the record's checksum
+// covers only its header and that seal; every read verifies the seal, so
+// data that was not sealed, or was damaged since, reads as ErrCorrupt.
 func (s *Store) Put(ledger uint64, entry int64, data []byte) error {
-	if entry < 0 {
-		return fmt.Errorf("%w: ledger %d entry %d", ErrInvalid, ledger, entry)
+	if entry < 0 || len(data) < SealSize {
+		return fmt.Errorf("%w: ledger %d entry %d of %d bytes", ErrInvalid, ledger, entry, len(data))
 	}
-	if int64(RecordSize(len(data)))+entryOverhead > s.opts.WriteCacheBytes/2 {
+	if int64(RecordSize(len(data)))+slotOverhead > s.opts.WriteCacheBytes/2 {
 		return ErrTooLarge
 	}
-	sum := recordSum(ledger, entry, data) // before the lock: readers wait on it
 	s.cacheMu.Lock()
 	if s.closed {
 		s.cacheMu.Unlock()
@@ -206,7 +222,7 @@ func (s *Store) Put(ledger uint64, entry int64, data []byte) error {
 		s.flushing, s.active, s.spare = s.active, s.spare, nil
 		s.kickFlusher()
 	}
-	s.active.put(ledger, entry, data, sum)
+	s.active.put(ledger, entry, data)
 	s.cacheMu.Unlock()
 	return nil
 }
@@ -391,7 +407,6 @@ func (s *Store) flushPending() error {
 // index before its record is durable. h is immutable while it is being
 // flushed, so it is read here without cacheMu. Requires flushMu.
 func (s *Store) writeHalf(h *half) error {
-	h.sortPuts()
 	if err := s.checkSpace(uint64(len(h.arena)), s.opts.ReserveBytes); err != nil {
 		return err
 	}
@@ -410,7 +425,7 @@ func (s *Store) writeHalf(h *half) error {
 
 	// run is [runStart, runEnd) of the arena: records placed in the log
 	// but not yet handed to the writer.
-	var runStart, runEnd uint32
+	var runStart, runEnd uint64
 	handOver := func() error {
 		run := h.arena[runStart:runEnd]
 		runStart = runEnd
@@ -421,33 +436,34 @@ func (s *Store) writeHalf(h *half) error {
 	}
 	s.pending = s.pending[:0]
 	first, segBytes := 0, int64(0)
-	for i, c := range h.puts {
-		if i+1 < len(h.puts) && h.puts[i+1].key == c.key {
-			continue // Put again later in this half
-		}
-		size := int64(RecordSize(int(c.n)))
-		if c.off != runEnd || !w.fits(size) {
+	err := h.each(func(ledger uint64, entry int64, rec []byte, off uint64) error {
+		size := int64(len(rec))
+		if off != runEnd || !w.fits(size) {
 			if err := handOver(); err != nil {
-				return fail(err)
+				return err
 			}
-			runStart, runEnd = c.off, c.off
+			runStart, runEnd = off, off
 		}
 		loc, err := w.place(size)
 		if err != nil {
-			return fail(err)
+			return err
 		}
-		runEnd += uint32(size)
-		s.pending = append(s.pending, pendingPut{c.key.ledger, c.key.entry, loc, size})
+		runEnd += uint64(size)
+		s.pending = append(s.pending, pendingPut{ledger, entry, loc, size})
 		if segBytes += size; segBytes >= s.opts.FlushSegmentBytes {
 			if err := handOver(); err != nil {
-				return fail(err)
+				return err
 			}
 			if err := w.sync(); err != nil {
-				return fail(err)
+				return err
 			}
 			segments <- s.pending[first:]
 			first, segBytes = len(s.pending), 0
 		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
 	}
 	if err := handOver(); err != nil {
 		return fail(err)

@@ -101,12 +101,14 @@ func (s *testStore) abandon() {
 }
 
 // payload returns distinct, checkable bytes for (ledger, entry).
+// payload returns n bytes derived from (ledger, entry), sealed as Put
+// requires (n + SealSize bytes in all).
 func payload(ledger uint64, entry int64, n int) []byte {
-	b := make([]byte, n)
+	b := make([]byte, n, n+SealSize)
 	for i := range b {
 		b[i] = byte(uint64(i)*31 + ledger*7 + uint64(entry)*13)
 	}
-	return b
+	return Seal(b)
 }
 
 func mustGet(t tester, s *testStore, ledger uint64, entry int64, want []byte) {
@@ -199,7 +201,7 @@ func TestPutGetFlushReopen(t *testing.T) {
 func TestCacheOnlyLedgerAnswers(t *testing.T) {
 	s := mustOpen(t, vfs.NewMemFS(), smallOpts())
 	defer s.close(t)
-	if err := s.Put(5, 3, []byte("x")); err != nil {
+	if err := s.Put(5, 3, Seal([]byte("x"))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Get(5, 2, nil); !errors.Is(err, ErrNoSuchEntry) {
@@ -218,14 +220,14 @@ func TestCacheOnlyLedgerAnswers(t *testing.T) {
 		t.Fatalf("Put of a half-sized entry = %v, want ErrTooLarge", err)
 	}
 	// Overwrite in the cache: the newer bytes win.
-	if err := s.Put(5, 3, []byte("y")); err != nil {
+	if err := s.Put(5, 3, Seal([]byte("y"))); err != nil {
 		t.Fatal(err)
 	}
-	mustGet(t, s, 5, 3, []byte("y"))
+	mustGet(t, s, 5, 3, Seal([]byte("y")))
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	mustGet(t, s, 5, 3, []byte("y"))
+	mustGet(t, s, 5, 3, Seal([]byte("y")))
 }
 
 // A Get into a buffer with room reads a flushed entry without allocating.
@@ -260,7 +262,7 @@ func TestDefaultReserve(t *testing.T) {
 	if got, want := s.opts.ReserveBytes, uint64(1<<30)/10; got != want {
 		t.Fatalf("default ReserveBytes on a 1 GiB file system = %d, want %d", got, want)
 	}
-	if err := s.Put(1, 0, []byte("x")); err != nil {
+	if err := s.Put(1, 0, Seal([]byte("x"))); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Flush(); err != nil {

@@ -119,7 +119,7 @@ func TestVerifyFindsDamagedEntryLogRecord(t *testing.T) {
 	r := Verify(vfs.Default, d, VerifyOptions{})
 	// The walk of the log reports the record, and the index entry that
 	// points at it is reported too.
-	wantProblem(t, r, "entrylog", file, target.Offset, 1, 11, "checksum mismatch")
+	wantProblem(t, r, "entrylog", file, target.Offset, 1, 11, "does not match its seal")
 	ix, err := Index(vfs.Default, d.Index())
 	if err != nil {
 		t.Fatal(err)
