@@ -114,7 +114,15 @@ func (b *Bookie) info() wire.Info {
 // (queue full) or an answer. Requires the ledger's mutex held when ordering
 // matters. Runs on the event loop.
 func (b *Bookie) appendJournal(c *conn, h *wire.Header, typ journal.RecordType, payload []byte, r *request) (retry bool) {
-	_, err := b.journal.Append(typ, payload, r)
+	var err error
+	if typ == journal.TypeEntry {
+		// A wire entry ends with its own xxhash64, verified when it was
+		// decoded: the journal checksums the record around it, not the
+		// payload again.
+		_, err = b.journal.AppendSealed(typ, payload, r)
+	} else {
+		_, err = b.journal.Append(typ, payload, r)
+	}
 	if err == nil {
 		return false
 	}

@@ -26,7 +26,7 @@
 //
 //	+---------------+-----------+------------+----------------+---------------+
 //	| magic (8)     | version   | reserved   | segment number | xxhash64 of   |
-//	| "BKGOJRNL"    | (4) = 1   | (4) = 0    | (8)            | bytes [0,24)  |
+//	| "BKGOJRNL"    | (4) = 2   | (4) = 0    | (8)            | bytes [0,24)  |
 //	+---------------+-----------+------------+----------------+---------------+
 //	0               8           12           16               24              32
 //
@@ -38,14 +38,23 @@
 //
 // Record (24-byte header, then the payload; no alignment, no padding):
 //
-//	+---------------+------------+------+----------+---------------+-----------------+
-//	| checksum (8)  | length (4) | type | reserved | sequence (8)  | payload         |
-//	|               |            | (1)  | (3) = 0  |               | (length bytes)  |
-//	+---------------+------------+------+----------+---------------+-----------------+
-//	0               8            12     13         16              24        24+length
+//	+---------------+------------+------+-------+----------+---------------+-----------------+
+//	| checksum (8)  | length (4) | type | flags | reserved | sequence (8)  | payload         |
+//	|               |            | (1)  | (1)   | (2) = 0  |               | (length bytes)  |
+//	+---------------+------------+------+-------+----------+---------------+-----------------+
+//	0               8            12     13      14         16              24        24+length
 //
-// checksum is xxhash64 of bytes [8, 24+length): the rest of the header and the
-// payload. length is the payload length, at most MaxPayload. type is a
+// flags is 0 or flagSealed (0x01); other bits are reserved and must be zero.
+// For flags 0, checksum is xxhash64 of bytes [8, 24+length): the rest of the
+// header and the payload. A sealed record (AppendSealed) has a payload that
+// ends with its own 8-byte seal, the big-endian xxhash64 of the payload bytes
+// before it (a wire entry is exactly that), and its checksum is xxhash64 of
+// bytes [8, 24) followed by the seal: the writer never hashes the payload,
+// which the bookie verified once on arrival, and replay checks the checksum
+// and then the seal against the payload, so damage anywhere is still found.
+// A sealed payload is at least 8 bytes. Version 1 segments hold only flags-0
+// records, which encode exactly as before, and are still read.
+// length is the payload length, at most MaxPayload. type is a
 // RecordType (never zero, so zeroed space never decodes as a record). sequence
 // numbers start at 1 and increase by one per record across segments and
 // restarts, without gaps.

@@ -2,11 +2,14 @@ package journal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/bookie-go/bookie/vfs"
 )
@@ -17,15 +20,73 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // appends, as the writer frames it.
 func goldenBatch() []byte {
 	b := make([]byte, batchSize)
-	b = appendRecord(b, TypeEntry, 1, []byte("entry payload"))
-	b = appendRecord(b, TypeFence, 2, []byte("fence"))
-	b = appendRecord(b, TypeMasterKey, 3, []byte("master key"))
-	b = appendRecord(b, TypeExplicitLAC, 4, []byte("lac"))
-	b = appendRecord(b, TypeForce, 5, nil)
-	b = appendRecord(b, TypeLedgerDelete, 6, []byte("delete"))
-	b = appendRecord(b, TypeLimbo, 7, []byte("limbo"))
+	b = appendRecord(b, TypeEntry, 0, 1, []byte("entry payload"))
+	b = appendRecord(b, TypeFence, 0, 2, []byte("fence"))
+	b = appendRecord(b, TypeMasterKey, 0, 3, []byte("master key"))
+	b = appendRecord(b, TypeExplicitLAC, 0, 4, []byte("lac"))
+	b = appendRecord(b, TypeForce, 0, 5, nil)
+	b = appendRecord(b, TypeLedgerDelete, 0, 6, []byte("delete"))
+	b = appendRecord(b, TypeLimbo, 0, 7, []byte("limbo"))
 	putBatch(b, 1, 7, len(b)-batchSize)
 	return b
+}
+
+// goldenSealedBatch is a batch of a sealed entry record (the payload a wire
+// entry: its last 8 bytes the big-endian xxhash64 of the rest) and an
+// unsealed fence record.
+func goldenSealedBatch() []byte {
+	b := make([]byte, batchSize)
+	b = appendRecord(b, TypeEntry, flagSealed, 1, sealPayload([]byte("entry payload")))
+	b = appendRecord(b, TypeFence, 0, 2, []byte("fence"))
+	putBatch(b, 1, 2, len(b)-batchSize)
+	return b
+}
+
+// sealPayload appends p's seal to p.
+func sealPayload(p []byte) []byte {
+	return binary.BigEndian.AppendUint64(p, xxhash.Sum64(p))
+}
+
+// Version 1 segments (before sealed records) still open: their pinned
+// header verifies, and their batch is byte for byte what unsealed records
+// encode to now.
+func TestV1SegmentHeaderReads(t *testing.T) {
+	b, err := os.ReadFile("testdata/segment_header.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSegmentHeader(b, 1); err != nil {
+		t.Fatalf("v1 segment header: %v", err)
+	}
+}
+
+// A sealed record's checksum does not cover its payload, but its seal
+// does: a flipped bit anywhere in the record is caught, in the header or
+// seal as a checksum mismatch, in the payload as a seal mismatch.
+func TestSealedRecordCoversPayload(t *testing.T) {
+	good := appendRecord(nil, TypeEntry, flagSealed, 9, sealPayload([]byte("sealed entry payload")))
+	if h, n, err := decodeRecord(good); err != nil || n != len(good) || h.flags != flagSealed {
+		t.Fatalf("decodeRecord = %+v, %d, %v", h, n, err)
+	}
+	for i := range len(good) {
+		b := bytes.Clone(good)
+		b[i] ^= 0x04
+		_, _, err := decodeRecord(b)
+		if err == nil {
+			t.Fatalf("byte %d flipped: decoded", i)
+		}
+		if i >= recordHeaderSize && i < len(good)-sealSize && err != errSeal {
+			t.Fatalf("payload byte %d flipped: %v, want errSeal", i, err)
+		}
+	}
+	unsealed := appendRecord(nil, TypeEntry, flagSealed, 9, []byte("not sealed at all"))
+	if _, _, err := decodeRecord(unsealed); err != errSeal {
+		t.Fatalf("unsealed payload with the flag: %v, want errSeal", err)
+	}
+	short := appendRecord(nil, TypeEntry, flagSealed, 9, []byte("short"))
+	if _, _, err := decodeRecord(short); err != errHeader {
+		t.Fatalf("sealed payload shorter than a seal: %v, want errHeader", err)
+	}
 }
 
 // TestGolden pins the bytes of the format: a segment header, a batch with
@@ -36,8 +97,9 @@ func TestGolden(t *testing.T) {
 		file string
 		data []byte
 	}{
-		{"segment_header.golden", encodeSegmentHeader(1)},
+		{"segment_header-v2.golden", encodeSegmentHeader(1)},
 		{"batch.golden", goldenBatch()},
+		{"batch-sealed.golden", goldenSealedBatch()},
 		{"checkpoint.golden", encodeCheckpoint(Mark{Segment: 3, Offset: 4096, Seq: 77})},
 	} {
 		path := filepath.Join("testdata", g.file)
@@ -78,7 +140,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestDecodeRecordTable(t *testing.T) {
-	good := appendRecord(nil, TypeEntry, 9, []byte("abc"))
+	good := appendRecord(nil, TypeEntry, 0, 9, []byte("abc"))
 	flip := func(i int) []byte { b := bytes.Clone(good); b[i] ^= 1; return b }
 	cases := []struct {
 		name string
@@ -95,6 +157,7 @@ func TestDecodeRecordTable(t *testing.T) {
 		{"bad seq", flip(seqOff), errChecksum},
 		{"zero type", func() []byte { b := bytes.Clone(good); b[typeOff] = 0; return b }(), errHeader},
 		{"reserved set", flip(reservedOff + 1), errHeader},
+		{"unknown flag", func() []byte { b := bytes.Clone(good); b[flagsOff] = 0x02; return b }(), errHeader},
 	}
 	for _, tc := range cases {
 		h, n, err := decodeRecord(tc.in)
@@ -111,14 +174,16 @@ func TestDecodeRecordTable(t *testing.T) {
 // re-encodes to the same bytes.
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(goldenBatch())
-	f.Add(appendRecord(nil, TypeEntry, 1, []byte("x")))
+	f.Add(appendRecord(nil, TypeEntry, 0, 1, []byte("x")))
+	f.Add(goldenSealedBatch())
+	f.Add(goldenSealedBatch()[batchSize:])
 	f.Add(make([]byte, 30))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, n, err := decodeRecord(b)
 		if err != nil {
 			return
 		}
-		again := appendRecord(nil, h.typ, h.seq, b[recordHeaderSize:n])
+		again := appendRecord(nil, h.typ, h.flags, h.seq, b[recordHeaderSize:n])
 		if !bytes.Equal(again, b[:n]) {
 			t.Fatalf("decoded %+v re-encodes differently", h)
 		}

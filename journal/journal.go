@@ -32,6 +32,9 @@ var (
 	// ErrCheckpoint is returned by Checkpoint for a mark that moves backwards
 	// or lies beyond what is durable.
 	ErrCheckpoint = errors.New("journal: bad checkpoint mark")
+	// ErrNotSealed is returned by AppendSealed for a payload shorter than
+	// its seal.
+	ErrNotSealed = errors.New("journal: payload too short to be sealed")
 )
 
 // Mark is a position in the journal: just after the record with sequence
@@ -261,6 +264,23 @@ func (j *Journal) settle() {
 // Errors: ErrFull (retry later), ErrTooLarge, ErrType, ErrClosed, or the
 // sticky failure wrapping ErrFailed.
 func (j *Journal) Append(typ RecordType, payload []byte, ctx any) (uint64, error) {
+	return j.append(typ, 0, payload, ctx)
+}
+
+// AppendSealed is Append for a sealed payload: one that ends with the
+// big-endian xxhash64 of the bytes before it, as a wire entry does. The
+// journal does not hash the payload (the caller verified the seal when the
+// payload arrived); the record's checksum covers its header and the seal,
+// and replay checks the seal against the payload, so a payload damaged on
+// disk is still caught. A payload shorter than a seal is ErrNotSealed.
+func (j *Journal) AppendSealed(typ RecordType, payload []byte, ctx any) (uint64, error) {
+	if len(payload) < sealSize {
+		return 0, ErrNotSealed
+	}
+	return j.append(typ, flagSealed, payload, ctx)
+}
+
+func (j *Journal) append(typ RecordType, flags byte, payload []byte, ctx any) (uint64, error) {
 	if !typ.appendable() {
 		return 0, ErrType
 	}
@@ -287,7 +307,7 @@ func (j *Journal) Append(typ RecordType, payload []byte, ctx any) (uint64, error
 	j.nextSeq++
 	b := j.pending
 	b.comps = append(b.comps, Completion{Seq: seq, Type: typ, Ctx: ctx, off: len(b.buf), size: recordHeaderSize + len(payload)})
-	b.buf = appendRecord(b.buf, typ, seq, payload)
+	b.buf = appendRecord(b.buf, typ, flags, seq, payload)
 	b.cost += cost
 	wake := j.writerIdle && int64(len(b.buf)) >= j.wakeAt
 	if wake {

@@ -63,8 +63,17 @@ const (
 	checksumOff      = 0
 	lengthOff        = 8
 	typeOff          = 12
-	reservedOff      = 13
+	flagsOff         = 13
+	reservedOff      = 14
 	seqOff           = 16
+
+	// flagSealed says the payload ends with a seal: the big-endian
+	// xxhash64 of the payload before it (a wire entry's own checksum). The
+	// record checksum then covers the header and the seal instead of the
+	// whole payload, and a reader checks the seal against the payload.
+	flagSealed = 0x01
+	// sealSize is the size of the seal that ends a sealed payload.
+	sealSize = 8
 
 	// batchPayloadSize is the payload of a TypeBatch record: count, body length.
 	batchPayloadSize = 8
@@ -82,35 +91,60 @@ var (
 	errShort = errors.New("journal: record runs past end of data")
 	// errChecksum: the checksum does not match the header and payload.
 	errChecksum = errors.New("journal: checksum mismatch")
-	// errHeader: the header is malformed (zero type, non-zero reserved bytes).
+	// errHeader: the header is malformed (zero type, unknown flags,
+	// non-zero reserved bytes, a sealed payload too short for its seal).
 	errHeader = errors.New("journal: malformed record header")
+	// errSeal: a sealed payload does not match its seal.
+	errSeal = errors.New("journal: payload does not match its seal")
 )
 
 // header is a decoded record header.
 type header struct {
 	length int
 	typ    RecordType
+	flags  byte
 	seq    uint64
 }
 
 // appendRecord appends one encoded record to dst and returns the extended
-// slice. It allocates only when dst lacks capacity.
-func appendRecord(dst []byte, typ RecordType, seq uint64, payload []byte) []byte {
+// slice. With flagSealed in flags the payload must be sealed and is not read
+// beyond its seal. It allocates only when dst lacks capacity.
+func appendRecord(dst []byte, typ RecordType, flags byte, seq uint64, payload []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, recordHeaderSize)...)
 	dst = append(dst, payload...)
-	putHeader(dst[start:], typ, seq, len(payload))
+	putHeader(dst[start:], typ, flags, seq, len(payload))
 	return dst
 }
 
 // putHeader fills in the header of the record occupying all of rec (header
 // and a payload of n bytes already in place) and its checksum.
-func putHeader(rec []byte, typ RecordType, seq uint64, n int) {
+func putHeader(rec []byte, typ RecordType, flags byte, seq uint64, n int) {
 	binary.LittleEndian.PutUint32(rec[lengthOff:], uint32(n))
 	rec[typeOff] = byte(typ)
-	rec[reservedOff], rec[reservedOff+1], rec[reservedOff+2] = 0, 0, 0
+	rec[flagsOff] = flags
+	rec[reservedOff], rec[reservedOff+1] = 0, 0
 	binary.LittleEndian.PutUint64(rec[seqOff:], seq)
-	binary.LittleEndian.PutUint64(rec[checksumOff:], xxhash.Sum64(rec[lengthOff:recordHeaderSize+n]))
+	binary.LittleEndian.PutUint64(rec[checksumOff:], recordSum(rec[:recordHeaderSize+n], flags))
+}
+
+// recordSum is the checksum of rec (header and payload): xxhash64 of header
+// bytes [8, 24) and then the whole payload, or only the payload's seal for a
+// sealed record. It does not allocate.
+func recordSum(rec []byte, flags byte) uint64 {
+	if flags&flagSealed == 0 {
+		return xxhash.Sum64(rec[lengthOff:])
+	}
+	var b [recordHeaderSize - lengthOff + sealSize]byte
+	copy(b[:], rec[lengthOff:recordHeaderSize])
+	copy(b[recordHeaderSize-lengthOff:], rec[len(rec)-sealSize:])
+	return xxhash.Sum64(b[:])
+}
+
+// sealed reports whether p ends with the seal of the bytes before it.
+func sealed(p []byte) bool {
+	n := len(p) - sealSize
+	return n >= 0 && xxhash.Sum64(p[:n]) == binary.BigEndian.Uint64(p[n:])
 }
 
 // putBatch writes a TypeBatch record into rec[:recordHeaderSize+batchPayloadSize]:
@@ -120,7 +154,7 @@ func putBatch(rec []byte, first uint64, count, body int) {
 	p := rec[recordHeaderSize:]
 	binary.LittleEndian.PutUint32(p, uint32(count))
 	binary.LittleEndian.PutUint32(p[4:], uint32(body))
-	putHeader(rec, TypeBatch, first, batchPayloadSize)
+	putHeader(rec, TypeBatch, 0, first, batchPayloadSize)
 }
 
 // batchSize is the encoded size of a TypeBatch record.
@@ -129,7 +163,7 @@ const batchSize = recordHeaderSize + batchPayloadSize
 // decodeRecord decodes the record at the start of b. On success it returns
 // the header and the record's total size; the payload is
 // b[recordHeaderSize:size]. Otherwise it returns errZeros, errShort,
-// errHeader or errChecksum.
+// errHeader, errChecksum or errSeal.
 func decodeRecord(b []byte) (h header, size int, err error) {
 	if len(b) < recordHeaderSize {
 		if allZero(b) {
@@ -142,16 +176,21 @@ func decodeRecord(b []byte) (h header, size int, err error) {
 	}
 	h.length = int(binary.LittleEndian.Uint32(b[lengthOff:]))
 	h.typ = RecordType(b[typeOff])
+	h.flags = b[flagsOff]
 	h.seq = binary.LittleEndian.Uint64(b[seqOff:])
-	if h.typ == typeInvalid || b[reservedOff]|b[reservedOff+1]|b[reservedOff+2] != 0 || h.length > MaxPayload {
+	if h.typ == typeInvalid || h.flags&^flagSealed != 0 || b[reservedOff]|b[reservedOff+1] != 0 ||
+		h.length > MaxPayload || h.flags&flagSealed != 0 && h.length < sealSize {
 		return h, 0, errHeader
 	}
 	size = recordHeaderSize + h.length
 	if size > len(b) {
 		return h, 0, errShort
 	}
-	if binary.LittleEndian.Uint64(b[checksumOff:]) != xxhash.Sum64(b[lengthOff:size]) {
+	if binary.LittleEndian.Uint64(b[checksumOff:]) != recordSum(b[:size], h.flags) {
 		return h, 0, errChecksum
+	}
+	if h.flags&flagSealed != 0 && !sealed(b[recordHeaderSize:size]) {
+		return h, 0, errSeal
 	}
 	return h, size, nil
 }

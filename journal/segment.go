@@ -17,8 +17,11 @@ import (
 
 // Segment header layout; see the package documentation. Part of the format.
 const (
-	segmentMagic      = "BKGOJRNL"
-	segmentVersion    = 1
+	segmentMagic = "BKGOJRNL"
+	// segmentVersion 2 segments may hold sealed records (flagSealed);
+	// version 1 segments, which cannot, are still read.
+	segmentVersion    = 2
+	segmentVersionV1  = 1
 	segmentHeaderSize = 32
 	segmentSuffix     = ".log"
 	tmpSuffix         = ".tmp"
@@ -77,7 +80,7 @@ func checkSegmentHeader(b []byte, num uint64) error {
 	if binary.LittleEndian.Uint64(b[24:]) != xxhash.Sum64(b[:24]) {
 		return errors.New("segment header checksum mismatch")
 	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != segmentVersion {
+	if v := binary.LittleEndian.Uint32(b[8:]); v != segmentVersion && v != segmentVersionV1 {
 		return fmt.Errorf("unsupported segment version %d", v)
 	}
 	if n := binary.LittleEndian.Uint64(b[16:]); n != num {

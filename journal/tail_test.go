@@ -184,7 +184,7 @@ func TestGaps(t *testing.T) {
 		recs := oneRecordBatches(t, fs, opts, 3)
 		// Append a well-formed batch that skips sequence 4.
 		b := make([]byte, batchSize)
-		b = appendRecord(b, TypeEntry, 5, []byte("five"))
+		b = appendRecord(b, TypeEntry, 0, 5, []byte("five"))
 		putBatch(b, 5, 1, len(b)-batchSize)
 		patch(t, fs, recs[2].Pos.Segment, recs[2].Pos.Offset, b)
 		if _, err := Open(fs, "/j", opts); !errors.Is(err, ErrGap) {
@@ -227,5 +227,64 @@ func TestRecycledSegments(t *testing.T) {
 	names, _ := fs.List("/j")
 	if len(names) > 10 {
 		t.Fatalf("%d files left after checkpoints: %v", len(names), names)
+	}
+}
+
+// Sealed records are hashed once, when they arrive, yet replay still
+// verifies every payload byte: damage to the payload or to its seal before
+// the tail is corruption, and at the tail a torn record.
+func TestSealedPayloadDamage(t *testing.T) {
+	for _, where := range []string{"payload", "seal", "tail payload"} {
+		t.Run(where, func(t *testing.T) {
+			fs := vfs.NewMemFS()
+			opts := Options{SegmentSize: 64 << 10}
+			a := newAcked()
+			opts.Completed = a.completed
+			j, err := Open(fs, "/j", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i <= 10; i++ {
+				if _, err := j.AppendSealed(TypeEntry, sealPayload(payloadFor(uint64(i), 100+i)), nil); err != nil {
+					t.Fatal(err)
+				}
+				a.waitFor(i)
+			}
+			if _, err := j.AppendSealed(TypeEntry, []byte("short"), nil); !errors.Is(err, ErrNotSealed) {
+				t.Fatalf("AppendSealed of 5 bytes: %v, want ErrNotSealed", err)
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			recs := a.durable()
+			r := recs[4]
+			payloadStart := r.Pos.Offset - int64(len(r.Payload))
+			switch where {
+			case "payload":
+				patch(t, fs, r.Pos.Segment, payloadStart+10, []byte{^r.Payload[10]})
+			case "seal":
+				patch(t, fs, r.Pos.Segment, r.Pos.Offset-1, []byte{^r.Payload[len(r.Payload)-1]})
+			case "tail payload":
+				r = recs[9]
+				patch(t, fs, r.Pos.Segment, r.Pos.Offset-int64(len(r.Payload))+3, []byte{^r.Payload[3]})
+			}
+			opts.Completed = nil
+			var replayed []Record
+			opts.Replay = func(rec Record) error {
+				replayed = append(replayed, rec)
+				return nil
+			}
+			j, err = Open(fs, "/j", opts)
+			if where == "tail payload" {
+				if err != nil || len(replayed) != 9 || j.Replayed().Tail != ErrTornTail {
+					t.Fatalf("open: %v, %d records replayed, want the torn last one truncated", err, len(replayed))
+				}
+				j.Close()
+				return
+			}
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "seal") && where == "payload" {
+				t.Fatalf("open: %v, want ErrCorrupt naming the seal", err)
+			}
+		})
 	}
 }

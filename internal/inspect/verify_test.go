@@ -97,7 +97,7 @@ func TestVerifyFindsDamagedJournalRecord(t *testing.T) {
 	file := filepath.Join(d.Journal, fmt.Sprintf("%016x.log", target.Segment))
 	flip(t, file, target.Offset+40) // in the payload
 	r := Verify(vfs.Default, d, VerifyOptions{})
-	wantProblem(t, r, "journal", file, target.Offset, 2, 7, "checksum mismatch")
+	wantProblem(t, r, "journal", file, target.Offset, 2, 7, "does not match its seal")
 	if r.ProblemCount != 1 {
 		t.Fatalf("problems %v, want one", r.Problems)
 	}
