@@ -18,9 +18,9 @@ import (
 
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/index"
-	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
 
