@@ -64,8 +64,9 @@ type Bookie struct {
 	damage damage // entries the scrubber found damaged
 
 	inflightBytes atomic.Int64
-	pausedMu      sync.Mutex
-	paused        map[*conn]struct{}
+	// Connections that stopped parsing, by reason (see pause.go).
+	waitLimits  pauseSet
+	waitJournal pauseSet
 
 	readq  chan *request
 	secret []byte // cluster secret; nil: no authentication
@@ -80,6 +81,7 @@ type Bookie struct {
 	// completion state, owned by the journal writer goroutine.
 	batchNo    uint64
 	dirtyConns []*conn
+	addReplies []*request // a batch's stored adds, replied to together
 
 	lock       *dirLock   // held on the journal directory while open
 	meta       meta.Store // nil without a metadata store
@@ -107,7 +109,6 @@ func New(cfg Config) (*Bookie, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("bookie", first(cfg.identity())),
 		ledgers: newLedgerTable(),
-		paused:  make(map[*conn]struct{}),
 		readq:   make(chan *request, 4096),
 		conns:   newConnRegistry(),
 
@@ -196,6 +197,7 @@ func New(cfg Config) (*Bookie, error) {
 		MaxQueueBytes:   cfg.JournalQueueBytes,
 		RecycleSegments: 8,
 		Completed:       b.completed,
+		Released:        b.journalReleased,
 		Replay: func(r journal.Record) error {
 			replayed++
 			if err := b.apply(r.Type, r.Payload, true); err != nil {

@@ -30,6 +30,7 @@ type conn struct {
 	helloDone bool
 	loopOut   []byte // replies produced on the loop, written at the end of OnTraffic
 	closing   bool
+	now       time.Time // when the current OnTraffic began: the start of the requests it parses
 
 	// Replies produced off the loop (journal completions, read workers).
 	mu      sync.Mutex
@@ -64,6 +65,10 @@ type request struct {
 	prevLAC int64
 	size    int64 // bytes charged against the in-flight limits
 	start   time.Time
+	// led is the ledger of an ADD, found on the event loop so the journal
+	// writer need not look it up again. Ledgers are never removed from the
+	// table while the bookie runs, so it stays the table's.
+	led *ledger
 }
 
 var requestPool = sync.Pool{New: func() any { return new(request) }}
@@ -71,7 +76,7 @@ var requestPool = sync.Pool{New: func() any { return new(request) }}
 // newRequest charges a request to its connection. Runs on the event loop.
 func (c *conn) newRequest(h *wire.Header, size int) *request {
 	r := requestPool.Get().(*request)
-	*r = request{conn: c, op: h.Op, flags: h.Flags, id: h.RequestID, size: int64(size), start: time.Now()}
+	*r = request{conn: c, op: h.Op, flags: h.Flags, id: h.RequestID, size: int64(size), start: c.now}
 	c.inflight.Add(1)
 	c.inflightBytes.Add(r.size)
 	c.b.inflightBytes.Add(r.size)
@@ -81,20 +86,23 @@ func (c *conn) newRequest(h *wire.Header, size int) *request {
 // release returns a finished request's charge and wakes connections that
 // paused on limits. Runs anywhere.
 func (b *Bookie) release(r *request) {
-	c := r.conn
-	c.inflight.Add(-1)
-	c.inflightBytes.Add(-r.size)
-	total := b.inflightBytes.Add(-r.size)
-	if c.paused.Load() && c.underLowWater() {
-		if c.paused.CompareAndSwap(true, false) {
-			c.gc.Wake(nil)
-		}
-	}
-	if total < b.cfg.MaxInflightBytes/2 {
-		b.wakePaused()
-	}
+	b.releaseN(r.conn, 1, r.size)
 	*r = request{}
 	requestPool.Put(r)
+}
+
+// releaseN returns the charge of n finished requests of c, size bytes in
+// all, and wakes connections that paused on limits (see pause.go).
+func (b *Bookie) releaseN(c *conn, n, size int64) {
+	c.inflight.Add(-n)
+	c.inflightBytes.Add(-size)
+	total := b.inflightBytes.Add(-size)
+	if c.paused.Load() && c.underLowWater() {
+		c.resume()
+	}
+	if total < b.cfg.MaxInflightBytes/2 {
+		b.waitLimits.wake()
+	}
 }
 
 func (c *conn) overLimits() bool {
@@ -109,54 +117,6 @@ func (c *conn) underLowWater() bool {
 	return c.inflight.Load() < int64(b.cfg.MaxConnInflight)/2 &&
 		c.inflightBytes.Load() < b.cfg.MaxConnInflightBytes/2 &&
 		b.inflightBytes.Load() < b.cfg.MaxInflightBytes/2
-}
-
-// pause stops parsing c until its or the bookie's in-flight requests drain.
-// Runs on the event loop.
-func (c *conn) pause() {
-	if !c.paused.Swap(true) {
-		c.b.metrics.pausedConns.Inc()
-	}
-	c.b.pausedMu.Lock()
-	c.b.paused[c] = struct{}{}
-	c.b.pausedMu.Unlock()
-	// Completions may have drained everything between the check and the
-	// flag: look again so no connection stays paused with nothing in flight.
-	if c.underLowWater() && c.paused.CompareAndSwap(true, false) {
-		c.gc.Wake(nil)
-	}
-}
-
-// waitForJournal stops parsing c until the journal, whose queue was full,
-// completes a batch (completed wakes every paused connection). Runs on the
-// event loop.
-func (c *conn) waitForJournal() {
-	if !c.paused.Swap(true) {
-		c.b.metrics.pausedConns.Inc()
-	}
-	c.b.pausedMu.Lock()
-	c.b.paused[c] = struct{}{}
-	c.b.pausedMu.Unlock()
-}
-
-// wakePaused resumes every paused connection.
-func (b *Bookie) wakePaused() {
-	b.pausedMu.Lock()
-	if len(b.paused) == 0 {
-		b.pausedMu.Unlock()
-		return
-	}
-	var cs []*conn
-	for c := range b.paused {
-		cs = append(cs, c)
-		delete(b.paused, c)
-	}
-	b.pausedMu.Unlock()
-	for _, c := range cs {
-		if c.paused.CompareAndSwap(true, false) {
-			c.gc.Wake(nil)
-		}
-	}
 }
 
 // queue appends a reply encoded by enc to the connection's outbox. Runs off
@@ -295,9 +255,8 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	h.b.pausedMu.Lock()
-	delete(h.b.paused, c)
-	h.b.pausedMu.Unlock()
+	h.b.waitLimits.remove(c)
+	h.b.waitJournal.remove(c)
 	return gnet.None
 }
 
@@ -308,8 +267,10 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 	c := gc.Context().(*conn)
 	b := h.b
-	now := time.Now().UnixNano()
+	c.now = time.Now()
+	now := c.now.UnixNano()
 	c.clock.lastActivity.Store(now)
+	var in int // frame bytes consumed, counted once per call
 	for !c.closing {
 		if b.draining.Load() {
 			break
@@ -342,6 +303,15 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 		if err != nil {
 			break
 		}
+		// An ADD the journal has no room for waits before it is parsed
+		// (hashing its entry only to refuse it would be wasted). A frame
+		// larger than half the queue goes to Append, which refuses it
+		// (ErrFull, retried) or never takes it (ErrTooLarge).
+		if c.helloDone && c.authed && n > 5 && wire.Op(frame[5]&^0x80) == wire.OpAdd &&
+			int64(n) <= b.journal.MaxQueueBytes()/2 && !b.journal.Fits(n) {
+			c.waitForJournal(n)
+			break
+		}
 		var retry bool
 		if !c.helloDone {
 			h.handleHello(c, frame)
@@ -349,12 +319,13 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 			retry = b.handleFrame(c, frame)
 		}
 		if retry {
-			c.waitForJournal()
+			c.waitForJournal(n)
 			break
 		}
 		gc.Discard(n)
-		b.metrics.bytesIn.Add(float64(n))
+		in += n
 	}
+	b.metrics.bytesIn.Add(float64(in))
 	if len(c.loopOut) > 0 {
 		gc.Write(c.loopOut)
 		c.loopOut = c.loopOut[:0]

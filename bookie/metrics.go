@@ -27,6 +27,7 @@ type metrics struct {
 	journalQueue  prometheus.Gauge
 	readQueue     prometheus.Gauge
 	pausedConns   prometheus.Counter
+	journalWaits  prometheus.Counter
 	cutConns      *prometheus.CounterVec // by reason
 	readOnly      prometheus.Gauge
 	checkpoints   prometheus.Counter
@@ -42,7 +43,7 @@ func newMetrics(ledgerCount func() float64) *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		addLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "bookie_add_latency_seconds", Help: "ADD from frame parsed to reply queued (includes the journal fsync).", Buckets: lat}),
+			Name: "bookie_add_latency_seconds", Help: "ADD from frame parsed to reply queued (includes the journal fsync), sampled once per journal batch holding adds: its oldest request.", Buckets: lat}),
 		readLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bookie_read_latency_seconds", Help: "READ from frame parsed to reply queued.", Buckets: lat}),
 		fsyncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -80,6 +81,9 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		ledgers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bookie_ledgers", Help: "Ledgers the bookie holds state for."}, ledgerCount),
 	}
+	m.journalWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_journal_full_waits_total", Help: "Times a connection stopped parsing until the journal queue had room."})
+	m.registry.MustRegister(m.journalWaits)
 	m.scrubBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_bytes_total", Help: "Entry bytes re-read and verified by the scrubber."})
 	m.scrubDamaged = prometheus.NewCounter(prometheus.CounterOpts{

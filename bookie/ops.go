@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"encoding/binary"
 	"errors"
 	"time"
 
@@ -179,7 +180,7 @@ func (b *Bookie) handleAdd(c *conn, h *wire.Header, frame []byte) (retry bool) {
 	}
 	defer l.mu.Unlock()
 	r := c.newRequest(h, len(frame))
-	r.ledger, r.entry = req.Entry.LedgerID, req.Entry.EntryID
+	r.ledger, r.entry, r.led = req.Entry.LedgerID, req.Entry.EntryID, l
 	return b.appendJournal(c, h, journal.TypeEntry, req.Entry.Raw, r)
 }
 
@@ -373,14 +374,19 @@ func (b *Bookie) finishQueued(r *request, s wire.Status, enc func([]byte) []byte
 
 // completed handles a synced journal batch: apply each record to storage and
 // the ledger table, queue the replies, then flush each connection once.
-// Runs on the journal writer goroutine.
+// Bookkeeping is per batch, not per add: one clock read, one latency sample
+// (the batch's oldest request), counters added once, and for adds one ledger
+// update per run of one ledger's entries and one reply lock, release and
+// wake-up check per run of one connection's replies. Runs on the journal
+// writer goroutine.
 func (b *Bookie) completed(batch []journal.Completion) {
 	b.batchNo++
 	b.dirtyConns = b.dirtyConns[:0]
-	b.metrics.batchRecords.Observe(float64(len(batch)))
+	b.addReplies = b.addReplies[:0]
 	var bytes int
 	var last journal.Mark
 	var oldest time.Time // the first request of the batch: its age is the batch's latency
+	var run ledgerRun
 	for i := range batch {
 		cp := &batch[i]
 		bytes += len(cp.Payload)
@@ -397,6 +403,19 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			continue
 		}
 		last = cp.Pos
+		if cp.Type == journal.TypeEntry && r != nil {
+			// The event loop found the ledger and checked the entry: store
+			// it and note it in the ledger's run; the reply waits for pass 2.
+			if err := b.putEntry(r.ledger, r.entry, cp.Payload); err != nil {
+				b.log.Error("storing a synced entry failed", "seq", cp.Seq, "ledger", r.ledger, "entry", r.entry, "err", err)
+				b.finish(r, wire.StatusIOError, nil)
+				continue
+			}
+			run.add(b, r.led, r.entry, int64(binary.BigEndian.Uint64(cp.Payload[16:])))
+			b.addReplies = append(b.addReplies, r)
+			continue
+		}
+		run.flush(b)
 		if err := b.apply(cp.Type, cp.Payload, false); err != nil {
 			b.log.Error("applying a synced journal record failed", "seq", cp.Seq, "type", cp.Type.String(), "err", err)
 			if r != nil {
@@ -408,12 +427,6 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			continue
 		}
 		switch cp.Type {
-		case journal.TypeEntry:
-			r.conn.queueAdd(r.id, r.ledger, r.entry)
-			b.metrics.addOK.Inc()
-			b.metrics.addLatency.Observe(time.Since(r.start).Seconds())
-			b.markDirty(r.conn)
-			b.release(r)
 		case journal.TypeFence:
 			b.afterFence(r)
 		case journal.TypeExplicitLAC:
@@ -432,9 +445,17 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			b.release(r)
 		}
 	}
+	run.flush(b)
+	b.replyAdds(b.addReplies)
+	clear(b.addReplies) // drop the pooled requests
+	b.metrics.batchRecords.Observe(float64(len(batch)))
 	b.metrics.batchBytes.Observe(float64(bytes))
 	if !oldest.IsZero() {
-		b.metrics.fsyncLatency.Observe(time.Since(oldest).Seconds())
+		age := time.Since(oldest).Seconds()
+		b.metrics.fsyncLatency.Observe(age)
+		if len(b.addReplies) > 0 {
+			b.metrics.addLatency.Observe(age)
+		}
 	}
 	if b.sinceCheckpoint.Add(int64(bytes)) > 2*b.cfg.JournalSegmentSize {
 		select {
@@ -448,15 +469,84 @@ func (b *Bookie) completed(batch []journal.Completion) {
 	for _, c := range b.dirtyConns {
 		c.flush()
 	}
-	// Connections that found the journal queue full can go on now.
-	b.wakePaused()
 }
 
+// replyAdds queues the OK replies of a batch's stored adds and releases
+// them: one lock of a connection's outbox, one update of its in-flight
+// counts and one wake-up check per run of adds from that connection. Runs on
+// the journal writer goroutine.
+func (b *Bookie) replyAdds(rs []*request) {
+	b.metrics.addOK.Add(float64(len(rs)))
+	for len(rs) > 0 {
+		c := rs[0].conn
+		n := 1
+		for n < len(rs) && rs[n].conn == c {
+			n++
+		}
+		var size int64
+		c.mu.Lock()
+		for _, r := range rs[:n] {
+			if !c.closed {
+				c.out.B = wire.AppendAddResponse(c.out.B, r.id, r.ledger, r.entry)
+			}
+			size += r.size
+		}
+		c.mu.Unlock()
+		b.markDirty(c)
+		b.releaseN(c, int64(n), size)
+		for _, r := range rs[:n] {
+			*r = request{}
+			requestPool.Put(r)
+		}
+		rs = rs[n:]
+	}
+}
+
+// markDirty notes that c has replies queued by this batch. Runs on the
+// journal writer goroutine.
 func (b *Bookie) markDirty(c *conn) {
 	if c.batchNo != b.batchNo {
 		c.batchNo = b.batchNo
 		b.dirtyConns = append(b.dirtyConns, c)
 	}
+}
+
+// ledgerRun gathers what a run of one ledger's stored entries changes in its
+// state, so the ledger's mutex is taken once per run. Owned by the journal
+// writer goroutine.
+type ledgerRun struct {
+	l         *ledger
+	lastEntry int64
+	lac       int64
+}
+
+// add notes entry (carrying lac) of l, flushing the run of another ledger.
+func (run *ledgerRun) add(b *Bookie, l *ledger, entry, lac int64) {
+	if run.l != l {
+		run.flush(b)
+		run.l, run.lastEntry, run.lac = l, entry, lac
+		return
+	}
+	run.lastEntry = max(run.lastEntry, entry)
+	run.lac = max(run.lac, lac)
+}
+
+// flush applies the run to its ledger and wakes the long polls its LAC
+// satisfies.
+func (run *ledgerRun) flush(b *Bookie) {
+	l := run.l
+	if l == nil {
+		return
+	}
+	run.l = nil
+	l.mu.Lock()
+	l.lastEntry = max(l.lastEntry, run.lastEntry)
+	if run.lac > l.lac {
+		l.lac = run.lac
+		b.wakePollers(l)
+	}
+	l.dirty = true
+	l.mu.Unlock()
 }
 
 // submitRead hands r to a read worker, or answers TooManyRequests when the

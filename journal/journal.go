@@ -96,6 +96,11 @@ type Options struct {
 	// Payload are reused after it returns; it must not retain them. It must
 	// not call Close.
 	Completed func(batch []Completion)
+	// Released, if set, is called after each batch's completions with the
+	// queue cost still outstanding (see MaxQueueBytes), on the goroutine
+	// that ran Completed: a caller that stopped appending on ErrFull (or
+	// after Fits said no) resumes when there is room again.
+	Released func(queued int64)
 	// Replay, if set, is called by Open for every record after the
 	// checkpoint mark, in sequence order, before Open returns. Record.Payload
 	// is valid only during the call. An error stops Open and is returned.
@@ -157,7 +162,7 @@ type Journal struct {
 	mu sync.Mutex
 	// Protected by mu.
 	pending    *batch
-	queued     int64 // cost of records accepted and not yet completed
+	queued     atomic.Int64 // cost of records accepted and not yet completed; changed with mu held, read anywhere
 	nextSeq    uint64
 	failed     error // sticky; wraps ErrFailed
 	closed     bool
@@ -298,11 +303,11 @@ func (j *Journal) append(typ RecordType, flags byte, payload []byte, ctx any) (u
 		j.mu.Unlock()
 		return 0, ErrClosed
 	}
-	if j.queued+cost > j.opts.MaxQueueBytes {
+	if j.queued.Load()+cost > j.opts.MaxQueueBytes {
 		j.mu.Unlock()
 		return 0, ErrFull
 	}
-	j.queued += cost
+	j.queued.Add(cost)
 	seq := j.nextSeq
 	j.nextSeq++
 	b := j.pending
@@ -322,6 +327,17 @@ func (j *Journal) append(typ RecordType, flags byte, payload []byte, ctx any) (u
 	}
 	return seq, nil
 }
+
+// Fits reports whether a record with a payload of n bytes would be accepted
+// now rather than refused with ErrFull. The answer can change at once; it
+// lets a caller skip work (decoding a frame) that a refusal would waste.
+// Safe for concurrent use; it takes no lock.
+func (j *Journal) Fits(n int) bool {
+	return j.queued.Load()+int64(recordHeaderSize+n)+completionCost <= j.opts.MaxQueueBytes
+}
+
+// MaxQueueBytes returns the queue bound in force (Options.MaxQueueBytes).
+func (j *Journal) MaxQueueBytes() int64 { return j.opts.MaxQueueBytes }
 
 // Force appends an empty TypeForce record: its completion means everything
 // appended before it is durable.
@@ -443,10 +459,13 @@ func (j *Journal) finish(b *batch) {
 		j.opts.Completed(b.comps)
 	}
 	j.mu.Lock()
-	j.queued -= cost
+	queued := j.queued.Add(-cost)
 	j.mu.Unlock()
 	b.reset()
 	j.free <- b
+	if j.opts.Released != nil {
+		j.opts.Released(queued)
+	}
 }
 
 // write writes and syncs batch b and fills in each record's Pos and Payload,
