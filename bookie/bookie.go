@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bookie-go/bookie/entrylog"
-	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/vfs"
@@ -44,8 +43,7 @@ type Bookie struct {
 	metrics *metrics
 	cookie  Cookie
 
-	index   *index.Index
-	store   *entrylog.Store
+	store   *entrylog.Store // entry logs, index and persisted ledger states
 	journal *journal.Journal
 	ledgers *ledgerTable
 
@@ -172,23 +170,21 @@ func New(cfg Config) (*Bookie, error) {
 			"instance", cookie.Instance)
 	}
 
-	if b.index, err = index.Open(fs, filepath.Join(cfg.LedgerDir, "index"), index.Options{
-		CacheBytes: cfg.IndexCacheBytes, MustExist: hadCookie && !cookie.Limbo,
-	}); err != nil {
-		return nil, fmt.Errorf("bookie: open index: %w", err)
-	}
-	if err := b.loadLedgerStates(); err != nil {
-		b.index.Close()
-		return nil, err
-	}
-	b.store, err = entrylog.Open(fs, filepath.Join(cfg.LedgerDir, "logs"), b.index, entrylog.Options{
-		WriteCacheBytes: cfg.WriteCacheBytes,
-		LogSize:         cfg.EntryLogSize,
-		Logger:          b.log,
+	b.store, err = entrylog.OpenDir(fs, cfg.LedgerDir, entrylog.DirOptions{
+		Options: entrylog.Options{
+			WriteCacheBytes: cfg.WriteCacheBytes,
+			LogSize:         cfg.EntryLogSize,
+			Logger:          b.log,
+		},
+		IndexCacheBytes: cfg.IndexCacheBytes,
+		IndexMustExist:  hadCookie && !cookie.Limbo,
 	})
 	if err != nil {
-		b.index.Close()
-		return nil, fmt.Errorf("bookie: open entry logs: %w", err)
+		return nil, fmt.Errorf("bookie: open ledger storage: %w", err)
+	}
+	if err := b.loadLedgerStates(); err != nil {
+		b.store.Close()
+		return nil, err
 	}
 	start := time.Now()
 	replayed := 0
@@ -209,7 +205,6 @@ func New(cfg Config) (*Bookie, error) {
 	})
 	if err != nil {
 		b.store.Close()
-		b.index.Close()
 		return nil, fmt.Errorf("bookie: open journal: %w", err)
 	}
 	info := b.journal.Replayed()
@@ -228,10 +223,10 @@ func New(cfg Config) (*Bookie, error) {
 	return b, nil
 }
 
-// loadLedgerStates fills the ledger table from the index's persisted states.
+// loadLedgerStates fills the ledger table from storage's persisted states.
 func (b *Bookie) loadLedgerStates() error {
-	return b.index.Ledgers(func(id uint64) error {
-		st, ok, err := b.index.State(id)
+	return b.store.Ledgers(func(id uint64) error {
+		st, ok, err := b.store.LedgerState(id)
 		if err != nil {
 			return fmt.Errorf("bookie: ledger %d state: %w", id, err)
 		}
@@ -335,9 +330,10 @@ func (b *Bookie) setApplied(m journal.Mark) {
 	b.lastAppliedMu.Unlock()
 }
 
-// checkpoint persists dirty ledger states, flushes storage (entry logs, then
-// index) and only then advances the journal's checkpoint mark to what storage
-// now holds. Runs on the checkpointer goroutine (or in New/Close).
+// checkpoint hands dirty ledger states to storage, and storage's Checkpoint
+// (entry logs synced, then index and states synced) advances the journal's
+// checkpoint mark to what storage now holds. Runs on the checkpointer
+// goroutine (or in New/Close).
 func (b *Bookie) checkpoint() error {
 	start := time.Now()
 	b.lastAppliedMu.Lock()
@@ -353,25 +349,22 @@ func (b *Bookie) checkpoint() error {
 			l.mu.Unlock()
 			return
 		}
-		st := index.LedgerState{
+		st := entrylog.LedgerState{
 			MasterKey: l.masterKey, HasMasterKey: l.hasKey, Fenced: l.fenced,
 			LAC: l.lac, ExplicitLAC: l.explicitLAC, LastEntry: l.lastEntry, Limbo: l.limbo,
 		}
 		l.dirty = false
 		l.mu.Unlock()
 		saved = append(saved, l)
-		err = b.index.SetState(l.id, st)
+		err = b.store.SetLedgerState(l.id, st)
 	})
 	if err == nil {
-		err = b.store.Flush()
-	}
-	if err == nil {
-		// Flush syncs the index only when it wrote entries; ledger states
-		// (a fence of a ledger with no entries) must be durable regardless.
-		err = b.index.Sync()
-	}
-	if err == nil && mark.Seq > b.journal.CheckpointMark().Seq {
-		err = b.journal.Checkpoint(mark)
+		err = b.store.Checkpoint(func() error {
+			if mark.Seq > b.journal.CheckpointMark().Seq {
+				return b.journal.Checkpoint(mark)
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		for _, l := range saved {
@@ -565,7 +558,7 @@ func (b *Bookie) runCheckpoint() {
 		switch {
 		case errors.Is(err, entrylog.ErrDiskFull):
 			b.setReadOnly("disk full: storage flush refused")
-		case errors.Is(err, index.ErrFailed):
+		case errors.Is(err, entrylog.ErrStorageFailed):
 			// A failed index fsync is final: the disk state is unknown until a
 			// restart replays the journal. Refuse adds; /healthz says why.
 			b.storageFailed.Store(true)
@@ -614,7 +607,7 @@ func (b *Bookie) closeStorage() error {
 	if b.journal != nil && !b.closed.Load() {
 		errs = append(errs, b.journal.Close())
 	}
-	errs = append(errs, b.store.Close(), b.index.Close())
+	errs = append(errs, b.store.Close())
 	b.closeMeta()
 	b.lock.release()
 	return errors.Join(errs...)

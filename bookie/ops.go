@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/entrylog"
-	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -614,11 +613,9 @@ func (b *Bookie) serveRead(r *request, buf []byte) []byte {
 // proves it, anything else is an I/O error (never a false negative).
 func (b *Bookie) readStatus(l *ledger, err error) wire.Status {
 	switch {
-	case errors.Is(err, index.ErrNoSuchEntry) || errors.Is(err, entrylog.ErrNoSuchEntry):
+	case errors.Is(err, entrylog.ErrNoSuchEntry) || errors.Is(err, entrylog.ErrNoSuchLedger):
 		return b.negative(l, wire.StatusNoSuchEntry)
-	case errors.Is(err, index.ErrNoSuchLedger) || errors.Is(err, entrylog.ErrNoSuchLedger):
-		return b.negative(l, wire.StatusNoSuchEntry)
-	case errors.Is(err, index.ErrLimbo):
+	case errors.Is(err, entrylog.ErrLimbo):
 		return wire.StatusUnknownLedgerState
 	default:
 		b.log.Error("read failed", "ledger", l.id, "err", err)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/entrylog"
-	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -83,12 +82,12 @@ func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 	rate := float64(b.cfg.ScrubBytesPerSec)
 	buf := make([]byte, 0, 64<<10)
 	var ledgers []uint64
-	if err := b.index.Ledgers(func(id uint64) error { ledgers = append(ledgers, id); return nil }); err != nil {
+	if err := b.store.Ledgers(func(id uint64) error { ledgers = append(ledgers, id); return nil }); err != nil {
 		return st, fmt.Errorf("bookie: scrub: list ledgers: %w", err)
 	}
 	for _, id := range ledgers {
 		st.Ledgers++
-		err := b.index.Scan(id, 0, func(entry int64, _ index.Location) error {
+		err := b.store.Entries(id, func(entry int64) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -101,8 +100,7 @@ func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 			}
 			switch {
 			case err == nil:
-			case errors.Is(err, index.ErrNoSuchEntry), errors.Is(err, index.ErrNoSuchLedger),
-				errors.Is(err, entrylog.ErrNoSuchEntry), errors.Is(err, entrylog.ErrNoSuchLedger),
+			case errors.Is(err, entrylog.ErrNoSuchEntry), errors.Is(err, entrylog.ErrNoSuchLedger),
 				errors.Is(err, entrylog.ErrClosed):
 				return nil // deleted or compacted meanwhile
 			default:
@@ -127,7 +125,7 @@ func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, index.ErrNoSuchLedger) {
+		if err != nil && !errors.Is(err, entrylog.ErrNoSuchLedger) {
 			return st, fmt.Errorf("bookie: scrub ledger %d: %w", id, err)
 		}
 	}

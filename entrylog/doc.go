@@ -1,6 +1,16 @@
 // Package entrylog stores entry data for the bookie: a bounded write cache in
 // front of append-only entry log files, found through package index.
 //
+// # One owner
+//
+// OpenDir gives the bookie its whole ledger storage behind one type: the
+// Store owns the entry logs, the index and the persisted ledger states
+// (SetLedgerState, LedgerState, Ledgers), and Checkpoint is the one place
+// that orders a checkpoint: write cache to entry logs, sync them, point the
+// index at the records and sync it with the states, and only then advance
+// the journal's mark (the caller's advance func). The bookie never touches
+// the index itself.
+//
 // # Write path
 //
 // Put encodes an entry, as the entry log record it will become, into the

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/vfs"
 )
 
@@ -182,6 +183,8 @@ type Store struct {
 	kick chan struct{}
 	done chan struct{}
 	wg   sync.WaitGroup
+
+	owned *index.Index // the index, when the Store owns it (OpenDir); closed by Close
 }
 
 type pendingPut struct {
@@ -541,12 +544,17 @@ func (s *Store) Close() error {
 	s.flushMu.Unlock()
 
 	s.logsMu.Lock()
-	defer s.logsMu.Unlock()
 	for id, lf := range s.logs {
 		if cerr := lf.f.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 		delete(s.logs, id)
+	}
+	s.logsMu.Unlock()
+	if s.owned != nil {
+		if cerr := s.owned.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
 	}
 	return err
 }
