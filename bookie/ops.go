@@ -489,14 +489,12 @@ func (b *Bookie) replyAdds(rs []*request) {
 				c.out.B = wire.AppendAddResponse(c.out.B, r.id, r.ledger, r.entry)
 			}
 			size += r.size
+			*r = request{}
+			c.freeShared = append(c.freeShared, r)
 		}
 		c.mu.Unlock()
 		b.markDirty(c)
 		b.releaseN(c, int64(n), size)
-		for _, r := range rs[:n] {
-			*r = request{}
-			requestPool.Put(r)
-		}
 		rs = rs[n:]
 	}
 }
