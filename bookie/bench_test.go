@@ -135,15 +135,16 @@ func BenchmarkAdd(b *testing.B) {
 			}
 			defer bk.Close()
 			n := max(b.N, tc.conns)
-			// Steady state, as in a bookie that has been up a while: write a
-			// journal segment's worth, checkpoint so later segments are
-			// recycled rather than zero-filled, then time.
-			warm := max(tc.conns, int(cfg.JournalSegmentSize)/wire.EntrySize(tc.size))
+			// Steady state, as in a bookie that has been up a while: write four
+			// journal segments' worth and checkpoint, so the segments the run
+			// needs are recycled (segs-zero-filled says if not), then time.
+			warm := max(tc.conns, 4*int(cfg.JournalSegmentSize)/wire.EntrySize(tc.size))
 			pipeline(b, bk.Addr(), tc.conns, max(tc.inflight, tc.conns), warm, tc.size)
 			if err := bk.checkpoint(); err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(int64(tc.size))
+			fresh0, recycled0 := bk.journal.Segments()
 			cpu0 := cpuTime()
 			b.ResetTimer()
 			start := time.Now()
@@ -160,6 +161,9 @@ func BenchmarkAdd(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-us")
 			b.ReportMetric(float64(ref.P50.Microseconds()), "raw-p50-us")
 			b.ReportMetric(bk.addsPerSync(), "adds/fsync")
+			fresh, recycled := bk.journal.Segments()
+			b.ReportMetric(float64(fresh-fresh0), "segs-zero-filled")
+			b.ReportMetric(float64(recycled-recycled0), "segs-recycled")
 			b.Logf("raw reference (batch %d): %v", refBatch, ref)
 		})
 	}

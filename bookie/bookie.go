@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/bookie-go/bookie/entrylog"
@@ -115,6 +116,13 @@ func New(cfg Config) (*Bookie, error) {
 		runErr:         make(chan error, 1),
 	}
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
+	b.metrics.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "bookie_journal_segments_preallocated_total", Help: "Journal segments made by preallocating a new file (zero-filled): each costs a full write of the segment."},
+			func() float64 { return b.segments(true) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "bookie_journal_segments_recycled_total", Help: "Journal segments made by reusing a file freed by a checkpoint."},
+			func() float64 { return b.segments(false) }))
 	fs := cfg.FS
 	if b.secret = cfg.Secret; b.secret == nil && cfg.SecretFile != "" {
 		data, err := os.ReadFile(cfg.SecretFile)
@@ -322,6 +330,19 @@ func (b *Bookie) putEntry(ledgerID uint64, entryID int64, raw []byte) error {
 		}
 		time.Sleep(wait)
 	}
+}
+
+// segments returns the journal's fresh or recycled segment count (0 before
+// the journal is open).
+func (b *Bookie) segments(fresh bool) float64 {
+	if b.journal == nil {
+		return 0
+	}
+	f, r := b.journal.Segments()
+	if fresh {
+		return float64(f)
+	}
+	return float64(r)
 }
 
 func (b *Bookie) setApplied(m journal.Mark) {

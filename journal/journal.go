@@ -336,6 +336,14 @@ func (j *Journal) Fits(n int) bool {
 	return j.queued.Load()+int64(recordHeaderSize+n)+completionCost <= j.opts.MaxQueueBytes
 }
 
+// Segments returns how many segments the journal has made since Open: fresh
+// ones it had to preallocate (zero-fill, by default) and recycled ones,
+// whose space was already written. In steady state every segment should be
+// recycled; fresh ones cost a full write of the segment.
+func (j *Journal) Segments() (fresh, recycled int64) {
+	return j.factory.fresh.Load(), j.factory.reused.Load()
+}
+
 // MaxQueueBytes returns the queue bound in force (Options.MaxQueueBytes).
 func (j *Journal) MaxQueueBytes() int64 { return j.opts.MaxQueueBytes }
 
