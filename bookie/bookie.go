@@ -200,8 +200,11 @@ func New(cfg Config) (*Bookie, error) {
 		SegmentSize:     cfg.JournalSegmentSize,
 		MaxQueueBytes:   cfg.JournalQueueBytes,
 		RecycleSegments: 8,
-		Completed:       b.completed,
-		Released:        b.journalReleased,
+		// Zero-filled ahead, at start: a new bookie's first segments
+		// are then recycled, not zero-filled while it takes adds.
+		SpareSegments: 2,
+		Completed:     b.completed,
+		Released:      b.journalReleased,
 		Replay: func(r journal.Record) error {
 			replayed++
 			if err := b.apply(r.Type, r.Payload, true); err != nil {

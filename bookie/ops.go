@@ -456,7 +456,7 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			b.metrics.addLatency.Observe(age)
 		}
 	}
-	if b.sinceCheckpoint.Add(int64(bytes)) > 2*b.cfg.JournalSegmentSize {
+	if b.sinceCheckpoint.Add(int64(bytes)) > b.cfg.JournalSegmentSize {
 		select {
 		case b.kickCheckpoint <- struct{}{}:
 		default:

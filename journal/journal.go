@@ -75,6 +75,12 @@ type Options struct {
 	// and reused as new segments (their space is already written, so the
 	// fastest to write into). Default 4; negative disables reuse.
 	RecycleSegments int
+	// SpareSegments is how many zero-filled files Open makes sure are ready
+	// for reuse beyond the active segment and the next (made before Open
+	// returns, at most RecycleSegments), so that a new journal's first segments are not zero-filled while it
+	// takes appends: zero-filling writes the whole segment once more, on
+	// the writer's disk and CPU. Spares are kept across restarts. Default 0.
+	SpareSegments int
 	// MaxQueueBytes bounds the memory of records accepted but not yet
 	// completed (record bytes plus a fixed per-record cost). Append returns
 	// ErrFull beyond it. Default 64 MiB.
@@ -221,6 +227,10 @@ func Open(fs vfs.FS, dir string, opts Options) (*Journal, error) {
 	}
 	st, err := j.recover()
 	if err != nil {
+		return nil, err
+	}
+	// The active segment and the one prepared next come from the spares too.
+	if err := j.factory.fillSpares(min(opts.SpareSegments, opts.RecycleSegments) + 2); err != nil {
 		return nil, err
 	}
 	j.nextSeq = st.lastSeq + 1

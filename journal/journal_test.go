@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand"
 	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -463,5 +464,54 @@ func TestCompletedNeverOverlaps(t *testing.T) {
 	}
 	if last != 2000 {
 		t.Fatalf("last completion %d, want 2000", last)
+	}
+}
+
+// SpareSegments zero-fills segments before Open returns, so the first ones
+// a new journal rolls into are recycled spares, not zero-filled while it
+// takes appends; spares not used are kept across a restart.
+func TestSpareSegments(t *testing.T) {
+	fs := vfs.NewMemFS()
+	a := newAcked()
+	opts := Options{SegmentSize: 64 << 10, SpareSegments: 3, RecycleSegments: 8, Completed: a.completed}
+	j, err := Open(fs, "/j", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh, _ := j.Segments(); fresh != 0 {
+		t.Fatalf("%d segments zero-filled at Open, want every one from a spare", fresh)
+	}
+	// Two segments' worth of records: rolls into the spares only.
+	payload := make([]byte, 1000)
+	for i := 1; i <= 2*60; i++ {
+		if _, err := j.Append(TypeEntry, payload, nil); err != nil {
+			t.Fatal(err)
+		}
+		a.waitFor(i)
+	}
+	fresh, recycled := j.Segments()
+	if fresh != 0 || recycled < 2 {
+		t.Fatalf("after 2 segments: %d zero-filled, %d recycled; want 0 zero-filled", fresh, recycled)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := fs.List("/j")
+	spares := 0
+	for _, n := range names {
+		if strings.HasSuffix(n, spareSuffix) {
+			spares++
+		}
+	}
+	if spares == 0 {
+		t.Fatalf("no spare left after using 4 of 5: %v", names)
+	}
+	j, err = Open(fs, "/j", Options{SegmentSize: 64 << 10, SpareSegments: 3, RecycleSegments: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if fresh, _ := j.Segments(); fresh != 0 {
+		t.Fatalf("reopen zero-filled %d segments though spares were kept", fresh)
 	}
 }

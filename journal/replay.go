@@ -89,6 +89,11 @@ func (j *Journal) recover() (recovered, error) {
 		if num, ok := parseSegmentName(name); ok {
 			segs = append(segs, num)
 		}
+		if strings.HasSuffix(name, spareSuffix) {
+			if err := j.factory.release(path.Join(j.dir, name)); err != nil {
+				return st, err
+			}
+		}
 	}
 	mark, err := readCheckpoint(j.fs, j.dir)
 	if err != nil {

@@ -25,6 +25,9 @@ const (
 	segmentHeaderSize = 32
 	segmentSuffix     = ".log"
 	tmpSuffix         = ".tmp"
+	// spareSuffix names a zero-filled file made ahead for reuse as a
+	// segment (see Options.SpareSegments); it holds no records.
+	spareSuffix = ".spare"
 )
 
 // Prealloc says how a new segment's space is reserved before the first
@@ -185,6 +188,52 @@ func preallocate(f vfs.File, mode Prealloc, size int64) error {
 		}
 	}
 	return nil
+}
+
+// fillSpares zero-fills files until n are held for reuse: each is created
+// under a temporary name, preallocated, synced and renamed to
+// spare-N.spare, and the directory synced. Runs in Open.
+func (sf *segmentFactory) fillSpares(n int) error {
+	if sf.mode == PreallocNone {
+		return nil
+	}
+	for i := 0; ; i++ {
+		sf.mu.Lock()
+		have := len(sf.free)
+		sf.mu.Unlock()
+		if have >= n {
+			return nil
+		}
+		name := path.Join(sf.dir, fmt.Sprintf("spare-%d%s", i, spareSuffix))
+		if _, err := sf.fs.Stat(name); err == nil {
+			continue // held already
+		}
+		tmp := name + tmpSuffix
+		f, err := vfs.Create(sf.fs, tmp)
+		if err != nil {
+			return fmt.Errorf("journal: create spare %s: %w", tmp, err)
+		}
+		err = preallocate(f, sf.mode, sf.size)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = sf.fs.Rename(tmp, name)
+		}
+		if err == nil {
+			err = sf.fs.SyncDir(sf.dir)
+		}
+		if err != nil {
+			sf.fs.Remove(tmp)
+			return fmt.Errorf("journal: spare segment %s: %w", name, err)
+		}
+		sf.mu.Lock()
+		sf.free = append(sf.free, name)
+		sf.mu.Unlock()
+	}
 }
 
 // release hands the file of a segment wholly before the checkpoint mark back:
