@@ -202,7 +202,7 @@ func New(cfg Config) (*Bookie, error) {
 		RecycleSegments: 8,
 		// Zero-filled ahead, at start: a new bookie's first segments
 		// are then recycled, not zero-filled while it takes adds.
-		SpareSegments: 2,
+		SpareSegments: 4,
 		Completed:     b.completed,
 		Released:      b.journalReleased,
 		Replay: func(r journal.Record) error {
