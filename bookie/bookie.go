@@ -77,6 +77,13 @@ type Bookie struct {
 	sinceCheckpoint atomic.Int64
 	kickCheckpoint  chan struct{}
 
+	// Garbage collection (gc.go): gcMu serializes scans and protects
+	// gcSeen, the ledgers found garbage and when first; storageMu keeps
+	// checkpoints and ledger deletions apart.
+	gcMu      sync.Mutex
+	gcSeen    map[uint64]time.Time
+	storageMu sync.Mutex
+
 	// completion state, owned by the journal writer goroutine.
 	batchNo    uint64
 	dirtyConns []*conn
@@ -110,6 +117,7 @@ func New(cfg Config) (*Bookie, error) {
 		ledgers: newLedgerTable(),
 		readq:   make(chan *request, 4096),
 		conns:   newConnRegistry(),
+		gcSeen:  make(map[uint64]time.Time),
 
 		kickCheckpoint: make(chan struct{}, 1),
 		stop:           make(chan struct{}),
@@ -313,6 +321,18 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		}
 		l.dirty = true
 		l.mu.Unlock()
+	case journal.TypeLedgerDelete:
+		id, err := ParseLedgerDeleteRecord(p)
+		if err != nil {
+			return err
+		}
+		b.forgetLedger(id)
+		if replay {
+			// Live, the GC that journaled it deletes from storage next.
+			if err := b.store.DeleteLedger(id); err != nil {
+				return err
+			}
+		}
 	case journal.TypeForce:
 	default:
 		if replay {
@@ -359,6 +379,8 @@ func (b *Bookie) setApplied(m journal.Mark) {
 // checkpoint mark to what storage now holds. Runs on the checkpointer
 // goroutine (or in New/Close).
 func (b *Bookie) checkpoint() error {
+	b.storageMu.Lock()
+	defer b.storageMu.Unlock()
 	start := time.Now()
 	b.lastAppliedMu.Lock()
 	mark := b.lastApplied
@@ -369,7 +391,7 @@ func (b *Bookie) checkpoint() error {
 	var err error
 	b.ledgers.each(func(l *ledger) {
 		l.mu.Lock()
-		if !l.dirty || err != nil {
+		if !l.dirty || l.deleted || err != nil {
 			l.mu.Unlock()
 			return
 		}
@@ -496,6 +518,10 @@ func (b *Bookie) Start() error {
 	if b.cfg.ScrubInterval > 0 {
 		b.wg.Add(1)
 		go b.scrubLoop()
+	}
+	if b.meta != nil && b.cfg.GCInterval > 0 {
+		b.wg.Add(1)
+		go b.gcLoop()
 	}
 	if b.meta != nil {
 		if err := b.register(); err != nil {

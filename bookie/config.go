@@ -91,6 +91,17 @@ type Config struct {
 	ScrubInterval    Duration `json:"scrub_interval"`
 	ScrubBytesPerSec int64    `json:"scrub_bytes_per_sec"`
 
+	// GCInterval is the time between garbage collection scans, which ask
+	// the metadata store about every ledger this bookie holds and delete
+	// those it positively says are gone (see bookie/gc.go); negative
+	// disables GC. Only with Metadata set. GCGracePeriod is how long a
+	// ledger must have been seen missing before it is deleted: it is
+	// deleted by the first scan at least that long after the scan that
+	// first missed it. GCMetadataReadsPerSec paces the metadata reads.
+	GCInterval            Duration `json:"gc_interval"`
+	GCGracePeriod         Duration `json:"gc_grace_period"`
+	GCMetadataReadsPerSec int      `json:"gc_metadata_reads_per_sec"`
+
 	// AllowUnknownState lets a bookie whose data directories were wiped or
 	// swapped start anyway, answering UnknownLedgerState instead of
 	// NoSuchEntry/NoSuchLedger (see docs/operations.md).
@@ -152,6 +163,9 @@ func DefaultConfig() Config {
 		IndexCacheBytes:       64 << 20,
 		CheckpointInterval:    Duration(10 * time.Second),
 		ScrubInterval:         Duration(24 * time.Hour),
+		GCInterval:            Duration(2 * time.Minute),
+		GCGracePeriod:         Duration(5 * time.Minute),
+		GCMetadataReadsPerSec: 200,
 		ScrubBytesPerSec:      8 << 20,
 		DiskFullThreshold:     0.95,
 		DiskWritableThreshold: 0.90,
@@ -204,6 +218,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.IndexCacheBytes, d.IndexCacheBytes)
 	setDefault(&c.CheckpointInterval, d.CheckpointInterval)
 	setDefault(&c.ScrubInterval, d.ScrubInterval)
+	setDefault(&c.GCInterval, d.GCInterval)
+	setDefault(&c.GCGracePeriod, d.GCGracePeriod)
+	setDefault(&c.GCMetadataReadsPerSec, d.GCMetadataReadsPerSec)
 	setDefault(&c.ScrubBytesPerSec, d.ScrubBytesPerSec)
 	setDefault(&c.DiskFullThreshold, d.DiskFullThreshold)
 	setDefault(&c.DiskWritableThreshold, d.DiskWritableThreshold)

@@ -72,8 +72,9 @@ type request struct {
 	size    int64 // bytes charged against the in-flight limits
 	start   time.Time
 	// led is the ledger of an ADD, found on the event loop so the journal
-	// writer need not look it up again. Ledgers are never removed from the
-	// table while the bookie runs, so it stays the table's.
+	// writer need not look it up again. Only garbage collection removes a
+	// ledger from the table (its metadata is gone, so no writer should be
+	// adding); an add racing that updates the detached ledger, harmlessly.
 	led *ledger
 }
 

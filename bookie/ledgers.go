@@ -35,6 +35,9 @@ type ledger struct {
 	limbo bool
 	// dirty: changed since the last checkpoint persisted it.
 	dirty bool
+	// deleted: garbage collected; no longer in the table, never persisted
+	// again.
+	deleted bool
 	// waiters are long-poll LAC reads waiting for lac to pass their value.
 	waiters []*pollWaiter
 }

@@ -28,6 +28,8 @@ type metrics struct {
 	readQueue     prometheus.Gauge
 	pausedConns   prometheus.Counter
 	journalWaits  prometheus.Counter
+	gcScans       prometheus.Counter
+	gcDeleted     prometheus.Counter
 	cutConns      *prometheus.CounterVec // by reason
 	readOnly      prometheus.Gauge
 	checkpoints   prometheus.Counter
@@ -83,7 +85,11 @@ func newMetrics(ledgerCount func() float64) *metrics {
 	}
 	m.journalWaits = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_journal_full_waits_total", Help: "Times a connection stopped parsing until the journal queue had room."})
-	m.registry.MustRegister(m.journalWaits)
+	m.gcScans = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_gc_scans_total", Help: "Completed garbage collection scans."})
+	m.gcDeleted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_gc_ledgers_deleted_total", Help: "Ledgers deleted by garbage collection (metadata gone, or closed without this bookie)."})
+	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted)
 	m.scrubBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_bytes_total", Help: "Entry bytes re-read and verified by the scrubber."})
 	m.scrubDamaged = prometheus.NewCounter(prometheus.CounterOpts{

@@ -399,6 +399,9 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			if r != nil {
 				b.finish(r, wire.StatusIOError, nil)
 			}
+			if done, ok := cp.Ctx.(chan error); ok {
+				done <- cp.Err
+			}
 			continue
 		}
 		last = cp.Pos
@@ -415,7 +418,11 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			continue
 		}
 		run.flush(b)
-		if err := b.apply(cp.Type, cp.Payload, false); err != nil {
+		err := b.apply(cp.Type, cp.Payload, false)
+		if done, ok := cp.Ctx.(chan error); ok {
+			done <- err // a record appended off the connections (GC) waits for it
+		}
+		if err != nil {
 			b.log.Error("applying a synced journal record failed", "seq", cp.Seq, "type", cp.Type.String(), "err", err)
 			if r != nil {
 				b.finish(r, wire.StatusIOError, nil)

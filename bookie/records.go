@@ -30,6 +30,11 @@ import (
 //	    +----------------+------------------+
 //
 //	force (journal.TypeForce): empty
+//
+//	ledger delete (journal.TypeLedgerDelete):
+//	    +----------------+
+//	    | ledger id (8)  |
+//	    +----------------+
 
 // ErrBadRecord is returned by the payload decoders; replay treats it as
 // corruption (the journal's checksum passed, so the bookie wrote a bad record).
@@ -43,6 +48,18 @@ func appendFenceRecord(dst []byte, ledger uint64) []byte {
 func ParseFenceRecord(p []byte) (ledger uint64, err error) {
 	if len(p) != 8 {
 		return 0, fmt.Errorf("%w: fence record of %d bytes", ErrBadRecord, len(p))
+	}
+	return binary.BigEndian.Uint64(p), nil
+}
+
+func appendLedgerDeleteRecord(dst []byte, ledger uint64) []byte {
+	return binary.BigEndian.AppendUint64(dst, ledger)
+}
+
+// ParseLedgerDeleteRecord decodes a ledger delete record's payload.
+func ParseLedgerDeleteRecord(p []byte) (ledger uint64, err error) {
+	if len(p) != 8 {
+		return 0, fmt.Errorf("%w: ledger delete record of %d bytes", ErrBadRecord, len(p))
 	}
 	return binary.BigEndian.Uint64(p), nil
 }

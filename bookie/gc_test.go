@@ -1,0 +1,139 @@
+package bookie
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/metatest"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// gcLedger creates a ledger's metadata naming bookie id, and returns its id.
+func gcLedger(t *testing.T, store meta.Store, id string) uint64 {
+	t.Helper()
+	md, err := store.CreateLedger(context.Background(), meta.LedgerMetadata{
+		State: meta.StateOpen, EnsembleSize: 1, WriteQuorum: 1, AckQuorum: 1,
+		Fragments:   []meta.Fragment{{FirstEntry: 0, Bookies: []meta.BookieID{meta.BookieID(id)}}},
+		LastEntryID: meta.NoEntry, MasterKey: []byte("secret"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md.ID
+}
+
+// Garbage collection against a real (embedded) etcd: a ledger whose
+// metadata was deleted is deleted on the bookie by the second scan that
+// finds it gone (not the first), its entries then unreadable, while a live
+// ledger keeps every entry byte for byte; the deletion survives a restart;
+// a ledger closed without this bookie in its ensemble goes the same way; and
+// with etcd stopped a scan fails and deletes nothing.
+func TestGCDeletesLedgersWhoseMetadataIsGone(t *testing.T) {
+	srv := metatest.StartServer(t)
+	store := metatest.Open(t, srv.Endpoint())
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir())
+	cfg.Listen = freePort(t)
+	cfg.Metadata = srv.Endpoint()
+	cfg.GCInterval = -1 // scans run when the test calls GC
+	cfg.GCGracePeriod = Duration(time.Nanosecond)
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+
+	dead, live, moved := gcLedger(t, store, cfg.Listen), gcLedger(t, store, cfg.Listen), gcLedger(t, store, cfg.Listen)
+	payload := func(l uint64, e int64) []byte { return bytes.Repeat([]byte{byte(l), byte(e)}, 300) }
+	for e := int64(0); e < 50; e++ {
+		for _, l := range []uint64{dead, live, moved} {
+			if s := c.add(testKey, 0, l, e, e-1, payload(l, e)); s != wire.StatusOK {
+				t.Fatalf("add %d/%d: %v", l, e, s)
+			}
+		}
+		if e == 25 {
+			if err := b.checkpoint(); err != nil { // half the entries in entry logs, half in the cache and journal
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := store.DeleteLedger(ctx, dead, meta.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	md, err := store.GetLedger(ctx, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md.State, md.LastEntryID = meta.StateClosed, 49
+	md.Fragments[0].Bookies = []meta.BookieID{"127.0.0.1:1"} // re-replicated elsewhere
+	if _, err := store.UpdateLedger(ctx, md); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := b.GC(ctx)
+	if err != nil || st.Garbage != 2 || st.Deleted != 0 {
+		t.Fatalf("first scan: %+v, %v; want 2 garbage, none deleted yet", st, err)
+	}
+	if _, s := c.read(0, dead, 10); s != wire.StatusOK {
+		t.Fatalf("read of a ledger seen gone once: %v, want it still readable", s)
+	}
+	st, err = b.GC(ctx)
+	if err != nil || st.Deleted != 2 {
+		t.Fatalf("second scan: %+v, %v; want 2 deleted", st, err)
+	}
+	checkGone := func(b *Bookie, c *testClient, when string) {
+		t.Helper()
+		for _, l := range []uint64{dead, moved} {
+			for _, e := range []int64{0, 10, 30, 49} {
+				if _, s := c.read(0, l, e); s != wire.StatusNoSuchLedger && s != wire.StatusNoSuchEntry {
+					t.Fatalf("%s: read %d/%d of a deleted ledger: %v", when, l, e, s)
+				}
+			}
+			if _, held := slicesContains(b.heldLedgers(), l); held {
+				t.Fatalf("%s: ledger %d still held", when, l)
+			}
+		}
+		for e := int64(0); e < 50; e++ {
+			r, s := c.read(0, live, e)
+			if s != wire.StatusOK || !bytes.Equal(r.Entry.Payload, payload(live, e)) {
+				t.Fatalf("%s: read %d/%d of the live ledger: %v", when, live, e, s)
+			}
+		}
+	}
+	checkGone(b, c, "after GC")
+
+	// A restart replays the delete records (the journal was not
+	// checkpointed past them) and the deletions hold.
+	b.Close()
+	b2 := startBookie(t, cfg)
+	c2 := dial(t, b2.Addr())
+	checkGone(b2, c2, "after a restart")
+
+	// etcd stops: a scan fails and deletes nothing, even a ledger already
+	// seen gone once.
+	if err := store.DeleteLedger(ctx, live, meta.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b2.GC(ctx); err != nil || st.Garbage != 1 || st.Deleted != 0 {
+		t.Fatalf("scan after deleting the live ledger's metadata: %+v, %v", st, err)
+	}
+	store.Close()
+	srv.Close()
+	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if st, err := b2.GC(gctx); err == nil || st.Deleted != 0 {
+		t.Fatalf("scan with etcd down: %+v, %v; want an error and nothing deleted", st, err)
+	}
+	if _, s := c2.read(0, live, 7); s != wire.StatusOK {
+		t.Fatalf("a ledger was deleted while etcd was down: %v", s)
+	}
+}
+
+func slicesContains(s []uint64, v uint64) (int, bool) {
+	for i, x := range s {
+		if x == v {
+			return i, true
+		}
+	}
+	return 0, false
+}
