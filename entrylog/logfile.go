@@ -203,6 +203,7 @@ type logWriter struct {
 	alloc   int64    // bytes preallocated
 	buf     []byte   // record bytes from bufOff on, not yet written
 	bufOff  int64
+	started int64 // writeback was started for [HeaderSize, started)
 	hdr     []byte
 	// filled lists logs this writer rotated away from since the last
 	// release: synced, but their index switch has not happened yet, so they
@@ -255,10 +256,20 @@ func (w *logWriter) writeDirect(p []byte) error {
 	if err := w.ensureAlloc(w.bufOff + int64(len(p))); err != nil {
 		return err
 	}
-	if _, err := w.lf.f.WriteAt(p, w.bufOff); err != nil {
-		return fmt.Errorf("entrylog: write %s offset %d: %w", w.lf.name, w.bufOff, err)
+	// In pieces of WritebackBytes, so writeback starts as the run is written.
+	step := len(p)
+	if wb := w.s.opts.WritebackBytes; wb > 0 && wb < int64(step) {
+		step = int(wb)
 	}
-	w.bufOff += int64(len(p))
+	for len(p) > 0 {
+		n := min(step, len(p))
+		if _, err := w.lf.f.WriteAt(p[:n], w.bufOff); err != nil {
+			return fmt.Errorf("entrylog: write %s offset %d: %w", w.lf.name, w.bufOff, err)
+		}
+		w.bufOff += int64(n)
+		p = p[n:]
+		w.startWriteback()
+	}
 	return nil
 }
 
@@ -290,7 +301,7 @@ func (w *logWriter) open() error {
 	}
 	w.s.addLog(lf, header{id: id, end: HeaderSize}, true)
 	w.lf, w.off, w.records, w.synced, w.alloc = lf, HeaderSize, 0, HeaderSize, prealloc
-	w.buf, w.bufOff = w.buf[:0], HeaderSize
+	w.buf, w.bufOff, w.started = w.buf[:0], HeaderSize, HeaderSize
 	return nil
 }
 
@@ -306,7 +317,28 @@ func (w *logWriter) writeBuf() error {
 	}
 	w.bufOff += int64(len(w.buf))
 	w.buf = w.buf[:0]
+	w.startWriteback()
 	return nil
+}
+
+// startWriteback starts writing back what was written since the last start,
+// once that is WritebackBytes or more, so a flush's bytes go to the disk as
+// they are written rather than all at its fdatasync (where they would hold
+// up the journal's small syncs behind them). Best effort: it changes no
+// durability, so an error only stops the pacing of this log.
+func (w *logWriter) startWriteback() {
+	n := w.bufOff - w.started
+	if w.s.opts.WritebackBytes <= 0 || n < w.s.opts.WritebackBytes {
+		return
+	}
+	if ws, ok := w.lf.f.(vfs.WritebackStarter); ok {
+		if err := ws.StartWriteback(w.started, n); err != nil {
+			w.s.opts.Logger.Debug("entrylog: starting writeback failed", "log", w.lf.name, "err", err)
+			w.started = w.s.opts.LogSize // no more tries on this log
+			return
+		}
+	}
+	w.started = w.bufOff
 }
 
 // ensureAlloc preallocates the log up to at least need bytes, in steps of

@@ -89,6 +89,11 @@ type Options struct {
 	// FlushRetryDelay is how long the background flusher waits after a
 	// failed flush before trying again on its own. Default 1 s.
 	FlushRetryDelay time.Duration
+	// WritebackBytes is how many bytes a flush writes before it starts
+	// their writeback (vfs.WritebackStarter), so the disk takes a flush as
+	// a stream instead of one burst at its fdatasync. Default 4 MiB;
+	// negative disables.
+	WritebackBytes int64
 
 	// offsetBits is the width of a write cache offset; 0 means 63. Open
 	// refuses a cache whose halves it cannot address. Tests narrow it to
@@ -126,6 +131,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.FlushRetryDelay == 0 {
 		o.FlushRetryDelay = time.Second
+	}
+	if o.WritebackBytes == 0 {
+		o.WritebackBytes = 4 << 20
 	}
 	if o.offsetBits == 0 || o.offsetBits > defaultOffsetBits {
 		o.offsetBits = defaultOffsetBits

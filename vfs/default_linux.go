@@ -121,6 +121,14 @@ func (f *osFile) Truncate(size int64) error {
 	return nil
 }
 
+// StartWriteback implements WritebackStarter with sync_file_range.
+func (f *osFile) StartWriteback(off, n int64) error {
+	if err := unix.SyncFileRange(f.fd, off, n, unix.SYNC_FILE_RANGE_WRITE); err != nil {
+		return &os.PathError{Op: "sync_file_range", Path: f.name, Err: err}
+	}
+	return nil
+}
+
 func (f *osFile) Allocate(off, size int64) error {
 	if err := unix.Fallocate(f.fd, 0, off, size); err != nil {
 		return &os.PathError{Op: "fallocate", Path: f.name, Err: err}

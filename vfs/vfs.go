@@ -42,6 +42,16 @@ type File interface {
 	Name() string
 }
 
+// WritebackStarter is implemented by files that can start writing a range's
+// dirty pages to disk without waiting for them (Linux sync_file_range with
+// SYNC_FILE_RANGE_WRITE). It makes nothing durable — no metadata, no device
+// cache flush — it only leaves a later Sync less to write at once, so a long
+// write spreads its disk traffic instead of releasing it in one burst.
+// Files that cannot do it do not implement it; callers type-assert.
+type WritebackStarter interface {
+	StartWriteback(off, n int64) error
+}
+
 // FS opens files and changes directories.
 type FS interface {
 	// OpenFile opens name with os.O_* flags, like os.OpenFile.

@@ -147,3 +147,27 @@ func TestFaultFS(t *testing.T) {
 		}
 	}
 }
+
+// The real file system starts writeback of a written range; it is not
+// durability, so all the test can check is that the call is accepted for
+// written and unwritten ranges alike.
+func TestDefaultStartsWriteback(t *testing.T) {
+	f, err := Create(Default, t.TempDir()+"/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	ws, ok := f.(WritebackStarter)
+	if !ok {
+		t.Fatal("the default file system's files do not start writeback")
+	}
+	if err := ws.StartWriteback(0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.StartWriteback(4<<20, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+}

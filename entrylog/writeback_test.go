@@ -1,0 +1,76 @@
+package entrylog
+
+import (
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/bookie-go/bookie/vfs"
+)
+
+// wbFS records the writeback ranges started on its files.
+type wbFS struct {
+	vfs.FS
+	mu     sync.Mutex
+	ranges map[string][][2]int64
+}
+
+type wbFile struct {
+	vfs.File
+	fs *wbFS
+}
+
+func (f *wbFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &wbFile{file, f}, nil
+}
+
+func (f *wbFile) StartWriteback(off, n int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	f.fs.ranges[f.Name()] = append(f.fs.ranges[f.Name()], [2]int64{off, n})
+	return nil
+}
+
+// A flush starts writeback every WritebackBytes as it writes, over
+// contiguous ranges of what it wrote, instead of leaving every byte to its
+// fdatasync.
+func TestFlushStartsWritebackAsItWrites(t *testing.T) {
+	fs := &wbFS{FS: vfs.NewMemFS(), ranges: map[string][][2]int64{}}
+	opts := smallOpts()
+	opts.WriteCacheBytes = 32 << 20
+	opts.LogSize = 64 << 20
+	opts.PreallocBytes = 1 << 20
+	opts.FlushSegmentBytes = 64 << 20
+	opts.WritebackBytes = 1 << 20
+	s := mustOpen(t, fs, opts)
+	defer s.close(t)
+	for e := range int64(10 << 10) { // 10 MiB of 1 KiB entries
+		if err := s.Put(1, e, payload(1, e, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var logs, calls int
+	for name, rs := range fs.ranges {
+		logs++
+		next := int64(HeaderSize)
+		for _, r := range rs {
+			calls++
+			if r[0] != next || r[1] < opts.WritebackBytes {
+				t.Fatalf("%s: writeback of [%d, +%d), want it to start at %d and cover at least %d", name, r[0], r[1], next, opts.WritebackBytes)
+			}
+			next = r[0] + r[1]
+		}
+	}
+	if calls < 9 {
+		t.Fatalf("%d writebacks started over %d logs for 10 MiB flushed in 1 MiB steps, want at least 9", calls, logs)
+	}
+}
