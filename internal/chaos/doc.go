@@ -2,7 +2,7 @@
 // each behind a faultproxy.Proxy it advertises as its id, on an embedded etcd
 // (StartCluster); bookie restarts, power losses (vfs.MemFS.CrashClone) and wiped disks
 // (Node); bare protocol probes that ask a bookie what it stores, past the proxies and the
-// client (Probe); the invariants of shared/BACKGROUND.md checked against a recorded history
+// client (Probe); the invariants of docs/replication.md checked against a recorded history
 // of acknowledgements and closes (Acks, Cluster.CheckLedger); and a randomized fault
 // schedule over a workload (Run), which the tests run for a few seeds and bk chaos runs as
 // a soak.

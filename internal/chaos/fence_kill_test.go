@@ -8,7 +8,7 @@ import (
 )
 
 // TestFenceOfUnknownLedgerSurvivesCheckpointAndCrash: a fencing LAC read of a ledger the
-// bookie has never seen creates it, fenced (BACKGROUND.md, bookie rule 2), and the OK
+// bookie has never seen creates it, fenced (docs/replication.md, bookie rule 2), and the OK
 // answer promises that fence durably (rule 1). Checkpoints then run and trim the journal;
 // after a restart the ledger must still be fenced. Found by bk chaos --mode sigkill (seeds
 // 508 and 521: "confirmed a fence, then answered OK to a plain add after a crash").

@@ -17,13 +17,13 @@ import (
 
 // The scenario tests replay fixed message traces through the proxies, with 3 bookies and 2
 // clients (w1 the writer, w2 the recoverer) on a real etcd, and check the invariants of
-// shared/BACKGROUND.md after each. Frames of the two clients are told apart by their flags:
+// docs/replication.md after each. Frames of the two clients are told apart by their flags:
 // the writer sends plain adds; the recoverer sends fencing LAC reads, fencing recovery reads
 // and recovery adds.
 
 var opts332 = client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, Password: []byte("p")}
 
-// TestSeed000LostFence replays shared/seeds/000 (BookKeeper #2614) over TCP. E=WQ=3, AQ=2.
+// TestSeed000LostFence replays BookKeeper #2614 (docs/replication.md) over TCP. E=WQ=3, AQ=2.
 // w1's add of e0 is lost to b1, stored by b2 and late to b3. w2 fences b1 and b2 (its
 // fence to b3 is lost), which covers every write set, then reads e0: b1 and b3 answer
 // NoSuchEntry (b2's answer is lost), so w2 closes the ledger empty. Then w1's late add
@@ -461,7 +461,7 @@ func testWipedBookieDuringRecovery(t *testing.T, limbo bool) {
 // storage it restarts from is a snapshot taken as the answer passes the proxy). BookKeeper
 // sent such answers before its fence was durable; a bookie that did would come back
 // unfenced and accept w1's late add of e0 after the ledger was closed empty. Ours syncs the
-// fence first (BACKGROUND.md, bookie rule 1), so the late add is refused after the restart.
+// fence first (docs/replication.md, bookie rule 1), so the late add is refused after the restart.
 func TestNegativeAnswerFenceSurvivesPowerLoss(t *testing.T) {
 	c := startCluster(t, 3, func(o *ClusterOptions) { o.MemFS = true })
 	ctx := testCtx(t, 60*time.Second)
