@@ -9,8 +9,8 @@ import (
 	"io"
 
 	"github.com/bookie-go/bookie/bookie"
-	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/journal"
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
 

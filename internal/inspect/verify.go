@@ -12,8 +12,8 @@ import (
 
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/index"
-	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/journal"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // Problem is one thing verify found wrong: data that a read, a restart or
