@@ -7,7 +7,7 @@
 // schedule over a workload (Run), which the tests run for a few seeds and bk chaos runs as
 // a soak.
 //
-// The tests of this package are the scenario tests (fixed message traces: seed 000, a late
+// The tests of this package are the scenario tests (fixed message traces: BookKeeper #2614, a late
 // fence, timeouts that are not negatives, concurrent recoverers, recovery after an
 // ensemble change, a bookie wiped during recovery), the randomized runs, and the crash
 // loops (SIGKILL of a bookie process, power loss through the vfs seam). docs/durability.md

@@ -459,7 +459,7 @@ func testWipedBookieDuringRecovery(t *testing.T, limbo bool) {
 	}
 }
 
-// TestNegativeAnswerFenceSurvivesPowerLoss is seed 000 with a power loss: b3 loses power at
+// TestNegativeAnswerFenceSurvivesPowerLoss is BookKeeper #2614 with a power loss: b3 loses power at
 // the instant its NoSuchEntry answer to the fencing recovery read of e0 leaves it (the
 // storage it restarts from is a snapshot taken as the answer passes the proxy). BookKeeper
 // sent such answers before its fence was durable; a bookie that did would come back

@@ -265,7 +265,7 @@ func TestDropSelectsOpLedgerEntry(t *testing.T) {
 	c.expect(6)
 }
 
-// TestHoldRelease holds a fence while later requests overtake it, as in seed 000's late add.
+// TestHoldRelease holds a fence while later requests overtake it, as in BookKeeper #2614's late add (docs/replication.md).
 func TestHoldRelease(t *testing.T) {
 	fb := startFake(t)
 	p := newProxy(t, fb.ln.Addr().String(), Options{})
