@@ -39,7 +39,7 @@ func (w Workload) Closed() bool { return w.Rate <= 0 }
 
 // RefBatch is the records per fdatasync of the raw reference matched to w:
 // a group-commit loop with Inflight callers settles at about half of them
-// per batch (shared/DESIGN-NOTES.md), capped at 8 MiB per batch (16 MiB and
+// per batch (docs/benchmarks.md, "Reference"), capped at 8 MiB per batch (16 MiB and
 // more are no faster on this disk, and the reference file is 128 MiB). For an
 // open-loop run the reference is what the same rate would put in one ~100 us
 // sync.

@@ -92,11 +92,24 @@ func (c *testClient) readFrame() []byte {
 // the response frame.
 func (c *testClient) call(enc func(dst []byte, id uint64) []byte) []byte {
 	c.t.Helper()
+	c.send(enc)
+	return c.reply()
+}
+
+// send sends the frame built by enc with a fresh request id; reply reads its
+// answer. Between the two the test may act on the bookie (a parked long poll).
+func (c *testClient) send(enc func(dst []byte, id uint64) []byte) {
+	c.t.Helper()
 	c.next++
 	c.nc.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := c.nc.Write(enc(nil, c.next)); err != nil {
 		c.t.Fatal(err)
 	}
+}
+
+// reply reads the answer to the request send sent last.
+func (c *testClient) reply() []byte {
+	c.t.Helper()
 	f := c.readFrame()
 	h, err := wire.ParseHeader(f)
 	if err != nil || h.RequestID != c.next {

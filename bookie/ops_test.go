@@ -21,46 +21,51 @@ func TestLongPollLAC(t *testing.T) {
 	if s := w.add(testKey, 0, 4, 0, -1, []byte("e0")); s != wire.StatusOK {
 		t.Fatal(s)
 	}
-	poll := func(prev int64, timeout uint32) (wire.LongPollLACResponse, time.Duration) {
-		start := time.Now()
-		f := c.call(func(dst []byte, id uint64) []byte {
+	sendPoll := func(prev int64, timeout uint32) time.Time {
+		c.send(func(dst []byte, id uint64) []byte {
 			return wire.AppendLongPollLACRequest(dst, id, wire.FlagPiggyback, 4, prev, timeout)
 		})
-		r, err := wire.DecodeLongPollLACResponse(f)
+		return time.Now()
+	}
+	pollReply := func(start time.Time) (wire.LongPollLACResponse, time.Duration) {
+		r, err := wire.DecodeLongPollLACResponse(c.reply())
 		if err != nil || r.Status != wire.StatusOK {
 			t.Fatalf("long poll: %v %v", err, r.Status)
 		}
 		return r, time.Since(start)
 	}
-	// Nothing newer than LAC -1 ... the first add carried LAC -1: times out.
-	if r, took := poll(-1, 200); r.LAC != -1 || r.HasEntry || took < 150*time.Millisecond {
+	// parked waits until the poll just sent is parked on the ledger: only then does what
+	// follows test a wake-up rather than an answer given at once.
+	parked := func() {
+		t.Helper()
+		waitUntil(t, func() bool { return parkedPolls(b, 4) == 1 })
+	}
+	// Nothing newer than LAC -1 ... the first add carried LAC -1: times out. (Its wait,
+	// not a parked check, shows it was parked: 200 ms may pass before a check could run.)
+	start := sendPoll(-1, 200)
+	if r, took := pollReply(start); r.LAC != -1 || r.HasEntry || took < 150*time.Millisecond {
 		t.Fatalf("timed-out poll: LAC %d entry %v after %v", r.LAC, r.HasEntry, took)
 	}
+	if n := parkedPolls(b, 4); n != 0 {
+		t.Fatalf("%d polls still parked after the timeout answered", n)
+	}
 	// An add that moves the LAC wakes a parked poll, which piggybacks entry 0.
-	added := make(chan wire.Status)
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		added <- w.add(testKey, 0, 4, 1, 0, []byte("e1"))
-	}()
-	r, took := poll(-1, 10000)
-	if s := <-added; s != wire.StatusOK {
+	start = sendPoll(-1, 10000)
+	parked()
+	if s := w.add(testKey, 0, 4, 1, 0, []byte("e1")); s != wire.StatusOK {
 		t.Fatal(s)
 	}
-	if r.LAC != 0 || !r.HasEntry || string(r.Entry.Payload) != "e0" || took > 5*time.Second {
+	if r, took := pollReply(start); r.LAC != 0 || !r.HasEntry || string(r.Entry.Payload) != "e0" || took > 5*time.Second {
 		t.Fatalf("woken poll: LAC %d entry %v %q after %v", r.LAC, r.HasEntry, r.Entry.Payload, took)
 	}
 	// A fence wakes pollers.
-	fenced := make(chan wire.Status)
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		_, s := w.readLAC(wire.FlagFence, 4, testKey)
-		fenced <- s
-	}()
-	if _, took := poll(0, 10000); took > 5*time.Second {
-		t.Fatalf("fence did not wake the poll (%v)", took)
-	}
-	if s := <-fenced; s != wire.StatusOK {
+	start = sendPoll(0, 10000)
+	parked()
+	if _, s := w.readLAC(wire.FlagFence, 4, testKey); s != wire.StatusOK {
 		t.Fatalf("fence: %v", s)
+	}
+	if _, took := pollReply(start); took > 5*time.Second {
+		t.Fatalf("fence did not wake the poll (%v)", took)
 	}
 }
 

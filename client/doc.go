@@ -37,7 +37,7 @@
 // # Re-replication (beyond BookKeeper)
 //
 // BookKeeper leaves an entry that was acknowledged at AckQuorum, and whose write set then
-// lost a bookie, with AckQuorum copies forever (shared/seeds/001). This writer keeps every
+// lost a bookie, with AckQuorum copies forever (docs/replication.md, writer rule 3). This writer keeps every
 // entry in memory until WriteQuorum bookies of its write set have it, not just until it is
 // acknowledged; entries are released in id order. Close first waits for every add to be
 // acknowledged, then, holding every entry still in memory (ids F..LAC, F the first one not
@@ -54,7 +54,7 @@
 //
 // # Recovery
 //
-// OpenLedger with recover runs the protocol of shared/BACKGROUND.md on a ledger that is not
+// OpenLedger with recover runs the protocol of docs/replication.md on a ledger that is not
 // CLOSED: CAS the metadata to IN_RECOVERY; send a fencing READ_LAC to every bookie of the
 // last fragment and require WriteQuorum-AckQuorum+1 fenced bookies in every write set; take
 // LAC = max(returned LACs, first entry of the last fragment - 1); read entries from LAC+1,
@@ -63,7 +63,7 @@
 // WriteQuorum-AckQuorum+1 bookies answer NoSuchEntry or NoSuchLedger; otherwise (timeouts,
 // I/O errors, UnknownLedgerState) recovery stops with ErrRecoveryIncomplete and closes
 // nothing. Because every recovery read fences, a negative answer can never turn positive
-// later (the fix to shared/seeds/000). Entries found are written back with the recovery flag
+// later (the fix to BookKeeper #2614, docs/replication.md). Entries found are written back with the recovery flag
 // to their write set (AckQuorum successes required), and the ledger is closed by CAS at the
 // last entry found. When two clients recover at once, the loser of the closing CAS re-reads
 // the metadata and returns the winner's result; a CAS lost earlier restarts recovery after

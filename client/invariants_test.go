@@ -56,7 +56,7 @@ func copies(ctx context.Context, cl *Client, md *meta.LedgerMetadata, id int64) 
 	return n, data
 }
 
-// checkInvariants checks the BACKGROUND.md invariants on closed ledger id: no acknowledged
+// checkInvariants checks the invariants of docs/replication.md on closed ledger id: no acknowledged
 // entry beyond lastEntryId, every acknowledged entry readable with its bytes, every entry up
 // to lastEntryId on at least minCopies bookies of its fragment, fragments in order.
 func checkInvariants(t *testing.T, ctx context.Context, cl *Client, id uint64, log *ackLog, minCopies int) meta.LedgerMetadata {

@@ -11,7 +11,7 @@ import (
 )
 
 // TestRandomizedFaults runs a writer and a recoverer over transports that drop, delay and
-// reorder requests and responses, with bookie restarts, and checks the BACKGROUND.md
+// reorder requests and responses, with bookie restarts, and checks the docs/replication.md
 // invariants after each run. Each run logs its seed; CLIENT_FAULT_SEED=n replays one,
 // CLIENT_FAULT_RUNS=n runs more.
 func TestRandomizedFaults(t *testing.T) {

@@ -45,7 +45,7 @@ func (c *Client) recoverLedger(ctx context.Context, md meta.LedgerMetadata) (met
 	}
 }
 
-// recoverOnce runs the recovery protocol once (BACKGROUND.md, "Recovery").
+// recoverOnce runs the recovery protocol once (docs/replication.md, "Recovery").
 func (c *Client) recoverOnce(ctx context.Context, md meta.LedgerMetadata) (meta.LedgerMetadata, error) {
 	id := md.ID
 	fail := func(err error) (meta.LedgerMetadata, error) {

@@ -25,7 +25,7 @@ func (c *cluster) faultClient(timeout time.Duration) (*Client, *faultNet) {
 	return cl, n
 }
 
-// TestSeed000 replays the message trace of BookKeeper issue 2614 (shared/seeds/000): with
+// TestSeed000 replays the message trace of BookKeeper issue 2614 (docs/replication.md): with
 // E=WQ=3, AQ=2, the writer w1's add of e0 is lost on the way to b1, reaches b2, and is late
 // to b3. The recovering client w2 fences b1 and b2 (its fence to b3 is lost), which covers
 // the write set, then reads e0: b1 and b3 answer NoSuchEntry (b2's answer is lost), so e0 is

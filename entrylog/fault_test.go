@@ -60,17 +60,7 @@ func TestFlushFaults(t *testing.T) {
 			fs, sw := logFaults(mem)
 			s := mustOpen(t, fs, smallOpts())
 			defer func() { s.close(t) }()
-			durable := map[[2]int64][]byte{}
-			for e := int64(0); e < 20; e++ {
-				d := payload(1, e, 700)
-				if err := s.Put(1, e, d); err != nil {
-					t.Fatal(err)
-				}
-				durable[[2]int64{1, e}] = d
-			}
-			if err := s.Flush(); err != nil {
-				t.Fatal(err)
-			}
+			durable := putAndFlush(t, s, 1, 20, 700)
 
 			// Fill the current log's preallocation so the next flush
 			// must allocate, and a new log is needed soon.
@@ -143,17 +133,7 @@ func TestIndexSyncFailure(t *testing.T) {
 		return nil
 	})
 	s := mustOpen(t, fs, smallOpts())
-	durable := map[[2]int64][]byte{}
-	for e := int64(0); e < 5; e++ {
-		d := payload(1, e, 500)
-		if err := s.Put(1, e, d); err != nil {
-			t.Fatal(err)
-		}
-		durable[[2]int64{1, e}] = d
-	}
-	if err := s.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	durable := putAndFlush(t, s, 1, 5, 500)
 	sw.Arm(vfs.OpSync, vfs.ErrInjectedIO)
 	cached := map[[2]int64][]byte{}
 	for e := int64(0); e < 5; e++ {
@@ -193,4 +173,22 @@ func TestIndexSyncFailure(t *testing.T) {
 			t.Fatalf("Get(%d, %d) after the crash: %v", k[0], k[1], err)
 		}
 	}
+}
+
+// putAndFlush puts entries 0 to n-1 of ledger, size bytes each, into s and flushes them. It
+// returns them by (ledger, entry): what s must return from then on, whatever fails later.
+func putAndFlush(t *testing.T, s *testStore, ledger uint64, n int64, size int) map[[2]int64][]byte {
+	t.Helper()
+	durable := map[[2]int64][]byte{}
+	for e := range n {
+		d := payload(ledger, e, size)
+		if err := s.Put(ledger, e, d); err != nil {
+			t.Fatal(err)
+		}
+		durable[[2]int64{int64(ledger), e}] = d
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return durable
 }

@@ -39,8 +39,8 @@ func TestCrashChild(t *testing.T) {
 	}
 	seed, _ := strconv.ParseInt(os.Getenv(crashSeedEnv), 10, 64)
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
-	var mu sync.Mutex // out, lastPos, done
-	var lastPos Mark
+	var mu sync.Mutex // out, done
+	var last lastCompleted
 	done := 0
 	opts := crashOpts
 	opts.Completed = func(b []Completion) {
@@ -51,9 +51,9 @@ func TestCrashChild(t *testing.T) {
 				fmt.Fprintln(os.Stderr, "completion error:", c.Err)
 				os.Exit(3)
 			}
-			w, n := crashIDs(c.Payload)
+			w, n := payloadIDs(c.Payload)
 			fmt.Fprintf(out, "%d %d %d\n", c.Seq, w, n)
-			lastPos = c.Pos
+			last.set(c.Pos)
 			done++
 		}
 		// One write per batch: the parent sees an ack only after its sync.
@@ -69,46 +69,27 @@ func TestCrashChild(t *testing.T) {
 	for w := range 4 {
 		go func() {
 			rng := rand.New(rand.NewSource(seed + int64(w)))
-			for c := uint32(0); ; c++ {
-				size := 16 + rng.Intn(2000)
-				if rng.Intn(50) == 0 {
-					size = 32 << 10
-				}
-				for {
-					_, err := j.Append(TypeEntry, selfCheckingPayload(uint32(w)+uint32(seed%1000)*8, c, size), nil)
-					if err == nil {
-						break
-					}
-					if err != ErrFull {
-						fmt.Fprintln(os.Stderr, "append:", err)
-						os.Exit(4)
-					}
-					time.Sleep(50 * time.Microsecond)
-				}
-			}
+			err := loadWriter(j, uint32(w)+uint32(seed%1000)*8, rng, crashSize, func() bool { return false })
+			fmt.Fprintln(os.Stderr, "append:", err)
+			os.Exit(4)
 		}()
 	}
 	// Checkpoint now and then, so segments are freed and recycled.
 	for {
 		time.Sleep(5 * time.Millisecond)
-		mu.Lock()
-		m := lastPos
-		mu.Unlock()
-		if m.Seq > 0 {
-			if err := j.Checkpoint(m); err != nil {
-				fmt.Fprintln(os.Stderr, "checkpoint:", err)
-				os.Exit(5)
-			}
+		if err := last.checkpoint(j); err != nil {
+			fmt.Fprintln(os.Stderr, "checkpoint:", err)
+			os.Exit(5)
 		}
 	}
 }
 
-func crashIDs(p []byte) (writer, counter uint32) {
-	if len(p) < 8 {
-		return 0, 0
+// crashSize draws a record size: 16 to 2,015 bytes, and 32 KiB one time in 50.
+func crashSize(rng *rand.Rand) int {
+	if size := 16 + rng.Intn(2000); rng.Intn(50) != 0 {
+		return size
 	}
-	return uint32(p[0]) | uint32(p[1])<<8 | uint32(p[2])<<16 | uint32(p[3])<<24,
-		uint32(p[4]) | uint32(p[5])<<8 | uint32(p[6])<<16 | uint32(p[7])<<24
+	return 32 << 10
 }
 
 // TestCrash kills a child process at random moments. JOURNAL_CRASH_ITERS
@@ -117,16 +98,8 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes; skipped in -short")
 	}
-	iters := 6
-	if s := os.Getenv("JOURNAL_CRASH_ITERS"); s != "" {
-		iters, _ = strconv.Atoi(s)
-	}
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("JOURNAL_SEED"); s != "" {
-		seed, _ = strconv.ParseInt(s, 10, 64)
-	}
-	t.Logf("seed %d (set JOURNAL_SEED to repeat)", seed)
-	rng := rand.New(rand.NewSource(seed))
+	iters := envIters("JOURNAL_CRASH_ITERS", 6)
+	rng := rand.New(rand.NewSource(testSeed(t)))
 	dir := t.TempDir()
 	acked := map[uint64][2]uint32{} // every acknowledged record: seq -> writer, counter
 	total := 0
@@ -197,30 +170,15 @@ func crashOnce(t *testing.T, dir string, seed int64, killAfter time.Duration, ac
 	}
 
 	// Replay and compare.
-	replayed := map[uint64][]byte{}
-	opts := crashOpts
-	opts.Replay = func(r Record) error {
-		replayed[r.Seq] = bytes.Clone(r.Payload)
-		return nil
-	}
-	j, err := Open(vfs.Default, dir, opts)
-	if err != nil {
-		t.Fatalf("open after kill (seed %d): %v", seed, err)
-	}
+	j, _ := openAndCheck(t, vfs.Default, dir, crashOpts, acked, func(p []byte, id [2]uint32) bool {
+		w, c := payloadIDs(p)
+		return w == id[0] && c == id[1]
+	}, fmt.Sprintf("child seed %d", seed))
 	defer j.Close()
 	mark := j.CheckpointMark()
-	for seq, id := range acked {
+	for seq := range acked {
 		if seq <= mark.Seq {
 			delete(acked, seq) // covered by the checkpoint
-			continue
-		}
-		p, ok := replayed[seq]
-		if !ok {
-			t.Fatalf("seed %d: acknowledged record %d missing (mark %d, %d replayed, tail %v)",
-				seed, seq, mark.Seq, len(replayed), j.Replayed().Tail)
-		}
-		if w, c := crashIDs(p); w != id[0] || c != id[1] || !checkSelfChecking(p) {
-			t.Fatalf("seed %d: record %d is not the acknowledged (%d, %d)", seed, seq, id[0], id[1])
 		}
 	}
 	return n

@@ -2,11 +2,8 @@ package journal
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math/rand"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,44 +12,14 @@ import (
 	"github.com/bookie-go/bookie/vfs"
 )
 
-// selfCheckingPayload returns a payload that names its writer and counter
-// and whose bytes follow from them, so a replayed record can be verified
-// without knowing its sequence number in advance.
-func selfCheckingPayload(writer, counter uint32, size int) []byte {
-	size = max(size, 12)
-	p := make([]byte, size)
-	binary.LittleEndian.PutUint32(p, writer)
-	binary.LittleEndian.PutUint32(p[4:], counter)
-	binary.LittleEndian.PutUint32(p[8:], uint32(size))
-	rng := rand.New(rand.NewSource(int64(writer)<<32 | int64(counter)))
-	rng.Read(p[12:])
-	return p
-}
-
-func checkSelfChecking(p []byte) bool {
-	if len(p) < 12 {
-		return false
-	}
-	w, c := binary.LittleEndian.Uint32(p), binary.LittleEndian.Uint32(p[4:])
-	return bytes.Equal(p, selfCheckingPayload(w, c, len(p)))
-}
-
 // TestPowerLoss runs writers against a MemFS, takes the state a power loss
 // would leave (unsynced bytes dropped, random unsynced sectors kept), and
 // checks that every record acknowledged before the loss replays intact; three
 // times over on the same file system per iteration. JOURNAL_POWERLOSS_ITERS
 // sets the number of iterations (default 10).
 func TestPowerLoss(t *testing.T) {
-	iters := 10
-	if s := os.Getenv("JOURNAL_POWERLOSS_ITERS"); s != "" {
-		iters, _ = strconv.Atoi(s)
-	}
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("JOURNAL_SEED"); s != "" {
-		seed, _ = strconv.ParseInt(s, 10, 64)
-	}
-	t.Logf("seed %d (set JOURNAL_SEED to repeat)", seed)
-	rng := rand.New(rand.NewSource(seed))
+	iters := envIters("JOURNAL_POWERLOSS_ITERS", 10)
+	rng := rand.New(rand.NewSource(testSeed(t)))
 	tails := map[string]int{}
 	for it := range iters {
 		for _, tail := range powerLossOnce(t, it, rng.Int63()) {
@@ -74,7 +41,7 @@ func powerLossOnce(t *testing.T, it int, seed int64) []string {
 	for gen := range 3 {
 		var mu sync.Mutex
 		now := map[uint64][]byte{} // acknowledged in this generation
-		var lastPos Mark
+		var last lastCompleted
 		o := opts
 		o.Completed = func(b []Completion) {
 			mu.Lock()
@@ -85,7 +52,7 @@ func powerLossOnce(t *testing.T, it int, seed int64) []string {
 					continue
 				}
 				now[c.Seq] = bytes.Clone(c.Payload)
-				lastPos = c.Pos
+				last.set(c.Pos)
 			}
 		}
 		// Slow fsyncs widen the window in which a batch is written but not
@@ -96,7 +63,7 @@ func powerLossOnce(t *testing.T, it int, seed int64) []string {
 			}
 			return nil
 		})
-		j, tail := openAndCheck(t, slow, o, acked, fmt.Sprintf("iteration %d (seed %d) generation %d", it, seed, gen))
+		j, tail := openAndCheck(t, slow, "/j", o, acked, bytes.Equal, fmt.Sprintf("iteration %d (seed %d) generation %d", it, seed, gen))
 		if gen > 0 {
 			tails = append(tails, tail)
 		}
@@ -107,27 +74,16 @@ func powerLossOnce(t *testing.T, it int, seed int64) []string {
 			go func() {
 				defer wg.Done()
 				wr := rand.New(rand.NewSource(seed + int64(gen*10+w)))
-				for c := uint32(0); !stop.Load(); c++ {
-					size := wr.Intn(600)
-					if wr.Intn(20) == 0 {
-						size = wr.Intn(5000)
-					}
-					if _, err := j.Append(TypeEntry, selfCheckingPayload(uint32(gen*10+w), c, size), nil); err != nil {
-						time.Sleep(10 * time.Microsecond) // ErrFull
-					}
+				if err := loadWriter(j, uint32(gen*10+w), wr, powerLossSize, stop.Load); err != nil {
+					t.Errorf("iteration %d: append: %v", it, err)
 				}
 			}()
 		}
 		// Checkpoint now and then, as the bookie does after flushing.
 		for range rng.Intn(4) {
 			time.Sleep(time.Duration(rng.Intn(2000)) * time.Microsecond)
-			mu.Lock()
-			m := lastPos
-			mu.Unlock()
-			if m.Seq > 0 {
-				if err := j.Checkpoint(m); err != nil {
-					t.Fatalf("iteration %d: checkpoint: %v", it, err)
-				}
+			if err := last.checkpoint(j); err != nil {
+				t.Fatalf("iteration %d: checkpoint: %v", it, err)
 			}
 		}
 		time.Sleep(time.Duration(rng.Intn(3000)) * time.Microsecond)
@@ -144,7 +100,7 @@ func powerLossOnce(t *testing.T, it int, seed int64) []string {
 		j.Close()
 		fs = crashed
 	}
-	j, tail := openAndCheck(t, fs, opts, acked, fmt.Sprintf("iteration %d (seed %d) final", it, seed))
+	j, tail := openAndCheck(t, fs, "/j", opts, acked, bytes.Equal, fmt.Sprintf("iteration %d (seed %d) final", it, seed))
 	defer j.Close()
 	// The journal goes on after recovery.
 	if _, err := j.Append(TypeEntry, []byte("after"), nil); err != nil {
@@ -153,40 +109,10 @@ func powerLossOnce(t *testing.T, it int, seed int64) []string {
 	return append(tails, tail)
 }
 
-// openAndCheck opens the journal on fs and checks that replay returns every
-// record in acked after the checkpoint mark, with the same bytes, and only
-// intact records in sequence. It returns the journal and the replayed tail.
-func openAndCheck(t *testing.T, fs vfs.FS, opts Options, acked map[uint64][]byte, what string) (*Journal, string) {
-	t.Helper()
-	var got []Record
-	opts.Replay = func(r Record) error {
-		r.Payload = bytes.Clone(r.Payload)
-		got = append(got, r)
-		return nil
+// powerLossSize draws a record size: mostly small, now and then up to 5,000 bytes.
+func powerLossSize(rng *rand.Rand) int {
+	if size := rng.Intn(600); rng.Intn(20) != 0 {
+		return size
 	}
-	j, err := Open(fs, "/j", opts)
-	if err != nil {
-		t.Fatalf("%s: open after power loss: %v", what, err)
-	}
-	mark := j.CheckpointMark()
-	replayed := make(map[uint64][]byte, len(got))
-	for i, r := range got {
-		if r.Seq != mark.Seq+1+uint64(i) {
-			t.Fatalf("%s: record %d has seq %d after mark %d", what, i, r.Seq, mark.Seq)
-		}
-		if !checkSelfChecking(r.Payload) {
-			t.Fatalf("%s: record %d payload damaged", what, r.Seq)
-		}
-		replayed[r.Seq] = r.Payload
-	}
-	for seq, p := range acked {
-		if seq <= mark.Seq {
-			continue
-		}
-		if !bytes.Equal(replayed[seq], p) {
-			t.Fatalf("%s: acknowledged record %d lost or changed (mark %d, %d replayed, tail %v)",
-				what, seq, mark.Seq, len(got), j.Replayed().Tail)
-		}
-	}
-	return j, fmt.Sprint(j.Replayed().Tail)
+	return rng.Intn(5000)
 }

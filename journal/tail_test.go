@@ -51,26 +51,52 @@ func patch(t *testing.T, fs vfs.FS, seg uint64, off int64, b []byte) {
 	}
 }
 
+// damage breaks the batch that holds only record i of recs (written by oneRecordBatches
+// into /j on fs) in the way how names, and returns where the batch starts:
+//   - "payload": a payload byte flipped;
+//   - "batch length", "batch sequence": a byte of that batch header field overwritten;
+//   - "record sequence", "record type": a byte of that record header field overwritten;
+//   - "zeroed batch": the batch and record headers read back as zeros (a lost write);
+//   - "cut short": the segment ends 40 bytes into the batch (the kernel wrote the first
+//     sector only).
+func damage(t *testing.T, fs vfs.FS, recs []Record, i int, how string) Mark {
+	t.Helper()
+	r, start := recs[i], batchStart(recs, i)
+	switch how {
+	case "payload":
+		patch(t, fs, r.Pos.Segment, r.Pos.Offset-3, []byte{0xff ^ r.Payload[len(r.Payload)-3]})
+	case "batch length":
+		patch(t, fs, start.Segment, start.Offset+lengthOff, []byte{9})
+	case "batch sequence":
+		patch(t, fs, start.Segment, start.Offset+seqOff, []byte{0x55})
+	case "record sequence":
+		patch(t, fs, start.Segment, start.Offset+batchSize+seqOff, []byte{0x77})
+	case "record type":
+		patch(t, fs, start.Segment, start.Offset+batchSize+typeOff, []byte{byte(TypeFence)})
+	case "zeroed batch":
+		patch(t, fs, start.Segment, start.Offset, make([]byte, batchSize+recordHeaderSize))
+	case "cut short":
+		f, err := fs.OpenFile(path.Join("/j", segmentName(start.Segment)), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := f.Truncate(start.Offset + 40); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("damage: unknown kind %q", how)
+	}
+	return start
+}
+
 func TestTornTailIsTruncated(t *testing.T) {
-	for _, where := range []string{"payload", "batch header", "record header", "cut short"} {
+	for _, where := range []string{"payload", "batch length", "record sequence", "cut short"} {
 		t.Run(where, func(t *testing.T) {
 			fs := vfs.NewMemFS()
 			opts := Options{SegmentSize: 64 << 10}
 			recs := oneRecordBatches(t, fs, opts, 10)
-			last := recs[9]
-			start := batchStart(recs, 9)
-			switch where {
-			case "payload":
-				patch(t, fs, last.Pos.Segment, last.Pos.Offset-3, []byte{0xff ^ last.Payload[len(last.Payload)-3]})
-			case "batch header":
-				patch(t, fs, start.Segment, start.Offset+lengthOff, []byte{9})
-			case "record header":
-				patch(t, fs, start.Segment, start.Offset+batchSize+seqOff, []byte{0x77})
-			case "cut short": // the kernel wrote the first sector only
-				f, _ := fs.OpenFile(path.Join("/j", segmentName(start.Segment)), os.O_RDWR, 0)
-				f.Truncate(start.Offset + 40)
-				f.Close()
-			}
+			start := damage(t, fs, recs, 9, where)
 			got, j := replayAll(t, fs, "/j", opts)
 			info := j.Replayed()
 			if info.Tail != ErrTornTail || info.TruncatedAt.Offset != start.Offset || info.TruncatedAt.Segment != start.Segment {
@@ -98,23 +124,12 @@ func TestTornTailIsTruncated(t *testing.T) {
 }
 
 func TestCorruptionBeforeTailFails(t *testing.T) {
-	for _, where := range []string{"payload", "batch header", "zeroed batch", "record type"} {
+	for _, where := range []string{"payload", "batch sequence", "zeroed batch", "record type"} {
 		t.Run(where, func(t *testing.T) {
 			fs := vfs.NewMemFS()
 			opts := Options{SegmentSize: 64 << 10}
 			recs := oneRecordBatches(t, fs, opts, 10)
-			r := recs[4]
-			start := batchStart(recs, 4)
-			switch where {
-			case "payload":
-				patch(t, fs, r.Pos.Segment, r.Pos.Offset-1, []byte{0xff ^ r.Payload[len(r.Payload)-1]})
-			case "batch header":
-				patch(t, fs, start.Segment, start.Offset+seqOff, []byte{0x55})
-			case "zeroed batch": // a lost write reads back as zeros
-				patch(t, fs, start.Segment, start.Offset, make([]byte, batchSize+recordHeaderSize))
-			case "record type":
-				patch(t, fs, start.Segment, start.Offset+batchSize+typeOff, []byte{byte(TypeFence)})
-			}
+			start := damage(t, fs, recs, 4, where)
 			_, err := Open(fs, "/j", opts)
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("open: %v, want ErrCorrupt", err)
@@ -139,7 +154,7 @@ func TestTornTailWithLaterSegmentIsCorruption(t *testing.T) {
 		i++
 	}
 	// recs[i] is the last record of its segment.
-	patch(t, fs, recs[i].Pos.Segment, recs[i].Pos.Offset-1, []byte{0xff ^ recs[i].Payload[len(recs[i].Payload)-1]})
+	damage(t, fs, recs, i, "payload")
 	if _, err := Open(fs, "/j", opts); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("open: %v, want ErrCorrupt", err)
 	}

@@ -154,7 +154,7 @@ type Registration interface {
 
 // Cookie is the metadata store's copy of a bookie's identity. The bookie
 // writes the same identity to each of its data directories and refuses to
-// start when they disagree (see BACKGROUND.md, bookie rule 5).
+// start when they disagree (docs/replication.md, bookie rule 5).
 type Cookie struct {
 	BookieID   BookieID `json:"bookieId"`
 	ClusterID  string   `json:"clusterId"`

@@ -7,6 +7,7 @@ import (
 
 	"github.com/bookie-go/bookie/client"
 	fp "github.com/bookie-go/bookie/internal/faultproxy"
+	"github.com/bookie-go/bookie/wire"
 )
 
 // TestWriterSurvivesTwoFailuresWithOneSpare: 4 bookies, E=3, WQ=AQ=2. Two bookies of the
@@ -34,7 +35,12 @@ func TestWriterSurvivesTwoFailuresWithOneSpare(t *testing.T) {
 		acks.Ack(w.ID(), id, data)
 	}
 	ens := ensemble(t, c, w.Metadata())
-	// Silence, not refusal: both bookies' adds time out in the same sweep.
+	// Silence, not refusal: both bookies' adds time out in the same sweep. The writer pings
+	// failed members only in an ensemble change that finds too few spares (reviveFailed):
+	// a ping seen by both silenced bookies shows both were marked failed and the change is
+	// under way, which is the state this test is about.
+	ping0 := ens[0].Proxy.Observe(fp.Requests(wire.OpPing))
+	ping1 := ens[1].Proxy.Observe(fp.Requests(wire.OpPing))
 	drop0 := ens[0].Proxy.Drop(fp.Any())
 	drop1 := ens[1].Proxy.Drop(fp.Any())
 	// Three entries: their write sets cover every pair of the ensemble, so both partitioned
@@ -42,7 +48,11 @@ func TestWriterSurvivesTwoFailuresWithOneSpare(t *testing.T) {
 	appendAsync(ctx, w, []byte("during-1"))
 	appendAsync(ctx, w, []byte("during-2"))
 	done := appendAsync(ctx, w, []byte("during-3"))
-	time.Sleep(time.Second) // both time out; the writer starts an ensemble change
+	for _, p := range []*fp.Rule{ping0, ping1} {
+		if err := p.WaitMatched(ctx, 1); err != nil {
+			t.Fatalf("the writer never pinged both silenced bookies (no ensemble change short of spares): %v", err)
+		}
+	}
 	drop0.Remove()
 	drop1.Remove()
 	select {

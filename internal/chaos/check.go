@@ -123,7 +123,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("ledger %d entry %d: %s", v.Ledger, v.Entry, v.What)
 }
 
-// CheckLedger checks the invariants of shared/BACKGROUND.md on a closed ledger against the
+// CheckLedger checks the invariants of docs/replication.md on a closed ledger against the
 // recorded history:
 //
 //   - the ledger is CLOSED and its fragments start at 0 and strictly increase;

@@ -15,15 +15,8 @@ import (
 // an acknowledged entry beyond lastEntryId, an acknowledged entry with other bytes, a
 // second close, an entry on fewer than AQ bookies.
 func TestCheckLedgerFindsViolations(t *testing.T) {
-	c := startCluster(t, 3, nil)
-	ctx := testCtx(t, 30*time.Second)
-	cl := newClient(t, c, 20*time.Second)
-	w, err := cl.CreateLedger(ctx, opts332)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := w.ID()
-	b := ensemble(t, c, w.Metadata())
+	s := newScene(t, time.Second, nil)
+	c, ctx, cl, rc, w, id, b := s.c, s.ctx, s.w1c, s.w2c, s.w1, s.id, s.nodes
 	acks := NewAcks()
 	for i := range 5 {
 		if i == 4 { // entry 4 reaches b1 only: the writer never acknowledges it
@@ -44,7 +37,6 @@ func TestCheckLedgerFindsViolations(t *testing.T) {
 	}
 	cl.Close() // the writer crashes; recovery finds e4 on b1 and writes it back
 	c.ClearRules()
-	rc := newClient(t, c, time.Second)
 	r, err := rc.OpenLedger(ctx, id, true)
 	if err != nil {
 		t.Fatal(err)

@@ -242,7 +242,7 @@ func (n *Node) record(f *faultproxy.Frame, a faultproxy.Action) {
 		n.mu.Unlock()
 	case f.Dir == faultproxy.ToClient && f.Flags&wire.FlagFence != 0 && (f.Header.Op == wire.OpReadLAC && f.Header.Status == wire.StatusOK ||
 		f.Header.Op == wire.OpRead && (f.Header.Status == wire.StatusOK || f.Header.Status == wire.StatusNoSuchEntry || f.Header.Status == wire.StatusNoSuchLedger)):
-		// Any answer to a fencing read is sent only once the fence is synced (BACKGROUND.md,
+		// Any answer to a fencing read is sent only once the fence is synced (docs/replication.md,
 		// bookie rule 1): the fence must survive a crash.
 		n.mu.Lock()
 		n.fenced[f.Ledger] = true

@@ -8,7 +8,7 @@ import (
 )
 
 // TestFenceOfUnknownLedgerSurvivesCheckpointAndCrash: a fencing LAC read of a ledger the
-// bookie has never seen creates it, fenced (BACKGROUND.md, bookie rule 2), and the OK
+// bookie has never seen creates it, fenced (docs/replication.md, bookie rule 2), and the OK
 // answer promises that fence durably (rule 1). Checkpoints then run and trim the journal;
 // after a restart the ledger must still be fenced. Found by bk chaos --mode sigkill (seeds
 // 508 and 521: "confirmed a fence, then answered OK to a plain add after a crash").
@@ -32,7 +32,18 @@ func TestFenceOfUnknownLedgerSurvivesCheckpointAndCrash(t *testing.T) {
 				t.Fatalf("fence of an unknown ledger: %v %v", st, err)
 			}
 			p.Close()
-			time.Sleep(400 * time.Millisecond) // several checkpoints trim the journal past the fence
+			// The fence's record is in the journal, synced before the OK. Wait until a
+			// checkpoint has moved the durable mark past it, so the restart does not replay
+			// it: the fence must then come from the index.
+			mark0, end := journalMarks(t, n)
+			if end.Seq == 0 {
+				t.Fatalf("the journal holds no record after the fence's OK (mark %+v)", mark0)
+			}
+			waitFor(t, 10*time.Second, "checkpoint mark past the fence record", func() bool {
+				mark, _ := journalMarks(t, n)
+				return mark.Seq >= end.Seq
+			})
+			t.Logf("journal end after the fence %+v; mark then %+v", end, mark0)
 			if mode == "sigkill" {
 				n.Kill()
 				err = n.Start()

@@ -9,7 +9,9 @@ import (
 
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/faultproxy"
+	"github.com/bookie-go/bookie/internal/inspect"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // startCluster starts n bookies behind proxies; every frame is traced, and the last frames
@@ -176,4 +178,34 @@ func appendAsync(ctx context.Context, w *client.Writer, data []byte) <-chan appe
 		ch <- appendResult{id, err}
 	}()
 	return ch
+}
+
+// journalMarks reads node n's journal directory, while the bookie runs or not, and returns
+// its durable checkpoint mark and the end of its last synced batch.
+func journalMarks(t *testing.T, n *Node) (mark, end inspect.Mark) {
+	t.Helper()
+	var fs vfs.FS = vfs.Default
+	if n.mem != nil {
+		fs = n.mem
+	}
+	rep, err := inspect.Journal(fs, inspect.DirsFor(n.dir, "", "").Journal, nil)
+	if err == nil {
+		err = rep.Err()
+	}
+	if err != nil {
+		t.Fatalf("journal of bookie %d: %v", n.Index+1, err)
+	}
+	return rep.Checkpoint, rep.End
+}
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached in %v", what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

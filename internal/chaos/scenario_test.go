@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -17,13 +18,106 @@ import (
 
 // The scenario tests replay fixed message traces through the proxies, with 3 bookies and 2
 // clients (w1 the writer, w2 the recoverer) on a real etcd, and check the invariants of
-// shared/BACKGROUND.md after each. Frames of the two clients are told apart by their flags:
+// docs/replication.md after each. Frames of the two clients are told apart by their flags:
 // the writer sends plain adds; the recoverer sends fencing LAC reads, fencing recovery reads
 // and recovery adds.
 
 var opts332 = client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, Password: []byte("p")}
 
-// TestSeed000LostFence replays shared/seeds/000 (BookKeeper #2614) over TCP. E=WQ=3, AQ=2.
+// scene is the cast most scenario tests share: three bookies, the writer's client w1c (its
+// requests wait longer than any trace takes), the recoverer's client w2c, the ledger id
+// (E=WQ=3, AQ=2) that w1 writes, and that ledger's ensemble in write order: nodes, and
+// b1, b2, b3 their proxies.
+type scene struct {
+	c          *Cluster
+	ctx        context.Context
+	w1c, w2c   *client.Client
+	w1         *client.Writer
+	id         uint64
+	nodes      []*Node
+	b1, b2, b3 *fp.Proxy
+}
+
+// newScene starts a scene whose recoverer's requests time out after recoverTimeout;
+// mutate (may be nil) adjusts the cluster's options.
+func newScene(t *testing.T, recoverTimeout time.Duration, mutate func(*ClusterOptions)) *scene {
+	t.Helper()
+	s := &scene{c: startCluster(t, 3, mutate), ctx: testCtx(t, 60*time.Second)}
+	s.w1c = newClient(t, s.c, 20*time.Second)
+	s.w2c = newClient(t, s.c, recoverTimeout)
+	w1, err := s.w1c.CreateLedger(s.ctx, opts332)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.w1, s.id = w1, w1.ID()
+	s.nodes = ensemble(t, s.c, w1.Metadata())
+	s.b1, s.b2, s.b3 = s.nodes[0].Proxy, s.nodes[1].Proxy, s.nodes[2].Proxy
+	return s
+}
+
+// pinLAC drops the writer's WRITE_LAC requests to every bookie, so that the bookies know
+// only the LAC the adds piggybacked: one below the writer's last acknowledged entry. The
+// writer sends its LAC explicitly once it has been idle for 20 ms; in a scenario whose writer
+// crashes right after its last acknowledgement, a busy machine lets that WRITE_LAC out
+// first, recovery then starts above the last entry, and the test no longer exercises the
+// recovery read of that entry it is about (nor the invariants that read restores).
+func (s *scene) pinLAC() {
+	for _, n := range s.nodes {
+		n.Proxy.Drop(fp.Requests(wire.OpWriteLAC).OnLedger(s.id))
+	}
+}
+
+// lateE0 plays the opening of BookKeeper #2614: w1 appends e0; its add is dropped on the way
+// to b1, stored by b2 (b2's OK is seen), and held on the way to b3. It returns the held add
+// and w1's pending append.
+func (s *scene) lateE0(t *testing.T) (*fp.Held, <-chan appendResult) {
+	t.Helper()
+	s.b1.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(s.id))
+	late := s.b3.Hold(fp.Requests(wire.OpAdd).Plain().OnLedger(s.id))
+	stored := s.b2.Observe(fp.Responses(wire.OpAdd).OnLedger(s.id).WithStatus(wire.StatusOK))
+	appended := appendAsync(s.ctx, s.w1, []byte("e0"))
+	if err := late.Wait(s.ctx, 1); err != nil {
+		t.Fatalf("w1's add of e0 never reached b3's proxy: %v", err)
+	}
+	if err := stored.WaitMatched(s.ctx, 1); err != nil {
+		t.Fatalf("b2 never stored e0: %v", err)
+	}
+	return late, appended
+}
+
+// lateAddRefused checks the outcome of w1's late add of e0 after the ledger was closed
+// empty: it must fail with ErrFenced. An acknowledgement is data loss, and is recorded in
+// acks so that check reports it too.
+func (s *scene) lateAddRefused(t *testing.T, res appendResult, acks *Acks) {
+	t.Helper()
+	if res.err == nil {
+		acks.Ack(s.id, res.id, []byte("e0"))
+		t.Errorf("w1 acknowledged e%d after the ledger was closed empty: data loss", res.id)
+	} else if !errors.Is(res.err, client.ErrFenced) {
+		t.Errorf("w1's late add: %v, want ErrFenced", res.err)
+	}
+}
+
+// appendEntries appends n entries to w and records each acknowledgement in acks. Entry i
+// holds "entry-i", i counting on from the highest acknowledged entry; before(i), when not
+// nil, runs just before entry i is appended.
+func appendEntries(t *testing.T, ctx context.Context, w *client.Writer, acks *Acks, n int, before func(i int64)) {
+	t.Helper()
+	for range n {
+		i := acks.Max(w.ID()) + 1
+		if before != nil {
+			before(i)
+		}
+		data := fmt.Appendf(nil, "entry-%d", i)
+		e, err := w.Append(ctx, data)
+		if err != nil {
+			t.Fatalf("append: %v", err)
+		}
+		acks.Ack(w.ID(), e, data)
+	}
+}
+
+// TestSeed000LostFence replays BookKeeper #2614 (docs/replication.md) over TCP. E=WQ=3, AQ=2.
 // w1's add of e0 is lost to b1, stored by b2 and late to b3. w2 fences b1 and b2 (its
 // fence to b3 is lost), which covers every write set, then reads e0: b1 and b3 answer
 // NoSuchEntry (b2's answer is lost), so w2 closes the ledger empty. Then w1's late add
@@ -31,28 +125,10 @@ var opts332 = client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2
 // entry the closed ledger does not hold. Here the recovery read fenced b3: the late add is
 // refused and w1 acknowledges nothing.
 func TestSeed000LostFence(t *testing.T) {
-	c := startCluster(t, 3, nil)
-	ctx := testCtx(t, 60*time.Second)
-	w1c := newClient(t, c, 20*time.Second) // the writer waits longer than the trace takes
-	w2c := newClient(t, c, 500*time.Millisecond)
-	w1, err := w1c.CreateLedger(ctx, opts332)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := w1.ID()
-	b := ensemble(t, c, w1.Metadata())
-	b1, b2, b3 := b[0].Proxy, b[1].Proxy, b[2].Proxy
-
-	b1.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))         // w1 --x b1: e0
-	late := b3.Hold(fp.Requests(wire.OpAdd).Plain().OnLedger(id)) // w1 -> b3: e0, later
-	stored := b2.Observe(fp.Responses(wire.OpAdd).OnLedger(id).WithStatus(wire.StatusOK))
-	appended := appendAsync(ctx, w1, []byte("e0"))
-	if err := late.Wait(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := stored.WaitMatched(ctx, 1); err != nil { // b2 -> w1: e0 written
-		t.Fatal(err)
-	}
+	s := newScene(t, 500*time.Millisecond, nil)
+	c, ctx, w2c, id, b2, b3 := s.c, s.ctx, s.w2c, s.id, s.b2, s.b3
+	// w1 --x b1: e0; b2 -> w1: e0 written; w1 -> b3: e0, later.
+	late, appended := s.lateE0(t)
 
 	b3.Drop(fp.Requests(wire.OpReadLAC).Fencing().OnLedger(id)) // w2 --x b3: fence
 	b2.Drop(fp.Responses(wire.OpRead).Fencing().OnLedger(id))   // b2's read answers lost
@@ -77,12 +153,7 @@ func TestSeed000LostFence(t *testing.T) {
 	acks.Track(id)
 	select {
 	case res := <-appended:
-		if res.err == nil {
-			acks.Ack(id, res.id, []byte("e0"))
-			t.Errorf("w1 acknowledged e%d after the ledger was closed empty: data loss", res.id)
-		} else if !errors.Is(res.err, client.ErrFenced) {
-			t.Errorf("w1's late add: %v, want ErrFenced", res.err)
-		}
+		s.lateAddRefused(t, res, acks)
 	case <-ctx.Done():
 		t.Fatal("w1's add never completed")
 	}
@@ -99,26 +170,9 @@ func TestSeed000LostFence(t *testing.T) {
 // with b1 and b2; its recovery read fences b3, which then refuses the late add; the late
 // fence changes nothing.
 func TestFenceDeliveredAfterRecoveryRead(t *testing.T) {
-	c := startCluster(t, 3, nil)
-	ctx := testCtx(t, 60*time.Second)
-	w1c := newClient(t, c, 20*time.Second)
-	w2c := newClient(t, c, 500*time.Millisecond)
-	w1, err := w1c.CreateLedger(ctx, opts332)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := w1.ID()
-	b := ensemble(t, c, w1.Metadata())
-	b1, b2, b3 := b[0].Proxy, b[1].Proxy, b[2].Proxy
-
-	b1.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
-	lateAdd := b3.Hold(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
-	stored := b2.Observe(fp.Responses(wire.OpAdd).OnLedger(id).WithStatus(wire.StatusOK))
-	appended := appendAsync(ctx, w1, []byte("e0"))
-	lateAdd.Wait(ctx, 1)
-	if err := stored.WaitMatched(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	s := newScene(t, 500*time.Millisecond, nil)
+	c, ctx, w2c, id, b2, b3 := s.c, s.ctx, s.w2c, s.id, s.b2, s.b3
+	lateAdd, appended := s.lateE0(t)
 
 	lateFence := b3.Hold(fp.Requests(wire.OpReadLAC).Fencing().OnLedger(id))
 	b2.Drop(fp.Responses(wire.OpRead).Fencing().OnLedger(id))
@@ -137,13 +191,7 @@ func TestFenceDeliveredAfterRecoveryRead(t *testing.T) {
 	lateAdd.Release()
 	acks := NewAcks()
 	acks.Track(id)
-	res := <-appended
-	if res.err == nil {
-		acks.Ack(id, res.id, []byte("e0"))
-		t.Errorf("w1 acknowledged e%d after the ledger was closed empty: data loss", res.id)
-	} else if !errors.Is(res.err, client.ErrFenced) {
-		t.Errorf("w1's late add: %v, want ErrFenced", res.err)
-	}
+	s.lateAddRefused(t, <-appended, acks)
 	fenceAnswered := b3.Observe(fp.Responses(wire.OpReadLAC).OnLedger(id))
 	lateFence.Release()
 	if err := fenceAnswered.WaitMatched(ctx, 1); err != nil {
@@ -163,17 +211,9 @@ func TestFenceDeliveredAfterRecoveryRead(t *testing.T) {
 // ErrRecoveryIncomplete, leave the ledger unclosed, and close it at e0 once the bookies
 // answer.
 func TestTimeoutIsNotANegative(t *testing.T) {
-	c := startCluster(t, 3, nil)
-	ctx := testCtx(t, 60*time.Second)
-	w1c := newClient(t, c, 20*time.Second)
-	w2c := newClient(t, c, 300*time.Millisecond)
-	w1, err := w1c.CreateLedger(ctx, opts332)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := w1.ID()
-	b := ensemble(t, c, w1.Metadata())
-	b1, b2, b3 := b[0].Proxy, b[1].Proxy, b[2].Proxy
+	s := newScene(t, 300*time.Millisecond, nil)
+	c, ctx, w1c, w2c, w1, id, b1, b2, b3 := s.c, s.ctx, s.w1c, s.w2c, s.w1, s.id, s.b1, s.b2, s.b3
+	s.pinLAC() // the bookies' LAC stays -1: recovery must read e0
 
 	b3.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
 	acks := NewAcks()
@@ -298,17 +338,7 @@ func TestRecoveryAfterEnsembleChange(t *testing.T) {
 	}
 	id := w1.ID()
 	acks := NewAcks()
-	appendN := func(n int) {
-		for range n {
-			i := acks.Max(id) + 1
-			data := fmt.Appendf(nil, "entry-%d", i)
-			e, err := w1.Append(ctx, data)
-			if err != nil {
-				t.Fatalf("append: %v", err)
-			}
-			acks.Ack(id, e, data)
-		}
-	}
+	appendN := func(n int) { appendEntries(t, ctx, w1, acks, n, nil) }
 	appendN(20)
 	first := ensemble(t, c, w1.Metadata())
 	lost := first[1]
@@ -364,31 +394,18 @@ func TestWipedBookieDuringRecovery(t *testing.T) {
 }
 
 func testWipedBookieDuringRecovery(t *testing.T, limbo bool) {
-	c := startCluster(t, 3, nil)
-	ctx := testCtx(t, 60*time.Second)
-	w1c := newClient(t, c, 20*time.Second)
-	w2c := newClient(t, c, 2*time.Second) // longer than the wiped bookie's restart
-	w1, err := w1c.CreateLedger(ctx, opts332)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := w1.ID()
-	nodes := ensemble(t, c, w1.Metadata())
-	b1, b2, b3 := nodes[0], nodes[1], nodes[2]
+	s := newScene(t, 2*time.Second, nil) // the recoverer waits longer than the wiped bookie's restart
+	c, ctx, w2c, id := s.c, s.ctx, s.w2c, s.id
+	b1, b2, b3 := s.nodes[0], s.nodes[1], s.nodes[2]
 	t.Logf("b1 = bookie %d (wiped), b2 = bookie %d, b3 = bookie %d", b1.Index+1, b2.Index+1, b3.Index+1)
+	s.pinLAC() // the bookies' LAC stays 9: recovery must read e10
 	acks := NewAcks()
-	for i := range 11 {
+	appendEntries(t, ctx, s.w1, acks, 11, func(i int64) {
 		if i == 10 {
 			b3.Proxy.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
 		}
-		data := fmt.Appendf(nil, "entry-%d", i)
-		e, err := w1.Append(ctx, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acks.Ack(id, e, data)
-	}
-	w1c.Close()
+	})
+	s.w1c.Close()
 
 	fence1 := b1.Proxy.Hold(fp.Requests(wire.OpReadLAC).Fencing().OnLedger(id))
 	// b3's fence is held too, so that recovery cannot go on before b1 is back.
@@ -456,33 +473,16 @@ func testWipedBookieDuringRecovery(t *testing.T, limbo bool) {
 	}
 }
 
-// TestNegativeAnswerFenceSurvivesPowerLoss is seed 000 with a power loss: b3 loses power at
+// TestNegativeAnswerFenceSurvivesPowerLoss is BookKeeper #2614 with a power loss: b3 loses power at
 // the instant its NoSuchEntry answer to the fencing recovery read of e0 leaves it (the
 // storage it restarts from is a snapshot taken as the answer passes the proxy). BookKeeper
 // sent such answers before its fence was durable; a bookie that did would come back
 // unfenced and accept w1's late add of e0 after the ledger was closed empty. Ours syncs the
-// fence first (BACKGROUND.md, bookie rule 1), so the late add is refused after the restart.
+// fence first (docs/replication.md, bookie rule 1), so the late add is refused after the restart.
 func TestNegativeAnswerFenceSurvivesPowerLoss(t *testing.T) {
-	c := startCluster(t, 3, func(o *ClusterOptions) { o.MemFS = true })
-	ctx := testCtx(t, 60*time.Second)
-	w1c := newClient(t, c, 20*time.Second)
-	w2c := newClient(t, c, 500*time.Millisecond)
-	w1, err := w1c.CreateLedger(ctx, opts332)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := w1.ID()
-	b := ensemble(t, c, w1.Metadata())
-	b1, b2, b3 := b[0].Proxy, b[1].Proxy, b[2].Proxy
-
-	b1.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
-	late := b3.Hold(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
-	stored := b2.Observe(fp.Responses(wire.OpAdd).OnLedger(id).WithStatus(wire.StatusOK))
-	appended := appendAsync(ctx, w1, []byte("e0"))
-	late.Wait(ctx, 1)
-	if err := stored.WaitMatched(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	s := newScene(t, 500*time.Millisecond, func(o *ClusterOptions) { o.MemFS = true })
+	c, ctx, w1c, w2c, id, b, b2, b3 := s.c, s.ctx, s.w1c, s.w2c, s.id, s.nodes, s.b2, s.b3
+	late, appended := s.lateE0(t)
 
 	b3.Drop(fp.Requests(wire.OpReadLAC).Fencing().OnLedger(id)) // b3 is fenced only by the read
 	b2.Drop(fp.Responses(wire.OpRead).Fencing().OnLedger(id))
@@ -540,28 +540,15 @@ func TestNegativeAnswerFenceSurvivesPowerLoss(t *testing.T) {
 // leaving the ledger IN_RECOVERY with a half-done write-back. A second recoverer must finish
 // the job: close at or beyond 19, every entry up to the close on >= AQ bookies.
 func TestRecovererCrashesMidWriteBack(t *testing.T) {
-	c := startCluster(t, 3, nil)
-	ctx := testCtx(t, 60*time.Second)
-	w1c := newClient(t, c, 20*time.Second)
-	w1, err := w1c.CreateLedger(ctx, opts332)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := w1.ID()
-	b := ensemble(t, c, w1.Metadata())
-	b1, b2, b3 := b[0].Proxy, b[1].Proxy, b[2].Proxy
+	s := newScene(t, 5*time.Second, nil)
+	c, ctx, w1c, w1, id, b1, b2, b3 := s.c, s.ctx, s.w1c, s.w1, s.id, s.b1, s.b2, s.b3
+	r1c := s.w2c // the first recoverer
 	acks := NewAcks()
-	for i := range 20 {
+	appendEntries(t, ctx, w1, acks, 20, func(i int64) {
 		if i == 15 {
 			b3.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
 		}
-		data := fmt.Appendf(nil, "entry-%d", i)
-		e, err := w1.Append(ctx, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		acks.Ack(id, e, data)
-	}
+	})
 	b2.Drop(fp.Requests(wire.OpAdd).Plain().OnLedger(id))
 	onB1 := b1.Observe(fp.Responses(wire.OpAdd).OnLedger(id).WithStatus(wire.StatusOK))
 	before := onB1.Matched()
@@ -573,7 +560,6 @@ func TestRecovererCrashesMidWriteBack(t *testing.T) {
 	}
 	w1c.Close()
 
-	r1c := newClient(t, c, 5*time.Second)
 	held1 := b1.Hold(fp.Requests(wire.OpAdd).RecoveryAdds().OnLedger(id))
 	held2 := b2.Hold(fp.Requests(wire.OpAdd).RecoveryAdds().OnLedger(id))
 	wroteB3 := b3.Observe(fp.Responses(wire.OpAdd).RecoveryAdds().OnLedger(id).WithStatus(wire.StatusOK))

@@ -265,7 +265,7 @@ func TestDropSelectsOpLedgerEntry(t *testing.T) {
 	c.expect(6)
 }
 
-// TestHoldRelease holds a fence while later requests overtake it, as in seed 000's late add.
+// TestHoldRelease holds a fence while later requests overtake it, as in BookKeeper #2614's late add (docs/replication.md).
 func TestHoldRelease(t *testing.T) {
 	fb := startFake(t)
 	p := newProxy(t, fb.ln.Addr().String(), Options{})
@@ -524,16 +524,34 @@ func TestTraceSeesEveryFrame(t *testing.T) {
 	}
 }
 
+// TestWaitMatchedEndsWithClose: a wait already under way when the proxy closes ends with
+// ErrClosed, and so does one that starts after.
 func TestWaitMatchedEndsWithClose(t *testing.T) {
 	fb := startFake(t)
 	p := newProxy(t, fb.ln.Addr().String(), Options{})
 	r := p.Drop(Any())
+	// WaitMatched is waitFor on the rule's count. Close only once the condition has been
+	// checked, false, with the proxy open: the wait is then certainly under way, and only
+	// Close's wake-up can end it.
+	checked := make(chan struct{})
+	var once sync.Once
+	closed := make(chan error, 1)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
-		p.Close()
+		<-checked
+		closed <- p.Close()
 	}()
+	err := p.waitFor(ctx(t), func() bool {
+		once.Do(func() { close(checked) })
+		return r.matched >= 1
+	})
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("a wait under way when the proxy closed = %v, want ErrClosed", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
 	if err := r.WaitMatched(ctx(t), 1); !errors.Is(err, ErrClosed) {
-		t.Fatalf("WaitMatched = %v, want ErrClosed", err)
+		t.Fatalf("WaitMatched on a closed proxy = %v, want ErrClosed", err)
 	}
 }
 
