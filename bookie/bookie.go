@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,11 @@ type Bookie struct {
 	gcMu      sync.Mutex
 	gcSeen    map[uint64]time.Time
 	storageMu sync.Mutex
+
+	// The last checkpoint error logged and when; owned by the background
+	// goroutine.
+	ckptErrMsg string
+	ckptErrAt  time.Time
 
 	// completion state, owned by the journal writer goroutine.
 	batchNo    uint64
@@ -236,7 +242,14 @@ func New(cfg Config) (*Bookie, error) {
 		b.setApplied(info.Checkpoint)
 	}
 	b.log.Info("journal replayed", "records", replayed, "tail", fmt.Sprint(info.Tail), "took", time.Since(start))
-	if err := b.checkpoint(); err != nil {
+	if err := b.checkpoint(); errors.Is(err, entrylog.ErrDiskFull) {
+		// A full disk must not keep the bookie down: it starts read-only,
+		// the replayed entries readable from the write cache (the journal
+		// still holds them: the mark did not move), and goes writable once
+		// space is freed and a checkpoint succeeds.
+		b.log.Warn("disk full after replay: starting read-only", "err", err)
+		b.setReadOnly("disk full: storage flush refused")
+	} else if err != nil {
 		b.closeStorage()
 		return nil, fmt.Errorf("bookie: checkpoint after replay: %w", err)
 	}
@@ -353,6 +366,14 @@ func (b *Bookie) putEntry(ledgerID uint64, entryID int64, raw []byte) error {
 		err := b.store.Put(ledgerID, entryID, raw)
 		if !errors.Is(err, entrylog.ErrCacheFull) {
 			return err
+		}
+		if b.store.FlushError() != nil {
+			// The flush that would free the cache fails (a full disk):
+			// waiting would hang the journal, and with it replay and
+			// shutdown. The entry is journaled; keep it readable in
+			// memory past the cache's budget. The bookie is read-only
+			// while flushes fail, so only what was in flight overflows.
+			return b.store.PutOverflow(ledgerID, entryID, raw)
 		}
 		time.Sleep(wait)
 	}
@@ -472,6 +493,14 @@ func (b *Bookie) healthErr() error {
 
 // checkDisk goes read-only above the disk-full threshold and writable again
 // below the writable threshold.
+//
+// One rule decides "too full", the one storage flushes obey: the disk is
+// full above DiskFullThreshold used, or when a flush would have to dip into
+// storage's reserve. It is writable again only below DiskWritableThreshold
+// with room for a whole write cache half beyond the reserve, and only once
+// a checkpoint (the flush a full disk refused) succeeds — so read-only does
+// not flap between a usage check that clears it and a flush that refuses.
+// Runs on the background goroutine (or in New).
 func (b *Bookie) checkDisk() {
 	used := 0.0
 	for _, dir := range []string{b.cfg.JournalDir, b.cfg.LedgerDir} {
@@ -481,11 +510,21 @@ func (b *Bookie) checkDisk() {
 		}
 		used = max(used, 1-float64(free)/float64(total))
 	}
+	reserveOK := b.store.HasRoom(0)
+	flushErr := b.store.FlushError()
 	ro, why := b.ReadOnly()
 	switch {
-	case used >= b.cfg.DiskFullThreshold && !ro:
+	case !ro && (used >= b.cfg.DiskFullThreshold || !reserveOK || errors.Is(flushErr, entrylog.ErrDiskFull)):
 		b.setReadOnly(fmt.Sprintf("disk full (%.1f%% used)", 100*used))
-	case used < b.cfg.DiskWritableThreshold && ro && len(why) > 9 && why[:9] == "disk full":
+	case !ro && flushErr != nil:
+		// Entries pile up in memory while flushes fail: stop taking more.
+		b.setReadOnly("storage flush failing: " + flushErr.Error())
+	case ro && (strings.HasPrefix(why, "disk full") || strings.HasPrefix(why, "storage flush failing")) &&
+		used < b.cfg.DiskWritableThreshold && b.store.HasRoom(b.cfg.WriteCacheBytes/2):
+		if err := b.checkpoint(); err != nil {
+			b.logCheckpointError(err)
+			return
+		}
 		b.setReadOnly("")
 	}
 }
@@ -612,7 +651,7 @@ func (b *Bookie) background() {
 // goroutine.
 func (b *Bookie) runCheckpoint() {
 	if err := b.checkpoint(); err != nil {
-		b.log.Error("checkpoint failed", "err", err)
+		b.logCheckpointError(err)
 		switch {
 		case errors.Is(err, entrylog.ErrDiskFull):
 			b.setReadOnly("disk full: storage flush refused")
@@ -623,6 +662,17 @@ func (b *Bookie) runCheckpoint() {
 			b.journalFailed.Store(true) // keeps the read-only state sticky
 			b.setReadOnly("ledger storage failed, restart the bookie: " + err.Error())
 		}
+	}
+}
+
+// logCheckpointError logs a failed checkpoint: the first, any whose text
+// differs from the last, and otherwise at most once a minute (a full disk
+// fails every checkpoint until space is freed). Runs on the background
+// goroutine.
+func (b *Bookie) logCheckpointError(err error) {
+	if msg := err.Error(); msg != b.ckptErrMsg || time.Since(b.ckptErrAt) >= time.Minute {
+		b.log.Error("checkpoint failed (repeats of this error are logged at most once a minute)", "err", err)
+		b.ckptErrMsg, b.ckptErrAt = msg, time.Now()
 	}
 }
 

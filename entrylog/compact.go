@@ -354,3 +354,11 @@ func (s *Store) checkSpace(n, reserve uint64) error {
 	}
 	return nil
 }
+
+// HasRoom reports whether a flush of n more bytes would leave storage's
+// reserve free (Options.ReserveBytes): the rule every flush obeys, for the
+// bookie's disk-full state to use too. An unreadable usage says yes, as a
+// flush would then try and let the write report a full disk.
+func (s *Store) HasRoom(n int64) bool {
+	return s.checkSpace(uint64(max(0, n)), s.opts.ReserveBytes) == nil
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/bookie-go/bookie/index"
@@ -213,6 +214,20 @@ type pendingPut struct {
 // covers only its header and that seal; every read verifies the seal, so
 // data that was not sealed, or was damaged since, reads as ErrCorrupt.
 func (s *Store) Put(ledger uint64, entry int64, data []byte) error {
+	return s.put(ledger, entry, data, false)
+}
+
+// PutOverflow is Put for an entry that is durable elsewhere already (the
+// journal has it) and must stay readable while the write cache cannot be
+// flushed (FlushError is set, e.g. a full disk): when both halves are full
+// it grows the active half past its budget instead of returning
+// ErrCacheFull. The caller bounds what overflows (the bookie stops taking
+// adds while flushes fail, so only what was in flight then overflows).
+func (s *Store) PutOverflow(ledger uint64, entry int64, data []byte) error {
+	return s.put(ledger, entry, data, true)
+}
+
+func (s *Store) put(ledger uint64, entry int64, data []byte, overflow bool) error {
 	if entry < 0 || len(data) < SealSize {
 		return fmt.Errorf("%w: ledger %d entry %d of %d bytes", ErrInvalid, ledger, entry, len(data))
 	}
@@ -224,7 +239,7 @@ func (s *Store) Put(ledger uint64, entry int64, data []byte) error {
 		s.cacheMu.Unlock()
 		return ErrClosed
 	}
-	if !s.active.fits(len(data)) {
+	if !s.active.fits(len(data)) && !(overflow && s.flushing != nil) {
 		if s.flushing != nil {
 			s.cacheMu.Unlock()
 			s.kickFlusher()
@@ -350,12 +365,17 @@ func (s *Store) flush() error {
 		s.flushing, s.active, s.spare = s.active, s.spare, nil
 	}
 	s.cacheMu.Unlock()
-	return s.flushPending()
+	if err := s.flushPending(); err != nil {
+		return err
+	}
+	s.flushErr.Store(nil) // everything Put before is flushed: no failure stands
+	return nil
 }
 
 // flushLoop flushes a half whenever a Put fills one. Runs on its own goroutine.
 func (s *Store) flushLoop() {
 	defer s.wg.Done()
+	var logged time.Time // last failure logged; a failing flush retries every second, its log does not
 	for {
 		select {
 		case <-s.done:
@@ -366,11 +386,18 @@ func (s *Store) flushLoop() {
 		err := s.flushPending()
 		s.flushMu.Unlock()
 		if err == nil {
-			s.flushErr.Store(nil)
+			if s.flushErr.Swap(nil) != nil {
+				s.opts.Logger.Info("entrylog: background flush succeeded again")
+			}
+			logged = time.Time{}
 			continue
 		}
 		s.flushErr.Store(&err)
-		s.opts.Logger.Error("entrylog: background flush failed; entries stay cached", "err", err, "retry_in", s.opts.FlushRetryDelay)
+		if time.Since(logged) >= time.Minute {
+			s.opts.Logger.Error("entrylog: background flush failed; entries stay cached (retried every FlushRetryDelay, logged at most once a minute)",
+				"err", err, "retry_in", s.opts.FlushRetryDelay)
+			logged = time.Now()
+		}
 		select {
 		case <-s.done:
 			return
@@ -381,7 +408,7 @@ func (s *Store) flushLoop() {
 }
 
 // FlushError returns the error of the last background flush, or nil if it
-// succeeded.
+// succeeded or a Flush (or Checkpoint) has succeeded since.
 func (s *Store) FlushError() error {
 	if p := s.flushErr.Load(); p != nil {
 		return *p
@@ -431,7 +458,7 @@ func (s *Store) writeHalf(h *half) error {
 		close(segments)
 		<-indexed
 		w.abandon()
-		return err
+		return diskFull(err)
 	}
 
 	// run is [runStart, runEnd) of the arena: records placed in the log
@@ -528,6 +555,15 @@ func (s *Store) indexSegments(h *half, segments <-chan []pendingPut) error {
 		s.indexMu.Unlock()
 	}
 	return failed
+}
+
+// diskFull marks an ENOSPC from the file system (creating, preallocating or
+// writing a log) as ErrDiskFull, the error callers act on.
+func diskFull(err error) error {
+	if errors.Is(err, syscall.ENOSPC) && !errors.Is(err, ErrDiskFull) {
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+	}
+	return err
 }
 
 // Close flushes the write cache, stops background work and closes the logs.

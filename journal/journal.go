@@ -6,6 +6,7 @@ import (
 	"path"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -230,9 +231,9 @@ func Open(fs vfs.FS, dir string, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	// The active segment and the one prepared next come from the spares too.
-	if err := j.factory.fillSpares(min(opts.SpareSegments, opts.RecycleSegments) + 2); err != nil {
+	if err := j.factory.fillSpares(min(opts.SpareSegments, opts.RecycleSegments) + 2); err != nil && !errors.Is(err, syscall.ENOSPC) {
 		return nil, err
-	}
+	} // a full disk leaves fewer spares; a start on a full disk must not fail for them
 	j.nextSeq = st.lastSeq + 1
 	j.durable = st.end
 	if j.active, err = j.factory.create(st.maxSegment + 1); err != nil {
