@@ -24,6 +24,7 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/embedded"
 	"golang.org/x/sys/unix"
 )
 
@@ -353,7 +354,7 @@ func startLocalProcs(parent string, n int, logLevel string) (bench.Target, strin
 	}
 	dir, _ = filepath.Abs(dir)
 	var children []*exec.Cmd
-	var etcd *meta.Embedded
+	var etcd *embedded.Etcd
 	var store meta.Store
 	cleanup := func() {
 		for _, c := range children {
@@ -385,7 +386,7 @@ func startLocalProcs(parent string, n int, logLevel string) (bench.Target, strin
 	if err != nil {
 		return fail(err)
 	}
-	if etcd, err = meta.StartEmbedded(filepath.Join(dir, "etcd"), meta.EmbeddedOptions{}); err != nil {
+	if etcd, err = embedded.Start(filepath.Join(dir, "etcd"), embedded.Options{}); err != nil {
 		return fail(fmt.Errorf("embedded etcd: %w", err))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

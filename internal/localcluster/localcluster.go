@@ -11,12 +11,12 @@ import (
 	"strconv"
 
 	"github.com/bookie-go/bookie/bookie"
-	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/embedded"
 )
 
 // Cluster is an embedded etcd and bookies registered in it.
 type Cluster struct {
-	Etcd    *meta.Embedded
+	Etcd    *embedded.Etcd
 	Bookies []*bookie.Bookie
 }
 
@@ -45,7 +45,7 @@ func Start(o Options) (*Cluster, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	etcd, err := meta.StartEmbedded(filepath.Join(o.Dir, "etcd"), meta.EmbeddedOptions{})
+	etcd, err := embedded.Start(filepath.Join(o.Dir, "etcd"), embedded.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
