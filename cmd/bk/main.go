@@ -3,18 +3,23 @@
 //
 //	bk bookie     [flags]                run one bookie
 //	bk local      --bookies N [--demo]   run embedded etcd and N bookies on loopback
-//	bk bookies    --metadata URL         list live bookies
+//	bk bookies    [--metadata URL]       list live bookies
 //	bk ledger     write|read|tail|recover|delete|list|info ...
 //	bk bench      [--local] [workloads]  benchmarks beside a raw disk reference
 //	bk inspect    journal|entrylog|index|ledger|cookie   dump a stopped bookie's data
 //	bk verify     [--data DIR]           check every checksum and index entry on disk
 //	bk faultproxy --listen A --target B  frame-aware fault-injecting proxy
 //	bk chaos      --seeds N --duration D randomized fault soak with invariant checks
+//	bk version                           print the version (also bk --version)
 //
-// Every command takes -h for its flags.
+// Every command takes -h for its flags. Commands that talk to a cluster
+// find its metadata store in --metadata, else $BK_METADATA, else the CLI
+// config file (--config, default ~/.config/bk/config.json), else
+// etcd://127.0.0.1:2379, where bk local serves it by default.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -49,9 +54,15 @@ func main() {
 		}
 		return
 	}
+	if os.Args[1] == "--version" {
+		os.Args[1] = "version"
+	}
 	for _, c := range commands {
 		if c.name == os.Args[1] {
 			if err := c.run(os.Args[2:]); err != nil {
+				if errors.Is(err, errUsage) {
+					os.Exit(2) // the usage message is printed already
+				}
 				fmt.Fprintf(os.Stderr, "bk %s: %v\n", c.name, err)
 				os.Exit(1)
 			}

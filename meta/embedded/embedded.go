@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.uber.org/zap"
 )
 
@@ -34,6 +35,12 @@ type Options struct {
 	// ClientPort is the 127.0.0.1 port clients connect to; 0 lets the
 	// kernel choose one (a new one on every start).
 	ClientPort int
+	// WALSegmentBytes, if set, is the size etcd preallocates for each WAL
+	// segment (etcd's default is 64 MB, and it keeps a second one ready:
+	// 128 MB on disk for an empty server). It is process-wide: etcd keeps
+	// it in a package variable (wal.SegmentSizeBytes), so set it only in a
+	// program that runs one server, as bk local does.
+	WALSegmentBytes int64
 }
 
 // Etcd is an etcd server running inside this process: a one-member cluster
@@ -61,6 +68,9 @@ func Start(dir string, opts Options) (*Etcd, error) {
 	lock, err := lockDir(dir)
 	if err != nil {
 		return nil, err
+	}
+	if opts.WALSegmentBytes > 0 {
+		wal.SegmentSizeBytes = opts.WALSegmentBytes
 	}
 	client := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.ClientPort))}
 	peer := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
