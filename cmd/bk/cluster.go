@@ -154,7 +154,13 @@ func (f *clusterFlags) openClient(ctx context.Context) (*client.Client, error) {
 	defer cancel()
 	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret})
 	if err != nil {
-		return nil, fmt.Errorf("metadata store %s: %w", endpoint, errors.Unwrap(errors.Unwrap(err)))
+		// Drop client's and meta's prefixes, which repeat the endpoint.
+		for _, p := range []string{"client: ", "meta: "} {
+			if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), p) {
+				err = u
+			}
+		}
+		return nil, fmt.Errorf("metadata store %s: %w", endpoint, err)
 	}
 	return cl, nil
 }
