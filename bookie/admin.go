@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// adminServer serves /metrics, /healthz, /readyz and /debug/pprof/.
+// adminServer serves /metrics, /healthz, /readyz, /info and /debug/pprof/.
 type adminServer struct {
 	srv *http.Server
 	ln  net.Listener
@@ -43,6 +44,12 @@ func startAdmin(b *Bookie, addr string) (*adminServer, error) {
 			return
 		}
 		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("GET /info", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(b.Status())
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

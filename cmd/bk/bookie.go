@@ -14,20 +14,23 @@ import (
 )
 
 func init() {
-	register("bookie", "run a bookie; bookie config --print|--check", runBookie)
+	register("bookie", "run a bookie; bookie status, bookie config --print|--check", runBookie)
 }
 
 const bookieUsage = `usage: bk bookie [flags]                   run a bookie
        bk bookie config --print [flags]    print the effective config (file, flags and defaults) as JSON
        bk bookie config --check [flags]    validate the config and that its ports can be bound, then exit
+       bk bookie status [ADMIN-ADDR ...]   health, version, uptime, read-only and why, disk, ledgers, sizes
 
-Run 'bk bookie -h' or 'bk bookie config -h' for flags.`
+Run 'bk bookie -h', 'bk bookie config -h' or 'bk bookie status -h' for flags.`
 
 func runBookie(args []string) error {
 	if len(args) > 0 {
 		switch args[0] {
 		case "config":
 			return runBookieConfig(args[1:])
+		case "status":
+			return runBookieStatus(args[1:])
 		case "help":
 			fmt.Fprintln(os.Stderr, bookieUsage)
 			return nil

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta"
@@ -459,5 +460,38 @@ func TestVersion(t *testing.T) {
 	a, b := runBK(t, nil, nil, "version"), runBK(t, nil, nil, "--version")
 	if a.code != 0 || !strings.HasPrefix(a.stdout, "bk ") || a.stdout != b.stdout {
 		t.Fatalf("version %q (exit %d), --version %q", a.stdout, a.code, b.stdout)
+	}
+}
+
+// TestBookieStatus: bk bookie status shows each bookie's admin /info, and
+// exits 1 naming an admin address that does not answer.
+func TestBookieStatus(t *testing.T) {
+	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Configure: func(_ int, cfg *bookie.Config) { cfg.Admin = "127.0.0.1:0" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	a0, a1 := lc.Bookies[0].AdminAddr(), lc.Bookies[1].AdminAddr()
+	r := runBK(t, nil, nil, "bookie", "status", a0, a1, "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	for i, b := range lc.Bookies {
+		var row bookieStatus
+		if err := dec.Decode(&row); err != nil {
+			t.Fatal(err)
+		}
+		if row.Status == nil || row.Status.ID != b.Addr() || !row.Status.Healthy || row.Status.Instance != b.Cookie().Instance {
+			t.Fatalf("bookie %d: %+v", i, row)
+		}
+	}
+	dead := freeAddr(t)
+	r = runBK(t, nil, nil, "bookie", "status", a0, dead)
+	if r.code != 1 || !strings.Contains(r.stdout, lc.Bookies[0].Addr()) || !strings.Contains(r.stdout, "writable") ||
+		!strings.Contains(r.stdout, "UNREACHABLE") || !strings.Contains(r.stdout, "connection refused") {
+		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
 	}
 }

@@ -14,14 +14,24 @@ import (
 func init() {
 	register("version", "print the version of bk and the bookie it runs", runVersion)
 	// Bookies report this in GET_INFO, their registration and
-	// bookie_build_info.
-	bookie.Build = "bookie-go " + moduleVersion()
+	// bookie_build_info, unless the build set it (-ldflags -X).
+	if bookie.Build == "bookie-go dev" {
+		bookie.Build = "bookie-go " + moduleVersion()
+	}
 }
 
-// moduleVersion returns the module version this binary was built from:
-// the tag for go install ...@vX.Y.Z, else the VCS revision (with
+// version, when set at build time (-ldflags "-X main.version=v1.2.3", as
+// the Dockerfile does), is what moduleVersion reports.
+var version string
+
+// moduleVersion returns the version this binary was built as: version if
+// set, else the module's tag for go install ...@vX.Y.Z, else the VCS
+// revision (with
 // "+dirty" for uncommitted changes), else "dev".
 func moduleVersion() string {
+	if version != "" {
+		return version
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "dev"
