@@ -495,3 +495,45 @@ func TestBookieStatus(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
 	}
 }
+
+// TestREADMEFollowUp runs the README's follow-up commands, as written, under
+// sh (dash where /bin/sh is dash, so bash-only syntax fails), against a local
+// cluster: "go run ./cmd/bk" becomes this test binary acting as bk, and
+// BK_METADATA points at the test's cluster instead of bk local's default
+// port, which other processes on the machine may hold.
+func TestREADMEFollowUp(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "From another terminal")
+	if !ok {
+		t.Fatal("README: no follow-up commands")
+	}
+	_, rest, _ = strings.Cut(rest, "```sh\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok || !strings.Contains(block, "ledger read") {
+		t.Fatalf("README: follow-up block not found: %q", block)
+	}
+	lc := startTestCluster(t, 3)
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "bk")
+	os.WriteFile(wrapper, []byte("#!/bin/sh\nBK_TEST_RUN_MAIN=1 exec "+os.Args[0]+" \"$@\"\n"), 0o755)
+	script := "set -e\n" + strings.ReplaceAll(block, "go run ./cmd/bk", wrapper)
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = cleanEnv(t, []string{"BK_METADATA=" + lc.Endpoint()})
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("README commands failed: %v\n%s", err, out)
+	}
+	// ledger read printed the two lines just written (first: write's output
+	// went into $id), and bookies listed the three bookies.
+	if !strings.HasPrefix(string(out), "one\ntwo\n") {
+		t.Errorf("ledger read did not print the ledger just written:\n%s", out)
+	}
+	for _, b := range lc.Bookies {
+		if !strings.Contains(string(out), b.Addr()) {
+			t.Errorf("bookies did not list %s:\n%s", b.Addr(), out)
+		}
+	}
+}
