@@ -42,6 +42,11 @@ func (c Config) Check() error {
 	checkAddr("listen", c.Listen, true)
 	if c.Advertise != "" {
 		checkAddr("advertise", c.Advertise, false)
+	} else if host, _, err := net.SplitHostPort(c.Listen); err == nil && c.Metadata != "" {
+		// The bookie id is the address clients dial from the registration.
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			bad("listen %q is a wildcard address, which clients cannot dial: set advertise (--advertise) to this bookie's host:port", c.Listen)
+		}
 	}
 	if c.Admin != "" {
 		checkAddr("admin", c.Admin, true)
