@@ -537,3 +537,48 @@ func TestREADMEFollowUp(t *testing.T) {
 		}
 	}
 }
+
+// TestREADMEGoExamples: every Go block of the README's client section,
+// indented one tab, appears line for line in client/example_test.go, whose
+// examples go test runs and checks the output of; so the README's client
+// code compiles and does what it shows.
+func TestREADMEGoExamples(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples, err := os.ReadFile("../../client/example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## A Go client")
+	if !ok {
+		t.Fatal("README: no client section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	blocks := 0
+	for rest := section; ; {
+		var block string
+		if _, rest, ok = strings.Cut(rest, "```go\n"); !ok {
+			break
+		}
+		block, rest, _ = strings.Cut(rest, "```")
+		if strings.HasPrefix(block, "import ") {
+			continue
+		}
+		blocks++
+		var indented strings.Builder
+		for _, line := range strings.Split(strings.TrimRight(block, "\n"), "\n") {
+			if line != "" {
+				indented.WriteString("\t")
+			}
+			indented.WriteString(line + "\n")
+		}
+		if !strings.Contains(string(examples), indented.String()) {
+			t.Errorf("README Go block %d is not in client/example_test.go:\n%s", blocks, block)
+		}
+	}
+	if blocks < 2 {
+		t.Fatalf("README: %d Go example blocks, want the write/read and the recover one", blocks)
+	}
+}
