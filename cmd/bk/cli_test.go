@@ -582,3 +582,39 @@ func TestREADMEGoExamples(t *testing.T) {
 		t.Fatalf("README: %d Go example blocks, want the write/read and the recover one", blocks)
 	}
 }
+
+// TestLedgerWriteReadOnlyBookies: a write that finds no writable bookie
+// says that the bookies are read-only, not only that there are too few.
+func TestLedgerWriteReadOnlyBookies(t *testing.T) {
+	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Configure: func(_ int, cfg *bookie.Config) {
+			// Any disk is "full" at these thresholds: read-only from the start.
+			cfg.DiskFullThreshold, cfg.DiskWritableThreshold = 1e-12, 1e-13
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	if ro, why := lc.Bookies[0].ReadOnly(); !ro {
+		t.Fatalf("bookie not read-only (%q): the test's premise failed", why)
+	}
+	r := runBK(t, strings.NewReader("x\n"), nil, "ledger", "write", "--metadata", lc.Endpoint(),
+		"--ensemble", "1", "--write-quorum", "1", "--ack-quorum", "1")
+	if r.code != 1 || !strings.Contains(r.stderr, "1 of 1 live bookies are read-only") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestDisplayError(t *testing.T) {
+	for in, want := range map[string]string{
+		"client: create ledger: client: not enough bookies: need 3, 1 available": "create ledger: not enough bookies: need 3, 1 available",
+		"open ledger 999: meta: get ledger 999: meta: no such ledger":            "open ledger 999: get ledger 999: no such ledger",
+		"read data/journal: no such file":                                        "read data/journal: no such file",
+		"bookie: listen 127.0.0.1:1: bind: address already in use":               "listen 127.0.0.1:1: bind: address already in use",
+	} {
+		if got := displayError(errors.New(in)); got != want {
+			t.Errorf("displayError(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -188,9 +188,9 @@ func ledgerWrite(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
 	})
 	if err != nil {
 		if id == 0 {
-			return err
+			return fmt.Errorf("%w%s", err, readOnlyHint(cl))
 		}
-		return o.writeFailed(cl, id, n, err)
+		return o.writeFailed(cl, id, n, fmt.Errorf("%w%s", err, readOnlyHint(cl)))
 	}
 	if o.asJSON {
 		return o.emit(map[string]any{"ledgerId": id, "entries": n})
@@ -217,6 +217,28 @@ func (o *ledgerOpts) writeFailed(cl *client.Client, id uint64, n int, cause erro
 	default:
 		return fmt.Errorf("ledger %d: %v after %d lines; it is left %s: run %s", id, cause, n, md.State, o.recoverHint(id))
 	}
+}
+
+// readOnlyHint says how many live bookies are read-only, which is why a
+// write finds too few bookies or no replacement for one that refused it;
+// "" when none is (or the registry cannot be read).
+func readOnlyHint(cl *client.Client) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	live, err := cl.Store().ListBookies(ctx)
+	if err != nil {
+		return ""
+	}
+	ro := 0
+	for _, b := range live {
+		if b.ReadOnly {
+			ro++
+		}
+	}
+	if ro == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of %d live bookies are read-only: disk full or a failed journal; bk bookie status ADMIN-ADDR says why)", ro, len(live))
 }
 
 // openLedger opens ledger o.id for reading and warns on stderr when it is
