@@ -618,3 +618,39 @@ func TestDisplayError(t *testing.T) {
 		}
 	}
 }
+
+// TestBashCompletion sources the script in bash and completes words with it.
+func TestBashCompletion(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash on this machine to run the completion script in")
+	}
+	r := runBK(t, nil, nil, "completion", "bash")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	script := filepath.Join(t.TempDir(), "bk.bash")
+	os.WriteFile(script, []byte(r.stdout), 0o644)
+	complete := func(words ...string) string {
+		t.Helper()
+		line := "source " + script + "; COMP_WORDS=(" + strings.Join(words, " ") + "); COMP_CWORD=" +
+			strconv.Itoa(len(words)-1) + "; _bk; echo \"${COMPREPLY[*]}\""
+		out, err := exec.Command(bash, "--norc", "-c", line).CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash: %v: %s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := complete("bk", "le"); got != "ledger" {
+		t.Errorf("bk le<TAB> = %q", got)
+	}
+	if got := complete("bk", "ledger", "re"); got != "read recover" {
+		t.Errorf("bk ledger re<TAB> = %q", got)
+	}
+	if got := complete("bk", "bookie", "st"); got != "status" {
+		t.Errorf("bk bookie st<TAB> = %q", got)
+	}
+	if got := complete("bk", "ver"); got != "verify version" {
+		t.Errorf("bk ver<TAB> = %q", got)
+	}
+}
