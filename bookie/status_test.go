@@ -56,4 +56,54 @@ func TestAdminInfoAndBuildInfo(t *testing.T) {
 	if strings.Contains(metrics, `op="Op(`) {
 		t.Errorf("/metrics has series for undefined opcodes")
 	}
+	if got := strings.TrimSpace(string(get("/ledgers"))); got != "[]" {
+		t.Errorf("GET /ledgers of an empty bookie = %s", got)
+	}
+}
+
+// TestAdminRequiresSecret: with a cluster secret, /info and /ledgers answer
+// 401 without it or with a wrong one; /healthz and /metrics stay open (for
+// probes and scrapers).
+func TestAdminRequiresSecret(t *testing.T) {
+	cfg := Config{Listen: "127.0.0.1:0", Admin: "127.0.0.1:0", DataDir: t.TempDir(), EventLoops: 1, Secret: []byte("s3cret"),
+		JournalSegmentSize: 1 << 20, WriteCacheBytes: 1 << 20, EntryLogSize: 1 << 20, IndexCacheBytes: 1 << 20,
+		CheckpointInterval: Duration(time.Hour), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	defer b.Close()
+	status := func(path, auth string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+b.AdminAddr()+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/info", "/ledgers"} {
+		if c := status(path, ""); c != http.StatusUnauthorized {
+			t.Errorf("%s without the secret: %d", path, c)
+		}
+		if c := status(path, "Bearer wrong"); c != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong secret: %d", path, c)
+		}
+		if c := status(path, "Bearer s3cret"); c != http.StatusOK {
+			t.Errorf("%s with the secret: %d", path, c)
+		}
+	}
+	for _, path := range []string{"/healthz", "/metrics"} {
+		if c := status(path, ""); c != http.StatusOK {
+			t.Errorf("%s: %d", path, c)
+		}
+	}
 }

@@ -21,8 +21,9 @@ const bookieUsage = `usage: bk bookie [flags]                   run a bookie
        bk bookie config --print [flags]    print the effective config (file, flags and defaults) as JSON
        bk bookie config --check [flags]    validate the config and that its ports can be bound, then exit
        bk bookie status [ADMIN-ADDR ...]   health, version, uptime, read-only and why, disk, ledgers, sizes
+       bk bookie ledgers [ADMIN-ADDR]      the ledgers one bookie holds: last entry, LAC, fenced, limbo
 
-Run 'bk bookie -h', 'bk bookie config -h' or 'bk bookie status -h' for flags.`
+Run 'bk bookie -h' or 'bk bookie <config|status|ledgers> -h' for flags.`
 
 func runBookie(args []string) error {
 	if len(args) > 0 {
@@ -31,6 +32,8 @@ func runBookie(args []string) error {
 			return runBookieConfig(args[1:])
 		case "status":
 			return runBookieStatus(args[1:])
+		case "ledgers":
+			return runBookieLedgers(args[1:])
 		case "help":
 			fmt.Fprintln(os.Stderr, bookieUsage)
 			return nil

@@ -466,15 +466,20 @@ func TestVersion(t *testing.T) {
 // TestBookieStatus: bk bookie status shows each bookie's admin /info, and
 // exits 1 naming an admin address that does not answer.
 func TestBookieStatus(t *testing.T) {
+	secret := "status secret"
 	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Configure: func(_ int, cfg *bookie.Config) { cfg.Admin = "127.0.0.1:0" }})
+		Configure: func(_ int, cfg *bookie.Config) { cfg.Admin, cfg.Secret = "127.0.0.1:0", []byte(secret) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lc.Close()
 	a0, a1 := lc.Bookies[0].AdminAddr(), lc.Bookies[1].AdminAddr()
-	r := runBK(t, nil, nil, "bookie", "status", a0, a1, "--json")
+	env := []string{"BK_CLUSTER_SECRET=" + secret}
+	if r := runBK(t, nil, nil, "bookie", "status", a0); r.code != 1 || !strings.Contains(r.stdout, "the cluster has a secret") {
+		t.Fatalf("status without the secret: exit %d, stdout %q", r.code, r.stdout)
+	}
+	r := runBK(t, nil, env, "bookie", "status", a0, a1, "--json")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -489,10 +494,31 @@ func TestBookieStatus(t *testing.T) {
 		}
 	}
 	dead := freeAddr(t)
-	r = runBK(t, nil, nil, "bookie", "status", a0, dead)
+	r = runBK(t, nil, env, "bookie", "status", a0, dead)
 	if r.code != 1 || !strings.Contains(r.stdout, lc.Bookies[0].Addr()) || !strings.Contains(r.stdout, "writable") ||
 		!strings.Contains(r.stdout, "UNREACHABLE") || !strings.Contains(r.stdout, "connection refused") {
 		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+	}
+
+	// bk bookie ledgers lists what a bookie holds once a ledger is written.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Metadata: lc.Endpoint(), Secret: []byte(secret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	id, _, err := writeLines(ctx, cl, strings.NewReader("a\nb\n"), client.LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = runBK(t, nil, env, "bookie", "ledgers", a1, "--json")
+	var held []bookie.LedgerState
+	if err := json.Unmarshal([]byte(r.stdout), &held); err != nil || r.code != 0 {
+		t.Fatalf("bookie ledgers: exit %d, %v, %q %q", r.code, err, r.stdout, r.stderr)
+	}
+	if len(held) != 1 || held[0].ID != id || held[0].LastEntry != 1 {
+		t.Fatalf("bookie ledgers = %+v, want ledger %d with last entry 1", held, id)
 	}
 }
 

@@ -49,6 +49,12 @@ type clusterFlags struct {
 // add registers --metadata, --config and --secret-file on fs.
 func (f *clusterFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.metadata, "metadata", "", "metadata store, etcd://host:port[,...] (default: $BK_METADATA, the config file, else "+defaultMetadata+")")
+	f.addSecret(fs)
+}
+
+// addSecret registers only --config and --secret-file, for commands that
+// need the cluster secret but not the metadata store.
+func (f *clusterFlags) addSecret(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "CLI config file, JSON with \"metadata\" and \"secret_file\" (default "+tildePath(defaultCLIConfigPath())+", if it exists)")
 	fs.StringVar(&f.secretFile, "secret-file", "", "cluster secret file, for bookies that require authentication (default: $BK_CLUSTER_SECRET, the config file)")
 }

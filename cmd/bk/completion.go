@@ -21,7 +21,7 @@ func subcommands() map[string][]string {
 	}
 	return map[string][]string{
 		"ledger":  verbs,
-		"bookie":  {"config", "status"},
+		"bookie":  {"config", "status", "ledgers"},
 		"inspect": {"journal", "entrylog", "index", "ledger", "cookie"},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -38,6 +39,8 @@ func runBookieStatus(args []string) error {
 	}
 	asJSON := fs.Bool("json", false, "print JSON: one object per bookie, {\"admin\", \"status\"|\"error\"}")
 	timeout := fs.Duration("timeout", 5*time.Second, "time limit per bookie")
+	var cluster clusterFlags
+	cluster.addSecret(fs)
 	addrs, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -48,10 +51,20 @@ func runBookieStatus(args []string) error {
 	if len(addrs) == 0 {
 		addrs = []string{defaultAdmin}
 	}
+	_, secret, err := cluster.resolve()
+	if err != nil {
+		return err
+	}
 	rows := make([]bookieStatus, len(addrs))
 	failed := 0
 	for i, a := range addrs {
-		rows[i] = fetchStatus(a, *timeout)
+		var s bookie.Status
+		rows[i] = bookieStatus{Admin: a}
+		if err := adminGet(a, "/info", secret, *timeout, &s); err != nil {
+			rows[i].Error = err.Error()
+		} else {
+			rows[i].Status = &s
+		}
 		if rows[i].Error != "" || !rows[i].Status.Healthy {
 			failed++
 		}
@@ -72,38 +85,45 @@ func runBookieStatus(args []string) error {
 	return nil
 }
 
-// fetchStatus asks the admin endpoint at addr ("host:port" or an http://
-// URL) for GET /info.
-func fetchStatus(addr string, timeout time.Duration) bookieStatus {
-	row := bookieStatus{Admin: addr}
+// adminGet GETs path from the admin endpoint at addr ("host:port" or an
+// http:// URL), sending the cluster secret if there is one, and decodes the
+// JSON answer into v.
+func adminGet(addr, path string, secret []byte, timeout time.Duration, v any) error {
 	url := addr
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+"/info", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+path, nil)
 	if err != nil {
-		row.Error = err.Error()
-		return row
+		return err
+	}
+	if secret != nil {
+		req.Header.Set("Authorization", "Bearer "+string(secret))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		row.Error = errors.Unwrap(err).Error() // without Go's "Get URL:" prefix
-		return row
+		var uerr *neturl.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // without Go's "Get URL:" prefix
+		}
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		row.Error = fmt.Sprintf("GET /info: %s (a bookie older than bk bookie status?)", resp.Status)
-		return row
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized:
+		return fmt.Errorf("GET %s: %s: the cluster has a secret (--secret-file, BK_CLUSTER_SECRET or the config file)", path, resp.Status)
+	case http.StatusNotFound:
+		return fmt.Errorf("GET %s: %s (a bookie older than this bk?)", path, resp.Status)
+	default:
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
-	var s bookie.Status
-	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
-		row.Error = fmt.Sprintf("GET /info: %v", err)
-		return row
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
 	}
-	row.Status = &s
-	return row
+	return nil
 }
 
 func printStatusTable(rows []bookieStatus) error {
@@ -132,6 +152,53 @@ func printStatusTable(rows []bookieStatus) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\n", s.ID, state, s.Version,
 			(time.Duration(s.UptimeSeconds) * time.Second).String(), disk, s.Ledgers,
 			sizeString(s.JournalBytes), sizeString(s.LedgerBytes), s.Connections)
+	}
+	return w.Flush()
+}
+
+// runBookieLedgers lists the ledgers one bookie holds, from its admin
+// endpoint's GET /ledgers.
+func runBookieLedgers(args []string) error {
+	fs := flag.NewFlagSet("bookie ledgers", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: bk bookie ledgers [ADMIN-ADDRESS] [flags]\n\n"+
+			"Lists the ledgers a bookie holds (GET /ledgers on its admin endpoint, default %s):\n"+
+			"last entry stored, LAC, fenced, limbo.\n\nflags:\n", defaultAdmin)
+		fs.PrintDefaults()
+	}
+	asJSON := fs.Bool("json", false, "print the JSON array")
+	timeout := fs.Duration("timeout", 10*time.Second, "time limit")
+	var cluster clusterFlags
+	cluster.addSecret(fs)
+	addrs, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	if len(addrs) > 1 {
+		return fmt.Errorf("one admin address at a time, got %q", addrs)
+	}
+	addr := defaultAdmin
+	if len(addrs) == 1 {
+		addr = addrs[0]
+	}
+	_, secret, err := cluster.resolve()
+	if err != nil {
+		return err
+	}
+	var ledgers []bookie.LedgerState
+	if err := adminGet(addr, "/ledgers", secret, *timeout, &ledgers); err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(ledgers)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "LEDGER\tLAST ENTRY\tLAC\tFENCED\tLIMBO")
+	for _, l := range ledgers {
+		fmt.Fprintf(w, "%d\t%d\t%d\t%v\t%v\n", l.ID, l.LastEntry, l.LAC, l.Fenced, l.Limbo)
 	}
 	return w.Flush()
 }
