@@ -680,3 +680,79 @@ func TestBashCompletion(t *testing.T) {
 		t.Errorf("bk ver<TAB> = %q", got)
 	}
 }
+
+// TestLedgerWriteInterruptedOrTooLong: Ctrl-C while ledger write waits for
+// stdin, or a line longer than the largest entry, still closes the ledger,
+// and the error names it and says it is CLOSED.
+func TestLedgerWriteInterruptedOrTooLong(t *testing.T) {
+	lc := startTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := meta.Open(ctx, lc.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	closedLedger := func(stderr string) {
+		t.Helper()
+		mds, err := store.ListLedgers(ctx, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := mds[len(mds)-1]
+		if last.State != meta.StateClosed || !strings.Contains(stderr, "ledger "+strconv.FormatUint(last.ID, 10)+": ") ||
+			!strings.Contains(stderr, "it is CLOSED") {
+			t.Fatalf("ledger %d is %v; stderr %q", last.ID, last.State, stderr)
+		}
+	}
+
+	// Interrupted: the child blocks reading stdin, which the test holds open.
+	cmd := exec.CommandContext(ctx, os.Args[0], "ledger", "write", "--metadata", lc.Endpoint())
+	cmd.Env = cleanEnv(t, nil)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(stdin, "before the interrupt\n")
+	for { // poll until the ledger exists: the write has installed its signal handler by then
+		mds, err := store.ListLedgers(ctx, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mds) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("ledger write created no ledger")
+		case <-time.After(10 * time.Millisecond): // poll interval
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err = cmd.Wait()
+	stdin.Close()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(errOut.String(), "interrupted") {
+		t.Fatalf("interrupted write: %v, stderr %q", err, errOut.String())
+	}
+	closedLedger(errOut.String())
+
+	// A line one byte longer than the largest entry.
+	long := strings.Repeat("x", maxLineBytes+1) + "\n"
+	r := runBK(t, strings.NewReader("short\n"+long), []string{"BK_METADATA=" + lc.Endpoint()}, "ledger", "write")
+	if r.code != 1 || !strings.Contains(r.stderr, "line 2 is longer than the largest entry") {
+		t.Fatalf("long line: exit %d, stderr %q", r.code, r.stderr)
+	}
+	closedLedger(r.stderr)
+	// A line of exactly the largest entry (its \r included) is read whole.
+	lines := make(chan []byte, 1)
+	go readLines(strings.NewReader(strings.Repeat("y", maxLineBytes-1)+"\r\n"), lines, nil)
+	if got := <-lines; len(got) != maxLineBytes || got[len(got)-1] != '\r' {
+		t.Fatalf("largest line: %d bytes", len(got))
+	}
+}

@@ -203,8 +203,11 @@ func ledgerWrite(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
 // created: its id, the state it was left in, and for an OPEN ledger the
 // command that closes it.
 func (o *ledgerOpts) writeFailed(cl *client.Client, id uint64, n int, cause error) error {
-	if errors.Is(cause, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(cause, context.DeadlineExceeded):
 		cause = fmt.Errorf("%w (--timeout %v)", cause, o.timeout)
+	case errors.Is(cause, context.Canceled):
+		cause = errors.New("interrupted")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
