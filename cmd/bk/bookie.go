@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register("bookie", "run a bookie; bookie status, bookie config --print|--check", runBookie)
+	register("bookie", "run a bookie; bookie status|ledgers|config ... to look at one", runBookie)
 }
 
 const bookieUsage = `usage: bk bookie [flags]                   run a bookie

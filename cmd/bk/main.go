@@ -2,6 +2,8 @@
 // and client-side tools for ledgers and bookies.
 //
 //	bk bookie     [flags]                run one bookie
+//	bk bookie     status|ledgers [ADMIN] a bookie's health and sizes; the ledgers it holds
+//	bk bookie     config --print|--check the effective config; validate it
 //	bk local      --bookies N [--demo]   run embedded etcd and N bookies on loopback
 //	bk bookies    [--metadata URL]       list live bookies
 //	bk ledger     write|read|tail|recover|delete|list|info ...
@@ -11,6 +13,7 @@
 //	bk faultproxy --listen A --target B  frame-aware fault-injecting proxy
 //	bk chaos      --seeds N --duration D randomized fault soak with invariant checks
 //	bk version                           print the version (also bk --version)
+//	bk completion bash                   shell completion script
 //
 // Every command takes -h for its flags. Commands that talk to a cluster
 // find its metadata store in --metadata, else $BK_METADATA, else the CLI
@@ -40,8 +43,12 @@ func register(name, summary string, run func(args []string) error) {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: bk <command> [flags]\n\ncommands:")
+	width := 0
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'bk <command> -h' for a command's flags.")
 }
