@@ -158,7 +158,7 @@ func runLedger(args []string) error {
 	o.out = bufio.NewWriter(os.Stdout)
 	defer o.out.Flush()
 	err = verb.run(ctx, cl, o)
-	if errors.Is(err, meta.ErrNoSuchLedger) {
+	if verb.needID && errors.Is(err, meta.ErrNoSuchLedger) {
 		return fmt.Errorf("ledger %d does not exist", o.id)
 	}
 	return err
