@@ -76,12 +76,13 @@ func runBookie(args []string) error {
 	if err := b.Start(); err != nil {
 		return err
 	}
+	sig := notifyShutdown() // before saying it is up: a signal sent after is handled
 	fmt.Printf("bookie listening on %s", b.Addr())
 	if a := b.AdminAddr(); a != "" {
 		fmt.Printf(", admin on http://%s", a)
 	}
 	fmt.Println()
-	return serveUntilSignal(func() error { return b.Close() })
+	return serveUntilSignal(sig, func() error { return b.Close() })
 }
 
 // bookieFlags are the flags that configure a bookie, shared by bk bookie
@@ -180,11 +181,20 @@ func runBookieConfig(args []string) error {
 	return nil
 }
 
-// serveUntilSignal waits for SIGINT or SIGTERM, then shuts down gracefully
-// with stop. A second signal exits at once: the journal makes that safe.
-func serveUntilSignal(stop func() error) error {
+// notifyShutdown starts catching SIGINT and SIGTERM for serveUntilSignal.
+// Call it once the service is started and before announcing it, so that a
+// signal sent as soon as the announcement is seen (a supervisor, a test)
+// shuts down gracefully instead of killing the process.
+func notifyShutdown() chan os.Signal {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	return sig
+}
+
+// serveUntilSignal waits for a signal on sig (from notifyShutdown), then
+// shuts down gracefully with stop. A second signal exits at once: the
+// journal makes that safe.
+func serveUntilSignal(sig chan os.Signal, stop func() error) error {
 	s := <-sig
 	fmt.Fprintf(os.Stderr, "%v: shutting down (again to exit at once)\n", s)
 	go func() {

@@ -54,6 +54,7 @@ func runLocal(args []string) error {
 	if err != nil {
 		return explainLocalErr(err, dir, *metadataPort)
 	}
+	sig := notifyShutdown()
 	fmt.Printf("data:     %s\n", dir)
 	fmt.Printf("metadata: %s\n", lc.Endpoint())
 	for i, b := range lc.Bookies {
@@ -76,7 +77,7 @@ func runLocal(args []string) error {
 	bk := selfCommand()
 	fmt.Printf("Try:\n  id=$(printf 'one\\ntwo\\n' | %s ledger write) && %s ledger read \"$id\"\n  %s bookies\n", bk, bk, bk)
 	fmt.Println("Ctrl-C stops the cluster.")
-	return serveUntilSignal(lc.Close)
+	return serveUntilSignal(sig, lc.Close)
 }
 
 // selfCommand is how to run bk again from a shell: "go run ./cmd/bk" when
