@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// adminServer serves /metrics, /healthz, /readyz and /debug/pprof/.
+// adminServer serves /metrics, /healthz, /readyz, /info, /ledgers and
+// /debug/pprof/. /info and /ledgers need the cluster secret when there is
+// one (requireSecret).
 type adminServer struct {
 	srv *http.Server
 	ln  net.Listener
@@ -44,6 +47,16 @@ func startAdmin(b *Bookie, addr string) (*adminServer, error) {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	serveJSON := func(v func() any) http.HandlerFunc {
+		return b.requireSecret(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			enc.Encode(v())
+		})
+	}
+	mux.HandleFunc("GET /info", serveJSON(func() any { return b.Status() }))
+	mux.HandleFunc("GET /ledgers", serveJSON(func() any { return b.Ledgers() }))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -113,6 +113,7 @@ type Bookie struct {
 	wg       sync.WaitGroup
 	runErr   chan error
 	closed   atomic.Bool
+	started  time.Time // set by Start before the admin server starts; read by Status
 }
 
 // New opens (or creates) the bookie's data directories, checks their cookies,
@@ -576,6 +577,7 @@ func (b *Bookie) Start() error {
 			return err
 		}
 	}
+	b.started = time.Now()
 	if b.cfg.Admin != "" {
 		a, err := startAdmin(b, b.cfg.Admin)
 		if err != nil {

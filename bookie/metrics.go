@@ -1,6 +1,8 @@
 package bookie
 
 import (
+	"runtime"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bookie-go/bookie/wire"
@@ -97,13 +99,17 @@ func newMetrics(ledgerCount func() float64) *metrics {
 	m.scrubPasses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_passes_total", Help: "Completed scrub passes."})
 	for op := range m.requestsByOp {
-		m.requestsByOp[op] = m.requests.WithLabelValues(wire.Op(op).String())
+		m.requestsByOp[op] = m.requests.WithLabelValues(opLabel(wire.Op(op)))
 	}
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "bookie_build_info", Help: "Always 1; the labels name the build and the Go version.",
+		ConstLabels: prometheus.Labels{"version": Build, "goversion": runtime.Version()}})
+	buildInfo.Set(1)
 	m.addOK = m.responses.WithLabelValues("ADD", "OK")
 	m.registry.MustRegister(m.addLatency, m.readLatency, m.fsyncLatency, m.batchRecords, m.batchBytes,
 		m.requests, m.responses, m.bytesIn, m.bytesOut, m.connections, m.inflightBytes, m.journalQueue,
 		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointDur, m.ledgers, m.scrubBytes, m.scrubDamaged, m.scrubPasses,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		buildInfo, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -131,5 +137,15 @@ func (m *metrics) countRequest(op wire.Op) {
 		m.requestsByOp[op].Inc()
 		return
 	}
-	m.requests.WithLabelValues(op.String()).Inc()
+	m.requests.WithLabelValues(opLabel(op)).Inc()
+}
+
+// opLabel is the op label of a request: the operation's name, or "unknown"
+// for opcodes this protocol version does not define, so that a client
+// sending garbage cannot create a series per opcode.
+func opLabel(op wire.Op) string {
+	if op.Known() {
+		return op.String()
+	}
+	return "unknown"
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/embedded"
 )
 
 // localCluster starts an embedded etcd and n bookies on loopback, for the examples.
@@ -22,7 +22,7 @@ func localCluster(n int) (endpoint string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	etcd, err := meta.StartEmbedded(filepath.Join(dir, "etcd"), meta.EmbeddedOptions{UnsafeNoFsync: true})
+	etcd, err := embedded.Start(filepath.Join(dir, "etcd"), embedded.Options{UnsafeNoFsync: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/bookie-go/bookie/meta/embedded"
 )
 
 func BenchmarkAppendLedgerMetadata(b *testing.B) {
@@ -33,7 +35,7 @@ func BenchmarkDecodeLedgerMetadata(b *testing.B) {
 func BenchmarkCreateLedger(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	e, err := StartEmbedded(b.TempDir(), EmbeddedOptions{UnsafeNoFsync: true})
+	e, err := embedded.Start(b.TempDir(), embedded.Options{UnsafeNoFsync: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,8 +11,9 @@
 //
 // The implementation is EtcdStore on etcd v3. Open takes the endpoint form
 // every --metadata flag uses, "etcd://host:port[,host:port...][/prefix]".
-// StartEmbedded runs a one-member etcd inside the process for a local
-// cluster and for tests (see package metatest).
+// Package meta/embedded runs a one-member etcd inside the process for a
+// local cluster and for tests (see package metatest); it is apart so that
+// importing meta does not link etcd's server.
 //
 // # Key layout
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/bookie-go/bookie/meta/embedded"
 )
 
 // TestWatchLedgerResumesAfterCompaction starts the watch loop at a
@@ -13,7 +15,7 @@ import (
 func TestWatchLedgerResumesAfterCompaction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	e, err := StartEmbedded(t.TempDir(), EmbeddedOptions{UnsafeNoFsync: true})
+	e, err := embedded.Start(t.TempDir(), embedded.Options{UnsafeNoFsync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

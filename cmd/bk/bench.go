@@ -24,6 +24,7 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/embedded"
 	"golang.org/x/sys/unix"
 )
 
@@ -56,9 +57,10 @@ func runBench(args []string) error {
 		fs.PrintDefaults()
 	}
 	replay := fs.String("report", "", "print the table (and --plot) of a JSON file written by --json, without running anything")
+	wide := fs.Bool("wide", false, "print every column (CPU, RSS, adds/fsync, the reference, load) and the per-workload details, not just the summary")
 	fs.Parse(args)
 	if *replay != "" {
-		return replayReport(*replay, *plot)
+		return replayReport(*replay, *plot, *wide)
 	}
 	if *local == (*metadata != "") {
 		return errors.New("give exactly one of --local and --metadata")
@@ -158,7 +160,7 @@ func runBench(args []string) error {
 	}
 	if err == nil && *jsonOut != "-" {
 		fmt.Fprintf(out, "\n%s  %s, %d CPUs, load average %s\n", rep.Started.Format(time.RFC3339), host, rep.CPUs, loadAverages())
-		err = bench.WriteTable(out, rep.Results)
+		err = writeResults(out, rep.Results, *wide)
 	}
 	if err == nil && *plot != "" && len(rep.Results) > 0 {
 		err = writePlot(*plot, rep.Results, rep.Command)
@@ -291,9 +293,22 @@ func fetchProfile(ctx context.Context, url, path string) error {
 	return f.Close()
 }
 
+// writeResults prints the summary table, which fits a terminal, or with
+// wide every column and the per-workload details.
+func writeResults(w io.Writer, results []bench.Result, wide bool) error {
+	if wide {
+		return bench.WriteTable(w, results)
+	}
+	if err := bench.WriteSummary(w, results); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "(--wide: CPU, RSS, adds/fsync, the disk reference and details; --json FILE: everything)")
+	return err
+}
+
 // replayReport prints the table of a saved JSON report and, if plot is set,
 // writes its latency plot.
-func replayReport(path, plot string) error {
+func replayReport(path, plot string, wide bool) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -303,7 +318,7 @@ func replayReport(path, plot string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	fmt.Printf("%s  %s, %d CPUs: %s\n", rep.Started.Format(time.RFC3339), rep.Host, rep.CPUs, rep.Command)
-	if err := bench.WriteTable(os.Stdout, rep.Results); err != nil {
+	if err := writeResults(os.Stdout, rep.Results, wide); err != nil {
 		return err
 	}
 	if plot != "" {
@@ -353,7 +368,7 @@ func startLocalProcs(parent string, n int, logLevel string) (bench.Target, strin
 	}
 	dir, _ = filepath.Abs(dir)
 	var children []*exec.Cmd
-	var etcd *meta.Embedded
+	var etcd *embedded.Etcd
 	var store meta.Store
 	cleanup := func() {
 		for _, c := range children {
@@ -385,7 +400,7 @@ func startLocalProcs(parent string, n int, logLevel string) (bench.Target, strin
 	if err != nil {
 		return fail(err)
 	}
-	if etcd, err = meta.StartEmbedded(filepath.Join(dir, "etcd"), meta.EmbeddedOptions{}); err != nil {
+	if etcd, err = embedded.Start(filepath.Join(dir, "etcd"), embedded.Options{}); err != nil {
 		return fail(fmt.Errorf("embedded etcd: %w", err))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

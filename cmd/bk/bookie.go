@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,59 +13,58 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 )
 
-func init() { register("bookie", "run a bookie", runBookie) }
+func init() {
+	register("bookie", "run a bookie; bookie status|ledgers|config ... to look at one", runBookie)
+}
+
+const bookieUsage = `usage: bk bookie [flags]                   run a bookie
+       bk bookie config --print [flags]    print the effective config (file, flags and defaults) as JSON
+       bk bookie config --check [flags]    validate the config and that its ports can be bound, then exit
+       bk bookie status [ADMIN-ADDR ...]   health, version, uptime, read-only and why, disk, ledgers, sizes
+       bk bookie ledgers [ADMIN-ADDR]      the ledgers one bookie holds: last entry, LAC, fenced, limbo
+
+Run 'bk bookie -h' or 'bk bookie <config|status|ledgers> -h' for flags.`
 
 func runBookie(args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "config":
+			return runBookieConfig(args[1:])
+		case "status":
+			return runBookieStatus(args[1:])
+		case "ledgers":
+			return runBookieLedgers(args[1:])
+		case "help":
+			fmt.Fprintln(os.Stderr, bookieUsage)
+			return nil
+		}
+	}
 	fs := flag.NewFlagSet("bookie", flag.ExitOnError)
-	cfg := bookie.DefaultConfig()
-	configFile := fs.String("config", "", "JSON config file (keys as in docs/operations.md); flags override it")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	listen := fs.String("listen", "", "address to serve the protocol on (default "+cfg.Listen+")")
-	advertise := fs.String("advertise", "", "bookie id and address clients dial (default: --listen)")
-	data := fs.String("data", "", "data directory holding journal/ and ledgers/ (default "+cfg.DataDir+")")
-	journalDir := fs.String("journal-dir", "", "journal directory (default DATA/journal)")
-	ledgerDir := fs.String("ledger-dir", "", "ledger storage directory (default DATA/ledgers)")
-	admin := fs.String("admin", "", "HTTP admin address for /metrics, /healthz, /readyz, /debug/pprof (default "+cfg.Admin+"; 'off' disables)")
-	metadata := fs.String("metadata", "", "metadata store, etcd://host:port[,host:port...]")
-	secretFile := fs.String("secret-file", "", "file holding the cluster secret clients must authenticate with (or set BK_CLUSTER_SECRET)")
-	allowUnknown := fs.Bool("allow-unknown-state", false, "start even if data directories were wiped or swapped, answering UnknownLedgerState instead of NoSuchEntry")
+	bf := addBookieFlags(fs)
 	fs.Parse(args)
-
-	if *configFile != "" {
-		if err := cfg.LoadConfigFile(*configFile); err != nil {
-			return err
-		}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q\n\n%s", fs.Arg(0), bookieUsage)
 	}
-	override := map[*string]*string{listen: &cfg.Listen, advertise: &cfg.Advertise, data: &cfg.DataDir,
-		journalDir: &cfg.JournalDir, ledgerDir: &cfg.LedgerDir, admin: &cfg.Admin, metadata: &cfg.Metadata}
-	for flagVal, field := range override {
-		if *flagVal != "" {
-			*field = *flagVal
-		}
-	}
-	if *secretFile != "" {
-		cfg.SecretFile = *secretFile
-	}
-	if cfg.SecretFile == "" {
-		cfg.Secret, _ = loadSecret("") // from BK_CLUSTER_SECRET, if set
-	}
-	if cfg.Admin == "off" {
-		cfg.Admin = ""
-	}
-	if *allowUnknown {
-		cfg.AllowUnknownState = true
-	}
-	log, err := newLogger(*logLevel)
+	cfg, err := bf.config()
 	if err != nil {
 		return err
 	}
-	cfg.Logger = log
+	// Everything that can be checked before New writes the data
+	// directories' cookie (which names the bookie id, its address) is
+	// checked here, so a typo or a port in use leaves nothing behind.
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	if err := cfg.CheckListeners(); err != nil {
+		return fmt.Errorf("%w\n(nothing was written to the data directories; is another bookie running on this address?)", err)
+	}
 
 	// Keep the heap near what the caches need: without a limit, GOGC=100 lets
 	// the heap reach twice the live caches before collecting. GOMEMLIMIT in
 	// the environment wins.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		limit := cfg.WriteCacheBytes + cfg.IndexCacheBytes + 256<<20
+		eff := cfg.Effective()
+		limit := eff.WriteCacheBytes + eff.IndexCacheBytes + 256<<20
 		if limit > 256<<20 {
 			debug.SetMemoryLimit(limit)
 		}
@@ -75,19 +76,125 @@ func runBookie(args []string) error {
 	if err := b.Start(); err != nil {
 		return err
 	}
+	sig := notifyShutdown() // before saying it is up: a signal sent after is handled
 	fmt.Printf("bookie listening on %s", b.Addr())
 	if a := b.AdminAddr(); a != "" {
 		fmt.Printf(", admin on http://%s", a)
 	}
 	fmt.Println()
-	return serveUntilSignal(func() error { return b.Close() })
+	return serveUntilSignal(sig, func() error { return b.Close() })
 }
 
-// serveUntilSignal waits for SIGINT or SIGTERM, then shuts down gracefully
-// with stop. A second signal exits at once: the journal makes that safe.
-func serveUntilSignal(stop func() error) error {
+// bookieFlags are the flags that configure a bookie, shared by bk bookie
+// and bk bookie config.
+type bookieFlags struct {
+	configFile, logLevel                   *string
+	listen, advertise, data                *string
+	journalDir, ledgerDir, admin, metadata *string
+	secretFile                             *string
+	allowUnknown                           *bool
+}
+
+func addBookieFlags(fs *flag.FlagSet) *bookieFlags {
+	cfg := bookie.DefaultConfig()
+	return &bookieFlags{
+		configFile:   fs.String("config", "", "JSON config file (keys as in docs/operations.md); flags override it"),
+		logLevel:     fs.String("log-level", "info", "debug, info, warn or error"),
+		listen:       fs.String("listen", "", "address to serve the protocol on (default "+cfg.Listen+")"),
+		advertise:    fs.String("advertise", "", "bookie id and address clients dial (default: --listen)"),
+		data:         fs.String("data", "", "data directory holding journal/ and ledgers/ (default "+cfg.DataDir+")"),
+		journalDir:   fs.String("journal-dir", "", "journal directory (default DATA/journal)"),
+		ledgerDir:    fs.String("ledger-dir", "", "ledger storage directory (default DATA/ledgers)"),
+		admin:        fs.String("admin", "", "HTTP admin address for /metrics, /healthz, /readyz, /info, /debug/pprof (default "+cfg.Admin+"; 'off' disables)"),
+		metadata:     fs.String("metadata", "", "metadata store, etcd://host:port[,host:port...] (default: none, or $BK_METADATA)"),
+		secretFile:   fs.String("secret-file", "", "file holding the cluster secret clients must authenticate with (or set BK_CLUSTER_SECRET)"),
+		allowUnknown: fs.Bool("allow-unknown-state", false, "start even if data directories were wiped or swapped, answering UnknownLedgerState instead of NoSuchEntry"),
+	}
+}
+
+// config builds the bookie's config: defaults, then the config file, then
+// the environment (BK_METADATA, BK_CLUSTER_SECRET) where the file sets
+// nothing, then flags.
+func (f *bookieFlags) config() (bookie.Config, error) {
+	cfg := bookie.DefaultConfig()
+	if *f.configFile != "" {
+		if err := cfg.LoadConfigFile(*f.configFile); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.Metadata == "" {
+		cfg.Metadata = os.Getenv("BK_METADATA")
+	}
+	override := map[*string]*string{f.listen: &cfg.Listen, f.advertise: &cfg.Advertise, f.data: &cfg.DataDir,
+		f.journalDir: &cfg.JournalDir, f.ledgerDir: &cfg.LedgerDir, f.admin: &cfg.Admin, f.metadata: &cfg.Metadata}
+	for flagVal, field := range override {
+		if *flagVal != "" {
+			*field = *flagVal
+		}
+	}
+	if *f.secretFile != "" {
+		cfg.SecretFile = *f.secretFile
+	}
+	if cfg.SecretFile == "" {
+		cfg.Secret, _ = loadSecret("") // from BK_CLUSTER_SECRET, if set
+	}
+	if cfg.Admin == "off" {
+		cfg.Admin = ""
+	}
+	if *f.allowUnknown {
+		cfg.AllowUnknownState = true
+	}
+	log, err := newLogger(*f.logLevel)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Logger = log
+	return cfg, nil
+}
+
+func runBookieConfig(args []string) error {
+	fs := flag.NewFlagSet("bookie config", flag.ExitOnError)
+	bf := addBookieFlags(fs)
+	printCfg := fs.Bool("print", false, "print the effective config as JSON (the config file format)")
+	check := fs.Bool("check", false, "validate the config and bind its ports once; exit 1 with every problem found")
+	fs.Parse(args)
+	if *printCfg == *check {
+		return errors.New("give one of --print or --check")
+	}
+	cfg, err := bf.config()
+	if err != nil {
+		return err
+	}
+	if *printCfg {
+		eff := cfg.Effective()
+		if eff.Admin == "" {
+			eff.Admin = "off"
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(eff)
+	}
+	if err := errors.Join(cfg.Check(), cfg.CheckListeners()); err != nil {
+		return err
+	}
+	fmt.Println("config OK")
+	return nil
+}
+
+// notifyShutdown starts catching SIGINT and SIGTERM for serveUntilSignal.
+// Call it once the service is started and before announcing it, so that a
+// signal sent as soon as the announcement is seen (a supervisor, a test)
+// shuts down gracefully instead of killing the process.
+func notifyShutdown() chan os.Signal {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	return sig
+}
+
+// serveUntilSignal waits for a signal on sig (from notifyShutdown), then
+// shuts down gracefully with stop. A second signal exits at once: the
+// journal makes that safe.
+func serveUntilSignal(sig chan os.Signal, stop func() error) error {
 	s := <-sig
 	fmt.Fprintf(os.Stderr, "%v: shutting down (again to exit at once)\n", s)
 	go func() {

@@ -8,25 +8,24 @@ import (
 	"os"
 	"text/tabwriter"
 	"time"
-
-	"github.com/bookie-go/bookie/meta"
 )
 
 func init() { register("bookies", "list live bookies and their state", runBookies) }
 
 func runBookies(args []string) error {
 	fs := flag.NewFlagSet("bookies", flag.ExitOnError)
-	metadata := fs.String("metadata", "etcd://127.0.0.1:2379", "metadata store, etcd://host:port[,...]")
+	var cluster clusterFlags
+	cluster.add(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	store, err := meta.Open(ctx, *metadata)
+	cl, err := cluster.openClient(ctx)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	live, err := store.ListBookies(ctx)
+	defer cl.Close()
+	live, err := cl.Store().ListBookies(ctx)
 	if err != nil {
 		return err
 	}

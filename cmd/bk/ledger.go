@@ -25,254 +25,508 @@ func init() {
 	register("ledger", "write, read, tail, recover, delete, list or show ledgers", runLedger)
 }
 
-const ledgerUsage = `usage: bk ledger <verb> [flags]
+// ledgerVerb is one bk ledger verb: its own flags, then run.
+type ledgerVerb struct {
+	name, args, summary string
+	// needID: the verb takes exactly one ledger id.
+	needID bool
+	// flags registers the verb's own flags on fs, into o.
+	flags func(fs *flag.FlagSet, o *ledgerOpts)
+	run   func(ctx context.Context, cl *client.Client, o *ledgerOpts) error
+}
 
-  write            create a ledger, append each line of stdin as an entry, close it, print its id
-  read ID          print the entries of a ledger, one per line
-  tail ID          follow an open ledger, printing entries as they are confirmed
-  recover ID       fence the ledger's writer out, recover and close it
-  delete ID        delete a ledger
-  list             list ledgers
-  info ID          show a ledger's metadata
+// ledgerOpts holds every verb's parsed flags and positional id.
+type ledgerOpts struct {
+	cluster  clusterFlags
+	asJSON   bool
+	timeout  time.Duration
+	id       uint64
+	out      *bufio.Writer
+	ensemble int
+	wq, aq   int
+	password string
+	from, to int64
+	last     int64
+	state    string
+}
 
-Every verb takes --metadata etcd://host:port[,...] and --json.`
+var ledgerVerbs = []ledgerVerb{
+	{name: "write", summary: "create a ledger, append each line of stdin as an entry, close it, print its id",
+		flags: func(fs *flag.FlagSet, o *ledgerOpts) {
+			fs.IntVar(&o.ensemble, "ensemble", 3, "ensemble size")
+			fs.IntVar(&o.wq, "write-quorum", 2, "copies of each entry")
+			fs.IntVar(&o.aq, "ack-quorum", 2, "copies acknowledged before an entry is confirmed")
+			fs.StringVar(&o.password, "password", "", "ledger password (master key); also read from BK_LEDGER_PASSWORD")
+		}, run: ledgerWrite},
+	{name: "read", args: "ID", needID: true, summary: "print a ledger's entries, one per line",
+		flags: func(fs *flag.FlagSet, o *ledgerOpts) {
+			fs.Int64Var(&o.from, "from", 0, "first entry id")
+			fs.Int64Var(&o.to, "to", -1, "last entry id (default: the last confirmed)")
+			fs.Int64Var(&o.last, "last", 0, "only the last N entries")
+		}, run: ledgerRead},
+	{name: "tail", args: "ID", needID: true, summary: "follow an open ledger, printing entries as they are confirmed",
+		flags: func(fs *flag.FlagSet, o *ledgerOpts) {
+			fs.Int64Var(&o.from, "from", 0, "first entry id")
+		}, run: ledgerTail},
+	{name: "recover", args: "ID", needID: true, summary: "fence the ledger's writer out, recover and close it", run: ledgerRecover},
+	{name: "delete", args: "ID", needID: true, summary: "delete a ledger", run: ledgerDelete},
+	{name: "list", summary: "list ledgers",
+		flags: func(fs *flag.FlagSet, o *ledgerOpts) {
+			fs.StringVar(&o.state, "state", "", "only ledgers in this state: OPEN, IN_RECOVERY or CLOSED")
+		}, run: ledgerList},
+	{name: "info", args: "ID", needID: true, summary: "show a ledger's metadata", run: ledgerInfo},
+}
+
+func ledgerUsage() string {
+	var b strings.Builder
+	b.WriteString("usage: bk ledger <verb> [flags]\n\n")
+	for _, v := range ledgerVerbs {
+		fmt.Fprintf(&b, "  %-15s %s\n", strings.TrimSpace(v.name+" "+v.args), v.summary)
+	}
+	b.WriteString("\nRun 'bk ledger <verb> -h' for a verb's flags.")
+	return b.String()
+}
+
+// errUsage is returned after a usage message was printed; main exits 2
+// without repeating it.
+var errUsage = errors.New("usage")
 
 func runLedger(args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(os.Stderr, ledgerUsage)
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(os.Stderr, ledgerUsage())
+		if len(args) == 0 {
+			return errUsage
+		}
 		return nil
 	}
-	verb, args := args[0], args[1:]
-	fs := flag.NewFlagSet("ledger "+verb, flag.ExitOnError)
-	metadata := fs.String("metadata", "etcd://127.0.0.1:2379", "metadata store, etcd://host:port[,...]")
-	asJSON := fs.Bool("json", false, "print JSON for scripts")
-	ensemble := fs.Int("ensemble", 3, "write: ensemble size")
-	wq := fs.Int("write-quorum", 2, "write: copies of each entry")
-	aq := fs.Int("ack-quorum", 2, "write: copies acknowledged before an entry is confirmed")
-	password := fs.String("password", "", "ledger password (master key); also read from BK_LEDGER_PASSWORD")
-	first := fs.Int64("from", 0, "read/tail: first entry id")
-	timeout := fs.Duration("timeout", 30*time.Second, "time limit for the whole command (tail: per wait)")
-	secretFile := fs.String("secret-file", "", "cluster secret file, for bookies that require authentication (or set BK_CLUSTER_SECRET)")
-	// Accept flags before or after the ledger id.
-	var pos []string
-	for len(args) > 0 {
-		fs.Parse(args)
-		if fs.NArg() == 0 {
-			break
+	name, args := args[0], args[1:]
+	var verb *ledgerVerb
+	for i := range ledgerVerbs {
+		if ledgerVerbs[i].name == name {
+			verb = &ledgerVerbs[i]
 		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
 	}
-	if *password == "" {
-		*password = os.Getenv("BK_LEDGER_PASSWORD")
+	if verb == nil {
+		fmt.Fprintf(os.Stderr, "bk ledger: unknown verb %q\n\n%s\n", name, ledgerUsage())
+		return errUsage
 	}
-	ledgerID := func() (uint64, error) {
-		if len(pos) != 1 {
-			return 0, fmt.Errorf("%s needs one ledger id", verb)
+	o := &ledgerOpts{}
+	fs := flag.NewFlagSet("bk ledger "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: bk ledger %s [flags]\n\n%s\n\nflags:\n", strings.TrimSpace(name+" "+verb.args), verb.summary)
+		fs.PrintDefaults()
+	}
+	o.cluster.add(fs)
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON for scripts")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "time limit for the whole command (tail: per wait)")
+	if verb.flags != nil {
+		verb.flags(fs, o)
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
 		}
-		id, err := strconv.ParseUint(pos[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("bad ledger id %q", pos[0])
+		return errUsage
+	}
+	switch {
+	case verb.needID && len(pos) != 1:
+		return fmt.Errorf("%s needs one ledger id (bk ledger %s %s)", name, name, verb.args)
+	case !verb.needID && len(pos) != 0:
+		return fmt.Errorf("%s takes no arguments, got %q", name, pos)
+	case verb.needID:
+		if o.id, err = strconv.ParseUint(pos[0], 10, 64); err != nil {
+			return fmt.Errorf("bad ledger id %q", pos[0])
 		}
-		return id, nil
+	}
+	if o.state != "" {
+		if o.state = strings.ToUpper(o.state); o.state != "OPEN" && o.state != "IN_RECOVERY" && o.state != "CLOSED" {
+			return fmt.Errorf("--state %q: want OPEN, IN_RECOVERY or CLOSED", o.state)
+		}
+	}
+	if o.password == "" {
+		o.password = os.Getenv("BK_LEDGER_PASSWORD")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	secret, err := loadSecret(*secretFile)
-	if err != nil {
-		cancel()
-		return err
-	}
-	cl, err := client.New(openCtx, client.Config{Metadata: *metadata, Secret: secret})
-	cancel()
+	cl, err := o.cluster.openClient(ctx)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	out := bufio.NewWriter(os.Stdout)
-	defer out.Flush()
-	emit := func(v any) error {
-		enc := json.NewEncoder(out)
-		return enc.Encode(v)
+	o.out = bufio.NewWriter(os.Stdout)
+	defer o.out.Flush()
+	err = verb.run(ctx, cl, o)
+	if verb.needID && errors.Is(err, meta.ErrNoSuchLedger) {
+		return fmt.Errorf("ledger %d does not exist", o.id)
 	}
+	return err
+}
 
-	switch verb {
-	case "write":
-		wctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
-		id, n, err := writeLines(wctx, cl, os.Stdin, client.LedgerOptions{
-			EnsembleSize: *ensemble, WriteQuorum: *wq, AckQuorum: *aq, Password: []byte(*password),
-		})
+// emit writes v as one line of JSON.
+func (o *ledgerOpts) emit(v any) error { return json.NewEncoder(o.out).Encode(v) }
+
+// recoverHint is the command that recovers ledger id, with the --metadata
+// and --config flags this command was given.
+func (o *ledgerOpts) recoverHint(id uint64) string {
+	s := fmt.Sprintf("bk ledger recover %d", id)
+	if o.cluster.metadata != "" {
+		s += " --metadata " + o.cluster.metadata
+	}
+	if o.cluster.config != "" {
+		s += " --config " + o.cluster.config
+	}
+	return s
+}
+
+func ledgerWrite(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	id, n, err := writeLines(wctx, cl, os.Stdin, client.LedgerOptions{
+		EnsembleSize: o.ensemble, WriteQuorum: o.wq, AckQuorum: o.aq, Password: []byte(o.password),
+	})
+	if err != nil {
+		if id == 0 {
+			return fmt.Errorf("%w%s", err, readOnlyHint(cl))
+		}
+		return o.writeFailed(cl, id, n, fmt.Errorf("%w%s", err, readOnlyHint(cl)))
+	}
+	if o.asJSON {
+		return o.emit(map[string]any{"ledgerId": id, "entries": n})
+	}
+	fmt.Fprintln(o.out, id)
+	return nil
+}
+
+// writeFailed reports a ledger write that failed after the ledger was
+// created: its id, the state it was left in, and for an OPEN ledger the
+// command that closes it.
+func (o *ledgerOpts) writeFailed(cl *client.Client, id uint64, n int, cause error) error {
+	switch {
+	case errors.Is(cause, context.DeadlineExceeded):
+		cause = fmt.Errorf("%w (--timeout %v)", cause, o.timeout)
+	case errors.Is(cause, context.Canceled):
+		cause = errors.New("interrupted")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	md, err := cl.Store().GetLedger(ctx, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("ledger %d: %v after %d lines; its state is unknown (%v): run %s", id, cause, n, err, o.recoverHint(id))
+	case md.State == meta.StateClosed:
+		return fmt.Errorf("ledger %d: %v after %d lines; it is CLOSED with entries 0..%d", id, cause, n, md.LastEntryID)
+	default:
+		return fmt.Errorf("ledger %d: %v after %d lines; it is left %s: run %s", id, cause, n, md.State, o.recoverHint(id))
+	}
+}
+
+// readOnlyHint says how many live bookies are read-only, which is why a
+// write finds too few bookies or no replacement for one that refused it;
+// "" when none is (or the registry cannot be read).
+func readOnlyHint(cl *client.Client) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	live, err := cl.Store().ListBookies(ctx)
+	if err != nil {
+		return ""
+	}
+	ro := 0
+	for _, b := range live {
+		if b.ReadOnly {
+			ro++
+		}
+	}
+	if ro == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of %d live bookies are read-only: disk full or a failed journal; bk bookie status ADMIN-ADDR says why)", ro, len(live))
+}
+
+// openLedger opens ledger o.id for reading and warns on stderr when it is
+// not closed: its writer may still be adding, so what is shown ends at the
+// last entry confirmed so far.
+func openLedger(ctx context.Context, cl *client.Client, o *ledgerOpts, follow bool) (*client.Reader, error) {
+	r, err := cl.OpenLedger(ctx, o.id, false)
+	if err != nil {
+		return nil, err
+	}
+	if md := r.Metadata(); !r.Closed() && !follow {
+		fmt.Fprintf(os.Stderr, "warning: ledger %d is %s: showing entries up to the last confirmed (%d); its writer may still be adding (bk ledger tail %d follows it, %s closes it)\n",
+			o.id, md.State, r.LastAddConfirmed(), o.id, o.recoverHint(o.id))
+	}
+	return r, nil
+}
+
+func ledgerRead(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
+	rctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	r, err := openLedger(rctx, cl, o, false)
+	if err != nil {
+		return err
+	}
+	first, last := readRange(o.from, o.to, o.last, r.LastAddConfirmed())
+	for from := first; from <= last; from += 1000 {
+		entries, err := r.Read(rctx, from, min(from+999, last))
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return emit(map[string]any{"ledgerId": id, "entries": n})
-		}
-		fmt.Fprintln(out, id)
-		return nil
-	case "read", "recover":
-		id, err := ledgerID()
-		if err != nil {
+		if err := printEntries(o.out, entries, o.asJSON); err != nil {
 			return err
 		}
-		rctx, cancel := context.WithTimeout(ctx, *timeout)
-		defer cancel()
-		r, err := cl.OpenLedger(rctx, id, verb == "recover")
-		if err != nil {
-			return err
-		}
-		if verb == "recover" {
-			md := r.Metadata()
-			if *asJSON {
-				return emit(map[string]any{"ledgerId": id, "state": md.State.String(), "lastEntryId": md.LastEntryID})
-			}
-			fmt.Fprintf(out, "ledger %d is %s, last entry %d\n", id, md.State, md.LastEntryID)
-			return nil
-		}
-		last := r.LastAddConfirmed()
-		for from := *first; from <= last; from += 1000 {
-			entries, err := r.Read(rctx, from, min(from+999, last))
+	}
+	return nil
+}
+
+// readRange returns the entries read shows: from..to (to < 0: the last
+// confirmed entry, lac), or with last > 0 only the last that many of them.
+// first > last means none.
+func readRange(from, to, last, lac int64) (first, end int64) {
+	first, end = max(from, 0), lac
+	if to >= 0 {
+		end = min(to, lac)
+	}
+	if last > 0 {
+		first = max(first, end-last+1)
+	}
+	return first, end
+}
+
+func ledgerTail(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
+	r, err := openLedger(ctx, cl, o, true)
+	if err != nil {
+		return err
+	}
+	next := o.from
+	for {
+		lac := r.LastAddConfirmed()
+		if next <= lac {
+			entries, err := r.Read(ctx, next, lac)
 			if err != nil {
 				return err
 			}
-			if err := printEntries(out, entries, *asJSON); err != nil {
+			if err := printEntries(o.out, entries, o.asJSON); err != nil {
 				return err
 			}
+			o.out.Flush()
+			next = lac + 1
+			continue
 		}
-		return nil
-	case "tail":
-		id, err := ledgerID()
-		if err != nil {
+		if r.Closed() {
+			return nil
+		}
+		wctx, cancel := context.WithTimeout(ctx, o.timeout)
+		_, err := r.WaitLAC(wctx, lac)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		r, err := cl.OpenLedger(ctx, id, false)
-		if err != nil {
-			return err
-		}
-		next := *first
-		for {
-			lac := r.LastAddConfirmed()
-			if next <= lac {
-				entries, err := r.Read(ctx, next, lac)
-				if err != nil {
-					return err
-				}
-				if err := printEntries(out, entries, *asJSON); err != nil {
-					return err
-				}
-				out.Flush()
-				next = lac + 1
-				continue
-			}
-			if r.Closed() {
-				return nil
-			}
-			wctx, cancel := context.WithTimeout(ctx, *timeout)
-			_, err := r.WaitLAC(wctx, lac)
-			cancel()
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				return err
-			}
-		}
-	case "delete":
-		id, err := ledgerID()
-		if err != nil {
-			return err
-		}
-		return cl.DeleteLedger(ctx, id)
-	case "list":
-		mds, err := cl.ListLedgers(ctx)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return emit(mds)
-		}
-		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "LEDGER\tSTATE\tE/WQ/AQ\tLAST ENTRY\tBOOKIES\tCREATED")
-		for _, md := range mds {
-			fmt.Fprintf(w, "%d\t%s\t%d/%d/%d\t%d\t%s\t%s\n", md.ID, md.State, md.EnsembleSize, md.WriteQuorum,
-				md.AckQuorum, md.LastEntryID, lastBookies(md), md.CreatedAt.Local().Format(time.DateTime))
-		}
-		return w.Flush()
-	case "info":
-		id, err := ledgerID()
-		if err != nil {
-			return err
-		}
-		md, err := cl.Store().GetLedger(ctx, id)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return emit(md)
-		}
-		fmt.Fprintf(out, "ledger:      %d\nstate:       %s\nquorums:     ensemble %d, write %d, ack %d\nlast entry:  %d\ncreated:     %s\nversion:     %d\n",
-			md.ID, md.State, md.EnsembleSize, md.WriteQuorum, md.AckQuorum, md.LastEntryID,
-			md.CreatedAt.Local().Format(time.RFC3339), md.Version)
-		for _, f := range md.Fragments {
-			fmt.Fprintf(out, "fragment:    from entry %d on %v\n", f.FirstEntry, f.Bookies)
-		}
-		for k, v := range md.CustomMetadata {
-			fmt.Fprintf(out, "custom:      %s=%q\n", k, v)
-		}
-		return nil
 	}
-	return fmt.Errorf("unknown verb %q\n\n%s", verb, ledgerUsage)
 }
 
-// writeLines creates a ledger, appends each line of in (without its newline)
-// as one entry, pipelined, and closes the ledger.
+func ledgerRecover(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
+	rctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	r, err := cl.OpenLedger(rctx, o.id, true)
+	if err != nil {
+		return err
+	}
+	md := r.Metadata()
+	if o.asJSON {
+		return o.emit(map[string]any{"ledgerId": o.id, "state": md.State.String(), "lastEntryId": md.LastEntryID})
+	}
+	fmt.Fprintf(o.out, "ledger %d is %s, last entry %d\n", o.id, md.State, md.LastEntryID)
+	return nil
+}
+
+func ledgerDelete(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
+	if err := cl.DeleteLedger(ctx, o.id); err != nil {
+		return err
+	}
+	if o.asJSON {
+		return o.emit(map[string]any{"ledgerId": o.id, "deleted": true})
+	}
+	fmt.Fprintf(o.out, "ledger %d deleted\n", o.id)
+	return nil
+}
+
+func ledgerList(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
+	all, err := cl.ListLedgers(ctx)
+	if err != nil {
+		return err
+	}
+	mds := all[:0]
+	for _, md := range all {
+		if o.state == "" || md.State.String() == o.state {
+			mds = append(mds, md)
+		}
+	}
+	if o.asJSON {
+		return o.emit(mds)
+	}
+	w := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "LEDGER\tSTATE\tE/WQ/AQ\tLAST ENTRY\tBOOKIES\tCREATED")
+	for _, md := range mds {
+		fmt.Fprintf(w, "%d\t%s\t%d/%d/%d\t%d\t%s\t%s\n", md.ID, md.State, md.EnsembleSize, md.WriteQuorum,
+			md.AckQuorum, md.LastEntryID, lastBookies(md), md.CreatedAt.Local().Format(time.DateTime))
+	}
+	return w.Flush()
+}
+
+func ledgerInfo(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
+	md, err := cl.Store().GetLedger(ctx, o.id)
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		return o.emit(md)
+	}
+	out := o.out
+	fmt.Fprintf(out, "ledger:      %d\nstate:       %s\nquorums:     ensemble %d, write %d, ack %d\nlast entry:  %d\ncreated:     %s\nversion:     %d\n",
+		md.ID, md.State, md.EnsembleSize, md.WriteQuorum, md.AckQuorum, md.LastEntryID,
+		md.CreatedAt.Local().Format(time.RFC3339), md.Version)
+	for _, f := range md.Fragments {
+		fmt.Fprintf(out, "fragment:    from entry %d on %v\n", f.FirstEntry, f.Bookies)
+	}
+	for k, v := range md.CustomMetadata {
+		fmt.Fprintf(out, "custom:      %s=%q\n", k, v)
+	}
+	return nil
+}
+
+// maxLineBytes is the longest line ledger write takes: the largest entry
+// payload a bookie accepts with the default max_frame_size of 8 MiB (8 MiB
+// minus 84 bytes of frame header, master key and entry header; see
+// docs/operations.md).
+const maxLineBytes = 8<<20 - 84
+
+// writeLines creates a ledger, appends each line of in (without its "\n";
+// a "\r" before it is kept) as one entry, pipelined, and closes the
+// ledger. It returns the ledger's id (0 if it was never created) and the
+// lines sent. When ctx ends first it stops reading, waits for the entries
+// sent and still closes the ledger, with a fresh 10 s limit.
 func writeLines(ctx context.Context, cl *client.Client, in io.Reader, opts client.LedgerOptions) (id uint64, n int, err error) {
 	w, err := cl.CreateLedger(ctx, opts)
 	if err != nil {
 		return 0, 0, err
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	lines := make(chan []byte)
+	readErr := make(chan error, 1)
+	stopRead := make(chan struct{})
+	defer close(stopRead)
+	go func() { readErr <- readLines(in, lines, stopRead) }()
+
 	errc := make(chan error, 1)
 	pending := make(chan struct{}, 1024)
-	for sc.Scan() {
-		line := append([]byte(nil), sc.Bytes()...)
-		pending <- struct{}{}
-		w.AppendAsync(line, func(_ int64, err error) {
-			<-pending
-			if err != nil {
-				select {
-				case errc <- err:
-				default:
-				}
+	fail := func(e error) {
+		select {
+		case errc <- e:
+		default:
+		}
+	}
+loop:
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				err = <-readErr
+				break loop
 			}
-		})
-		n++
+			select {
+			case pending <- struct{}{}:
+			case <-ctx.Done():
+				err = ctx.Err()
+				break loop
+			}
+			w.AppendAsync(line, func(_ int64, err error) {
+				<-pending
+				if err != nil {
+					fail(err)
+				}
+			})
+			n++
+		case err = <-errc:
+			break loop
+		case <-ctx.Done():
+			err = ctx.Err()
+			break loop
+		}
 	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	for i := 0; i < cap(pending); i++ {
-		pending <- struct{}{}
-	}
-	select {
-	case err = <-errc:
-	default:
+		select {
+		case pending <- struct{}{}:
+		case <-cctx.Done():
+		}
 	}
 	if err == nil {
-		err = sc.Err()
+		select {
+		case err = <-errc:
+		default:
+		}
 	}
-	if cerr := w.Close(ctx); err == nil {
+	if cerr := w.Close(cctx); err == nil {
 		err = cerr
 	}
 	return w.ID(), n, err
 }
 
+// readLines sends each line of in, without its "\n", on lines and closes
+// it at the end of in; it stops early when stop closes. A line longer than
+// maxLineBytes is an error naming its number.
+func readLines(in io.Reader, lines chan<- []byte, stop <-chan struct{}) error {
+	defer close(lines)
+	br := bufio.NewReaderSize(in, 64<<10)
+	tooLong := func(num int) error {
+		return fmt.Errorf("line %d is longer than the largest entry, %d bytes", num, maxLineBytes)
+	}
+	for num := 1; ; num++ {
+		var line []byte
+		for {
+			chunk, err := br.ReadSlice('\n')
+			line = append(line, chunk...)
+			if len(line) > maxLineBytes+1 {
+				return tooLong(num)
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if err == io.EOF && len(line) == 0 {
+				return nil
+			}
+			if err != nil && err != io.EOF {
+				return fmt.Errorf("read stdin: %w", err)
+			}
+			break
+		}
+		if line = bytes.TrimSuffix(line, []byte("\n")); len(line) > maxLineBytes {
+			return tooLong(num)
+		}
+		select {
+		case lines <- line:
+		case <-stop:
+			return nil
+		}
+	}
+}
+
+// printEntries prints each entry's data and a newline, or with asJSON one
+// JSON object per entry: {"entryId": N, "data": "<base64>"}.
 func printEntries(out io.Writer, entries []client.Entry, asJSON bool) error {
 	for _, e := range entries {
 		if asJSON {
-			b, _ := json.Marshal(map[string]any{"entryId": e.ID, "data": string(e.Data)})
-			fmt.Fprintf(out, "%s\n", b)
+			b, _ := json.Marshal(struct {
+				EntryID int64  `json:"entryId"`
+				Data    []byte `json:"data"`
+			}{e.ID, e.Data})
+			if _, err := fmt.Fprintf(out, "%s\n", b); err != nil {
+				return err
+			}
 			continue
 		}
 		if _, err := fmt.Fprintf(out, "%s\n", e.Data); err != nil {

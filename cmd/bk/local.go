@@ -5,12 +5,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/meta/embedded"
 )
 
 func init() {
@@ -21,11 +25,13 @@ func runLocal(args []string) error {
 	fs := flag.NewFlagSet("local", flag.ExitOnError)
 	n := fs.Int("bookies", 3, "number of bookies")
 	data := fs.String("data", "./data", "data directory: etcd/ and bookie-N/ go under it")
+	metadataPort := fs.Int("metadata-port", 2379, "embedded etcd's client port on 127.0.0.1, where bk commands look by default (0: any free port)")
 	basePort := fs.Int("base-port", 3181, "first bookie's port; the others follow")
 	adminBase := fs.Int("admin-base-port", 8181, "first bookie's admin HTTP port (0: no admin listeners)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	demo := fs.Bool("demo", false, "once up, write a small ledger and read it back")
 	secretFile := fs.String("secret-file", "", "cluster secret file: bookies require clients to authenticate (or set BK_CLUSTER_SECRET)")
+	full := fs.Bool("full-size", false, "preallocate as a production bookie does (64 MiB journal segments, 64 MB etcd WAL segments) instead of sizes for a small local cluster")
 	fs.Parse(args)
 	if *n < 1 {
 		return errors.New("--bookies must be at least 1")
@@ -38,11 +44,18 @@ func runLocal(args []string) error {
 	if err != nil {
 		return err
 	}
-	lc, err := localcluster.Start(localcluster.Options{Dir: *data, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
-		Logger: log, Configure: func(_ int, cfg *bookie.Config) { cfg.Secret = secret }})
+	dir, err := filepath.Abs(*data)
 	if err != nil {
 		return err
 	}
+	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
+		MetadataPort: *metadataPort, Light: !*full,
+		Logger: log, Configure: func(_ int, cfg *bookie.Config) { cfg.Secret = secret }})
+	if err != nil {
+		return explainLocalErr(err, dir, *metadataPort)
+	}
+	sig := notifyShutdown()
+	fmt.Printf("data:     %s\n", dir)
 	fmt.Printf("metadata: %s\n", lc.Endpoint())
 	for i, b := range lc.Bookies {
 		fmt.Printf("bookie %d: %s", i+1, b.Addr())
@@ -57,9 +70,35 @@ func runLocal(args []string) error {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
-	fmt.Printf("\nTry:\n  echo hello | go run ./cmd/bk ledger write --metadata %s\n", lc.Endpoint())
+	fmt.Println()
+	if lc.Endpoint() != defaultMetadata {
+		fmt.Printf("Other bk commands find this cluster with:\n  export BK_METADATA=%s\n", lc.Endpoint())
+	}
+	bk := selfCommand()
+	fmt.Printf("Try:\n  id=$(printf 'one\\ntwo\\n' | %s ledger write) && %s ledger read \"$id\"\n  %s bookies\n", bk, bk, bk)
 	fmt.Println("Ctrl-C stops the cluster.")
-	return serveUntilSignal(lc.Close)
+	return serveUntilSignal(sig, lc.Close)
+}
+
+// selfCommand is how to run bk again from a shell: "go run ./cmd/bk" when
+// this binary was built by go run, else "bk".
+func selfCommand() string {
+	if exe, err := os.Executable(); err == nil && strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ./cmd/bk"
+	}
+	return "bk"
+}
+
+// explainLocalErr turns the two usual reasons bk local fails to start into
+// what to do about them.
+func explainLocalErr(err error, dir string, metadataPort int) error {
+	switch {
+	case errors.Is(err, embedded.ErrLocked):
+		return fmt.Errorf("%s is in use by another bk local (or bk bench --local); stop it, or give this one its own --data", dir)
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%w\n(a port is taken: another etcd or bk local? choose others with --metadata-port (now %d), --base-port and --admin-base-port)", err, metadataPort)
+	}
+	return err
 }
 
 // runDemo writes a three-entry ledger (E3 WQ2 AQ2) and reads it back.

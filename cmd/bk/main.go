@@ -2,19 +2,27 @@
 // and client-side tools for ledgers and bookies.
 //
 //	bk bookie     [flags]                run one bookie
+//	bk bookie     status|ledgers [ADMIN] a bookie's health and sizes; the ledgers it holds
+//	bk bookie     config --print|--check the effective config; validate it
 //	bk local      --bookies N [--demo]   run embedded etcd and N bookies on loopback
-//	bk bookies    --metadata URL         list live bookies
+//	bk bookies    [--metadata URL]       list live bookies
 //	bk ledger     write|read|tail|recover|delete|list|info ...
 //	bk bench      [--local] [workloads]  benchmarks beside a raw disk reference
 //	bk inspect    journal|entrylog|index|ledger|cookie   dump a stopped bookie's data
 //	bk verify     [--data DIR]           check every checksum and index entry on disk
 //	bk faultproxy --listen A --target B  frame-aware fault-injecting proxy
 //	bk chaos      --seeds N --duration D randomized fault soak with invariant checks
+//	bk version                           print the version (also bk --version)
+//	bk completion bash                   shell completion script
 //
-// Every command takes -h for its flags.
+// Every command takes -h for its flags. Commands that talk to a cluster
+// find its metadata store in --metadata, else $BK_METADATA, else the CLI
+// config file (--config, default ~/.config/bk/config.json), else
+// etcd://127.0.0.1:2379, where bk local serves it by default.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,8 +43,12 @@ func register(name, summary string, run func(args []string) error) {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: bk <command> [flags]\n\ncommands:")
+	width := 0
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-*s  %s\n", width, c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'bk <command> -h' for a command's flags.")
 }
@@ -49,10 +61,16 @@ func main() {
 		}
 		return
 	}
+	if os.Args[1] == "--version" {
+		os.Args[1] = "version"
+	}
 	for _, c := range commands {
 		if c.name == os.Args[1] {
 			if err := c.run(os.Args[2:]); err != nil {
-				fmt.Fprintf(os.Stderr, "bk %s: %v\n", c.name, err)
+				if errors.Is(err, errUsage) {
+					os.Exit(2) // the usage message is printed already
+				}
+				fmt.Fprintf(os.Stderr, "bk %s: %s\n", c.name, displayError(err))
 				os.Exit(1)
 			}
 			return
@@ -61,6 +79,22 @@ func main() {
 	fmt.Fprintf(os.Stderr, "bk: unknown command %q\n\n", os.Args[1])
 	usage(os.Stderr)
 	os.Exit(2)
+}
+
+// packagePrefixes are the "pkg: " prefixes this module's errors start
+// with; each layer adds its own, so a chain repeats them.
+var packagePrefixes = []string{"client: ", "meta: ", "bookie: ", "journal: ", "entrylog: ", "index: ", "wire: ", "embedded: ", "inspect: "}
+
+// displayError is err's message without the package prefixes of its chain:
+// "client: create ledger: client: not enough bookies" reads "create ledger:
+// not enough bookies". The prefixes help a program; a person reading one
+// line needs the operation and the cause.
+func displayError(err error) string {
+	s := ": " + err.Error()
+	for _, p := range packagePrefixes {
+		s = strings.ReplaceAll(s, ": "+p, ": ")
+	}
+	return s[2:]
 }
 
 // newLogger returns a text logger on stderr at the given level name.

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
+	"os/signal"
 	"syscall"
 	"testing"
 	"time"
@@ -25,10 +26,11 @@ func TestSIGTERMShutsDownGracefully(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	closed := make(chan struct{})
+	sig := notifyShutdown() // installed before the signal is sent: no wait needed
+	defer signal.Stop(sig)
 	go func() {
-		done <- serveUntilSignal(func() error { defer close(closed); return b.Close() })
+		done <- serveUntilSignal(sig, func() error { defer close(closed); return b.Close() })
 	}()
-	time.Sleep(100 * time.Millisecond) // let Notify install
 	syscall.Kill(syscall.Getpid(), syscall.SIGTERM)
 	select {
 	case err := <-done:

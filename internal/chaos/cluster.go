@@ -21,6 +21,7 @@ import (
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/faultproxy"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/embedded"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -50,7 +51,7 @@ type ClusterOptions struct {
 // advertises as its id: clients reach the bookies only through the proxies.
 type Cluster struct {
 	opts     ClusterOptions
-	etcd     *meta.Embedded
+	etcd     *embedded.Etcd
 	endpoint string
 	Nodes    []*Node
 }
@@ -118,7 +119,7 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = time.Hour
 	}
-	etcd, err := meta.StartEmbedded(filepath.Join(o.Dir, "etcd"), meta.EmbeddedOptions{UnsafeNoFsync: true})
+	etcd, err := embedded.Start(filepath.Join(o.Dir, "etcd"), embedded.Options{UnsafeNoFsync: true})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: etcd: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/embedded"
 )
 
 // Start starts an embedded etcd server in a temporary directory and
@@ -23,9 +24,9 @@ func Start(t testing.TB) string {
 // (metadata outage); Close is idempotent, so the cleanup is harmless.
 // Stores still open when the server stops make its Close wait about 5 s:
 // close them first, or open them with Open, whose cleanup runs first.
-func StartServer(t testing.TB) *meta.Embedded {
+func StartServer(t testing.TB) *embedded.Etcd {
 	t.Helper()
-	e, err := meta.StartEmbedded(t.TempDir(), meta.EmbeddedOptions{UnsafeNoFsync: true})
+	e, err := embedded.Start(t.TempDir(), embedded.Options{UnsafeNoFsync: true})
 	if err != nil {
 		t.Fatalf("metatest: %v", err)
 	}

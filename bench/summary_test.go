@@ -1,0 +1,33 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWriteSummaryFitsATerminal: with a long workload name and wide
+// numbers, no line of the summary is wider than SummaryWidth.
+func TestWriteSummaryFitsATerminal(t *testing.T) {
+	res := sampleResults()
+	wide := res[0]
+	wide.Workload.Name = strings.Repeat("x", 24)
+	wide.Workload.Size = 1 << 20
+	wide.Workload.Ensemble, wide.Workload.WriteQuorum, wide.Workload.AckQuorum = 5, 3, 2
+	wide.AddsPerSec, wide.MBPerSec, wide.Errors = 1234567, 12345.6, 123456
+	wide.Latency.P50, wide.Latency.P99, wide.Latency.P999 = 123*time.Millisecond, 12*time.Second, 99*time.Second
+	res = append(res, wide)
+	var buf bytes.Buffer
+	if err := WriteSummary(&buf, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		if len(line) > SummaryWidth {
+			t.Errorf("%d columns: %q", len(line), line)
+		}
+	}
+	if s := buf.String(); !strings.Contains(s, "w<1>") || !strings.Contains(s, "1.00ms") || !strings.Contains(s, "0.50") {
+		t.Errorf("summary lacks the sample's name, p50 or x ref:\n%s", s)
+	}
+}

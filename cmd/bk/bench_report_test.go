@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/bench"
+)
+
+// TestBenchReportWidth: bk bench prints a summary that fits a terminal,
+// and --wide the full table.
+func TestBenchReportWidth(t *testing.T) {
+	rep := bench.Report{Started: time.Now(), Host: "h", CPUs: 2, Command: "bk bench --local", Results: []bench.Result{{
+		Workload: bench.Workload{Name: "bk-throughput-latency", Size: 1024, Ensemble: 3, WriteQuorum: 2, AckQuorum: 2, Ledgers: 1, Inflight: 100},
+		Adds:     1000, AddsPerSec: 123456, MBPerSec: 126.4, BookieCPU: -1, ProcessCPU: 1.5,
+		Latency:   bench.Summary{Count: 1000, P50: time.Millisecond, P99: 3 * time.Millisecond, P999: 9 * time.Millisecond, Max: 20 * time.Millisecond},
+		Reference: &bench.Reference{PerBatch: 5, MBPerSec: 200, P50: 800 * time.Microsecond},
+	}}}
+	path := filepath.Join(t.TempDir(), "run.json")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.WriteJSON(f, rep); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	narrow := runBK(t, nil, nil, "bench", "--report", path)
+	wide := runBK(t, nil, nil, "bench", "--report", path, "--wide")
+	if narrow.code != 0 || wide.code != 0 {
+		t.Fatalf("exit %d / %d: %s %s", narrow.code, wide.code, narrow.stderr, wide.stderr)
+	}
+	for _, line := range strings.Split(strings.TrimRight(narrow.stdout, "\n"), "\n")[1:] { // after the command line
+		if len(line) > bench.SummaryWidth {
+			t.Errorf("summary line of %d columns: %q", len(line), line)
+		}
+	}
+	if !strings.Contains(narrow.stdout, "bk-throughput-latency") || strings.Contains(narrow.stdout, "rss MiB") {
+		t.Errorf("summary:\n%s", narrow.stdout)
+	}
+	if !strings.Contains(wide.stdout, "rss MiB") || !strings.Contains(wide.stdout, "raw pwrite+fdatasync") {
+		t.Errorf("--wide lacks the full table:\n%s", wide.stdout)
+	}
+}

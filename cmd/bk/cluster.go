@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/meta"
+)
+
+// defaultMetadata is the endpoint used when neither --metadata, BK_METADATA
+// nor the CLI config file names one; bk local serves it by default.
+const defaultMetadata = "etcd://127.0.0.1:2379"
+
+// cliConfig is the CLI config file (JSON) for commands that talk to a
+// cluster: ledger, bookies, bookie status. Unknown keys are an error.
+type cliConfig struct {
+	// Metadata is the metadata endpoint, as --metadata takes it.
+	Metadata string `json:"metadata"`
+	// SecretFile holds the cluster secret, as --secret-file takes it.
+	SecretFile string `json:"secret_file"`
+}
+
+// defaultCLIConfigPath returns $XDG_CONFIG_HOME/bk/config.json, else
+// ~/.config/bk/config.json; "" when neither can be found.
+func defaultCLIConfigPath() string {
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
+		return filepath.Join(d, "bk", "config.json")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".config", "bk", "config.json")
+	}
+	return ""
+}
+
+// clusterFlags are the flags every command that talks to a cluster takes.
+type clusterFlags struct {
+	metadata, config, secretFile string
+}
+
+// add registers --metadata, --config and --secret-file on fs.
+func (f *clusterFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.metadata, "metadata", "", "metadata store, etcd://host:port[,...] (default: $BK_METADATA, the config file, else "+defaultMetadata+")")
+	f.addSecret(fs)
+}
+
+// addSecret registers only --config and --secret-file, for commands that
+// need the cluster secret but not the metadata store.
+func (f *clusterFlags) addSecret(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", "", "CLI config file, JSON with \"metadata\" and \"secret_file\" (default "+tildePath(defaultCLIConfigPath())+", if it exists)")
+	fs.StringVar(&f.secretFile, "secret-file", "", "cluster secret file, for bookies that require authentication (default: $BK_CLUSTER_SECRET, the config file)")
+}
+
+// tildePath shortens a path under the home directory to ~/...
+func tildePath(p string) string {
+	if h, err := os.UserHomeDir(); err == nil && h != "" && strings.HasPrefix(p, h+string(filepath.Separator)) {
+		return "~" + p[len(h):]
+	}
+	return p
+}
+
+// resolve returns the metadata endpoint and the cluster secret. Each is
+// taken from the first of: the flag, the environment (BK_METADATA,
+// BK_CLUSTER_SECRET), the config file; the endpoint defaults to
+// defaultMetadata. A missing default config file is not an error; a
+// missing --config file is.
+func (f *clusterFlags) resolve() (endpoint string, secret []byte, err error) {
+	var cfg cliConfig
+	path, explicit := f.config, f.config != ""
+	if !explicit {
+		path = defaultCLIConfigPath()
+	}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			dec := json.NewDecoder(strings.NewReader(string(data)))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&cfg); err != nil {
+				return "", nil, fmt.Errorf("config file %s: %w", path, err)
+			}
+		case explicit || !errors.Is(err, os.ErrNotExist):
+			return "", nil, fmt.Errorf("config file: %w", err)
+		}
+	}
+	endpoint = firstNonEmpty(f.metadata, os.Getenv("BK_METADATA"), cfg.Metadata, defaultMetadata)
+	if _, err := meta.ParseEndpoints(endpoint); err != nil {
+		return "", nil, err
+	}
+	if f.secretFile != "" {
+		secret, err = loadSecret(f.secretFile)
+	} else if s := os.Getenv("BK_CLUSTER_SECRET"); s != "" {
+		secret = []byte(s)
+	} else if cfg.SecretFile != "" {
+		secret, err = loadSecret(cfg.SecretFile)
+	}
+	return endpoint, secret, err
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// reachTimeout bounds checkReachable's TCP dial of each etcd address.
+const reachTimeout = 2 * time.Second
+
+// checkReachable dials each etcd address of endpoint over TCP and returns
+// nil as soon as one accepts. Otherwise it names every address with its
+// dial error ("connection refused"), which etcd's client hides behind a
+// 10 s "context deadline exceeded".
+func checkReachable(ctx context.Context, endpoint string) error {
+	ep, err := meta.ParseEndpoints(endpoint)
+	if err != nil {
+		return err
+	}
+	var errs []string
+	for _, addr := range ep.Addrs {
+		dctx, cancel := context.WithTimeout(ctx, reachTimeout)
+		var d net.Dialer
+		c, err := d.DialContext(dctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			err = op.Err // "connection refused", not "dial tcp 127.0.0.1:2379: connect: ..."
+		}
+		errs = append(errs, fmt.Sprintf("%s: %v", addr, err))
+	}
+	return fmt.Errorf("cannot reach the metadata store %s (%s); start one (bk local serves %s) or point --metadata, BK_METADATA or the config file at it",
+		endpoint, strings.Join(errs, "; "), defaultMetadata)
+}
+
+// openClient resolves the cluster flags, checks that etcd answers TCP, and
+// opens a client on it within 10 s.
+func (f *clusterFlags) openClient(ctx context.Context) (*client.Client, error) {
+	endpoint, secret, err := f.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkReachable(ctx, endpoint); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret})
+	if err != nil {
+		// Drop client's and meta's prefixes, which repeat the endpoint.
+		for _, p := range []string{"client: ", "meta: "} {
+			if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), p) {
+				err = u
+			}
+		}
+		return nil, fmt.Errorf("metadata store %s: %w", endpoint, err)
+	}
+	return cl, nil
+}
