@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -57,6 +58,17 @@ func startAdmin(b *Bookie, addr string) (*adminServer, error) {
 	}
 	mux.HandleFunc("GET /info", serveJSON(func() any { return b.Status() }))
 	mux.HandleFunc("GET /ledgers", serveJSON(func() any { return b.Ledgers() }))
+	// POST /read-only?on=true|false sets or lifts the operator's read-only
+	// reason (other reasons stay) and answers with the bookie's status.
+	mux.HandleFunc("POST /read-only", b.requireSecret(func(w http.ResponseWriter, r *http.Request) {
+		on, err := strconv.ParseBool(r.URL.Query().Get("on"))
+		if err != nil {
+			http.Error(w, "read-only: want ?on=true or ?on=false", http.StatusBadRequest)
+			return
+		}
+		b.SetManualReadOnly(on)
+		serveJSON(func() any { return b.Status() })(w, r)
+	}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,12 +56,12 @@ type Bookie struct {
 	lastAppliedMu sync.Mutex
 	lastApplied   journal.Mark
 
-	// readOnlyReason is "" while writable. Protected by roMu.
-	roMu           sync.Mutex
-	readOnlyReason string
-	readOnlyFlag   atomic.Bool
-	journalFailed  atomic.Bool
-	storageFailed  atomic.Bool
+	// Why the bookie refuses adds (readonly.go). Protected by roMu;
+	// readOnlyFlag mirrors roReasons != 0 for the add path.
+	roMu         sync.Mutex
+	roReasons    roReason
+	roDetail     map[roReason]string
+	readOnlyFlag atomic.Bool
 
 	damage damage // entries the scrubber found damaged
 
@@ -249,7 +248,7 @@ func New(cfg Config) (*Bookie, error) {
 		// still holds them: the mark did not move), and goes writable once
 		// space is freed and a checkpoint succeeds.
 		b.log.Warn("disk full after replay: starting read-only", "err", err)
-		b.setReadOnly("disk full: storage flush refused")
+		b.setReadOnly(roDiskFull, ": storage flush refused")
 	} else if err != nil {
 		b.closeStorage()
 		return nil, fmt.Errorf("bookie: checkpoint after replay: %w", err)
@@ -450,48 +449,6 @@ func (b *Bookie) checkpoint() error {
 	return nil
 }
 
-// ReadOnly reports whether the bookie refuses adds, and why.
-func (b *Bookie) ReadOnly() (bool, string) {
-	b.roMu.Lock()
-	defer b.roMu.Unlock()
-	return b.readOnlyReason != "", b.readOnlyReason
-}
-
-func (b *Bookie) setReadOnly(reason string) {
-	b.roMu.Lock()
-	defer b.roMu.Unlock()
-	if b.readOnlyReason == "" || reason == "" || b.journalFailed.Load() {
-		if b.journalFailed.Load() && reason == "" {
-			return // a failed journal is final
-		}
-		if b.readOnlyReason != reason {
-			b.log.Warn("read-only state changed", "reason", reason)
-			if (b.readOnlyReason == "") != (reason == "") {
-				defer b.announceReadOnly() // after roMu is released
-			}
-		}
-		b.readOnlyReason = reason
-	}
-	b.readOnlyFlag.Store(b.readOnlyReason != "")
-	if b.readOnlyReason != "" {
-		b.metrics.readOnly.Set(1)
-	} else {
-		b.metrics.readOnly.Set(0)
-	}
-}
-
-// healthErr says why the bookie is unhealthy (needs a restart), or nil.
-func (b *Bookie) healthErr() error {
-	if err := b.journal.Err(); err != nil {
-		return fmt.Errorf("journal failed: %w", err)
-	}
-	if b.storageFailed.Load() {
-		_, why := b.ReadOnly()
-		return errors.New(why)
-	}
-	return nil
-}
-
 // checkDisk goes read-only above the disk-full threshold and writable again
 // below the writable threshold.
 //
@@ -513,20 +470,22 @@ func (b *Bookie) checkDisk() {
 	}
 	reserveOK := b.store.HasRoom(0)
 	flushErr := b.store.FlushError()
-	ro, why := b.ReadOnly()
 	switch {
-	case !ro && (used >= b.cfg.DiskFullThreshold || !reserveOK || errors.Is(flushErr, entrylog.ErrDiskFull)):
-		b.setReadOnly(fmt.Sprintf("disk full (%.1f%% used)", 100*used))
-	case !ro && flushErr != nil:
+	case used >= b.cfg.DiskFullThreshold || !reserveOK || errors.Is(flushErr, entrylog.ErrDiskFull):
+		if !b.readOnlyFor(roDiskFull) {
+			b.setReadOnly(roDiskFull, fmt.Sprintf(" (%.1f%% used)", 100*used))
+		}
+	case flushErr != nil:
 		// Entries pile up in memory while flushes fail: stop taking more.
-		b.setReadOnly("storage flush failing: " + flushErr.Error())
-	case ro && (strings.HasPrefix(why, "disk full") || strings.HasPrefix(why, "storage flush failing")) &&
-		used < b.cfg.DiskWritableThreshold && b.store.HasRoom(b.cfg.WriteCacheBytes/2):
+		if !b.readOnlyFor(roFlushFailing) {
+			b.setReadOnly(roFlushFailing, ": "+flushErr.Error())
+		}
+	case b.readOnlyFor(roDiskFull|roFlushFailing) && used < b.cfg.DiskWritableThreshold && b.store.HasRoom(b.cfg.WriteCacheBytes/2):
 		if err := b.checkpoint(); err != nil {
 			b.logCheckpointError(err)
 			return
 		}
-		b.setReadOnly("")
+		b.clearReadOnly(roDiskFull | roFlushFailing)
 	}
 }
 
@@ -656,13 +615,11 @@ func (b *Bookie) runCheckpoint() {
 		b.logCheckpointError(err)
 		switch {
 		case errors.Is(err, entrylog.ErrDiskFull):
-			b.setReadOnly("disk full: storage flush refused")
+			b.setReadOnly(roDiskFull, ": storage flush refused")
 		case errors.Is(err, entrylog.ErrStorageFailed):
 			// A failed index fsync is final: the disk state is unknown until a
 			// restart replays the journal. Refuse adds; /healthz says why.
-			b.storageFailed.Store(true)
-			b.journalFailed.Store(true) // keeps the read-only state sticky
-			b.setReadOnly("ledger storage failed, restart the bookie: " + err.Error())
+			b.setReadOnly(roStorageFailed, ": "+err.Error())
 		}
 	}
 }

@@ -138,8 +138,7 @@ func (b *Bookie) journalError(c *conn, h *wire.Header, err error) (retry bool) {
 		return true
 	}
 	if errors.Is(err, journal.ErrFailed) {
-		b.journalFailed.Store(true)
-		b.setReadOnly("journal failed: " + err.Error())
+		b.failJournal(err)
 	}
 	c.answer(h, wire.StatusIOError)
 	return false
@@ -394,8 +393,7 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			oldest = r.start
 		}
 		if cp.Err != nil {
-			b.journalFailed.Store(true)
-			b.setReadOnly("journal failed: " + cp.Err.Error())
+			b.failJournal(cp.Err)
 			if r != nil {
 				b.finish(r, wire.StatusIOError, nil)
 			}
