@@ -468,6 +468,13 @@ func (b *Bookie) checkDisk() {
 		}
 		used = max(used, 1-float64(free)/float64(total))
 	}
+	if stalled := b.journal.SyncStalled(); stalled > time.Duration(b.cfg.DiskStallThreshold) {
+		if !b.readOnlyFor(roDiskStalled) {
+			b.setReadOnly(roDiskStalled, fmt.Sprintf(": an fdatasync has not returned for %v", stalled.Round(time.Millisecond)))
+		}
+	} else if stalled == 0 && b.readOnlyFor(roDiskStalled) {
+		b.clearReadOnly(roDiskStalled)
+	}
 	reserveOK := b.store.HasRoom(0)
 	flushErr := b.store.FlushError()
 	switch {

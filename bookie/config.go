@@ -98,6 +98,13 @@ type Config struct {
 	// ledger must have been seen missing before it is deleted: it is
 	// deleted by the first scan at least that long after the scan that
 	// first missed it. GCMetadataReadsPerSec paces the metadata reads.
+	// DiskStallThreshold: a journal fdatasync that has not returned after
+	// this long makes the bookie read-only ("journal disk stalled"), in
+	// GET_INFO, /readyz and its registration, so writers move to other
+	// bookies before their request timeouts; it is writable again once the
+	// sync returns. Checked every second.
+	DiskStallThreshold Duration `json:"disk_stall_threshold"`
+
 	GCInterval            Duration `json:"gc_interval"`
 	GCGracePeriod         Duration `json:"gc_grace_period"`
 	GCMetadataReadsPerSec int      `json:"gc_metadata_reads_per_sec"`
@@ -164,6 +171,7 @@ func DefaultConfig() Config {
 		CheckpointInterval:    Duration(10 * time.Second),
 		ScrubInterval:         Duration(24 * time.Hour),
 		GCInterval:            Duration(2 * time.Minute),
+		DiskStallThreshold:    Duration(2 * time.Second),
 		GCGracePeriod:         Duration(5 * time.Minute),
 		GCMetadataReadsPerSec: 200,
 		ScrubBytesPerSec:      8 << 20,
@@ -219,6 +227,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.CheckpointInterval, d.CheckpointInterval)
 	setDefault(&c.ScrubInterval, d.ScrubInterval)
 	setDefault(&c.GCInterval, d.GCInterval)
+	setDefault(&c.DiskStallThreshold, d.DiskStallThreshold)
 	setDefault(&c.GCGracePeriod, d.GCGracePeriod)
 	setDefault(&c.GCMetadataReadsPerSec, d.GCMetadataReadsPerSec)
 	setDefault(&c.ScrubBytesPerSec, d.ScrubBytesPerSec)

@@ -25,6 +25,10 @@ const (
 	roStorageFailed
 	// roManual: an operator asked (admin API). Cleared only by asking.
 	roManual
+	// roDiskStalled: a journal fdatasync has not returned for longer than
+	// DiskStallThreshold, so writers should move away before their own
+	// timeouts. Cleared by checkDisk once the sync returns.
+	roDiskStalled
 )
 
 // sticky reasons are never cleared while the bookie runs.
@@ -36,6 +40,7 @@ var roNames = []struct {
 }{
 	{roDiskFull, "disk full"}, {roFlushFailing, "storage flush failing"}, {roJournalFailed, "journal failed"},
 	{roStorageFailed, "ledger storage failed, restart the bookie"}, {roManual, "set read-only by an operator"},
+	{roDiskStalled, "journal disk stalled"},
 }
 
 // ReadOnly reports whether the bookie refuses adds, and why: every reason

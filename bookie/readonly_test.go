@@ -4,8 +4,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -53,4 +56,40 @@ func TestReadOnlyReasonsAreASet(t *testing.T) {
 	if ro, why := b.ReadOnly(); !ro || !strings.Contains(why, "journal failed") {
 		t.Fatalf("a failed journal was lifted: %v %q", ro, why)
 	}
+}
+
+// A journal fdatasync that does not return makes the bookie read-only
+// ("journal disk stalled", visible to writers through GET_INFO and the
+// registration) while it hangs, and writable again once it returns.
+func TestStalledDiskGoesReadOnlyAndBack(t *testing.T) {
+	gate := make(chan struct{})
+	var hold atomic.Bool
+	inject := func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && strings.Contains(name, "journal") && hold.Load() {
+			<-gate
+		}
+		return nil
+	}
+	cfg := testConfig(t.TempDir())
+	cfg.FS = vfs.NewFaultFS(vfs.Default, inject)
+	cfg.DiskStallThreshold = Duration(50 * time.Millisecond)
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	if s := c.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	hold.Store(true)
+	c.next++
+	c.nc.Write(wire.AppendAddRequest(nil, c.next, 0, &testKey, wire.AppendEntry(nil, 1, 1, 0, []byte("y"))))
+	waitUntil(t, func() bool { return b.journal.SyncStalled() > 0 })
+	waitUntil(t, func() bool { return b.readOnlyFor(roDiskStalled) })
+	if _, why := b.ReadOnly(); !strings.Contains(why, "journal disk stalled") {
+		t.Fatalf("read-only reason %q", why)
+	}
+	hold.Store(false)
+	close(gate)
+	if r, err := wire.DecodeAddResponse(c.readFrame()); err != nil || r.Status != wire.StatusOK {
+		t.Fatalf("the add held by the stalled sync: %v %v", err, r.Status)
+	}
+	waitUntil(t, func() bool { ro, _ := b.ReadOnly(); return !ro })
 }

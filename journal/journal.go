@@ -196,6 +196,8 @@ type Journal struct {
 	ckptMu sync.Mutex
 	ckpt   Mark // durable checkpoint mark; protected by ckptMu
 
+	syncSince atomic.Int64 // unix nanoseconds the fdatasync in progress began; 0 when none
+
 	replayed ReplayInfo // set by Open
 }
 
@@ -353,6 +355,17 @@ func (j *Journal) Fits(n int) bool {
 // recycled; fresh ones cost a full write of the segment.
 func (j *Journal) Segments() (fresh, recycled int64) {
 	return j.factory.fresh.Load(), j.factory.reused.Load()
+}
+
+// SyncStalled returns how long the fdatasync in progress has been running,
+// or 0 if none is. A disk that stops answering (frozen, failing, a
+// saturated cloud volume) shows here long before any error does. Safe for
+// concurrent use.
+func (j *Journal) SyncStalled() time.Duration {
+	if since := j.syncSince.Load(); since != 0 {
+		return time.Duration(time.Now().UnixNano() - since)
+	}
+	return 0
 }
 
 // MaxQueueBytes returns the queue bound in force (Options.MaxQueueBytes).
@@ -523,7 +536,10 @@ func (j *Journal) write(b *batch, failed error) {
 			failed = j.fail(err)
 			continue
 		}
-		if err := seg.f.Sync(); err != nil {
+		j.syncSince.Store(time.Now().UnixNano())
+		err := seg.f.Sync()
+		j.syncSince.Store(0)
+		if err != nil {
 			failed = j.fail(fmt.Errorf("sync %s: %w", seg.f.Name(), err))
 			continue
 		}
