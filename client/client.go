@@ -80,9 +80,10 @@ type Client struct {
 	ownsStore bool
 	cfg       connConfig
 
-	mu     sync.Mutex // protects conns and closed
-	conns  map[meta.BookieID]*bookieConn
-	closed bool
+	mu      sync.Mutex // protects conns, writers and closed; taken after a Writer's mu, never before
+	conns   map[meta.BookieID]*bookieConn
+	writers map[*Writer]struct{} // writers neither closed nor stopped, failed by Close
+	closed  bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -91,9 +92,10 @@ type Client struct {
 // New opens a Client. ctx bounds opening the metadata store.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
-		store: cfg.Store,
-		conns: make(map[meta.BookieID]*bookieConn),
-		stop:  make(chan struct{}),
+		store:   cfg.Store,
+		conns:   make(map[meta.BookieID]*bookieConn),
+		writers: make(map[*Writer]struct{}),
+		stop:    make(chan struct{}),
 		cfg: connConfig{
 			dial:           cfg.Dial,
 			dialTimeout:    orDefault(cfg.DialTimeout, 3*time.Second),
@@ -132,8 +134,11 @@ func orDefault(d, def time.Duration) time.Duration {
 // Store returns the metadata store the client uses.
 func (c *Client) Store() meta.Store { return c.store }
 
-// Close closes every bookie connection (requests in flight fail with ErrClosed) and, if the
-// Client opened it, the metadata store. Ledger handles are unusable afterwards.
+// Close stops every writer of this client (their unacknowledged adds fail with ErrClosed
+// before Close returns; the ledgers stay open, with no ensemble change: the client's own
+// shutdown is not a bookie failure, and a recovery closes them later), closes every bookie
+// connection (requests in flight fail with ErrClosed) and, if the Client opened it, the
+// metadata store. Ledger handles are unusable afterwards.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -143,7 +148,15 @@ func (c *Client) Close() error {
 	c.closed = true
 	conns := c.conns
 	c.conns = nil
+	writers := c.writers
+	c.writers = nil
 	c.mu.Unlock()
+	for w := range writers {
+		w.mu.Lock()
+		w.failLocked(fmt.Errorf("%w: ledger %d", ErrClosed, w.id))
+		w.mu.Unlock()
+		w.deliver()
+	}
 	close(c.stop)
 	for _, bc := range conns {
 		bc.close()

@@ -59,7 +59,9 @@ type Writer struct {
 	length     int64 // payload bytes of acknowledged entries
 	changing   bool  // an ensemble change is in progress: acks are held
 	closing    bool
-	hold       bool // close is consolidating: release nothing
+	finalizing bool          // Close is about to store CLOSED: no ensemble change may start
+	finalize   chan struct{} // closed when finalizing is set: wakes a waiting ensemble change
+	hold       bool          // close is consolidating: release nothing
 	closed     bool
 	err        error // sticky: the writer stopped
 	acks       []ackEvent
@@ -159,9 +161,24 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 		c: c, id: md.ID, key: key, e: e, wq: wq, aq: aq,
 		md: md, index: make(map[meta.BookieID]int),
 		lastAdded: wire.NoEntry, lac: wire.NoEntry, lacSent: wire.NoEntry,
+		finalize: make(chan struct{}),
 	}
 	w.setMetadataLocked(md)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("client: create ledger: %w", ErrClosed)
+	}
+	c.writers[w] = struct{}{}
+	c.mu.Unlock()
 	return w, nil
+}
+
+// forget removes w from the writers Close stops. Called with w.mu held.
+func (c *Client) forget(w *Writer) {
+	c.mu.Lock()
+	delete(c.writers, w)
+	c.mu.Unlock()
 }
 
 // pickBookies returns n live writable bookies, at random, none of them in exclude.
@@ -383,6 +400,9 @@ func (w *Writer) complete(r *request) {
 				w.retrying = true
 				time.AfterFunc(w.c.cfg.minBackoff, w.retry)
 			}
+		case errors.Is(r.err, ErrClosed):
+			// The client is closing: not a bookie failure, no ensemble change.
+			w.failLocked(fmt.Errorf("%w: ledger %d", ErrClosed, w.id))
 		default:
 			w.bookieFailedLocked(r.bookieIdx)
 		}
@@ -432,7 +452,7 @@ func (w *Writer) resendLocked(reqs []*request) []*request {
 // if it is in the current ensemble. Requires mu held.
 func (w *Writer) bookieFailedLocked(bi int) {
 	w.failed |= 1 << bi
-	if w.err != nil || w.changing || !slices.Contains(w.fragIdx[len(w.fragIdx)-1], bi) {
+	if w.err != nil || w.changing || w.finalizing || !slices.Contains(w.fragIdx[len(w.fragIdx)-1], bi) {
 		return
 	}
 	w.changing = true
@@ -498,6 +518,7 @@ func (w *Writer) failLocked(err error) {
 		return
 	}
 	w.err = err
+	w.c.forget(w)
 	for w.head < len(w.ents) {
 		p := w.ents[w.head]
 		if !p.acked {
@@ -586,8 +607,11 @@ func (w *Writer) changeEnsemble() {
 	started := time.Now()
 	for {
 		w.mu.Lock()
-		if w.err != nil {
+		if w.err != nil || w.finalizing {
+			// Stopped, or Close is storing CLOSED: a CAS from here would race it. The
+			// entries up to the LAC are on AckQuorum bookies of the write sets stored.
 			w.changing = false
+			w.advanceLocked()
 			w.signalLocked()
 			w.mu.Unlock()
 			w.deliver()
@@ -674,8 +698,14 @@ func (w *Writer) changeEnsemble() {
 			continue
 		}
 		cancel()
-		// No spare bookie, or the store is unreachable: acks stay held; try again.
-		time.Sleep(backoff)
+		// No spare bookie, or the store is unreachable: acks stay held; try again (or stop
+		// at once when Close finalizes).
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-w.finalize:
+			t.Stop()
+		}
 		backoff = min(2*backoff, w.c.cfg.maxBackoff)
 		w.mu.Lock()
 		switch {

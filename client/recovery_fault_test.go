@@ -1,0 +1,238 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// openAsync runs OpenLedger with recovery on its own goroutine.
+func openAsync(ctx context.Context, cl *Client, id uint64) <-chan openResult {
+	ch := make(chan openResult, 1)
+	go func() {
+		r, err := cl.OpenLedger(ctx, id, true)
+		var md meta.LedgerMetadata
+		if r != nil {
+			md = r.Metadata()
+		}
+		ch <- openResult{md, err}
+	}()
+	return ch
+}
+
+type openResult struct {
+	md  meta.LedgerMetadata
+	err error
+}
+
+// within waits for a recovery's result for at most d: recovery that waits for a reply it
+// does not need blocks for its (long) request timeout instead.
+func within(t *testing.T, ch <-chan openResult, d time.Duration, what string) meta.LedgerMetadata {
+	t.Helper()
+	select {
+	case res := <-ch:
+		if res.err != nil {
+			t.Fatalf("%s: %v", what, res.err)
+		}
+		return res.md
+	case <-time.After(d):
+		t.Fatalf("%s: no result in %v", what, d)
+	}
+	return meta.LedgerMetadata{}
+}
+
+// burst appends n entries with AppendAsync, all at once, and waits until every one is
+// acknowledged. Entries sent in a burst carry a LAC far behind, so a recovery reads most of
+// them (when the writer's WRITE_LACs are dropped).
+func burst(t *testing.T, w *Writer, n int, log *ackLog) {
+	t.Helper()
+	done := make(chan error, n)
+	for i := range int64(n) {
+		data := payload(i)
+		w.AppendAsync(data, func(id int64, err error) {
+			if err == nil {
+				log.add(id, data)
+			}
+			done <- err
+		})
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatalf("append: %v", err)
+		}
+	}
+}
+
+// TestRecoveryDecidesWithoutAHungBookie: E=WQ=3, AQ=2, and one bookie that accepts every
+// request of the recovering client and answers none (its answers are held). Fencing (2 of 3
+// needed), the recovery reads (one copy proves presence, 2 explicit negatives absence) and
+// the write-back (2 acks) all have enough answers without it: recovery must decide as soon
+// as the thresholds are met, over several read windows, instead of waiting for the hung
+// bookie's replies until the request timeout (30 s here).
+func TestRecoveryDecidesWithoutAHungBookie(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t)
+	wc, nw := c.faultClient(5 * time.Second)
+	nw.setRule(func(f frameInfo) action {
+		if !f.response && f.hdr.Op == wire.OpWriteLAC {
+			return drop // the bookies keep the LAC the burst piggybacked: far behind
+		}
+		return pass
+	})
+	w, err := wc.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, Password: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := newAckLog()
+	const n = 3*recoveryWindow + 5
+	burst(t, w, n, log)
+
+	rc, nr := c.faultClient(30 * time.Second)
+	hung := string(w.Metadata().Fragments[0].Bookies[1])
+	nr.setRule(func(f frameInfo) action {
+		if f.response && f.bookie == hung {
+			return hold
+		}
+		return pass
+	})
+	md := within(t, openAsync(ctx, rc, w.ID()), 10*time.Second, "recovery with a hung bookie")
+	if md.LastEntryID != n-1 {
+		t.Fatalf("closed at %d, want %d", md.LastEntryID, n-1)
+	}
+	if nr.heldCount(func(frameInfo) bool { return true }) == 0 {
+		t.Fatal("the hung bookie answered nothing: the test did not hold its replies")
+	}
+	checkInvariants(t, ctx, c.client(nil), w.ID(), log, 2)
+	nr.release(nil) // late answers to a finished recovery change nothing
+	if err := w.Close(ctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("writer Close = %v, want ErrFenced", err)
+	}
+}
+
+// TestRecoveryReplacesADownBookie: E=3, WQ=AQ=2 on 4 bookies. The writer's adds to the
+// third bookie of the ensemble are held, so the entries after entry 0 whose write set
+// includes it are on one bookie only and unacknowledged; then that bookie stops. Recovery
+// fences the two others (one per write set is enough), finds entries 1..5, and cannot write
+// them back to the stopped bookie: it must replace it with the spare (an ensemble change
+// inside recovery, recorded only in the closing CAS, as a fragment starting at the first
+// entry written back) and close at 5 with every entry on 2 bookies of its write set.
+// Before, recovery failed with ErrRecoveryIncomplete until the bookie came back.
+func TestRecoveryReplacesADownBookie(t *testing.T) {
+	c := startCluster(t, 4)
+	ctx := testCtx(t)
+	wc, nw := c.faultClient(20 * time.Second)
+	w, err := wc.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2, Password: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ens := w.Metadata().Fragments[0].Bookies
+	down := string(ens[2])
+	isAddToDown := func(f frameInfo) bool { return !f.response && f.hdr.Op == wire.OpAdd && f.bookie == down }
+	nw.setRule(func(f frameInfo) action {
+		if isAddToDown(f) && f.entry > 0 {
+			return hold
+		}
+		return pass
+	})
+	log := newAckLog()
+	acked := make(chan int64, 6)
+	for i := range int64(6) {
+		data := payload(i)
+		w.AppendAsync(data, func(id int64, err error) {
+			if err == nil {
+				log.add(id, data)
+				acked <- id
+			}
+		})
+	}
+	if id := <-acked; id != 0 {
+		t.Fatalf("acknowledged %d first", id)
+	}
+	// Entries 1, 2, 4, 5 go to the bookie that is going down (held); 3 goes to the others.
+	waitFor(t, func() bool { return nw.heldCount(isAddToDown) == 4 })
+	probe := w.Metadata()
+	waitFor(t, func() bool { n, _ := copies(ctx, wc, &probe, 3); return n == 2 })
+	// The writer crashes (its client closes: no ensemble change), then the bookie stops.
+	wc.Close()
+	c.stop(c.index(down))
+
+	rc := c.client(nil)
+	md := within(t, openAsync(ctx, rc, w.ID()), 15*time.Second, "recovery with a stopped bookie and a spare")
+	if md.LastEntryID != 5 {
+		t.Fatalf("closed at %d, want 5", md.LastEntryID)
+	}
+	// The adds all carried LAC -1 (sent in one burst), so recovery read and wrote back from
+	// entry 0: the fragment that holds entries 0..5 is the repaired ensemble.
+	if len(md.Fragments) != 1 {
+		t.Fatalf("fragments %v, want one: recovery wrote back from entry 0", md.Fragments)
+	}
+	last := md.Fragments[0].Bookies
+	if last[0] != ens[0] || last[1] != ens[1] || last[2] == ens[2] {
+		t.Fatalf("fragment %v, want %v with %s replaced", last, ens, down)
+	}
+	if len(log.acked) != 1 {
+		t.Fatalf("acknowledged %d entries, want only entry 0", len(log.acked))
+	}
+	checkInvariants(t, ctx, rc, w.ID(), log, 2)
+	for id := int64(1); id <= 5; id++ {
+		_, data := copies(ctx, rc, &md, id)
+		if string(data) != string(payload(id)) {
+			t.Errorf("entry %d reads %q, want %q", id, data, payload(id))
+		}
+	}
+}
+
+// TestRecoverersDoNotInvalidateEachOther: two clients recover one ledger at once. A marks it
+// IN_RECOVERY and its fence answers are held; B starts on the IN_RECOVERY ledger and its
+// fence answers are held too. Then A goes on alone and must close the ledger: B must not
+// have written the metadata (a second IN_RECOVERY write moves the version A's closing CAS
+// expects, A starts over, and its new fences are held again: the mutual invalidation that
+// made internal/chaos TestConcurrentRecoverers fail with "concurrent recovery"). Then B goes
+// on and reports A's close.
+func TestRecoverersDoNotInvalidateEachOther(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t)
+	wc := c.client(nil)
+	w, err := wc.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2, Password: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := newAckLog()
+	for i := range int64(10) {
+		id, err := w.Append(ctx, payload(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.add(id, payload(i))
+	}
+	isFence := func(f frameInfo) bool { return f.response && f.hdr.Op == wire.OpReadLAC }
+	holdFences := func(f frameInfo) action {
+		if isFence(f) {
+			return hold
+		}
+		return pass
+	}
+	ac, na := c.faultClient(10 * time.Second)
+	bc, nb := c.faultClient(10 * time.Second)
+	na.setRule(holdFences)
+	nb.setRule(holdFences)
+
+	a := openAsync(ctx, ac, w.ID())
+	waitFor(t, func() bool { return na.heldCount(isFence) == 3 })
+	b := openAsync(ctx, bc, w.ID())
+	waitFor(t, func() bool { return nb.heldCount(isFence) == 3 })
+
+	na.release(nil)
+	mdA := within(t, a, 10*time.Second, "recoverer A")
+	nb.release(nil)
+	mdB := within(t, b, 10*time.Second, "recoverer B")
+	if mdA.LastEntryID != 9 || mdB.LastEntryID != 9 || mdA.Version != mdB.Version {
+		t.Fatalf("A closed at %d (version %d), B reports %d (version %d); want both 9, one close",
+			mdA.LastEntryID, mdA.Version, mdB.LastEntryID, mdB.Version)
+	}
+	checkInvariants(t, ctx, wc, w.ID(), log, 2)
+}
