@@ -37,7 +37,7 @@
 // # Re-replication (beyond BookKeeper)
 //
 // BookKeeper leaves an entry that was acknowledged at AckQuorum, and whose write set then
-// lost a bookie, with AckQuorum copies forever (shared/seeds/001). This writer keeps every
+// lost a bookie, with AckQuorum copies forever. This writer keeps every
 // entry in memory until WriteQuorum bookies of its write set have it, not just until it is
 // acknowledged; entries are released in id order. Close first waits for every add to be
 // acknowledged, then, holding every entry still in memory (ids F..LAC, F the first one not
@@ -54,20 +54,23 @@
 //
 // # Recovery
 //
-// OpenLedger with recover runs the protocol of shared/BACKGROUND.md on a ledger that is not
-// CLOSED: CAS the metadata to IN_RECOVERY; send a fencing READ_LAC to every bookie of the
-// last fragment and require WriteQuorum-AckQuorum+1 fenced bookies in every write set; take
-// LAC = max(returned LACs, first entry of the last fragment - 1); read entries from LAC+1,
-// 32 at a time, with fencing reads to every bookie of the write set. An entry is present if
-// any bookie returns it with a valid checksum and the right ids; absent when
-// WriteQuorum-AckQuorum+1 bookies answer NoSuchEntry or NoSuchLedger; otherwise (timeouts,
-// I/O errors, UnknownLedgerState) recovery stops with ErrRecoveryIncomplete and closes
-// nothing. Because every recovery read fences, a negative answer can never turn positive
-// later (the fix to shared/seeds/000). Entries found are written back with the recovery flag
-// to their write set (AckQuorum successes required), and the ledger is closed by CAS at the
-// last entry found. When two clients recover at once, the loser of the closing CAS re-reads
-// the metadata and returns the winner's result; a CAS lost earlier restarts recovery after
-// a random pause.
+// OpenLedger with recover runs the protocol of docs/durability.md ("Recovery: the rules the
+// client follows") on a ledger that is not CLOSED: CAS the metadata to IN_RECOVERY unless it
+// is already (an IN_RECOVERY ledger is recovered at its stored version, so two recoverers
+// never invalidate each other's closing CAS); send a fencing READ_LAC to every bookie of the
+// last fragment and go on as soon as every write set has WriteQuorum-AckQuorum+1 fenced
+// bookies; take LAC = max(returned LACs, first entry of the last fragment - 1); read entries
+// from LAC+1, 32 at a time, with fencing reads to every bookie of the write set. An entry is
+// present as soon as any bookie returns it with a valid checksum and the right ids; absent as
+// soon as WriteQuorum-AckQuorum+1 bookies answer NoSuchEntry or NoSuchLedger; when every
+// bookie answered and neither holds (timeouts, I/O errors, UnknownLedgerState) recovery
+// stops with ErrRecoveryIncomplete and closes nothing. Nothing waits for an answer it does
+// not need, so a hung bookie costs nothing while the others meet the thresholds. Because
+// every recovery read fences, a negative answer can never turn positive later (BookKeeper
+// #2614, client.TestSeed000). Entries found are written back with the recovery flag to
+// their write set (AckQuorum acks each); a bookie that fails a write-back is replaced by a
+// spare, and the new ensemble is stored only in the closing CAS, at the last entry found.
+// The loser of a close race re-reads the metadata and returns the winner's result.
 //
 // # Reading
 //
@@ -76,6 +79,13 @@
 // for tailing). Read pipelines 256 entries at a time to the first bookie of each write set,
 // verifies checksum, ledger and entry id of every entry, and falls back to the next bookie
 // of the write set on any error.
+//
+// # Failing fast
+//
+// Writer.Close watches the ledger's metadata while it waits and fails with ErrFenced as soon
+// as a recovery takes the ledger over; once it has decided what to store, no ensemble change
+// starts or stores anything until its CAS is answered. Client.Close fails the pending adds
+// of its writers with ErrClosed before it returns, without an ensemble change.
 //
 // # Concurrency
 //
