@@ -38,6 +38,10 @@ var (
 	// nor prove it absent (too many bookies timed out or failed), or could not fence enough
 	// bookies. Nothing was decided or closed; retry later.
 	ErrRecoveryIncomplete = errors.New("client: ledger recovery incomplete, retry later")
+	// ErrTooManyPending is returned for an add that found the writer holding MaxPendingAdds
+	// entries or MaxPendingBytes bytes and no room freed in time (Config.AppendWait for
+	// AppendAsync, the context for Append). The add was not sent; retry it later.
+	ErrTooManyPending = errors.New("client: too many pending adds")
 	// ErrReadFailed is returned when no bookie of an entry's write set returned it.
 	ErrReadFailed = errors.New("client: entry could not be read from any replica")
 	// ErrBeyondLAC is returned for a read past the last confirmed entry.
@@ -68,6 +72,19 @@ type Config struct {
 	// it the writer fails every pending add with ErrNotEnoughBookies, as BookKeeper does,
 	// and the ledger needs recovery. Default 30 s; negative waits forever.
 	EnsembleChangeTimeout time.Duration
+	// MaxPendingAdds and MaxPendingBytes bound what one Writer holds in memory: entries not
+	// yet released (acknowledged and on WriteQuorum bookies of their write set), and their
+	// encoded bytes. An add that would go over either bound waits until entries are released
+	// (Append: until its ctx ends; AppendAsync: up to AppendWait) and then fails with
+	// ErrTooManyPending. One entry larger than MaxPendingBytes is accepted when the writer
+	// holds nothing else. Defaults 65,536 entries and 64 MiB.
+	MaxPendingAdds  int
+	MaxPendingBytes int64
+	// AppendWait is how long AppendAsync blocks for room under MaxPendingAdds and
+	// MaxPendingBytes before it fails the add with ErrTooManyPending; default RequestTimeout,
+	// negative fails at once. Blocking in an AppendAsync callback holds up the connection
+	// that delivered it: callbacks that append should use a negative AppendWait.
+	AppendWait time.Duration
 	// Secret is the cluster secret, for bookies that require HMAC-SHA256 authentication
 	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable.
 	Secret []byte
@@ -84,6 +101,10 @@ type Client struct {
 	conns   map[meta.BookieID]*bookieConn
 	writers map[*Writer]struct{} // writers neither closed nor stopped, failed by Close
 	closed  bool
+
+	maxPendingAdds  int           // Config.MaxPendingAdds
+	maxPendingBytes int64         // Config.MaxPendingBytes
+	appendWait      time.Duration // Config.AppendWait; negative: do not wait
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -105,6 +126,18 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			changeTimeout:  orDefault(cfg.EnsembleChangeTimeout, 30*time.Second),
 			secret:         cfg.Secret,
 		},
+		maxPendingAdds:  cfg.MaxPendingAdds,
+		maxPendingBytes: cfg.MaxPendingBytes,
+		appendWait:      cfg.AppendWait,
+	}
+	if c.maxPendingAdds <= 0 {
+		c.maxPendingAdds = 65536
+	}
+	if c.maxPendingBytes <= 0 {
+		c.maxPendingBytes = 64 << 20
+	}
+	if c.appendWait == 0 {
+		c.appendWait = c.cfg.requestTimeout
 	}
 	if c.cfg.dial == nil {
 		var d net.Dialer

@@ -54,6 +54,7 @@ type Writer struct {
 	failed     uint64        // bookies that failed a request; never chosen again
 	ents       []*pendingAdd // in-memory entries, consecutive ids from ents[head].id
 	head       int
+	memBytes   int64 // encoded bytes of ents[head:], bounded by Config.MaxPendingBytes
 	lastAdded  int64
 	lac        int64
 	length     int64 // payload bytes of acknowledged entries
@@ -222,7 +223,7 @@ func (w *Writer) Metadata() meta.LedgerMetadata {
 // entry id. If ctx ends first it returns ctx.Err(); the entry may still be acknowledged later.
 func (w *Writer) Append(ctx context.Context, data []byte) (int64, error) {
 	ch := resultPool.Get().(chan addResult)
-	if err := w.add(data, nil, ch); err != nil {
+	if err := w.add(ctx, data, nil, ch); err != nil {
 		resultPool.Put(ch)
 		return 0, err
 	}
@@ -235,34 +236,72 @@ func (w *Writer) Append(ctx context.Context, data []byte) (int64, error) {
 	}
 }
 
-// AppendAsync adds data as the next entry and returns at once. cb is called exactly once,
-// with the entry id and nil when the entry is acknowledged, or with an error; calls come in
-// entry-id order, never concurrently, on a client goroutine that cb must not block. An add
-// refused at once (writer stopped or closing, entry too large) calls cb with entry id -1 on
-// the caller's goroutine before AppendAsync returns. data is copied before AppendAsync
-// returns.
+// AppendAsync adds data as the next entry and returns once it is sent. cb is called
+// exactly once, with the entry id and nil when the entry is acknowledged, or with an error;
+// calls come in entry-id order, never concurrently, on a client goroutine that cb must not
+// block. When the writer holds Config.MaxPendingAdds entries or Config.MaxPendingBytes
+// bytes, AppendAsync blocks until entries are released, for at most Config.AppendWait. An
+// add refused (writer stopped or closing, entry too large, no room in time:
+// ErrTooManyPending) calls cb with entry id -1 on the caller's goroutine before
+// AppendAsync returns. data is copied before AppendAsync returns.
 func (w *Writer) AppendAsync(data []byte, cb func(entryID int64, err error)) {
-	if err := w.add(data, cb, nil); err != nil {
+	if err := w.add(nil, data, cb, nil); err != nil {
 		cb(wire.NoEntry, err)
 	}
 }
 
-func (w *Writer) add(data []byte, cb func(int64, error), ch chan addResult) error {
+// add encodes and sends the next entry. ctx bounds the wait for room under the pending
+// bounds; nil means Config.AppendWait.
+func (w *Writer) add(ctx context.Context, data []byte, cb func(int64, error), ch chan addResult) error {
 	if len(data) > wire.MaxPayloadSize {
 		return fmt.Errorf("client: ledger %d: entry of %d bytes over %d", w.id, len(data), wire.MaxPayloadSize)
 	}
 	var stack [8]*request
+	size := int64(wire.EntrySize(len(data)))
+	var timer *time.Timer
+	var timeout <-chan time.Time
 	w.mu.Lock()
-	if w.err != nil {
-		err := w.err
+	for {
+		if w.err != nil {
+			err := w.err
+			w.mu.Unlock()
+			return err
+		}
+		if w.closing {
+			w.mu.Unlock()
+			return fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
+		}
+		held := len(w.ents) - w.head
+		if held == 0 || (held < w.c.maxPendingAdds && w.memBytes+size <= w.c.maxPendingBytes) {
+			break
+		}
+		// Full: wait until entries are released (advanceLocked and failLocked signal).
+		full := fmt.Errorf("%w: ledger %d holds %d entries, %d bytes (limits %d, %d)",
+			ErrTooManyPending, w.id, held, w.memBytes, w.c.maxPendingAdds, w.c.maxPendingBytes)
+		var done <-chan struct{}
+		if ctx != nil {
+			done = ctx.Done()
+		} else if w.c.appendWait < 0 {
+			w.mu.Unlock()
+			return full
+		} else if timer == nil {
+			timer = time.NewTimer(w.c.appendWait)
+			defer timer.Stop()
+			timeout = timer.C
+		}
+		progress := w.waitLocked()
 		w.mu.Unlock()
-		return err
-	}
-	if w.closing {
-		w.mu.Unlock()
-		return fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
+		select {
+		case <-progress:
+		case <-done:
+			return fmt.Errorf("%w: %w", full, ctx.Err())
+		case <-timeout:
+			return full
+		}
+		w.mu.Lock()
 	}
 	w.lastAdded++
+	w.memBytes += size
 	w.lacSent = max(w.lacSent, w.lac)
 	p := pendingPool.Get().(*pendingAdd)
 	*p = pendingAdd{id: w.lastAdded, size: len(data), cb: cb, ch: ch}
@@ -501,6 +540,7 @@ func (w *Writer) popFront() {
 		w.ents, w.head = w.ents[:n], 0
 	}
 	p.released = true
+	w.memBytes -= int64(len(p.raw))
 	if p.inflight == 0 {
 		w.recycle(p)
 	}
