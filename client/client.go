@@ -139,6 +139,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if c.appendWait == 0 {
 		c.appendWait = c.cfg.requestTimeout
 	}
+	c.cfg.resolve = c.dialAddr
 	if c.cfg.dial == nil {
 		var d net.Dialer
 		c.cfg.dial = func(ctx context.Context, addr string) (net.Conn, error) {
@@ -217,6 +218,23 @@ func (c *Client) conn(id meta.BookieID) *bookieConn {
 		c.conns[id] = bc
 	}
 	return bc
+}
+
+// dialAddr returns the address to dial for bookie id: the one its registration names
+// (meta.BookieInfo.DialAddr, docs/metadata.md), read from the store at every connection
+// attempt (dials are rare: one per connection, paced by the dial backoff). A bookie that is
+// not registered, or a store that cannot be read, is dialed at its id.
+func (c *Client) dialAddr(ctx context.Context, id string) string {
+	live, err := c.store.ListBookies(ctx)
+	if err != nil {
+		return id
+	}
+	for _, b := range live {
+		if string(b.ID) == id {
+			return b.DialAddr()
+		}
+	}
+	return id
 }
 
 // sweepLoop fails requests past their deadline, a few times per request timeout.
