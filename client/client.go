@@ -85,6 +85,15 @@ type Config struct {
 	// negative fails at once. Blocking in an AppendAsync callback holds up the connection
 	// that delivered it: callbacks that append should use a negative AppendWait.
 	AppendWait time.Duration
+	// SpeculativeTimeout is how long recovery waits for a bookie's answer to a write-back
+	// before it treats the bookie as slow and, if a spare is registered, replaces it (as for
+	// a failed write-back); a hung bookie then costs recovery this long instead of
+	// RequestTimeout. Default 200 ms; negative disables it.
+	SpeculativeTimeout time.Duration
+	// QuarantineTime is how long a bookie that failed a request (or that recovery replaced)
+	// is left out of new ensembles and replacements, unless too few others are available.
+	// Default 30 s; negative disables quarantine.
+	QuarantineTime time.Duration
 	// Secret is the cluster secret, for bookies that require HMAC-SHA256 authentication
 	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable.
 	Secret []byte
@@ -97,14 +106,16 @@ type Client struct {
 	ownsStore bool
 	cfg       connConfig
 
-	mu      sync.Mutex // protects conns, writers and closed; taken after a Writer's mu, never before
-	conns   map[meta.BookieID]*bookieConn
-	writers map[*Writer]struct{} // writers neither closed nor stopped, failed by Close
-	closed  bool
+	mu          sync.Mutex // protects the fields below; taken after a Writer's mu, never before
+	conns       map[meta.BookieID]*bookieConn
+	writers     map[*Writer]struct{}        // writers neither closed nor stopped, failed by Close
+	quarantined map[meta.BookieID]time.Time // bookie -> end of its quarantine
+	closed      bool
 
 	maxPendingAdds  int           // Config.MaxPendingAdds
 	maxPendingBytes int64         // Config.MaxPendingBytes
 	appendWait      time.Duration // Config.AppendWait; negative: do not wait
+	quarantineTime  time.Duration // Config.QuarantineTime; 0: no quarantine
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -113,19 +124,22 @@ type Client struct {
 // New opens a Client. ctx bounds opening the metadata store.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
-		store:   cfg.Store,
-		conns:   make(map[meta.BookieID]*bookieConn),
-		writers: make(map[*Writer]struct{}),
-		stop:    make(chan struct{}),
+		store:       cfg.Store,
+		conns:       make(map[meta.BookieID]*bookieConn),
+		writers:     make(map[*Writer]struct{}),
+		quarantined: make(map[meta.BookieID]time.Time),
+		stop:        make(chan struct{}),
 		cfg: connConfig{
-			dial:           cfg.Dial,
-			dialTimeout:    orDefault(cfg.DialTimeout, 3*time.Second),
-			requestTimeout: orDefault(cfg.RequestTimeout, 5*time.Second),
-			minBackoff:     orDefault(cfg.MinBackoff, 50*time.Millisecond),
-			maxBackoff:     orDefault(cfg.MaxBackoff, 2*time.Second),
-			changeTimeout:  orDefault(cfg.EnsembleChangeTimeout, 30*time.Second),
-			secret:         cfg.Secret,
+			dial:               cfg.Dial,
+			dialTimeout:        orDefault(cfg.DialTimeout, 3*time.Second),
+			requestTimeout:     orDefault(cfg.RequestTimeout, 5*time.Second),
+			minBackoff:         orDefault(cfg.MinBackoff, 50*time.Millisecond),
+			maxBackoff:         orDefault(cfg.MaxBackoff, 2*time.Second),
+			changeTimeout:      orDefault(cfg.EnsembleChangeTimeout, 30*time.Second),
+			secret:             cfg.Secret,
+			speculativeTimeout: cfg.SpeculativeTimeout,
 		},
+		quarantineTime:  orDefault(cfg.QuarantineTime, 30*time.Second),
 		maxPendingAdds:  cfg.MaxPendingAdds,
 		maxPendingBytes: cfg.MaxPendingBytes,
 		appendWait:      cfg.AppendWait,
@@ -135,6 +149,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if c.maxPendingBytes <= 0 {
 		c.maxPendingBytes = 64 << 20
+	}
+	if cfg.QuarantineTime < 0 {
+		c.quarantineTime = 0
+	}
+	if c.cfg.speculativeTimeout == 0 {
+		c.cfg.speculativeTimeout = 200 * time.Millisecond
 	}
 	if c.appendWait == 0 {
 		c.appendWait = c.cfg.requestTimeout
@@ -218,6 +238,35 @@ func (c *Client) conn(id meta.BookieID) *bookieConn {
 		c.conns[id] = bc
 	}
 	return bc
+}
+
+// quarantine leaves bookie b out of new ensembles and replacements for QuarantineTime.
+// Safe to call with a Writer's mu held.
+func (c *Client) quarantine(b meta.BookieID) {
+	if c.quarantineTime <= 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.quarantined != nil {
+		c.quarantined[b] = time.Now().Add(c.quarantineTime)
+	}
+	c.mu.Unlock()
+}
+
+// inQuarantine returns the bookies in quarantine now, dropping those whose time is up.
+func (c *Client) inQuarantine() []meta.BookieID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []meta.BookieID
+	now := time.Now()
+	for b, until := range c.quarantined {
+		if now.After(until) {
+			delete(c.quarantined, b)
+		} else {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // dialAddr returns the address to dial for bookie id: the one its registration names

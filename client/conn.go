@@ -78,14 +78,15 @@ func (r *request) finish() {
 
 // connConfig is what a bookieConn needs from the Client.
 type connConfig struct {
-	dial           func(ctx context.Context, addr string) (net.Conn, error)
-	resolve        func(ctx context.Context, id string) string // bookie id -> address to dial
-	dialTimeout    time.Duration
-	requestTimeout time.Duration
-	minBackoff     time.Duration
-	maxBackoff     time.Duration
-	changeTimeout  time.Duration // Config.EnsembleChangeTimeout
-	secret         []byte
+	dial               func(ctx context.Context, addr string) (net.Conn, error)
+	resolve            func(ctx context.Context, id string) string // bookie id -> address to dial
+	dialTimeout        time.Duration
+	requestTimeout     time.Duration
+	minBackoff         time.Duration
+	maxBackoff         time.Duration
+	changeTimeout      time.Duration // Config.EnsembleChangeTimeout
+	speculativeTimeout time.Duration // Config.SpeculativeTimeout; negative: disabled
+	secret             []byte
 }
 
 // bookieConn is one TCP connection to one bookie, reconnected on demand. addr is the

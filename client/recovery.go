@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
@@ -157,6 +158,11 @@ func (q *replies) complete(r *request) {
 
 // next returns the next completed request, waiting for one or for ctx.
 func (q *replies) next(ctx context.Context) (*request, error) {
+	return q.nextBefore(ctx, nil)
+}
+
+// nextBefore is next, but returns nil, nil when deadline fires first (nil: never).
+func (q *replies) nextBefore(ctx context.Context, deadline <-chan time.Time) (*request, error) {
 	for {
 		q.mu.Lock()
 		if len(q.done) > 0 {
@@ -169,6 +175,8 @@ func (q *replies) next(ctx context.Context) (*request, error) {
 		q.mu.Unlock()
 		select {
 		case <-q.notify:
+		case <-deadline:
+			return nil, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -348,6 +356,7 @@ type writeBack struct {
 	replaced bool                // ensemble differs from the last fragment's
 	ents     []wbEntry           // every entry written back, from first on
 	settled  int                 // ents[:settled] are on AckQuorum bookies of the ensemble
+	noSpare  bool                // a replacement was not found: stop replacing slow bookies
 	sent     map[*request]wbSend // requests in flight
 	q        *replies
 }
@@ -356,6 +365,7 @@ type writeBack struct {
 type wbSend struct {
 	pos    int // ensemble position
 	bookie meta.BookieID
+	at     time.Time // when it was sent
 }
 
 // wbEntry is one entry being written back. Masks are over ensemble positions.
@@ -399,12 +409,63 @@ func (wb *writeBack) add(ctx context.Context, entries [][]byte) error {
 		if wb.settled == len(wb.ents) {
 			return nil
 		}
-		r, err := wb.q.next(ctx)
+		var timer *time.Timer
+		var deadline <-chan time.Time
+		if at, ok := wb.nextSlow(); ok {
+			timer = time.NewTimer(time.Until(at))
+			deadline = timer.C
+		}
+		r, err := wb.q.nextBefore(ctx, deadline)
+		if timer != nil {
+			timer.Stop()
+		}
 		if err != nil {
 			return err
 		}
+		if r == nil {
+			wb.replaceSlow(ctx)
+			continue
+		}
 		if err := wb.handle(ctx, r); err != nil {
 			return err
+		}
+	}
+}
+
+// nextSlow returns when the oldest write-back still needed for an entry short of
+// AckQuorum becomes slow (Config.SpeculativeTimeout after it was sent); ok is false when
+// none can (speculation disabled, or no spare left).
+func (wb *writeBack) nextSlow() (at time.Time, ok bool) {
+	d := wb.c.cfg.speculativeTimeout
+	if d <= 0 || wb.noSpare {
+		return time.Time{}, false
+	}
+	for r, s := range wb.sent {
+		if int(r.tag) < wb.settled || wb.ensemble[s.pos] != s.bookie {
+			continue
+		}
+		if t := s.at.Add(d); !ok || t.Before(at) {
+			at, ok = t, true
+		}
+	}
+	return at, ok
+}
+
+// replaceSlow replaces, speculatively, the bookies whose write-back of an entry short of
+// AckQuorum has gone unanswered for Config.SpeculativeTimeout: a hung bookie (accepts
+// requests, answers none) would otherwise hold recovery for a whole request timeout.
+// Replacing a bookie that is merely slow is safe: the entries written back belong, in the
+// closing metadata, to the new ensemble, and are on AckQuorum bookies of it before the
+// close; a late copy on the old bookie is never read. Without a spare it keeps waiting.
+func (wb *writeBack) replaceSlow(ctx context.Context) {
+	now := time.Now()
+	for r, s := range wb.sent {
+		if int(r.tag) < wb.settled || wb.ensemble[s.pos] != s.bookie || now.Sub(s.at) < wb.c.cfg.speculativeTimeout {
+			continue
+		}
+		if err := wb.replace(ctx, s.pos, fmt.Errorf("write back of entry %d to %s: no answer in %v", r.entry, s.bookie, wb.c.cfg.speculativeTimeout)); err != nil {
+			wb.noSpare = true
+			return
 		}
 	}
 }
@@ -421,7 +482,7 @@ func (wb *writeBack) sendMissing() {
 			r.op, r.flags, r.ledger, r.entry, r.key, r.raw = wire.OpAdd, wire.FlagRecovery, wb.md.ID, id, wb.key, en.raw
 			r.done, r.tag = wb.q, int64(k)
 			en.sent |= 1 << pos
-			wb.sent[r] = wbSend{pos, wb.ensemble[pos]}
+			wb.sent[r] = wbSend{pos, wb.ensemble[pos], time.Now()}
 			wb.c.conn(wb.ensemble[pos]).send(r)
 		}
 	}
@@ -463,12 +524,13 @@ func (wb *writeBack) handle(ctx context.Context, r *request) error {
 // position pos. The entries the old bookie stored there no longer count: the closing CAS
 // names the new bookie for them. cause is why the old one is replaced.
 func (wb *writeBack) replace(ctx context.Context, pos int, cause error) error {
-	wb.failed = append(wb.failed, wb.ensemble[pos])
 	exclude := append(slices.Clone(wb.ensemble), wb.failed...)
 	repl, err := wb.c.pickBookies(ctx, 1, exclude)
 	if err != nil {
 		return fmt.Errorf("%w: no replacement for a bookie of the last fragment: %w (%w)", ErrRecoveryIncomplete, err, cause)
 	}
+	wb.failed = append(wb.failed, wb.ensemble[pos])
+	wb.c.quarantine(wb.ensemble[pos])
 	wb.ensemble[pos] = repl[0]
 	wb.replaced = true
 	wb.settled = 0

@@ -121,7 +121,17 @@ func TestRecoveryDecidesWithoutAHungBookie(t *testing.T) {
 // inside recovery, recorded only in the closing CAS, as a fragment starting at the first
 // entry written back) and close at 5 with every entry on 2 bookies of its write set.
 // Before, recovery failed with ErrRecoveryIncomplete until the bookie came back.
-func TestRecoveryReplacesADownBookie(t *testing.T) {
+func TestRecoveryReplacesADownBookie(t *testing.T) { testRecoveryReplaces(t, false) }
+
+// TestRecoveryReplacesAHungBookie is TestRecoveryReplacesADownBookie with the bookie hung
+// instead of stopped: it accepts the recovering client's requests and answers none, and the
+// request timeout is a minute. The write-back must give up on it after SpeculativeTimeout
+// (default 200 ms) and replace it, and the recovering client must then leave it out of the
+// ensemble of a new ledger (quarantine): a failover with one hung bookie costs well under a
+// second, not a request timeout per write-back and another for the new ledger's first add.
+func TestRecoveryReplacesAHungBookie(t *testing.T) { testRecoveryReplaces(t, true) }
+
+func testRecoveryReplaces(t *testing.T, hung bool) {
 	c := startCluster(t, 4)
 	ctx := testCtx(t)
 	wc, nw := c.faultClient(20 * time.Second)
@@ -156,12 +166,27 @@ func TestRecoveryReplacesADownBookie(t *testing.T) {
 	waitFor(t, func() bool { return nw.heldCount(isAddToDown) == 4 })
 	probe := w.Metadata()
 	waitFor(t, func() bool { n, _ := copies(ctx, wc, &probe, 3); return n == 2 })
-	// The writer crashes (its client closes: no ensemble change), then the bookie stops.
+	// The writer crashes (its client closes: no ensemble change), then the bookie stops or
+	// hangs.
 	wc.Close()
-	c.stop(c.index(down))
-
-	rc := c.client(nil)
-	md := within(t, openAsync(ctx, rc, w.ID()), 15*time.Second, "recovery with a stopped bookie and a spare")
+	var rc *Client
+	start := time.Now()
+	if hung {
+		var nr *faultNet
+		rc, nr = c.faultClient(time.Minute)
+		nr.setRule(func(f frameInfo) action {
+			if f.response && f.bookie == down {
+				return hold
+			}
+			return pass
+		})
+		defer nr.release(nil)
+	} else {
+		c.stop(c.index(down))
+		rc = c.client(nil)
+	}
+	md := within(t, openAsync(ctx, rc, w.ID()), 10*time.Second, "recovery with a lost bookie and a spare")
+	t.Logf("recovered in %v", time.Since(start))
 	if md.LastEntryID != 5 {
 		t.Fatalf("closed at %d, want 5", md.LastEntryID)
 	}
@@ -177,11 +202,28 @@ func TestRecoveryReplacesADownBookie(t *testing.T) {
 	if len(log.acked) != 1 {
 		t.Fatalf("acknowledged %d entries, want only entry 0", len(log.acked))
 	}
-	checkInvariants(t, ctx, rc, w.ID(), log, 2)
+	checker := c.client(nil)
+	checkInvariants(t, ctx, checker, w.ID(), log, 2)
 	for id := int64(1); id <= 5; id++ {
-		_, data := copies(ctx, rc, &md, id)
+		_, data := copies(ctx, checker, &md, id)
 		if string(data) != string(payload(id)) {
 			t.Errorf("entry %d reads %q, want %q", id, data, payload(id))
+		}
+	}
+	if hung {
+		// Quarantine: the recovering client's next ledger leaves the hung bookie out (the
+		// three others are enough), and its first add is acknowledged without it.
+		nl, err := rc.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range nl.Metadata().Fragments[0].Bookies {
+			if string(b) == down {
+				t.Fatalf("new ledger's ensemble %v includes the hung bookie %s", nl.Metadata().Fragments[0].Bookies, down)
+			}
+		}
+		if _, err := nl.Append(ctx, []byte("first")); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -182,17 +182,27 @@ func (c *Client) forget(w *Writer) {
 	c.mu.Unlock()
 }
 
-// pickBookies returns n live writable bookies, at random, none of them in exclude.
+// pickBookies returns n live writable bookies, at random, none of them in exclude, and none
+// in quarantine unless too few others are available.
 func (c *Client) pickBookies(ctx context.Context, n int, exclude []meta.BookieID) ([]meta.BookieID, error) {
 	live, err := c.store.ListBookies(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var cand []meta.BookieID
+	var cand, held []meta.BookieID
+	quarantined := c.inQuarantine()
 	for _, b := range live {
-		if !b.ReadOnly && !slices.Contains(exclude, b.ID) {
+		switch {
+		case b.ReadOnly || slices.Contains(exclude, b.ID):
+		case slices.Contains(quarantined, b.ID):
+			held = append(held, b.ID)
+		default:
 			cand = append(cand, b.ID)
 		}
+	}
+	if len(cand) < n {
+		rand.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
+		cand = append(cand, held[:min(len(held), n-len(cand))]...)
 	}
 	if len(cand) < n {
 		return nil, fmt.Errorf("%w: need %d, %d available", ErrNotEnoughBookies, n, len(cand))
@@ -491,6 +501,7 @@ func (w *Writer) resendLocked(reqs []*request) []*request {
 // if it is in the current ensemble. Requires mu held.
 func (w *Writer) bookieFailedLocked(bi int) {
 	w.failed |= 1 << bi
+	w.c.quarantine(w.bookies[bi])
 	if w.err != nil || w.changing || w.finalizing || !slices.Contains(w.fragIdx[len(w.fragIdx)-1], bi) {
 		return
 	}
