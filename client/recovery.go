@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bookie-go/bookie/meta"
@@ -84,10 +85,18 @@ func (c *Client) recoverOnce(ctx context.Context, md meta.LedgerMetadata) (meta.
 	key := wire.MasterKey(md.MasterKey)
 
 	// 2. Fence.
-	lac, err := c.fence(ctx, &md, &key)
+	lac, unanswered, err := c.fence(ctx, &md, &key)
 	if err != nil {
 		return fail(err)
 	}
+	// A bookie that has not answered its fence by the time the ledger is closed (the others
+	// answered the fence, the reads and the write-back) is likely hung: keep it out of the
+	// next ensembles this client picks (a failover's new ledger, above all).
+	defer func() {
+		for _, b := range unanswered() {
+			c.quarantine(b)
+		}
+	}()
 
 	// 3 and 4. Recovery reads (each one fences too) from LAC+1 until an entry is proven
 	// absent, writing back every entry found with the recovery flag.
@@ -191,19 +200,31 @@ func (q *replies) nextBefore(ctx context.Context, deadline <-chan time.Time) (*r
 // longer reach the threshold (too many bookies failed), and with ErrUnauthorized at once if
 // a bookie refuses the master key. The LAC is the highest one the fenced bookies returned,
 // and never below the last fragment's first entry - 1.
-func (c *Client) fence(ctx context.Context, md *meta.LedgerMetadata, key *wire.MasterKey) (int64, error) {
+//
+// unanswered returns, whenever it is called, the bookies whose fence has not been answered
+// yet.
+func (c *Client) fence(ctx context.Context, md *meta.LedgerMetadata, key *wire.MasterKey) (lac int64, unanswered func() []meta.BookieID, err error) {
 	last := md.Fragments[len(md.Fragments)-1]
 	e, wq := md.EnsembleSize, md.WriteQuorum
 	need := wq - md.AckQuorum + 1
-	q := newReplies()
+	q := &fenceReplies{replies: newReplies(), answered: make([]atomic.Bool, e)}
 	for j, b := range last.Bookies {
 		r := getRequest()
 		r.op, r.flags, r.ledger, r.key, r.done, r.tag = wire.OpReadLAC, wire.FlagFence, md.ID, key, q, int64(j)
 		c.conn(b).send(r)
 	}
+	unanswered = func() []meta.BookieID {
+		var out []meta.BookieID
+		for j, b := range last.Bookies {
+			if !q.answered[j].Load() {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
 	fenced := make([]bool, e)
 	failed := make([]bool, e)
-	lac := last.FirstEntry - 1
+	lac = last.FirstEntry - 1
 	var errs []error
 	for {
 		covered := true
@@ -218,16 +239,16 @@ func (c *Client) fence(ctx context.Context, md *meta.LedgerMetadata, key *wire.M
 				}
 			}
 			if wq-nfailed < need {
-				return 0, fmt.Errorf("%w: fenced %d of write set at %d, need %d: %w", ErrRecoveryIncomplete, nf, s, need, errors.Join(errs...))
+				return 0, nil, fmt.Errorf("%w: fenced %d of write set at %d, need %d: %w", ErrRecoveryIncomplete, nf, s, need, errors.Join(errs...))
 			}
 			covered = covered && nf >= need
 		}
 		if covered {
-			return lac, nil
+			return lac, unanswered, nil
 		}
 		r, err := q.next(ctx)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		j := int(r.tag)
 		b := last.Bookies[j]
@@ -240,13 +261,28 @@ func (c *Client) fence(ctx context.Context, md *meta.LedgerMetadata, key *wire.M
 			lac = max(lac, r.lac)
 		case r.status == wire.StatusUnauthorized:
 			putRequest(r)
-			return 0, fmt.Errorf("%w: bookie %s", ErrUnauthorized, b)
+			return 0, nil, fmt.Errorf("%w: bookie %s", ErrUnauthorized, b)
 		default:
 			failed[j] = true
 			errs = append(errs, fmt.Errorf("%s: %v", b, r.status))
 		}
 		putRequest(r)
 	}
+}
+
+// fenceReplies are the replies to the fencing READ_LACs, which also record which bookies
+// answered (at any time, also after recovery stopped waiting for them).
+type fenceReplies struct {
+	*replies
+	answered []atomic.Bool // by ensemble position
+}
+
+// complete implements completer. Runs on the goroutine that finished r.
+func (q *fenceReplies) complete(r *request) {
+	if r.err == nil {
+		q.answered[r.tag].Store(true)
+	}
+	q.replies.complete(r)
 }
 
 // readState is what the recovery reads of one entry have shown so far.

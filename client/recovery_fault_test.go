@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -72,9 +73,11 @@ func burst(t *testing.T, w *Writer, n int, log *ackLog) {
 // needed), the recovery reads (one copy proves presence, 2 explicit negatives absence) and
 // the write-back (2 acks) all have enough answers without it: recovery must decide as soon
 // as the thresholds are met, over several read windows, instead of waiting for the hung
-// bookie's replies until the request timeout (30 s here).
+// bookie's replies until the request timeout (30 s here). The hung bookie never answered
+// its fence: the recovering client must then leave it out of its next ledger's ensemble
+// (quarantine; 4 bookies, so 3 others are enough).
 func TestRecoveryDecidesWithoutAHungBookie(t *testing.T) {
-	c := startCluster(t, 3)
+	c := startCluster(t, 4)
 	ctx := testCtx(t)
 	wc, nw := c.faultClient(5 * time.Second)
 	nw.setRule(func(f frameInfo) action {
@@ -107,6 +110,15 @@ func TestRecoveryDecidesWithoutAHungBookie(t *testing.T) {
 		t.Fatal("the hung bookie answered nothing: the test did not hold its replies")
 	}
 	checkInvariants(t, ctx, c.client(nil), w.ID(), log, 2)
+	for range 5 {
+		nl, err := rc.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ens := nl.Metadata().Fragments[0].Bookies; slices.Contains(ens, meta.BookieID(hung)) {
+			t.Fatalf("new ledger's ensemble %v includes the bookie that never answered its fence, %s", ens, hung)
+		}
+	}
 	nr.release(nil) // late answers to a finished recovery change nothing
 	if err := w.Close(ctx); !errors.Is(err, ErrFenced) {
 		t.Fatalf("writer Close = %v, want ErrFenced", err)
