@@ -123,8 +123,10 @@ type Result struct {
 	// (-1: unknown).
 	Load, CPUPressure float64
 	Reference         *Reference `json:",omitempty"`
-	Timeline          []Sample
-	Spectrum          []Point // latency (us) at percentile
+	// Failover is set for a failover workload, whose other fields are mostly zero.
+	Failover *FailoverResult `json:",omitempty"`
+	Timeline []Sample
+	Spectrum []Point // latency (us) at percentile
 }
 
 // MBRatio returns MBPerSec as a fraction of the reference's, or 0. An
@@ -160,6 +162,11 @@ func (r Result) P50Delta() time.Duration {
 // Run runs w: the reference first, then the workload.
 func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 	res := Result{Workload: w}
+	if w.Failover {
+		err := r.runFailover(ctx, w, &res)
+		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
+		return res, err
+	}
 	if r.opts.RefDir != "" {
 		ref, err := r.reference(w)
 		if err != nil {
