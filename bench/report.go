@@ -60,6 +60,10 @@ func WriteTable(w io.Writer, results []Result) error {
 			if r.Checkpoints > 0 || r.BackpressurePauses > 0 {
 				fmt.Fprintf(w, "; bookies: %d checkpoints (%.1f s), %d backpressure pauses", r.Checkpoints, r.CheckpointSeconds, r.BackpressurePauses)
 			}
+			if ref.SyncP50 > 0 {
+				fmt.Fprintf(w, "; bare synchronous client p50 %s (%.0f adds/s), Go client p50 %+.0fus from it",
+					fmtDur(ref.SyncP50), ref.SyncAddsPerSec, float64(r.Latency.P50-ref.SyncP50)/1e3)
+			}
 			if ref.TCPMsgsPerSec > 0 {
 				fmt.Fprintf(w, "; loopback TCP echo %.0f msgs/s (x ref %.2f), p50 %s",
 					ref.TCPMsgsPerSec, r.AddsPerSec/ref.TCPMsgsPerSec, fmtDur(ref.TCPP50))

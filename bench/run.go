@@ -79,6 +79,10 @@ type Reference struct {
 	// TCPMsgsPerSec and TCPP50 are the loopback echo's, when run.
 	TCPMsgsPerSec float64       `json:",omitempty"`
 	TCPP50        time.Duration `json:",omitempty"`
+	// SyncP50 and SyncAddsPerSec are a bare synchronous protocol client's, measured for
+	// depth-1 workloads on one bookie (syncReference).
+	SyncP50        time.Duration `json:",omitempty"`
+	SyncAddsPerSec float64       `json:",omitempty"`
 }
 
 // Result is one workload's outcome.
@@ -173,6 +177,11 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 			return res, err
 		}
 		res.Reference = ref
+		if w.Closed() && w.Inflight == 1 && w.Ensemble == 1 {
+			if err := r.syncReference(ctx, w, ref); err != nil {
+				return res, err
+			}
+		}
 	}
 	err := r.runWorkload(ctx, w, &res)
 	res.Load, res.CPUPressure = loadAvg(), cpuPressure()
