@@ -14,7 +14,14 @@
 // request in steady state (TestAddAllocs). A sweeper fails requests older than
 // Config.RequestTimeout with ErrTimeout. A broken connection fails everything in flight
 // with ErrBookieUnavailable; the next request redials, no sooner than an exponential
-// backoff after a failed dial (Config.MinBackoff to MaxBackoff).
+// backoff after a failed dial (Config.MinBackoff to MaxBackoff). A connection is made to the
+// address the bookie registered for clients (meta.BookieInfo.DialAddr, docs/metadata.md),
+// read from the store at each attempt; that is the bookie id unless the registration names
+// another.
+//
+// Bookies that failed a request, or that recovery gave up on, are quarantined: left out of
+// new ensembles and replacements for Config.QuarantineTime, unless too few others are
+// available.
 //
 // # Writing
 //
@@ -33,6 +40,11 @@
 // to the same bookie after MinBackoff. Fenced or Unauthorized, or a metadata CAS that fails
 // because the ledger left the OPEN state, mean another client took the ledger over: the
 // writer stops and fails every unacknowledged add with ErrFenced (or ErrUnauthorized).
+//
+// Memory is bounded: a writer holds at most Config.MaxPendingAdds entries and
+// Config.MaxPendingBytes encoded bytes not yet released (see "Re-replication"); an add that
+// would go over waits for room (Append: until its context ends; AppendAsync: up to
+// Config.AppendWait) and then fails with ErrTooManyPending.
 //
 // # Re-replication (beyond BookKeeper)
 //
@@ -68,8 +80,10 @@
 // not need, so a hung bookie costs nothing while the others meet the thresholds. Because
 // every recovery read fences, a negative answer can never turn positive later (BookKeeper
 // #2614, client.TestSeed000). Entries found are written back with the recovery flag to
-// their write set (AckQuorum acks each); a bookie that fails a write-back is replaced by a
-// spare, and the new ensemble is stored only in the closing CAS, at the last entry found.
+// their write set (AckQuorum acks each); a bookie that fails a write-back, or does not
+// answer it within Config.SpeculativeTimeout, is replaced by a spare, and the new ensemble
+// is stored only in the closing CAS, at the last entry found. A bookie that has not
+// answered its fence when recovery ends is quarantined.
 // The loser of a close race re-reads the metadata and returns the winner's result.
 //
 // # Reading
