@@ -85,10 +85,11 @@ type Config struct {
 	// negative fails at once. Blocking in an AppendAsync callback holds up the connection
 	// that delivered it: callbacks that append should use a negative AppendWait.
 	AppendWait time.Duration
-	// SpeculativeTimeout is how long recovery waits for a bookie's answer to a write-back
-	// before it treats the bookie as slow and, if a spare is registered, replaces it (as for
-	// a failed write-back); a hung bookie then costs recovery this long instead of
-	// RequestTimeout. Default 200 ms; negative disables it.
+	// SpeculativeTimeout is how long a read waits for a bookie before it also asks the next
+	// bookie of the write set (Reader.Read), and how long recovery waits for a bookie's
+	// answer to a write-back before it treats the bookie as slow and, if a spare is
+	// registered, replaces it (as for a failed write-back): a hung bookie then costs this
+	// long instead of RequestTimeout. Default 200 ms; negative disables both.
 	SpeculativeTimeout time.Duration
 	// QuarantineTime is how long a bookie that failed a request (or that recovery replaced)
 	// is left out of new ensembles and replacements, unless too few others are available.

@@ -91,8 +91,9 @@
 // A Reader reads up to the last entry of a closed ledger, or up to the highest LAC the last
 // fragment's bookies report for an open one (ReadLAC, and WaitLAC with long-poll LAC reads
 // for tailing). Read pipelines 256 entries at a time to the first bookie of each write set,
-// verifies checksum, ledger and entry id of every entry, and falls back to the next bookie
-// of the write set on any error.
+// verifies checksum, ledger and entry id of every entry, and asks the next bookie of the
+// write set when one fails or has not answered within Config.SpeculativeTimeout
+// (speculative reads: a slow or hung bookie costs that much, not a request timeout).
 //
 // # Failing fast
 //

@@ -290,3 +290,67 @@ func TestRecoverersDoNotInvalidateEachOther(t *testing.T) {
 	}
 	checkInvariants(t, ctx, wc, w.ID(), log, 2)
 }
+
+// TestReadSpeculates: a closed ledger (E=3, WQ=2) is read by a client for which one bookie
+// accepts requests and answers none, with a request timeout of a minute. Every entry whose
+// first replica is that bookie must be read from the next replica after SpeculativeTimeout,
+// not after the request timeout.
+func TestReadSpeculates(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testCtx(t)
+	wc := c.client(nil)
+	w, err := wc.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range int64(n) {
+		if _, err := w.Append(ctx, payload(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rc, nr := c.faultClient(time.Minute)
+	hung := string(w.Metadata().Fragments[0].Bookies[0])
+	isReadAnswer := func(f frameInfo) bool { return f.response && f.hdr.Op == wire.OpRead && f.bookie == hung }
+	nr.setRule(func(f frameInfo) action {
+		if isReadAnswer(f) {
+			return hold
+		}
+		return pass
+	})
+	defer nr.release(nil)
+	r, err := rc.OpenLedger(ctx, w.ID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type readResult struct {
+		ents []Entry
+		err  error
+	}
+	done := make(chan readResult, 1)
+	start := time.Now()
+	go func() {
+		ents, err := r.Read(ctx, 0, n-1)
+		done <- readResult{ents, err}
+	}()
+	select {
+	case res := <-done:
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		for i, e := range res.ents {
+			if e.ID != int64(i) || string(e.Data) != string(payload(int64(i))) {
+				t.Fatalf("entry %d: id %d data %q", i, e.ID, e.Data)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Read waited for the hung bookie")
+	}
+	if nr.heldCount(isReadAnswer) == 0 {
+		t.Fatal("no read was asked of the hung bookie: the test did not test speculation")
+	}
+	t.Logf("read %d entries in %v with one replica hung", n, time.Since(start))
+}
