@@ -10,8 +10,8 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	fp "github.com/bookie-go/bookie/internal/faultproxy"
-	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
 
