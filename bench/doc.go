@@ -23,6 +23,18 @@
 // (coordinated omission). Outstanding adds are still capped (MaxOutstanding)
 // to bound memory; time spent waiting for a slot counts as latency.
 //
+// A failover workload (Workload.Failover, suite "failover") measures something else: how
+// long a replicated log is unavailable when its writer dies while one bookie of its
+// ensemble is hung (accepts connections and requests, answers nothing). Every bookie sits
+// behind an internal/faultproxy proxy dialed only by the bench's clients; each of Runs runs
+// kills a writer (its Client closes), and a second client with the default configuration
+// recovers the ledger and writes the first entry of a new one. Reported: kill to CLOSED and
+// kill to that first ack, p50/p99/max (FailoverResult).
+//
+// Depth-1 workloads on one bookie are also compared with a bare synchronous client of
+// docs/protocol.md on one goroutine (syncReference), in the same invocation: what the
+// Go client's queues and goroutines add to an add's latency.
+//
 // # What is measured
 //
 // Latencies go into HDR histograms (1 us .. 100 s, 3 significant digits):

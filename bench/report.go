@@ -16,6 +16,9 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tin flight\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\tadds/cpu-s\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\tloadavg\tcpu psi\t")
 	for _, r := range results {
 		w := r.Workload
+		if r.Failover != nil {
+			continue // below
+		}
 		load := fmt.Sprint(w.Inflight)
 		if !w.Closed() {
 			load = fmt.Sprintf("%.0f/s", w.Rate)
@@ -32,6 +35,16 @@ func WriteTable(w io.Writer, results []Result) error {
 	}
 	fmt.Fprintln(w)
 	for _, r := range results {
+		if f := r.Failover; f != nil {
+			fmt.Fprintf(w, "%s: %d runs, %d failed; kill to CLOSED p50 %s p99 %s max %s; kill to new ledger's first ack p50 %s p99 %s max %s; loadavg %.1f\n",
+				r.Workload, f.Runs, f.Failures, fmtDur(f.ToClosed.P50), fmtDur(f.ToClosed.P99), fmtDur(f.ToClosed.Max),
+				fmtDur(f.ToFirstAck.P50), fmtDur(f.ToFirstAck.P99), fmtDur(f.ToFirstAck.Max), r.Load)
+			for _, e := range f.Errors {
+				fmt.Fprintf(w, "  %s\n", e)
+			}
+		}
+	}
+	for _, r := range results {
 		if ref := r.Reference; ref != nil {
 			fmt.Fprintf(w, "%s: raw pwrite+fdatasync of %d x %s per sync: %.0f records/s, %.1f MB/s, p50 %s p99 %s",
 				r.Workload.Name, ref.PerBatch, sizeName(r.Workload.Size), ref.AddsPerSec, ref.MBPerSec, fmtDur(ref.P50), fmtDur(ref.P99))
@@ -46,6 +59,10 @@ func WriteTable(w io.Writer, results []Result) error {
 			}
 			if r.Checkpoints > 0 || r.BackpressurePauses > 0 {
 				fmt.Fprintf(w, "; bookies: %d checkpoints (%.1f s), %d backpressure pauses", r.Checkpoints, r.CheckpointSeconds, r.BackpressurePauses)
+			}
+			if ref.SyncP50 > 0 {
+				fmt.Fprintf(w, "; bare synchronous client p50 %s (%.0f adds/s), Go client p50 %+.0fus from it",
+					fmtDur(ref.SyncP50), ref.SyncAddsPerSec, float64(r.Latency.P50-ref.SyncP50)/1e3)
 			}
 			if ref.TCPMsgsPerSec > 0 {
 				fmt.Fprintf(w, "; loopback TCP echo %.0f msgs/s (x ref %.2f), p50 %s",

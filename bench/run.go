@@ -79,6 +79,10 @@ type Reference struct {
 	// TCPMsgsPerSec and TCPP50 are the loopback echo's, when run.
 	TCPMsgsPerSec float64       `json:",omitempty"`
 	TCPP50        time.Duration `json:",omitempty"`
+	// SyncP50 and SyncAddsPerSec are a bare synchronous protocol client's, measured for
+	// depth-1 workloads on one bookie (syncReference).
+	SyncP50        time.Duration `json:",omitempty"`
+	SyncAddsPerSec float64       `json:",omitempty"`
 }
 
 // Result is one workload's outcome.
@@ -123,8 +127,10 @@ type Result struct {
 	// (-1: unknown).
 	Load, CPUPressure float64
 	Reference         *Reference `json:",omitempty"`
-	Timeline          []Sample
-	Spectrum          []Point // latency (us) at percentile
+	// Failover is set for a failover workload, whose other fields are mostly zero.
+	Failover *FailoverResult `json:",omitempty"`
+	Timeline []Sample
+	Spectrum []Point // latency (us) at percentile
 }
 
 // MBRatio returns MBPerSec as a fraction of the reference's, or 0. An
@@ -160,12 +166,22 @@ func (r Result) P50Delta() time.Duration {
 // Run runs w: the reference first, then the workload.
 func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 	res := Result{Workload: w}
+	if w.Failover {
+		err := r.runFailover(ctx, w, &res)
+		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
+		return res, err
+	}
 	if r.opts.RefDir != "" {
 		ref, err := r.reference(w)
 		if err != nil {
 			return res, err
 		}
 		res.Reference = ref
+		if w.Closed() && w.Inflight == 1 && w.Ensemble == 1 {
+			if err := r.syncReference(ctx, w, ref); err != nil {
+				return res, err
+			}
+		}
 	}
 	err := r.runWorkload(ctx, w, &res)
 	res.Load, res.CPUPressure = loadAvg(), cpuPressure()

@@ -32,6 +32,10 @@ type Workload struct {
 	MaxOutstanding int
 	// Warmup runs before measuring; Duration is measured.
 	Warmup, Duration time.Duration
+	// Failover makes the run a failover measurement (runFailover) of Runs runs instead of
+	// a throughput run: Inflight is the writer's, Warmup and Duration are unused.
+	Failover bool
+	Runs     int
 }
 
 // Closed reports whether w is a closed-loop run.
@@ -52,6 +56,10 @@ func (w Workload) RefBatch() int {
 }
 
 func (w Workload) String() string {
+	if w.Failover {
+		return fmt.Sprintf("%s: %d failovers, E%d/WQ%d/AQ%d on %d bookies, writer %d in flight of %s", w.Name, w.Runs,
+			w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Bookies, w.Inflight, sizeName(w.Size))
+	}
 	load := fmt.Sprintf("%d in flight", w.Inflight)
 	if !w.Closed() {
 		load = fmt.Sprintf("open loop %.0f/s", w.Rate)
@@ -87,6 +95,7 @@ var suiteDoc = []struct{ name, doc string }{
 	{"sustained", "single bookie 1 KiB x 10,000 for --duration (default 10 min): RSS and latency over time"},
 	{"targets", "the issue's targets: journal, throughput, floor and 64 KiB single bookie"},
 	{"all", "throughput, journal, omb, floor, curve and sizes"},
+	{"failover", "a writer killed while one bookie of its E3/WQ2/AQ2 ensemble is hung (4 bookies): kill to CLOSED by a recoverer, and to its new ledger's first ack, over 20 runs"},
 }
 
 // SuiteNames returns the suite names with a line on each.
@@ -163,6 +172,10 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 		case "sustained":
 			w := single("sustained-1KiB-x10000", name, 1024, 1, 10000)
 			w.Duration = 10 * time.Minute
+			ws = []Workload{w}
+		case "failover":
+			w := e3("failover-e3-1KiB", name, 1024, 1, 16)
+			w.Bookies, w.Failover, w.Runs = 4, true, 20
 			ws = []Workload{w}
 		case "all":
 			var err error

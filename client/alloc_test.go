@@ -142,3 +142,23 @@ func BenchmarkAppendPath(b *testing.B) {
 		sem <- struct{}{}
 	}
 }
+
+// BenchmarkAppendDepth1 measures a synchronous Append (1 in flight, E=WQ=AQ=1, 1 KiB) against
+// a minimal acknowledging server: the client's own share of a depth-1 add's latency (its
+// goroutine hand-offs above all), with no disk and no bookie behind it.
+func BenchmarkAppendDepth1(b *testing.B) {
+	w := testWriter(b, []string{ackServer(b)}, 1, 1, 1)
+	ctx := context.Background()
+	data := make([]byte, 1024)
+	if _, err := w.Append(ctx, data); err != nil { // connect
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := w.Append(ctx, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

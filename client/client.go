@@ -38,6 +38,10 @@ var (
 	// nor prove it absent (too many bookies timed out or failed), or could not fence enough
 	// bookies. Nothing was decided or closed; retry later.
 	ErrRecoveryIncomplete = errors.New("client: ledger recovery incomplete, retry later")
+	// ErrTooManyPending is returned for an add that found the writer holding MaxPendingAdds
+	// entries or MaxPendingBytes bytes and no room freed in time (Config.AppendWait for
+	// AppendAsync, the context for Append). The add was not sent; retry it later.
+	ErrTooManyPending = errors.New("client: too many pending adds")
 	// ErrReadFailed is returned when no bookie of an entry's write set returned it.
 	ErrReadFailed = errors.New("client: entry could not be read from any replica")
 	// ErrBeyondLAC is returned for a read past the last confirmed entry.
@@ -68,6 +72,29 @@ type Config struct {
 	// it the writer fails every pending add with ErrNotEnoughBookies, as BookKeeper does,
 	// and the ledger needs recovery. Default 30 s; negative waits forever.
 	EnsembleChangeTimeout time.Duration
+	// MaxPendingAdds and MaxPendingBytes bound what one Writer holds in memory: entries not
+	// yet released (acknowledged and on WriteQuorum bookies of their write set), and their
+	// encoded bytes. An add that would go over either bound waits until entries are released
+	// (Append: until its ctx ends; AppendAsync: up to AppendWait) and then fails with
+	// ErrTooManyPending. One entry larger than MaxPendingBytes is accepted when the writer
+	// holds nothing else. Defaults 65,536 entries and 64 MiB.
+	MaxPendingAdds  int
+	MaxPendingBytes int64
+	// AppendWait is how long AppendAsync blocks for room under MaxPendingAdds and
+	// MaxPendingBytes before it fails the add with ErrTooManyPending; default RequestTimeout,
+	// negative fails at once. Blocking in an AppendAsync callback holds up the connection
+	// that delivered it: callbacks that append should use a negative AppendWait.
+	AppendWait time.Duration
+	// SpeculativeTimeout is how long a read waits for a bookie before it also asks the next
+	// bookie of the write set (Reader.Read), and how long recovery waits for a bookie's
+	// answer to a write-back before it treats the bookie as slow and, if a spare is
+	// registered, replaces it (as for a failed write-back): a hung bookie then costs this
+	// long instead of RequestTimeout. Default 200 ms; negative disables both.
+	SpeculativeTimeout time.Duration
+	// QuarantineTime is how long a bookie that failed a request (or that recovery replaced)
+	// is left out of new ensembles and replacements, unless too few others are available.
+	// Default 30 s; negative disables quarantine.
+	QuarantineTime time.Duration
 	// Secret is the cluster secret, for bookies that require HMAC-SHA256 authentication
 	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable.
 	Secret []byte
@@ -80,9 +107,16 @@ type Client struct {
 	ownsStore bool
 	cfg       connConfig
 
-	mu     sync.Mutex // protects conns and closed
-	conns  map[meta.BookieID]*bookieConn
-	closed bool
+	mu          sync.Mutex // protects the fields below; taken after a Writer's mu, never before
+	conns       map[meta.BookieID]*bookieConn
+	writers     map[*Writer]struct{}        // writers neither closed nor stopped, failed by Close
+	quarantined map[meta.BookieID]time.Time // bookie -> end of its quarantine
+	closed      bool
+
+	maxPendingAdds  int           // Config.MaxPendingAdds
+	maxPendingBytes int64         // Config.MaxPendingBytes
+	appendWait      time.Duration // Config.AppendWait; negative: do not wait
+	quarantineTime  time.Duration // Config.QuarantineTime; 0: no quarantine
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -91,19 +125,42 @@ type Client struct {
 // New opens a Client. ctx bounds opening the metadata store.
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
-		store: cfg.Store,
-		conns: make(map[meta.BookieID]*bookieConn),
-		stop:  make(chan struct{}),
+		store:       cfg.Store,
+		conns:       make(map[meta.BookieID]*bookieConn),
+		writers:     make(map[*Writer]struct{}),
+		quarantined: make(map[meta.BookieID]time.Time),
+		stop:        make(chan struct{}),
 		cfg: connConfig{
-			dial:           cfg.Dial,
-			dialTimeout:    orDefault(cfg.DialTimeout, 3*time.Second),
-			requestTimeout: orDefault(cfg.RequestTimeout, 5*time.Second),
-			minBackoff:     orDefault(cfg.MinBackoff, 50*time.Millisecond),
-			maxBackoff:     orDefault(cfg.MaxBackoff, 2*time.Second),
-			changeTimeout:  orDefault(cfg.EnsembleChangeTimeout, 30*time.Second),
-			secret:         cfg.Secret,
+			dial:               cfg.Dial,
+			dialTimeout:        orDefault(cfg.DialTimeout, 3*time.Second),
+			requestTimeout:     orDefault(cfg.RequestTimeout, 5*time.Second),
+			minBackoff:         orDefault(cfg.MinBackoff, 50*time.Millisecond),
+			maxBackoff:         orDefault(cfg.MaxBackoff, 2*time.Second),
+			changeTimeout:      orDefault(cfg.EnsembleChangeTimeout, 30*time.Second),
+			secret:             cfg.Secret,
+			speculativeTimeout: cfg.SpeculativeTimeout,
 		},
+		quarantineTime:  orDefault(cfg.QuarantineTime, 30*time.Second),
+		maxPendingAdds:  cfg.MaxPendingAdds,
+		maxPendingBytes: cfg.MaxPendingBytes,
+		appendWait:      cfg.AppendWait,
 	}
+	if c.maxPendingAdds <= 0 {
+		c.maxPendingAdds = 65536
+	}
+	if c.maxPendingBytes <= 0 {
+		c.maxPendingBytes = 64 << 20
+	}
+	if cfg.QuarantineTime < 0 {
+		c.quarantineTime = 0
+	}
+	if c.cfg.speculativeTimeout == 0 {
+		c.cfg.speculativeTimeout = 200 * time.Millisecond
+	}
+	if c.appendWait == 0 {
+		c.appendWait = c.cfg.requestTimeout
+	}
+	c.cfg.resolve = c.dialAddr
 	if c.cfg.dial == nil {
 		var d net.Dialer
 		c.cfg.dial = func(ctx context.Context, addr string) (net.Conn, error) {
@@ -132,8 +189,11 @@ func orDefault(d, def time.Duration) time.Duration {
 // Store returns the metadata store the client uses.
 func (c *Client) Store() meta.Store { return c.store }
 
-// Close closes every bookie connection (requests in flight fail with ErrClosed) and, if the
-// Client opened it, the metadata store. Ledger handles are unusable afterwards.
+// Close stops every writer of this client (their unacknowledged adds fail with ErrClosed
+// before Close returns; the ledgers stay open, with no ensemble change: the client's own
+// shutdown is not a bookie failure, and a recovery closes them later), closes every bookie
+// connection (requests in flight fail with ErrClosed) and, if the Client opened it, the
+// metadata store. Ledger handles are unusable afterwards.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -143,7 +203,15 @@ func (c *Client) Close() error {
 	c.closed = true
 	conns := c.conns
 	c.conns = nil
+	writers := c.writers
+	c.writers = nil
 	c.mu.Unlock()
+	for w := range writers {
+		w.mu.Lock()
+		w.failLocked(fmt.Errorf("%w: ledger %d", ErrClosed, w.id))
+		w.mu.Unlock()
+		w.deliver()
+	}
 	close(c.stop)
 	for _, bc := range conns {
 		bc.close()
@@ -171,6 +239,52 @@ func (c *Client) conn(id meta.BookieID) *bookieConn {
 		c.conns[id] = bc
 	}
 	return bc
+}
+
+// quarantine leaves bookie b out of new ensembles and replacements for QuarantineTime.
+// Safe to call with a Writer's mu held.
+func (c *Client) quarantine(b meta.BookieID) {
+	if c.quarantineTime <= 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.quarantined != nil {
+		c.quarantined[b] = time.Now().Add(c.quarantineTime)
+	}
+	c.mu.Unlock()
+}
+
+// inQuarantine returns the bookies in quarantine now, dropping those whose time is up.
+func (c *Client) inQuarantine() []meta.BookieID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []meta.BookieID
+	now := time.Now()
+	for b, until := range c.quarantined {
+		if now.After(until) {
+			delete(c.quarantined, b)
+		} else {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// dialAddr returns the address to dial for bookie id: the one its registration names
+// (meta.BookieInfo.DialAddr, docs/metadata.md), read from the store at every connection
+// attempt (dials are rare: one per connection, paced by the dial backoff). A bookie that is
+// not registered, or a store that cannot be read, is dialed at its id.
+func (c *Client) dialAddr(ctx context.Context, id string) string {
+	live, err := c.store.ListBookies(ctx)
+	if err != nil {
+		return id
+	}
+	for _, b := range live {
+		if string(b.ID) == id {
+			return b.DialAddr()
+		}
+	}
+	return id
 }
 
 // sweepLoop fails requests past their deadline, a few times per request timeout.

@@ -12,8 +12,13 @@ import (
 // Close stops appends, waits until every entry is acknowledged, makes every entry it still
 // holds reach WriteQuorum copies (see the package documentation, "Re-replication"), and
 // stores the ledger CLOSED with its last entry id the LAC. It fails with ErrFenced if a
-// recovering client took the ledger over; its acknowledged entries are safe either way. If
-// ctx ends first the ledger stays open (a recovery closes it later).
+// recovering client took the ledger over, as soon as the metadata shows it (Close watches
+// it while it waits: adds pending on a bookie that never answers do not hold it until ctx
+// ends); its acknowledged entries are safe either way. If ctx ends first the ledger stays
+// open (a recovery closes it later).
+//
+// From the moment Close decides what to store until its CAS is answered, no ensemble change
+// starts or stores anything: a late bookie failure cannot race the closing CAS.
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	if w.closed {
@@ -21,15 +26,55 @@ func (w *Writer) Close(ctx context.Context) error {
 		return nil
 	}
 	w.closing = true
+	w.mu.Unlock()
+	stopWatch := w.watchFencing()
+	md, err := w.prepareClose(ctx)
+	stopWatch()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil && w.err != nil {
+		err = w.err // the watch saw a recovery take the ledger over
+	}
+	if err != nil {
+		w.unfinalizeLocked()
+		return err
+	}
+
+	updated, err := w.c.store.UpdateLedger(ctx, md)
+	if err != nil {
+		if errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) {
+			w.failLocked(fmt.Errorf("%w: ledger %d: metadata changed under the writer: %v", ErrFenced, w.id, err))
+			return w.err
+		}
+		w.unfinalizeLocked()
+		return fmt.Errorf("client: close ledger %d: %w", w.id, err)
+	}
+	w.setMetadataLocked(updated)
+	w.closed = true
+	w.err = fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
+	w.c.forget(w)
+	w.hold = false
+	for w.head < len(w.ents) {
+		w.popFront()
+	}
+	w.signalLocked()
+	return nil
+}
+
+// prepareClose waits for every ack, consolidates (package documentation,
+// "Re-replication"), sets finalizing, waits until no ensemble change runs, and returns the
+// CLOSED metadata to store. It returns with mu not held.
+func (w *Writer) prepareClose(ctx context.Context) (meta.LedgerMetadata, error) {
+	w.mu.Lock()
 	for w.err == nil && (w.lac < w.lastAdded || w.changing) {
 		if err := w.waitUnlocked(ctx); err != nil {
-			return fmt.Errorf("client: close ledger %d: %w", w.id, err)
+			return meta.LedgerMetadata{}, fmt.Errorf("client: close ledger %d: %w", w.id, err)
 		}
 	}
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
-		return err
+		return meta.LedgerMetadata{}, err
 	}
 
 	// Re-replication: hold every in-memory entry and bring it to WriteQuorum bookies of its
@@ -50,18 +95,27 @@ func (w *Writer) Close(ctx context.Context) error {
 		}
 		if err := w.waitUnlocked(cctx); err != nil {
 			if ctx.Err() != nil {
-				w.hold = false
-				w.mu.Unlock()
-				return fmt.Errorf("client: close ledger %d: %w", w.id, ctx.Err())
+				return meta.LedgerMetadata{}, fmt.Errorf("client: close ledger %d: %w", w.id, ctx.Err())
 			}
 			w.mu.Lock()
 			break
 		}
 	}
+	// No ensemble change may start from here on; one that runs (the fallback close) stops
+	// before its next CAS, and Close waits for it.
+	if !w.finalizing {
+		w.finalizing = true
+		close(w.finalize)
+	}
+	for w.err == nil && w.changing {
+		if err := w.waitUnlocked(ctx); err != nil {
+			return meta.LedgerMetadata{}, fmt.Errorf("client: close ledger %d: %w", w.id, err)
+		}
+	}
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
-		return err
+		return meta.LedgerMetadata{}, err
 	}
 	md := w.md.Clone()
 	if consolidated && w.head < len(w.ents) {
@@ -79,27 +133,47 @@ func (w *Writer) Close(ctx context.Context) error {
 	md.LastEntryID = w.lac
 	md.Length = w.length
 	w.mu.Unlock()
+	return md, nil
+}
 
-	updated, err := w.c.store.UpdateLedger(ctx, md)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err != nil {
-		if errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) {
-			w.failLocked(fmt.Errorf("%w: ledger %d: metadata changed under the writer: %v", ErrFenced, w.id, err))
-			return w.err
-		}
-		w.hold = false
-		return fmt.Errorf("client: close ledger %d: %w", w.id, err)
-	}
-	w.setMetadataLocked(updated)
-	w.closed = true
-	w.err = fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
+// unfinalizeLocked undoes what a Close that failed without stopping the writer set, so that
+// the writer goes on (ensemble changes included) and Close can be called again. Requires mu
+// held.
+func (w *Writer) unfinalizeLocked() {
 	w.hold = false
-	for w.head < len(w.ents) {
-		w.popFront()
+	if w.finalizing {
+		w.finalizing = false
+		w.finalize = make(chan struct{})
 	}
-	w.signalLocked()
-	return nil
+}
+
+// watchFencing watches the ledger's metadata until the returned stop is called, and stops
+// the writer with ErrFenced as soon as the ledger leaves the OPEN state (a recovering client
+// took it over). stop waits until the watch has ended; it must be called without mu held,
+// and before the closing CAS (which the watch would otherwise take for a takeover).
+func (w *Writer) watchFencing() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ch, err := w.c.store.WatchLedger(ctx, w.id)
+		if err != nil {
+			return // Close goes on without it; the closing CAS still detects a takeover
+		}
+		for md := range ch {
+			if md.State != meta.StateOpen {
+				w.mu.Lock()
+				w.failLocked(fmt.Errorf("%w: ledger %d: metadata is %v", ErrFenced, w.id, md.State))
+				w.mu.Unlock()
+				w.deliver()
+				cancel()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // waitUnlocked releases mu, waits for progress or ctx, and takes mu again unless it returns

@@ -78,16 +78,20 @@ func (r *request) finish() {
 
 // connConfig is what a bookieConn needs from the Client.
 type connConfig struct {
-	dial           func(ctx context.Context, addr string) (net.Conn, error)
-	dialTimeout    time.Duration
-	requestTimeout time.Duration
-	minBackoff     time.Duration
-	maxBackoff     time.Duration
-	changeTimeout  time.Duration // Config.EnsembleChangeTimeout
-	secret         []byte
+	dial               func(ctx context.Context, addr string) (net.Conn, error)
+	resolve            func(ctx context.Context, id string) string // bookie id -> address to dial
+	dialTimeout        time.Duration
+	requestTimeout     time.Duration
+	minBackoff         time.Duration
+	maxBackoff         time.Duration
+	changeTimeout      time.Duration // Config.EnsembleChangeTimeout
+	speculativeTimeout time.Duration // Config.SpeculativeTimeout; negative: disabled
+	secret             []byte
 }
 
-// bookieConn is one TCP connection to one bookie, reconnected on demand. Many goroutines send
+// bookieConn is one TCP connection to one bookie, reconnected on demand. addr is the
+// bookie's id; each connection attempt dials the address the bookie registered for clients
+// (connConfig.resolve), which is the id unless the registration names another. Many goroutines send
 // on it at once; a writer goroutine drains the send queue into one buffer and one Write per
 // batch, a reader goroutine matches responses to requests by request id, and the client's
 // sweeper fails requests whose deadline passed. When the connection breaks, every request in
@@ -188,8 +192,15 @@ func (c *bookieConn) dial() {
 }
 
 func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, error) {
-	nc, err := c.cfg.dial(ctx, c.addr)
+	addr := c.addr
+	if c.cfg.resolve != nil {
+		addr = c.cfg.resolve(ctx, c.addr)
+	}
+	nc, err := c.cfg.dial(ctx, addr)
 	if err != nil {
+		if addr != c.addr {
+			err = fmt.Errorf("registered address %s: %w", addr, err)
+		}
 		return nil, nil, err
 	}
 	if dl, ok := ctx.Deadline(); ok {

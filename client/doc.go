@@ -14,7 +14,14 @@
 // request in steady state (TestAddAllocs). A sweeper fails requests older than
 // Config.RequestTimeout with ErrTimeout. A broken connection fails everything in flight
 // with ErrBookieUnavailable; the next request redials, no sooner than an exponential
-// backoff after a failed dial (Config.MinBackoff to MaxBackoff).
+// backoff after a failed dial (Config.MinBackoff to MaxBackoff). A connection is made to the
+// address the bookie registered for clients (meta.BookieInfo.DialAddr, docs/metadata.md),
+// read from the store at each attempt; that is the bookie id unless the registration names
+// another.
+//
+// Bookies that failed a request, or that recovery gave up on, are quarantined: left out of
+// new ensembles and replacements for Config.QuarantineTime, unless too few others are
+// available.
 //
 // # Writing
 //
@@ -33,6 +40,11 @@
 // to the same bookie after MinBackoff. Fenced or Unauthorized, or a metadata CAS that fails
 // because the ledger left the OPEN state, mean another client took the ledger over: the
 // writer stops and fails every unacknowledged add with ErrFenced (or ErrUnauthorized).
+//
+// Memory is bounded: a writer holds at most Config.MaxPendingAdds entries and
+// Config.MaxPendingBytes encoded bytes not yet released (see "Re-replication"); an add that
+// would go over waits for room (Append: until its context ends; AppendAsync: up to
+// Config.AppendWait) and then fails with ErrTooManyPending.
 //
 // # Re-replication (beyond BookKeeper)
 //
@@ -54,28 +66,41 @@
 //
 // # Recovery
 //
-// OpenLedger with recover runs the protocol of docs/replication.md on a ledger that is not
-// CLOSED: CAS the metadata to IN_RECOVERY; send a fencing READ_LAC to every bookie of the
-// last fragment and require WriteQuorum-AckQuorum+1 fenced bookies in every write set; take
-// LAC = max(returned LACs, first entry of the last fragment - 1); read entries from LAC+1,
-// 32 at a time, with fencing reads to every bookie of the write set. An entry is present if
-// any bookie returns it with a valid checksum and the right ids; absent when
-// WriteQuorum-AckQuorum+1 bookies answer NoSuchEntry or NoSuchLedger; otherwise (timeouts,
-// I/O errors, UnknownLedgerState) recovery stops with ErrRecoveryIncomplete and closes
-// nothing. Because every recovery read fences, a negative answer can never turn positive
-// later (the fix to BookKeeper #2614, docs/replication.md). Entries found are written back with the recovery flag
-// to their write set (AckQuorum successes required), and the ledger is closed by CAS at the
-// last entry found. When two clients recover at once, the loser of the closing CAS re-reads
-// the metadata and returns the winner's result; a CAS lost earlier restarts recovery after
-// a random pause.
+// OpenLedger with recover runs the protocol of docs/durability.md ("Recovery: the rules the
+// client follows") on a ledger that is not CLOSED: CAS the metadata to IN_RECOVERY unless it
+// is already (an IN_RECOVERY ledger is recovered at its stored version, so two recoverers
+// never invalidate each other's closing CAS); send a fencing READ_LAC to every bookie of the
+// last fragment and go on as soon as every write set has WriteQuorum-AckQuorum+1 fenced
+// bookies; take LAC = max(returned LACs, first entry of the last fragment - 1); read entries
+// from LAC+1, 32 at a time, with fencing reads to every bookie of the write set. An entry is
+// present as soon as any bookie returns it with a valid checksum and the right ids; absent as
+// soon as WriteQuorum-AckQuorum+1 bookies answer NoSuchEntry or NoSuchLedger; when every
+// bookie answered and neither holds (timeouts, I/O errors, UnknownLedgerState) recovery
+// stops with ErrRecoveryIncomplete and closes nothing. Nothing waits for an answer it does
+// not need, so a hung bookie costs nothing while the others meet the thresholds. Because
+// every recovery read fences, a negative answer can never turn positive later (BookKeeper
+// #2614, docs/replication.md; client.TestSeed000). Entries found are written back with the recovery flag to
+// their write set (AckQuorum acks each); a bookie that fails a write-back, or does not
+// answer it within Config.SpeculativeTimeout, is replaced by a spare, and the new ensemble
+// is stored only in the closing CAS, at the last entry found. A bookie that has not
+// answered its fence when recovery ends is quarantined.
+// The loser of a close race re-reads the metadata and returns the winner's result.
 //
 // # Reading
 //
 // A Reader reads up to the last entry of a closed ledger, or up to the highest LAC the last
 // fragment's bookies report for an open one (ReadLAC, and WaitLAC with long-poll LAC reads
 // for tailing). Read pipelines 256 entries at a time to the first bookie of each write set,
-// verifies checksum, ledger and entry id of every entry, and falls back to the next bookie
-// of the write set on any error.
+// verifies checksum, ledger and entry id of every entry, and asks the next bookie of the
+// write set when one fails or has not answered within Config.SpeculativeTimeout
+// (speculative reads: a slow or hung bookie costs that much, not a request timeout).
+//
+// # Failing fast
+//
+// Writer.Close watches the ledger's metadata while it waits and fails with ErrFenced as soon
+// as a recovery takes the ledger over; once it has decided what to store, no ensemble change
+// starts or stores anything until its CAS is answered. Client.Close fails the pending adds
+// of its writers with ErrClosed before it returns, without an ensemble change.
 //
 // # Concurrency
 //

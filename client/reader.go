@@ -165,8 +165,10 @@ func (r *Reader) WaitLAC(ctx context.Context, prev int64) (int64, error) {
 const readWindow = 256
 
 // Read returns entries first..last (inclusive). last must not exceed LastAddConfirmed
-// (ErrBeyondLAC). Every entry's checksum, ledger and entry id are verified; an entry that one
-// bookie cannot return is read from the next bookie of its write set.
+// (ErrBeyondLAC). Every entry's checksum, ledger and entry id are verified. Each entry is
+// asked of the first bookie of its write set; when that one fails, or has not answered
+// within Config.SpeculativeTimeout (a slow or hung bookie), the next bookie of the write set
+// is asked too, and the first valid copy wins.
 func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 	r.mu.Lock()
 	md, lac := r.md, r.lac
@@ -180,33 +182,102 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 	out := make([]Entry, 0, last-first+1)
 	for start := first; start <= last; start += readWindow {
 		end := min(start+readWindow-1, last)
-		reqs := make([]*request, 0, end-start+1)
-		for e := start; e <= end; e++ {
-			f := md.Fragments[md.FragmentAt(e)]
-			req := getRequest()
-			req.op, req.ledger, req.entry = wire.OpRead, r.id, e
-			reqs = append(reqs, req)
-			r.c.conn(f.Bookies[e%int64(md.EnsembleSize)]).send(req)
-		}
-		for i, req := range reqs {
-			e := start + int64(i)
-			res := <-req.wait
-			ent, err := parseRead(res, r.id, e)
-			putRequest(res)
-			if err != nil {
-				ent, err = readEntry(ctx, r.c, &md, e, 1, err)
-				if err != nil {
-					for _, rest := range reqs[i+1:] {
-						putRequest(<-rest.wait)
-					}
-					return nil, err
-				}
-			}
-			out = append(out, ent)
-		}
-		if err := ctx.Err(); err != nil {
+		ents, err := r.c.readRange(ctx, &md, start, end)
+		if err != nil {
 			return nil, err
 		}
+		out = append(out, ents...)
+	}
+	return out, nil
+}
+
+// readSlot is the state of one entry of readRange.
+type readSlot struct {
+	ent     Entry
+	done    bool
+	asked   int       // bookies of the write set asked so far, in write-set order
+	waiting int       // of them, not answered yet
+	askedAt time.Time // when the last one was asked
+	errs    []error
+}
+
+// readRange reads entries start..end (a window) of ledger md, with speculative reads (see
+// Read). Replies to reads no longer needed are left to the garbage collector.
+func (c *Client) readRange(ctx context.Context, md *meta.LedgerMetadata, start, end int64) ([]Entry, error) {
+	q := newReplies()
+	slots := make([]readSlot, end-start+1)
+	ask := func(k int) {
+		s := &slots[k]
+		e := start + int64(k)
+		f := md.Fragments[md.FragmentAt(e)]
+		req := getRequest()
+		req.op, req.ledger, req.entry = wire.OpRead, md.ID, e
+		req.done, req.tag, req.bookieIdx = q, int64(k), s.asked
+		s.asked++
+		s.waiting++
+		s.askedAt = time.Now()
+		c.conn(f.Bookies[(e+int64(req.bookieIdx))%int64(md.EnsembleSize)]).send(req)
+	}
+	for k := range slots {
+		ask(k)
+	}
+	remaining := len(slots)
+	spec := c.cfg.speculativeTimeout
+	for remaining > 0 {
+		var deadline <-chan time.Time
+		var timer *time.Timer
+		if spec > 0 {
+			var at time.Time
+			for k := range slots {
+				if s := &slots[k]; !s.done && s.asked < md.WriteQuorum && (at.IsZero() || s.askedAt.Before(at)) {
+					at = s.askedAt
+				}
+			}
+			if !at.IsZero() {
+				timer = time.NewTimer(time.Until(at.Add(spec)))
+				deadline = timer.C
+			}
+		}
+		res, err := q.nextBefore(ctx, deadline)
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if res == nil { // speculate: ask the next bookie of every entry slow to come
+			now := time.Now()
+			for k := range slots {
+				if s := &slots[k]; !s.done && s.asked < md.WriteQuorum && now.Sub(s.askedAt) >= spec {
+					ask(k)
+				}
+			}
+			continue
+		}
+		k := int(res.tag)
+		s := &slots[k]
+		s.waiting--
+		e := start + int64(k)
+		ent, perr := parseRead(res, md.ID, e)
+		if perr != nil {
+			f := md.Fragments[md.FragmentAt(e)]
+			s.errs = append(s.errs, fmt.Errorf("%s: %w", f.Bookies[(e+int64(res.bookieIdx))%int64(md.EnsembleSize)], perr))
+		}
+		putRequest(res)
+		switch {
+		case s.done:
+		case perr == nil:
+			s.ent, s.done = ent, true
+			remaining--
+		case s.asked < md.WriteQuorum:
+			ask(k)
+		case s.waiting == 0:
+			return nil, fmt.Errorf("%w: ledger %d entry %d: %w", ErrReadFailed, md.ID, e, errors.Join(s.errs...))
+		}
+	}
+	out := make([]Entry, len(slots))
+	for k := range slots {
+		out[k] = slots[k].ent
 	}
 	return out, nil
 }
@@ -227,30 +298,4 @@ func parseRead(res *request, ledger uint64, id int64) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: got %d/%d, want %d/%d", wire.ErrMalformed, e.LedgerID, e.EntryID, ledger, id)
 	}
 	return Entry{ID: id, Data: e.Payload}, nil
-}
-
-// readEntry reads entry id from the bookies of its write set, starting with the skip-th.
-// earlier is the error of the bookies skipped, if any.
-func readEntry(ctx context.Context, c *Client, md *meta.LedgerMetadata, id int64, skip int, earlier error) (Entry, error) {
-	f := md.Fragments[md.FragmentAt(id)]
-	var errs []error
-	if earlier != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", f.Bookies[id%int64(md.EnsembleSize)], earlier))
-	}
-	for i := skip; i < md.WriteQuorum; i++ {
-		b := f.Bookies[(id+int64(i))%int64(md.EnsembleSize)]
-		req := getRequest()
-		req.op, req.ledger, req.entry = wire.OpRead, md.ID, id
-		res, err := c.conn(b).call(ctx, req)
-		if err != nil {
-			return Entry{}, err
-		}
-		ent, err := parseRead(res, md.ID, id)
-		putRequest(res)
-		if err == nil {
-			return ent, nil
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", b, err))
-	}
-	return Entry{}, fmt.Errorf("%w: ledger %d entry %d: %w", ErrReadFailed, md.ID, id, errors.Join(errs...))
 }

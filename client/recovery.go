@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
@@ -13,31 +17,54 @@ import (
 // recoveryWindow is how many entries recovery reads at once.
 const recoveryWindow = 32
 
-// maxRecoveryRaces bounds how often recovery restarts because another client changed the
-// metadata under it.
+// maxRecoveryRaces bounds how often recovery starts again because the metadata changed
+// under it in a way that did not close the ledger.
 const maxRecoveryRaces = 20
 
-// errRecoveryRace means another client changed the metadata during recovery: start again.
+// errRecoveryRace means the metadata changed during recovery without closing the ledger:
+// start again from what is stored now.
 var errRecoveryRace = errors.New("client: concurrent recovery")
 
 // recoverLedger runs recovery until the ledger is closed, by this client or another, and
-// returns the closed metadata. Both racing recoverers return the same closed metadata: the
-// loser of the final CAS reports the winner's result.
+// returns the closed metadata (docs/durability.md, "Recovery").
+//
+// A ledger that is already IN_RECOVERY is recovered at its stored version, without another
+// IN_RECOVERY write: the writer is shut out already (its next CAS expects OPEN), and
+// rewriting it would move the version under a concurrent recoverer, whose closing CAS would
+// then fail and start it over, which moves the version under this one (two recoverers could
+// keep invalidating each other until maxRecoveryRaces). Recovered this way, the only
+// metadata change two recoverers of one ledger make is the closing CAS: one wins, the other
+// reads the winner's CLOSED metadata and returns it.
 func (c *Client) recoverLedger(ctx context.Context, md meta.LedgerMetadata) (meta.LedgerMetadata, error) {
 	for race := 0; ; race++ {
 		if md.State == meta.StateClosed {
 			return md, nil
 		}
-		closed, err := c.recoverOnce(ctx, md)
+		var err error
+		if md.State == meta.StateOpen {
+			// 1. IN_RECOVERY: the writer's next metadata change fails.
+			next := md.Clone()
+			next.State = meta.StateInRecovery
+			var updated meta.LedgerMetadata
+			if updated, err = c.store.UpdateLedger(ctx, next); err == nil {
+				md = updated
+			} else if !errors.Is(err, meta.ErrBadVersion) {
+				return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w", md.ID, err)
+			} else {
+				err = errRecoveryRace // the writer changed its ensemble, or another recoverer was first
+			}
+		}
 		if err == nil {
-			return closed, nil
+			var closed meta.LedgerMetadata
+			if closed, err = c.recoverOnce(ctx, md); err == nil {
+				return closed, nil
+			}
+			if !errors.Is(err, errRecoveryRace) {
+				return meta.LedgerMetadata{}, err
+			}
 		}
-		if !errors.Is(err, errRecoveryRace) || race == maxRecoveryRaces {
-			return meta.LedgerMetadata{}, err
-		}
-		// Someone else moved the metadata: let it finish, then look again.
-		if err := sleepCtx(ctx, c.cfg.minBackoff+rand.N(4*c.cfg.minBackoff)); err != nil {
-			return meta.LedgerMetadata{}, err
+		if race == maxRecoveryRaces {
+			return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w %d times", md.ID, errRecoveryRace, race+1)
 		}
 		if md, err = c.store.GetLedger(ctx, md.ID); err != nil {
 			return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w", md.ID, err)
@@ -45,7 +72,9 @@ func (c *Client) recoverLedger(ctx context.Context, md meta.LedgerMetadata) (met
 	}
 }
 
-// recoverOnce runs the recovery protocol once (docs/replication.md, "Recovery").
+// recoverOnce recovers a ledger whose stored metadata md is IN_RECOVERY: fence, recovery
+// reads, write-back, close by CAS on md's version (docs/replication.md, "Recovery";
+// docs/durability.md, "Recovery: the rules the client follows").
 func (c *Client) recoverOnce(ctx context.Context, md meta.LedgerMetadata) (meta.LedgerMetadata, error) {
 	id := md.ID
 	fail := func(err error) (meta.LedgerMetadata, error) {
@@ -56,128 +85,50 @@ func (c *Client) recoverOnce(ctx context.Context, md meta.LedgerMetadata) (meta.
 	}
 	key := wire.MasterKey(md.MasterKey)
 
-	// 1. IN_RECOVERY: the writer's next metadata change fails.
-	next := md.Clone()
-	next.State = meta.StateInRecovery
-	md, err := c.store.UpdateLedger(ctx, next)
+	// 2. Fence.
+	lac, unanswered, err := c.fence(ctx, &md, &key)
 	if err != nil {
-		if errors.Is(err, meta.ErrBadVersion) {
-			return fail(errRecoveryRace)
-		}
 		return fail(err)
 	}
-
-	// 2. Fence the last fragment's bookies until every write set has WQ-AQ+1 fenced bookies:
-	// then no entry can reach AQ acks without one of them, and they refuse the writer.
-	last := md.Fragments[len(md.Fragments)-1]
-	e, wq, aq := md.EnsembleSize, md.WriteQuorum, md.AckQuorum
-	need := wq - aq + 1
-	fences := make([]*request, e)
-	for j, b := range last.Bookies {
-		r := getRequest()
-		r.op, r.flags, r.ledger, r.key = wire.OpReadLAC, wire.FlagFence, id, &key
-		fences[j] = r
-		c.conn(b).send(r)
-	}
-	fenced := make([]bool, e)
-	lac := last.FirstEntry - 1
-	var fenceErrs []error
-	for j, r := range fences {
-		res := <-r.wait
-		switch {
-		case res.err != nil:
-			fenceErrs = append(fenceErrs, fmt.Errorf("%s: %w", last.Bookies[j], res.err))
-		case res.status == wire.StatusOK:
-			fenced[j] = true
-			lac = max(lac, res.lac)
-		case res.status == wire.StatusUnauthorized:
-			putRequest(res)
-			return fail(fmt.Errorf("%w: bookie %s", ErrUnauthorized, last.Bookies[j]))
-		default:
-			fenceErrs = append(fenceErrs, fmt.Errorf("%s: %v", last.Bookies[j], res.status))
+	// A bookie that has not answered its fence by the time the ledger is closed (the others
+	// answered the fence, the reads and the write-back) is likely hung: keep it out of the
+	// next ensembles this client picks (a failover's new ledger, above all).
+	defer func() {
+		for _, b := range unanswered() {
+			c.quarantine(b)
 		}
-		putRequest(res)
-	}
-	for s := range e {
-		n := 0
-		for i := range wq {
-			if fenced[(s+i)%e] {
-				n++
-			}
-		}
-		if n < need {
-			return fail(fmt.Errorf("%w: fenced %d of write set at %d, need %d: %w", ErrRecoveryIncomplete, n, s, need, errors.Join(fenceErrs...)))
-		}
-	}
+	}()
 
 	// 3 and 4. Recovery reads (each one fences too) from LAC+1 until an entry is proven
 	// absent, writing back every entry found with the recovery flag.
-	lastEntry := lac
+	wb := newWriteBack(c, &md, &key, lac+1)
 	for done := false; !done; {
-		start := lastEntry + 1
-		type read struct{ reqs []*request }
-		reads := make([]read, recoveryWindow)
-		for k := range reads {
-			ent := start + int64(k)
-			reads[k].reqs = make([]*request, wq)
-			for i := range wq {
-				r := getRequest()
-				r.op, r.flags, r.ledger, r.entry, r.key = wire.OpRead, wire.FlagFence, id, ent, &key
-				reads[k].reqs[i] = r
-				c.conn(last.Bookies[(ent+int64(i))%int64(e)]).send(r)
-			}
-		}
+		start := lac + 1 + int64(len(wb.ents))
 		var found [][]byte
-		var outcomeErr error
-		for k := range reads {
-			ent := start + int64(k)
-			var raw []byte
-			negatives := 0
-			var errs []error
-			for i, r := range reads[k].reqs {
-				res := <-r.wait
-				b := last.Bookies[(ent+int64(i))%int64(e)]
-				switch {
-				case res.err != nil:
-					errs = append(errs, fmt.Errorf("%s: %w", b, res.err))
-				case res.status == wire.StatusOK:
-					if en, err := wire.ParseEntry(res.data); err == nil && en.LedgerID == id && en.EntryID == ent {
-						raw = res.data
-					} else {
-						errs = append(errs, fmt.Errorf("%s: bad entry: %v", b, err))
-					}
-				case res.status == wire.StatusNoSuchEntry || res.status == wire.StatusNoSuchLedger:
-					negatives++
-				default:
-					errs = append(errs, fmt.Errorf("%s: %v", b, res.status))
-				}
-				putRequest(res)
-			}
-			if done || outcomeErr != nil {
-				continue
-			}
-			switch {
-			case raw != nil:
-				found = append(found, raw)
-			case negatives >= need:
-				done = true
-			default:
-				outcomeErr = fmt.Errorf("%w: entry %d: %d explicit negatives, need %d: %w", ErrRecoveryIncomplete, ent, negatives, need, errors.Join(errs...))
-			}
-		}
-		if err := c.writeBack(ctx, &md, &key, start, found); err != nil {
+		found, done, err = c.recoveryRead(ctx, &md, &key, start)
+		if err := wb.add(ctx, found); err != nil {
 			return fail(err)
 		}
-		lastEntry = start + int64(len(found)) - 1
-		if outcomeErr != nil {
-			return fail(outcomeErr)
+		if err != nil {
+			return fail(err)
 		}
 	}
+	lastEntry := lac + int64(len(wb.ents))
 
-	// 5. Close at the last recovered entry. The loser of a race reports the winner's result.
-	next = md.Clone()
+	// 5. Close at the last recovered entry, with the bookies the write-back replaced (if
+	// any) in a fragment starting at the first entry written back. The loser of a race
+	// reports the winner's result.
+	next := md.Clone()
 	next.State = meta.StateClosed
 	next.LastEntryID = lastEntry
+	if wb.replaced {
+		f := &next.Fragments[len(next.Fragments)-1]
+		if f.FirstEntry == wb.first {
+			f.Bookies = slices.Clone(wb.ensemble)
+		} else {
+			next.Fragments = append(next.Fragments, meta.Fragment{FirstEntry: wb.first, Bookies: slices.Clone(wb.ensemble)})
+		}
+	}
 	closed, err := c.store.UpdateLedger(ctx, next)
 	if err != nil {
 		if errors.Is(err, meta.ErrBadVersion) {
@@ -192,43 +143,437 @@ func (c *Client) recoverOnce(ctx context.Context, md meta.LedgerMetadata) (meta.
 	return closed, nil
 }
 
-// writeBack writes entries start, start+1, ... (encoded, as read) to every bookie of their
-// write set in the last fragment with the recovery flag, and waits until each is on at least
-// AckQuorum of them.
-func (c *Client) writeBack(ctx context.Context, md *meta.LedgerMetadata, key *wire.MasterKey, start int64, entries [][]byte) error {
-	if len(entries) == 0 {
-		return nil
+// replies collects the completions of requests recovery sent, in the order they arrive, so
+// that recovery can decide as soon as a threshold is met. It never blocks a connection:
+// completions of requests recovery stopped waiting for (a hung bookie's) pile up here and
+// are left to the garbage collector with it, not returned to the request pool.
+type replies struct {
+	mu     sync.Mutex // protects done
+	done   []*request
+	notify chan struct{} // one token: done may be non-empty
+}
+
+func newReplies() *replies { return &replies{notify: make(chan struct{}, 1)} }
+
+// complete implements completer. Runs on the goroutine that finished r.
+func (q *replies) complete(r *request) {
+	q.mu.Lock()
+	q.done = append(q.done, r)
+	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
 	}
+}
+
+// next returns the next completed request, waiting for one or for ctx.
+func (q *replies) next(ctx context.Context) (*request, error) {
+	return q.nextBefore(ctx, nil)
+}
+
+// nextBefore is next, but returns nil, nil when deadline fires first (nil: never).
+func (q *replies) nextBefore(ctx context.Context, deadline <-chan time.Time) (*request, error) {
+	for {
+		q.mu.Lock()
+		if len(q.done) > 0 {
+			r := q.done[0]
+			q.done[0] = nil
+			q.done = q.done[1:]
+			q.mu.Unlock()
+			return r, nil
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.notify:
+		case <-deadline:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// fence sends a fencing READ_LAC to every bookie of md's last fragment and returns the
+// recovery LAC as soon as every write set has WriteQuorum-AckQuorum+1 fenced bookies: then
+// no entry can reach AckQuorum acks without one of them, and they refuse the writer. It
+// does not wait for the other answers (a hung bookie costs nothing once the others cover
+// every write set). It fails with ErrRecoveryIncomplete as soon as some write set can no
+// longer reach the threshold (too many bookies failed), and with ErrUnauthorized at once if
+// a bookie refuses the master key. The LAC is the highest one the fenced bookies returned,
+// and never below the last fragment's first entry - 1.
+//
+// unanswered returns, whenever it is called, the bookies whose fence has not been answered
+// yet.
+func (c *Client) fence(ctx context.Context, md *meta.LedgerMetadata, key *wire.MasterKey) (lac int64, unanswered func() []meta.BookieID, err error) {
 	last := md.Fragments[len(md.Fragments)-1]
 	e, wq := md.EnsembleSize, md.WriteQuorum
-	reqs := make([]*request, 0, len(entries)*wq)
-	for k, raw := range entries {
+	need := wq - md.AckQuorum + 1
+	q := &fenceReplies{replies: newReplies(), answered: make([]atomic.Bool, e)}
+	for j, b := range last.Bookies {
+		r := getRequest()
+		r.op, r.flags, r.ledger, r.key, r.done, r.tag = wire.OpReadLAC, wire.FlagFence, md.ID, key, q, int64(j)
+		c.conn(b).send(r)
+	}
+	unanswered = func() []meta.BookieID {
+		var out []meta.BookieID
+		for j, b := range last.Bookies {
+			if !q.answered[j].Load() {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	fenced := make([]bool, e)
+	failed := make([]bool, e)
+	lac = last.FirstEntry - 1
+	var errs []error
+	for {
+		covered := true
+		for s := range e {
+			nf, nfailed := 0, 0
+			for i := range wq {
+				j := (s + i) % e
+				if fenced[j] {
+					nf++
+				} else if failed[j] {
+					nfailed++
+				}
+			}
+			if wq-nfailed < need {
+				return 0, nil, fmt.Errorf("%w: fenced %d of write set at %d, need %d: %w", ErrRecoveryIncomplete, nf, s, need, errors.Join(errs...))
+			}
+			covered = covered && nf >= need
+		}
+		if covered {
+			return lac, unanswered, nil
+		}
+		r, err := q.next(ctx)
+		if err != nil {
+			return 0, nil, err
+		}
+		j := int(r.tag)
+		b := last.Bookies[j]
+		switch {
+		case r.err != nil:
+			failed[j] = true
+			errs = append(errs, fmt.Errorf("%s: %w", b, r.err))
+		case r.status == wire.StatusOK:
+			fenced[j] = true
+			lac = max(lac, r.lac)
+		case r.status == wire.StatusUnauthorized:
+			putRequest(r)
+			return 0, nil, fmt.Errorf("%w: bookie %s", ErrUnauthorized, b)
+		default:
+			failed[j] = true
+			errs = append(errs, fmt.Errorf("%s: %v", b, r.status))
+		}
+		putRequest(r)
+	}
+}
+
+// fenceReplies are the replies to the fencing READ_LACs, which also record which bookies
+// answered (at any time, also after recovery stopped waiting for them).
+type fenceReplies struct {
+	*replies
+	answered []atomic.Bool // by ensemble position
+}
+
+// complete implements completer. Runs on the goroutine that finished r.
+func (q *fenceReplies) complete(r *request) {
+	if r.err == nil {
+		q.answered[r.tag].Store(true)
+	}
+	q.replies.complete(r)
+}
+
+// readState is what the recovery reads of one entry have shown so far.
+type readState struct {
+	raw       []byte // a valid copy, once one arrived
+	negatives int    // explicit NoSuchEntry / NoSuchLedger answers
+	waiting   int    // reads not answered yet
+	errs      []error
+}
+
+// recoveryRead reads entries start .. start+recoveryWindow-1 with fencing reads to every
+// bookie of their write set in md's last fragment (the bookies recorded when recovery
+// started) and returns, in id order, the entries found before the first one proven absent;
+// done reports that one was proven absent. It decides as soon as the prefix is decided,
+// without waiting for the other answers: an entry is present once one bookie returned a
+// copy with a valid checksum and the right ids, absent once WriteQuorum-AckQuorum+1
+// bookies answered NoSuchEntry or NoSuchLedger. An entry for which every bookie answered
+// and neither holds (timeouts, I/O errors, UnknownLedgerState are never negatives) makes
+// it fail with ErrRecoveryIncomplete, returning the entries found before it.
+func (c *Client) recoveryRead(ctx context.Context, md *meta.LedgerMetadata, key *wire.MasterKey, start int64) (found [][]byte, done bool, err error) {
+	last := md.Fragments[len(md.Fragments)-1]
+	e, wq := int64(md.EnsembleSize), md.WriteQuorum
+	need := wq - md.AckQuorum + 1
+	q := newReplies()
+	states := make([]readState, recoveryWindow)
+	for k := range states {
 		ent := start + int64(k)
+		states[k].waiting = wq
 		for i := range wq {
 			r := getRequest()
-			r.op, r.flags, r.ledger, r.entry, r.key, r.raw = wire.OpAdd, wire.FlagRecovery, md.ID, ent, key, raw
-			reqs = append(reqs, r)
-			c.conn(last.Bookies[(ent+int64(i))%int64(e)]).send(r)
+			r.op, r.flags, r.ledger, r.entry, r.key = wire.OpRead, wire.FlagFence, md.ID, ent, key
+			r.done, r.tag, r.bookieIdx = q, int64(k), i
+			c.conn(last.Bookies[(ent+int64(i))%e]).send(r)
 		}
 	}
-	var err error
-	for k := range entries {
-		ok := 0
-		var errs []error
-		for _, r := range reqs[k*wq : (k+1)*wq] {
-			res := <-r.wait
-			if res.err == nil && res.status == wire.StatusOK {
-				ok++
-			} else if res.err != nil {
-				errs = append(errs, res.err)
-			} else {
-				errs = append(errs, fmt.Errorf("bookie answered %v", res.status))
+	for {
+		// Decide the window from its first entry on, as far as the answers allow.
+		k := 0
+		for ; k < len(states); k++ {
+			st := &states[k]
+			if st.raw != nil {
+				continue
 			}
-			putRequest(res)
+			if st.negatives >= need {
+				return collect(states[:k]), true, nil
+			}
+			if st.waiting == 0 {
+				return collect(states[:k]), false, fmt.Errorf("%w: entry %d: %d explicit negatives, need %d: %w",
+					ErrRecoveryIncomplete, start+int64(k), st.negatives, need, errors.Join(st.errs...))
+			}
+			break
 		}
-		if ok < md.AckQuorum && err == nil {
-			err = fmt.Errorf("%w: write back of entry %d reached %d bookies: %w", ErrRecoveryIncomplete, start+int64(k), ok, errors.Join(errs...))
+		if k == len(states) {
+			return collect(states), false, nil
+		}
+		r, err := q.next(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		k = int(r.tag)
+		ent := start + int64(k)
+		st := &states[k]
+		st.waiting--
+		b := last.Bookies[(ent+int64(r.bookieIdx))%e]
+		switch {
+		case r.err != nil:
+			st.errs = append(st.errs, fmt.Errorf("%s: %w", b, r.err))
+		case r.status == wire.StatusOK:
+			if en, err := wire.ParseEntry(r.data); err == nil && en.LedgerID == md.ID && en.EntryID == ent {
+				st.raw = r.data
+			} else {
+				st.errs = append(st.errs, fmt.Errorf("%s: bad entry: %v", b, err))
+			}
+		case r.status == wire.StatusNoSuchEntry || r.status == wire.StatusNoSuchLedger:
+			st.negatives++
+		default:
+			st.errs = append(st.errs, fmt.Errorf("%s: %v", b, r.status))
+		}
+		putRequest(r)
+	}
+}
+
+func collect(states []readState) [][]byte {
+	out := make([][]byte, len(states))
+	for k := range states {
+		out[k] = states[k].raw
+	}
+	return out
+}
+
+// writeBack brings the entries recovery found to AckQuorum bookies of their write set, with
+// the recovery flag (fenced bookies accept it). It writes to the last fragment's ensemble,
+// except that a bookie that fails a write-back (an error, a timeout, any status but OK) is
+// replaced by a live writable bookie outside the ensemble: every entry written back so far
+// is then copied to the replacement where its write set includes it, and the closing CAS
+// records the new ensemble in a fragment starting at the first entry written back. The
+// metadata is not changed before that CAS (docs/durability.md, "Recovery").
+//
+// A writeBack is used by one goroutine.
+type writeBack struct {
+	c        *Client
+	md       *meta.LedgerMetadata
+	key      *wire.MasterKey
+	first    int64               // entry id of ents[0]
+	ensemble []meta.BookieID     // the last fragment's bookies, with replacements in place
+	failed   []meta.BookieID     // bookies that failed a write-back: never chosen again
+	replaced bool                // ensemble differs from the last fragment's
+	ents     []wbEntry           // every entry written back, from first on
+	settled  int                 // ents[:settled] are on AckQuorum bookies of the ensemble
+	noSpare  bool                // a replacement was not found: stop replacing slow bookies
+	sent     map[*request]wbSend // requests in flight
+	q        *replies
+}
+
+// wbSend is where a write-back request went.
+type wbSend struct {
+	pos    int // ensemble position
+	bookie meta.BookieID
+	at     time.Time // when it was sent
+}
+
+// wbEntry is one entry being written back. Masks are over ensemble positions.
+type wbEntry struct {
+	raw    []byte
+	stored uint64 // positions whose current bookie stored it
+	sent   uint64 // positions whose current bookie has a request in flight for it
+}
+
+func newWriteBack(c *Client, md *meta.LedgerMetadata, key *wire.MasterKey, first int64) *writeBack {
+	return &writeBack{
+		c: c, md: md, key: key, first: first,
+		ensemble: slices.Clone(md.Fragments[len(md.Fragments)-1].Bookies),
+		sent:     make(map[*request]wbSend),
+		q:        newReplies(),
+	}
+}
+
+// writeSet returns the mask of ensemble positions entry id is written to.
+func (wb *writeBack) writeSet(id int64) uint64 {
+	var mask uint64
+	e := int64(wb.md.EnsembleSize)
+	for i := range wb.md.WriteQuorum {
+		mask |= 1 << ((id + int64(i)) % e)
+	}
+	return mask
+}
+
+// add appends entries (encoded, as read) after those already written back, and returns once
+// every entry written back so far is on AckQuorum bookies of its write set in the current
+// ensemble. It does not wait for the other answers.
+func (wb *writeBack) add(ctx context.Context, entries [][]byte) error {
+	for _, raw := range entries {
+		wb.ents = append(wb.ents, wbEntry{raw: raw})
+	}
+	for {
+		wb.sendMissing()
+		for wb.settled < len(wb.ents) && bits.OnesCount64(wb.ents[wb.settled].stored) >= wb.md.AckQuorum {
+			wb.settled++
+		}
+		if wb.settled == len(wb.ents) {
+			return nil
+		}
+		var timer *time.Timer
+		var deadline <-chan time.Time
+		if at, ok := wb.nextSlow(); ok {
+			timer = time.NewTimer(time.Until(at))
+			deadline = timer.C
+		}
+		r, err := wb.q.nextBefore(ctx, deadline)
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			wb.replaceSlow(ctx)
+			continue
+		}
+		if err := wb.handle(ctx, r); err != nil {
+			return err
 		}
 	}
-	return err
+}
+
+// nextSlow returns when the oldest write-back still needed for an entry short of
+// AckQuorum becomes slow (Config.SpeculativeTimeout after it was sent); ok is false when
+// none can (speculation disabled, or no spare left).
+func (wb *writeBack) nextSlow() (at time.Time, ok bool) {
+	d := wb.c.cfg.speculativeTimeout
+	if d <= 0 || wb.noSpare {
+		return time.Time{}, false
+	}
+	for r, s := range wb.sent {
+		if int(r.tag) < wb.settled || wb.ensemble[s.pos] != s.bookie {
+			continue
+		}
+		if t := s.at.Add(d); !ok || t.Before(at) {
+			at, ok = t, true
+		}
+	}
+	return at, ok
+}
+
+// replaceSlow replaces, speculatively, the bookies whose write-back of an entry short of
+// AckQuorum has gone unanswered for Config.SpeculativeTimeout: a hung bookie (accepts
+// requests, answers none) would otherwise hold recovery for a whole request timeout.
+// Replacing a bookie that is merely slow is safe: the entries written back belong, in the
+// closing metadata, to the new ensemble, and are on AckQuorum bookies of it before the
+// close; a late copy on the old bookie is never read. Without a spare it keeps waiting.
+func (wb *writeBack) replaceSlow(ctx context.Context) {
+	now := time.Now()
+	for r, s := range wb.sent {
+		if int(r.tag) < wb.settled || wb.ensemble[s.pos] != s.bookie || now.Sub(s.at) < wb.c.cfg.speculativeTimeout {
+			continue
+		}
+		if err := wb.replace(ctx, s.pos, fmt.Errorf("write back of entry %d to %s: no answer in %v", r.entry, s.bookie, wb.c.cfg.speculativeTimeout)); err != nil {
+			wb.noSpare = true
+			return
+		}
+	}
+}
+
+// sendMissing sends every entry to the positions of its write set that neither stored it
+// nor have a request for it in flight.
+func (wb *writeBack) sendMissing() {
+	for k := wb.settled; k < len(wb.ents); k++ {
+		en := &wb.ents[k]
+		id := wb.first + int64(k)
+		for todo := wb.writeSet(id) &^ (en.stored | en.sent); todo != 0; todo &= todo - 1 {
+			pos := bits.TrailingZeros64(todo)
+			r := getRequest()
+			r.op, r.flags, r.ledger, r.entry, r.key, r.raw = wire.OpAdd, wire.FlagRecovery, wb.md.ID, id, wb.key, en.raw
+			r.done, r.tag = wb.q, int64(k)
+			en.sent |= 1 << pos
+			wb.sent[r] = wbSend{pos, wb.ensemble[pos], time.Now()}
+			wb.c.conn(wb.ensemble[pos]).send(r)
+		}
+	}
+}
+
+// handle records one write-back answer. A failure replaces the bookie unless it answered
+// TooManyRequests (backpressure: the entry is resent to it after MinBackoff) or
+// Unauthorized (recovery stops).
+func (wb *writeBack) handle(ctx context.Context, r *request) error {
+	s, ok := wb.sent[r]
+	delete(wb.sent, r)
+	k, pos := int(r.tag), s.pos
+	defer putRequest(r)
+	if !ok || wb.ensemble[pos] != s.bookie {
+		return nil // sent to a bookie that was replaced since
+	}
+	en := &wb.ents[k]
+	en.sent &^= 1 << pos
+	b := wb.ensemble[pos]
+	switch {
+	case r.err == nil && r.status == wire.StatusOK:
+		en.stored |= 1 << pos
+		return nil
+	case r.err == nil && r.status == wire.StatusUnauthorized, errors.Is(r.err, ErrUnauthorized):
+		return fmt.Errorf("%w: bookie %s", ErrUnauthorized, b)
+	case r.err == nil && r.status == wire.StatusTooManyRequests:
+		return sleepCtx(ctx, wb.c.cfg.minBackoff)
+	case errors.Is(r.err, ErrClosed):
+		return r.err
+	}
+	cause := r.err
+	if cause == nil {
+		cause = fmt.Errorf("bookie answered %v", r.status)
+	}
+	return wb.replace(ctx, pos, fmt.Errorf("write back of entry %d to %s: %w", r.entry, b, cause))
+}
+
+// replace puts a live writable bookie outside the ensemble (and never one that failed) at
+// position pos. The entries the old bookie stored there no longer count: the closing CAS
+// names the new bookie for them. cause is why the old one is replaced.
+func (wb *writeBack) replace(ctx context.Context, pos int, cause error) error {
+	exclude := append(slices.Clone(wb.ensemble), wb.failed...)
+	repl, err := wb.c.pickBookies(ctx, 1, exclude)
+	if err != nil {
+		return fmt.Errorf("%w: no replacement for a bookie of the last fragment: %w (%w)", ErrRecoveryIncomplete, err, cause)
+	}
+	wb.failed = append(wb.failed, wb.ensemble[pos])
+	wb.c.quarantine(wb.ensemble[pos])
+	wb.ensemble[pos] = repl[0]
+	wb.replaced = true
+	wb.settled = 0
+	for k := range wb.ents {
+		wb.ents[k].stored &^= 1 << pos
+		wb.ents[k].sent &^= 1 << pos
+	}
+	return nil
 }

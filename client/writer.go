@@ -54,12 +54,15 @@ type Writer struct {
 	failed     uint64        // bookies that failed a request; never chosen again
 	ents       []*pendingAdd // in-memory entries, consecutive ids from ents[head].id
 	head       int
+	memBytes   int64 // encoded bytes of ents[head:], bounded by Config.MaxPendingBytes
 	lastAdded  int64
 	lac        int64
 	length     int64 // payload bytes of acknowledged entries
 	changing   bool  // an ensemble change is in progress: acks are held
 	closing    bool
-	hold       bool // close is consolidating: release nothing
+	finalizing bool          // Close is about to store CLOSED: no ensemble change may start
+	finalize   chan struct{} // closed when finalizing is set: wakes a waiting ensemble change
+	hold       bool          // close is consolidating: release nothing
 	closed     bool
 	err        error // sticky: the writer stopped
 	acks       []ackEvent
@@ -159,22 +162,47 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 		c: c, id: md.ID, key: key, e: e, wq: wq, aq: aq,
 		md: md, index: make(map[meta.BookieID]int),
 		lastAdded: wire.NoEntry, lac: wire.NoEntry, lacSent: wire.NoEntry,
+		finalize: make(chan struct{}),
 	}
 	w.setMetadataLocked(md)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("client: create ledger: %w", ErrClosed)
+	}
+	c.writers[w] = struct{}{}
+	c.mu.Unlock()
 	return w, nil
 }
 
-// pickBookies returns n live writable bookies, at random, none of them in exclude.
+// forget removes w from the writers Close stops. Called with w.mu held.
+func (c *Client) forget(w *Writer) {
+	c.mu.Lock()
+	delete(c.writers, w)
+	c.mu.Unlock()
+}
+
+// pickBookies returns n live writable bookies, at random, none of them in exclude, and none
+// in quarantine unless too few others are available.
 func (c *Client) pickBookies(ctx context.Context, n int, exclude []meta.BookieID) ([]meta.BookieID, error) {
 	live, err := c.store.ListBookies(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var cand []meta.BookieID
+	var cand, held []meta.BookieID
+	quarantined := c.inQuarantine()
 	for _, b := range live {
-		if !b.ReadOnly && !slices.Contains(exclude, b.ID) {
+		switch {
+		case b.ReadOnly || slices.Contains(exclude, b.ID):
+		case slices.Contains(quarantined, b.ID):
+			held = append(held, b.ID)
+		default:
 			cand = append(cand, b.ID)
 		}
+	}
+	if len(cand) < n {
+		rand.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
+		cand = append(cand, held[:min(len(held), n-len(cand))]...)
 	}
 	if len(cand) < n {
 		return nil, fmt.Errorf("%w: need %d, %d available", ErrNotEnoughBookies, n, len(cand))
@@ -205,7 +233,7 @@ func (w *Writer) Metadata() meta.LedgerMetadata {
 // entry id. If ctx ends first it returns ctx.Err(); the entry may still be acknowledged later.
 func (w *Writer) Append(ctx context.Context, data []byte) (int64, error) {
 	ch := resultPool.Get().(chan addResult)
-	if err := w.add(data, nil, ch); err != nil {
+	if err := w.add(ctx, data, nil, ch); err != nil {
 		resultPool.Put(ch)
 		return 0, err
 	}
@@ -218,34 +246,72 @@ func (w *Writer) Append(ctx context.Context, data []byte) (int64, error) {
 	}
 }
 
-// AppendAsync adds data as the next entry and returns at once. cb is called exactly once,
-// with the entry id and nil when the entry is acknowledged, or with an error; calls come in
-// entry-id order, never concurrently, on a client goroutine that cb must not block. An add
-// refused at once (writer stopped or closing, entry too large) calls cb with entry id -1 on
-// the caller's goroutine before AppendAsync returns. data is copied before AppendAsync
-// returns.
+// AppendAsync adds data as the next entry and returns once it is sent. cb is called
+// exactly once, with the entry id and nil when the entry is acknowledged, or with an error;
+// calls come in entry-id order, never concurrently, on a client goroutine that cb must not
+// block. When the writer holds Config.MaxPendingAdds entries or Config.MaxPendingBytes
+// bytes, AppendAsync blocks until entries are released, for at most Config.AppendWait. An
+// add refused (writer stopped or closing, entry too large, no room in time:
+// ErrTooManyPending) calls cb with entry id -1 on the caller's goroutine before
+// AppendAsync returns. data is copied before AppendAsync returns.
 func (w *Writer) AppendAsync(data []byte, cb func(entryID int64, err error)) {
-	if err := w.add(data, cb, nil); err != nil {
+	if err := w.add(nil, data, cb, nil); err != nil {
 		cb(wire.NoEntry, err)
 	}
 }
 
-func (w *Writer) add(data []byte, cb func(int64, error), ch chan addResult) error {
+// add encodes and sends the next entry. ctx bounds the wait for room under the pending
+// bounds; nil means Config.AppendWait.
+func (w *Writer) add(ctx context.Context, data []byte, cb func(int64, error), ch chan addResult) error {
 	if len(data) > wire.MaxPayloadSize {
 		return fmt.Errorf("client: ledger %d: entry of %d bytes over %d", w.id, len(data), wire.MaxPayloadSize)
 	}
 	var stack [8]*request
+	size := int64(wire.EntrySize(len(data)))
+	var timer *time.Timer
+	var timeout <-chan time.Time
 	w.mu.Lock()
-	if w.err != nil {
-		err := w.err
+	for {
+		if w.err != nil {
+			err := w.err
+			w.mu.Unlock()
+			return err
+		}
+		if w.closing {
+			w.mu.Unlock()
+			return fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
+		}
+		held := len(w.ents) - w.head
+		if held == 0 || (held < w.c.maxPendingAdds && w.memBytes+size <= w.c.maxPendingBytes) {
+			break
+		}
+		// Full: wait until entries are released (advanceLocked and failLocked signal).
+		full := fmt.Errorf("%w: ledger %d holds %d entries, %d bytes (limits %d, %d)",
+			ErrTooManyPending, w.id, held, w.memBytes, w.c.maxPendingAdds, w.c.maxPendingBytes)
+		var done <-chan struct{}
+		if ctx != nil {
+			done = ctx.Done()
+		} else if w.c.appendWait < 0 {
+			w.mu.Unlock()
+			return full
+		} else if timer == nil {
+			timer = time.NewTimer(w.c.appendWait)
+			defer timer.Stop()
+			timeout = timer.C
+		}
+		progress := w.waitLocked()
 		w.mu.Unlock()
-		return err
-	}
-	if w.closing {
-		w.mu.Unlock()
-		return fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
+		select {
+		case <-progress:
+		case <-done:
+			return fmt.Errorf("%w: %w", full, ctx.Err())
+		case <-timeout:
+			return full
+		}
+		w.mu.Lock()
 	}
 	w.lastAdded++
+	w.memBytes += size
 	w.lacSent = max(w.lacSent, w.lac)
 	p := pendingPool.Get().(*pendingAdd)
 	*p = pendingAdd{id: w.lastAdded, size: len(data), cb: cb, ch: ch}
@@ -383,6 +449,9 @@ func (w *Writer) complete(r *request) {
 				w.retrying = true
 				time.AfterFunc(w.c.cfg.minBackoff, w.retry)
 			}
+		case errors.Is(r.err, ErrClosed):
+			// The client is closing: not a bookie failure, no ensemble change.
+			w.failLocked(fmt.Errorf("%w: ledger %d", ErrClosed, w.id))
 		default:
 			w.bookieFailedLocked(r.bookieIdx)
 		}
@@ -432,7 +501,8 @@ func (w *Writer) resendLocked(reqs []*request) []*request {
 // if it is in the current ensemble. Requires mu held.
 func (w *Writer) bookieFailedLocked(bi int) {
 	w.failed |= 1 << bi
-	if w.err != nil || w.changing || !slices.Contains(w.fragIdx[len(w.fragIdx)-1], bi) {
+	w.c.quarantine(w.bookies[bi])
+	if w.err != nil || w.changing || w.finalizing || !slices.Contains(w.fragIdx[len(w.fragIdx)-1], bi) {
 		return
 	}
 	w.changing = true
@@ -481,6 +551,7 @@ func (w *Writer) popFront() {
 		w.ents, w.head = w.ents[:n], 0
 	}
 	p.released = true
+	w.memBytes -= int64(len(p.raw))
 	if p.inflight == 0 {
 		w.recycle(p)
 	}
@@ -498,6 +569,7 @@ func (w *Writer) failLocked(err error) {
 		return
 	}
 	w.err = err
+	w.c.forget(w)
 	for w.head < len(w.ents) {
 		p := w.ents[w.head]
 		if !p.acked {
@@ -586,8 +658,11 @@ func (w *Writer) changeEnsemble() {
 	started := time.Now()
 	for {
 		w.mu.Lock()
-		if w.err != nil {
+		if w.err != nil || w.finalizing {
+			// Stopped, or Close is storing CLOSED: a CAS from here would race it. The
+			// entries up to the LAC are on AckQuorum bookies of the write sets stored.
 			w.changing = false
+			w.advanceLocked()
 			w.signalLocked()
 			w.mu.Unlock()
 			w.deliver()
@@ -674,8 +749,14 @@ func (w *Writer) changeEnsemble() {
 			continue
 		}
 		cancel()
-		// No spare bookie, or the store is unreachable: acks stay held; try again.
-		time.Sleep(backoff)
+		// No spare bookie, or the store is unreachable: acks stay held; try again (or stop
+		// at once when Close finalizes).
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-w.finalize:
+			t.Stop()
+		}
 		backoff = min(2*backoff, w.c.cfg.maxBackoff)
 		w.mu.Lock()
 		switch {

@@ -37,10 +37,15 @@ func TestCheckLedgerFindsViolations(t *testing.T) {
 	}
 	cl.Close() // the writer crashes; recovery finds e4 on b1 and writes it back
 	c.ClearRules()
+	// b2's answer to the recovery read of e4 is held until recovery is done: recovery
+	// decides as soon as a threshold is met, and NoSuchEntry from b2 and b3 (WQ-AQ+1 = 2
+	// explicit negatives) would prove e4 absent as soundly as b1's copy proves it present.
+	held := b[1].Proxy.Hold(fp.Responses(wire.OpRead).OnLedger(id).OnEntry(4))
 	r, err := rc.OpenLedger(ctx, id, true)
 	if err != nil {
 		t.Fatal(err)
 	}
+	held.Release()
 	if last := r.Metadata().LastEntryID; last != 4 {
 		t.Fatalf("closed at %d, want 4", last)
 	}

@@ -543,6 +543,13 @@ func TestRecovererCrashesMidWriteBack(t *testing.T) {
 	s := newScene(t, 5*time.Second, nil)
 	c, ctx, w1c, w1, id, b1, b2, b3 := s.c, s.ctx, s.w1c, s.w1, s.id, s.b1, s.b2, s.b3
 	r1c := s.w2c // the first recoverer
+	// Recovery starts at e20 (b1's LAC is 19, carried by e20), and e20-22 are
+	// on b1 alone: recovery decides as soon as a threshold is met, so b2's and
+	// b3's explicit negatives could prove them absent (as soundly as b1's copy
+	// proves them present) before b1 answers, and then nothing would be
+	// written back, which this test is about. b2's answers to those reads are
+	// held until the first recoverer is gone.
+	heldReads := b2.Hold(fp.Responses(wire.OpRead).OnLedger(id).Where(func(f *fp.Frame) bool { return f.Entry >= 20 && f.Entry <= 22 }))
 	acks := NewAcks()
 	appendEntries(t, ctx, w1, acks, 20, func(i int64) {
 		if i == 15 {
@@ -583,6 +590,7 @@ func TestRecovererCrashesMidWriteBack(t *testing.T) {
 	}
 	held1.Discard()
 	held2.Discard()
+	heldReads.Discard()
 	r2c := newClient(t, c, time.Second)
 	if md, err := r2c.Store().GetLedger(ctx, id); err != nil || md.State != meta.StateInRecovery {
 		t.Fatalf("after the first recoverer crashed the ledger is %v (%v), want IN_RECOVERY", md.State, err)
