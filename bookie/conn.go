@@ -3,6 +3,7 @@ package bookie
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,10 @@ type conn struct {
 }
 
 var replyPool bytebufferpool.Pool
+
+// errClientHello is why a client Hello with a version or status set is
+// refused (StatusBadRequest): those fields are the bookie's to fill.
+var errClientHello = errors.New("bookie: client hello sets version or status")
 
 // request is one parsed request waiting for the journal, a read worker or a
 // long poll. Pooled; fields are set on the event loop and read by whoever
@@ -310,9 +315,15 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 			break
 		}
 		p, _ := gc.Peek(wire.LengthSize)
-		n, err := wire.FrameSize(p, b.cfg.MaxFrameSize)
+		limit := b.cfg.MaxFrameSize
+		if !c.helloDone {
+			limit = wire.MaxHelloSize
+		}
+		n, err := wire.FrameSize(p, limit)
 		if err != nil {
-			h.refuseStream(c, err)
+			if !h.refuseStream(c, err, buffered) && c.clock.partialSince.Load() == 0 {
+				c.clock.partialSince.Store(now)
+			}
 			break
 		}
 		if buffered < n {
@@ -365,19 +376,39 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
-// refuseStream answers a frame that cannot be delimited (too large, bad
-// length) with an error carrying its request id when the header is readable,
-// then closes: the stream cannot be resynchronized.
-func (h *handler) refuseStream(c *conn, err error) {
-	if p, perr := c.gc.Peek(wire.RequestHeaderSize); perr == nil {
-		// The header's fixed fields are readable even though the frame is
-		// not: answer with the request id so the client knows which failed.
-		op, id := wire.Op(p[5]&^0x80), binary.BigEndian.Uint64(p[8:])
-		c.loopOut = wire.AppendStatusResponse(c.loopOut, op, id, wire.StatusOf(err))
+// refuseStream handles a length prefix the bookie does not accept: over
+// the frame limit (MaxHelloSize for the first frame) or below the smallest
+// frame. The stream cannot be resynchronized, so the connection is closed,
+// after an answer where one can be given (docs/protocol.md, "Errors and
+// closing"):
+//   - the first frame: a Hello with StatusBadRequest;
+//   - a later frame over the limit: BadRequest with the opcode and request id
+//     of its header, which lies inside the declared frame; it waits for those
+//     16 bytes (returning false) under the frame timeout;
+//   - a later frame below the smallest: no answer, since it holds no header
+//     and the bytes after it are not its own.
+//
+// Runs on the event loop.
+func (h *handler) refuseStream(c *conn, err error, buffered int) (closed bool) {
+	switch {
+	case !c.helloDone:
+		reply := wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Status: wire.StatusBadRequest}
+		c.loopOut = wire.AppendHello(c.loopOut, &reply)
+	case errors.Is(err, wire.ErrFrameTooLarge):
+		if buffered < wire.RequestHeaderSize {
+			return false
+		}
+		p, perr := c.gc.Peek(wire.RequestHeaderSize)
+		if perr != nil {
+			return false
+		}
+		hdr := wire.Header{Op: wire.Op(p[5] &^ 0x80), RequestID: binary.BigEndian.Uint64(p[8:])}
+		c.answer(&hdr, wire.StatusBadRequest)
 	}
 	h.b.metrics.cutConns.WithLabelValues("bad_frame").Inc()
 	h.b.log.Info("closing connection: bad frame", "remote", c.gc.RemoteAddr(), "err", err)
 	c.closing = true
+	return true
 }
 
 // handleHello answers the connection's first frame. Runs on the event loop.
@@ -385,9 +416,14 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 	hello, err := wire.DecodeHello(frame)
 	reply := wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion}
 
+	if err == nil && (hello.Version != 0 || hello.Status != wire.StatusOK) {
+		// Fields only a bookie fills: a client that sets them is confused.
+		err = errClientHello
+	}
 	if err != nil {
 		reply.Status = wire.StatusOf(err)
 		c.loopOut = wire.AppendHello(c.loopOut, &reply)
+		h.b.metrics.cutConns.WithLabelValues("bad_hello").Inc()
 		c.closing = true
 		return
 	}

@@ -14,27 +14,26 @@ import (
 // frame could not be taken now (journal queue full): the caller leaves it
 // buffered and pauses the connection. Runs on the event loop.
 func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
+	// FrameSize delimited the frame, so its 16-byte header is readable: h
+	// holds its opcode and request id even when err is set.
 	h, err := wire.ParseHeader(frame)
-	if err != nil {
-		if h.RequestID == 0 && h.Op == 0 {
-			// Not even a header: the peer does not speak the protocol.
-			b.metrics.cutConns.WithLabelValues("bad_frame").Inc()
-			c.closing = true
-			return false
-		}
-		c.answer(&h, wire.StatusOf(err))
-		return false
-	}
 	if h.Response {
 		c.answer(&h, wire.StatusBadRequest)
+		b.metrics.cutConns.WithLabelValues("bad_frame").Inc()
 		c.closing = true
 		return false
 	}
-	b.metrics.countRequest(h.Op)
 	if !c.authed {
-		b.authenticate(c, &h, frame)
+		b.authenticate(c, &h, err, frame)
 		return false
 	}
+	if err != nil {
+		// A foreign version byte or an unknown opcode (0 included): answered,
+		// and the connection goes on.
+		c.answer(&h, wire.StatusOf(err))
+		return false
+	}
+	b.metrics.countRequest(h.Op)
 	switch h.Op {
 	case wire.OpAdd:
 		return b.handleAdd(c, &h, frame)
@@ -62,7 +61,9 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 		}
 		c.loopOut = wire.AppendPingResponse(c.loopOut, h.RequestID)
 	case wire.OpAuth:
-		c.answer(&h, wire.StatusBadRequest) // this bookie did not ask
+		// This bookie did not ask, or the connection is authenticated
+		// already: nothing changes and the connection goes on.
+		c.answer(&h, wire.StatusBadRequest)
 	default:
 		c.answer(&h, wire.StatusUnsupported)
 	}
@@ -70,11 +71,15 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 }
 
 // authenticate handles the first request on a connection whose Hello carried
-// a challenge: a valid AUTH unlocks the connection; anything else is answered
-// (AuthRequired or Unauthorized) and the connection closed. Runs on the event
+// a challenge: a valid AUTH unlocks the connection. Anything else is answered
+// and the connection closed: a frame that is not an AUTH of the agreed
+// version with AuthRequired, an AUTH that does not prove the secret
+// (malformed, another method, data not 64 bytes, a wrong proof) with
+// Unauthorized. parseErr is ParseHeader's error for frame. Runs on the event
 // loop.
-func (b *Bookie) authenticate(c *conn, h *wire.Header, frame []byte) {
-	if h.Op != wire.OpAuth {
+func (b *Bookie) authenticate(c *conn, h *wire.Header, parseErr error, frame []byte) {
+	b.metrics.countRequest(h.Op)
+	if parseErr != nil || h.Op != wire.OpAuth {
 		c.answer(h, wire.StatusAuthRequired)
 		b.metrics.cutConns.WithLabelValues("unauthenticated").Inc()
 		c.closing = true
@@ -434,7 +439,14 @@ func (b *Bookie) completed(batch []journal.Completion) {
 		case journal.TypeFence:
 			b.afterFence(r)
 		case journal.TypeExplicitLAC:
+			// The answer is the LAC the bookie has now, which an add may
+			// have raised above the one written.
 			ledgerID, lac, id := r.ledger, r.prevLAC, r.id
+			if l := b.ledgers.get(ledgerID); l != nil {
+				l.mu.Lock()
+				lac = max(lac, l.effectiveLAC())
+				l.mu.Unlock()
+			}
 			b.finishQueued(r, wire.StatusOK, func(dst []byte) []byte {
 				return wire.AppendWriteLACResponse(dst, id, ledgerID, lac)
 			})
