@@ -124,7 +124,7 @@ func New(cfg Config) (*Bookie, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("bookie", first(cfg.identity())),
 		ledgers: newLedgerTable(),
-		readq:   make(chan *request, 4096),
+		readq:   make(chan *request, readQueueSize),
 		conns:   newConnRegistry(),
 		gcSeen:  make(map[uint64]time.Time),
 

@@ -250,12 +250,15 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen sets up the connection's state. Runs on the event loop.
+// OnOpen sets up the connection's state. A connection over the connection
+// limits gets a Hello with StatusTooManyRequests, sent without waiting for the
+// client's, and is closed. Runs on the event loop.
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := newConn(h.b, gc)
 	if ok, reason := h.b.conns.admit(c, h.b.cfg.MaxConnections, h.b.cfg.MaxConnectionsPerIP); !ok {
 		h.b.metrics.cutConns.WithLabelValues(reason).Inc()
-		return nil, gnet.Close
+		refusal := wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Status: wire.StatusTooManyRequests}
+		return wire.AppendHello(nil, &refusal), gnet.Close
 	}
 	gc.SetContext(c)
 	h.b.metrics.connections.Inc()

@@ -1,11 +1,15 @@
 package bookie
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -199,5 +203,259 @@ func TestFenceWithFailedJournal(t *testing.T) {
 	f := c.call(func(dst []byte, id uint64) []byte { return wire.AppendForceRequest(dst, id, 1) })
 	if h, _ := wire.ParseHeader(f); h.Status != wire.StatusIOError {
 		t.Fatalf("FORCE with a failed journal: %v, want IOError", h.Status)
+	}
+}
+
+// TestRefusedConnectionSeesAHello: a connection over the connection limits
+// gets a Hello with TooManyRequests, then is closed ("Connection
+// lifecycle"). The client here sends nothing, so nothing unread makes the
+// close a reset.
+func TestRefusedConnectionSeesAHello(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxConnectionsPerIP = 1
+	b := startBookie(t, cfg)
+	dial(t, b.Addr())
+	nc := rawConn(t, b.Addr(), false)
+	h, err := wire.DecodeHello(untilClosed(t, nc))
+	if err != nil || h.Status != wire.StatusTooManyRequests || h.Version != 0 {
+		t.Fatalf("refused connection: %+v %v, want a TooManyRequests Hello", h, err)
+	}
+}
+
+// TestClientHelloFields: a client Hello that sets version or status (fields
+// only a bookie fills) is refused with a BadRequest Hello; auth method and
+// data in a client Hello are ignored by a version 1 bookie ("Handshake").
+func TestClientHelloFields(t *testing.T) {
+	b := startBookie(t, testConfig(t.TempDir()))
+	for _, bad := range []wire.Hello{
+		{MinVersion: 1, MaxVersion: 1, Version: 1},
+		{MinVersion: 1, MaxVersion: 1, Status: wire.StatusOK + 3},
+	} {
+		nc := rawConn(t, b.Addr(), false)
+		nc.Write(wire.AppendHello(nil, &bad))
+		h, err := wire.DecodeHello(untilClosed(t, nc))
+		if err != nil || h.Status != wire.StatusBadRequest {
+			t.Errorf("client hello %+v: answered %+v %v, want BadRequest", bad, h, err)
+		}
+	}
+	nc := rawConn(t, b.Addr(), false)
+	nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1, AuthMethod: 7, Auth: bytes.Repeat([]byte{1}, 40)}))
+	c := &testClient{t: t, nc: nc}
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if h, err := wire.DecodeHello(c.readFrame()); err != nil || h.Status != wire.StatusOK || h.Version != 1 {
+		t.Fatalf("client hello with auth data: %+v %v, want OK", h, err)
+	}
+	if s := c.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatalf("add after a hello with auth data: %v", s)
+	}
+}
+
+// TestOpcodes: opcode 0 and unknown opcodes are answered Unsupported with the
+// request's id, whatever it is, and the connection goes on; so does a foreign
+// version byte (BadVersion); a response-direction frame is answered
+// BadRequest and closes the connection ("Errors and closing").
+func TestOpcodes(t *testing.T) {
+	b := startBookie(t, testConfig(t.TempDir()))
+	c := dial(t, b.Addr())
+	for _, tc := range []struct {
+		op, version byte
+		id          uint64
+		want        wire.Status
+	}{
+		{0x00, 1, 0, wire.StatusUnsupported},
+		{0x00, 1, 12, wire.StatusUnsupported},
+		{0x0a, 1, 13, wire.StatusUnsupported},
+		{0x7f, 1, 0, wire.StatusUnsupported},
+		{byte(wire.OpPing), 2, 14, wire.StatusBadVersion},
+	} {
+		f := wire.AppendPingRequest(nil, tc.id)
+		f[4], f[5] = tc.version, tc.op
+		c.nc.Write(f)
+		h, err := wire.ParseHeader(c.readFrame())
+		if h.Status != tc.want || h.RequestID != tc.id || !h.Response {
+			t.Errorf("opcode 0x%02x version %d id %d: %+v %v, want %v", tc.op, tc.version, tc.id, h, err, tc.want)
+		}
+		if s := c.add(testKey, 0, 1, int64(tc.id), int64(tc.id)-1, []byte("x")); s != wire.StatusOK {
+			t.Fatalf("after opcode 0x%02x: %v", tc.op, s)
+		}
+	}
+	for _, f := range [][]byte{wire.AppendPingResponse(nil, 5), wire.AppendAddResponse(nil, 6, 1, 0)} {
+		// A PING response is 14 bytes long: shorter than a response header
+		// plus nothing, it is still a response.
+		nc := rawConn(t, b.Addr(), true)
+		if f[5] == 0x88 {
+			f = f[:wire.RequestHeaderSize]
+			binary.BigEndian.PutUint32(f, wire.RequestHeaderSize-wire.LengthSize)
+		}
+		nc.Write(f)
+		got := untilClosed(t, nc)
+		if h, _ := wire.ParseHeader(got); h.Status != wire.StatusBadRequest || h.RequestID != binary.BigEndian.Uint64(f[8:]) {
+			t.Errorf("response-direction frame %x: answered %x", f, got)
+		}
+	}
+}
+
+// TestAuthEdgeCases: before authentication every frame but an AUTH of the
+// agreed version gets AuthRequired and the connection closed; a malformed AUTH
+// gets Unauthorized and the connection closed; a second AUTH on an
+// authenticated connection gets BadRequest and the connection goes on
+// ("Handshake", AUTH).
+func TestAuthEdgeCases(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	secret := []byte("s3cret")
+	cfg.Secret = secret
+	b := startBookie(t, cfg)
+	cn := bytes.Repeat([]byte{7}, wire.NonceSize)
+
+	badVersion := wire.AppendPingRequest(nil, 3)
+	badVersion[4] = 2
+	unknownOp := wire.AppendPingRequest(nil, 4)
+	unknownOp[5] = 0x42
+	malformed := wire.AppendAuthRequest(nil, 5, wire.AuthHMACSHA256, make([]byte, 64))
+	binary.BigEndian.PutUint16(malformed[18:], 63) // data length does not match
+	shortData := wire.AppendAuthRequest(nil, 6, wire.AuthHMACSHA256, make([]byte, 32))
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		want  wire.Status
+	}{
+		{"foreign version", badVersion, wire.StatusAuthRequired},
+		{"unknown opcode", unknownOp, wire.StatusAuthRequired},
+		{"malformed AUTH", malformed, wire.StatusUnauthorized},
+		{"AUTH with 32 bytes of data", shortData, wire.StatusUnauthorized},
+	} {
+		nc, _ := helloAuth(t, b.Addr())
+		nc.Write(tc.frame)
+		got := untilClosed(t, nc)
+		if h, _ := wire.ParseHeader(got); h.Status != tc.want || h.RequestID != binary.BigEndian.Uint64(tc.frame[8:]) {
+			t.Errorf("%s before auth: answered %x, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	nc, h := helloAuth(t, b.Addr())
+	c := &testClient{t: t, nc: nc}
+	proof := append(append([]byte(nil), cn...), wire.AuthClientProof(secret, h.Auth, cn)...)
+	f := c.call(func(dst []byte, id uint64) []byte { return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256, proof) })
+	if r, err := wire.DecodeAuthResponse(f); err != nil || r.Status != wire.StatusOK {
+		t.Fatalf("auth: %+v %v", r, err)
+	}
+	f = c.call(func(dst []byte, id uint64) []byte { return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256, proof) })
+	if hdr, _ := wire.ParseHeader(f); hdr.Status != wire.StatusBadRequest {
+		t.Fatalf("second AUTH: %v, want BadRequest", hdr.Status)
+	}
+	if s := c.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatalf("add after a second AUTH: %v", s)
+	}
+}
+
+// TestFenceUnknownLedger: fencing a ledger the bookie has no state for
+// creates it, fenced: a fencing READ answers NoSuchEntry (not NoSuchLedger),
+// a fencing READ_LAC answers LAC -1; a plain READ_LAC of an unknown ledger
+// answers NoSuchLedger (READ, READ_LAC).
+func TestFenceUnknownLedger(t *testing.T) {
+	b := startBookie(t, testConfig(t.TempDir()))
+	c := dial(t, b.Addr())
+	if _, s := c.read(wire.FlagFence, 50, 0); s != wire.StatusNoSuchEntry {
+		t.Fatalf("fencing READ of an unknown ledger: %v, want NoSuchEntry", s)
+	}
+	if _, s := c.read(0, 50, 0); s != wire.StatusNoSuchEntry {
+		t.Fatalf("READ of a ledger created by a fence: %v, want NoSuchEntry", s)
+	}
+	if lac, s := c.readLAC(wire.FlagFence, 51, testKey); s != wire.StatusOK || lac != -1 {
+		t.Fatalf("fencing READ_LAC of an unknown ledger: %d %v, want OK -1", lac, s)
+	}
+	if _, s := c.readLAC(0, 52, testKey); s != wire.StatusNoSuchLedger {
+		t.Fatalf("READ_LAC of an unknown ledger: %v, want NoSuchLedger", s)
+	}
+}
+
+// TestLimboAcceptsAddsToUnknownLedgers: a bookie in limbo stores what it is
+// sent, new ledgers included, and answers UnknownLedgerState, never a
+// negative, for what it does not hold (ADD, "Status codes").
+func TestLimboAcceptsAddsToUnknownLedgers(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	if s := c.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(cfg.withDefaults().JournalDir, CookieFile)); err != nil {
+		t.Fatal(err)
+	}
+	cfg.AllowUnknownState = true
+	b = startBookie(t, cfg)
+	if !b.Cookie().Limbo {
+		t.Fatal("bookie not in limbo")
+	}
+	c = dial(t, b.Addr())
+	if s := c.add(testKey, 0, 9, 0, -1, []byte("new")); s != wire.StatusOK {
+		t.Fatalf("add to an unknown ledger in limbo: %v, want OK", s)
+	}
+	if r, s := c.read(0, 9, 0); s != wire.StatusOK || string(r.Entry.Payload) != "new" {
+		t.Fatalf("read back in limbo: %v", s)
+	}
+	for _, tc := range []struct {
+		ledger uint64
+		entry  int64
+	}{{9, 1}, {10, 0}} {
+		if _, s := c.read(0, tc.ledger, tc.entry); s != wire.StatusUnknownLedgerState {
+			t.Errorf("read %d/%d in limbo: %v, want UnknownLedgerState", tc.ledger, tc.entry, s)
+		}
+	}
+}
+
+// TestTooManyRequests: with the read workers stuck and their queue full, a
+// READ is answered TooManyRequests at once (nothing else in version 1 answers
+// it; in-flight limits pause the connection instead) ("Pipelining and
+// ordering").
+func TestTooManyRequests(t *testing.T) {
+	gate := make(chan struct{})
+	var armed atomic.Bool
+	cfg := testConfig(t.TempDir())
+	cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {
+		if op == vfs.OpRead && armed.Load() && strings.HasSuffix(name, ".log") && !strings.Contains(name, "journal") {
+			<-gate
+		}
+		return nil
+	})
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	if s := c.add(testKey, 0, 1, 0, -1, []byte("on disk")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if err := b.checkpoint(); err != nil { // out of the write cache, onto the disk
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	const n = readQueueSize + 200
+	var burst []byte
+	for i := uint64(1); i <= n; i++ {
+		burst = wire.AppendReadRequest(burst, i, 0, 1, 0, nil)
+	}
+	go c.nc.Write(burst)
+	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	h, err := wire.ParseHeader(c.readFrame())
+	if err != nil || h.Status != wire.StatusTooManyRequests {
+		t.Fatalf("first answer with the read queue full: %+v %v, want TooManyRequests", h, err)
+	}
+	close(gate)
+	busy, ok := 1, 0
+	for i := 1; i < n; i++ {
+		h, _ := wire.ParseHeader(c.readFrame())
+		switch h.Status {
+		case wire.StatusTooManyRequests:
+			busy++
+		case wire.StatusOK:
+			ok++
+		default:
+			t.Fatalf("read %d: %v", h.RequestID, h.Status)
+		}
+	}
+	if busy < n-readQueueSize-b.cfg.ReadWorkers || ok < readQueueSize {
+		t.Fatalf("%d TooManyRequests, %d OK of %d reads", busy, ok, n)
 	}
 }

@@ -563,6 +563,12 @@ func (run *ledgerRun) flush(b *Bookie) {
 	l.mu.Unlock()
 }
 
+// readQueueSize is how many reads (READ, and long polls' answers) may wait
+// for a read worker, all connections together. A read that finds the queue
+// full is answered TooManyRequests: the one case in which the bookie answers
+// that status (docs/protocol.md, "Pipelining and ordering").
+const readQueueSize = 4096
+
 // submitRead hands r to a read worker, or answers TooManyRequests when the
 // read queue is full. Runs anywhere.
 func (b *Bookie) submitRead(r *request) {
