@@ -93,6 +93,8 @@ func messageCases() []messageCase {
 			AddResponse{Header: resp(OpAdd, 1, StatusOK), Ledger: 42, EntryID: 7}},
 		{"add-response/fenced", AppendStatusResponse(nil, OpAdd, 1, StatusFenced),
 			AddResponse{Header: resp(OpAdd, 1, StatusFenced)}},
+		{"add-response/entry-exists", AppendStatusResponse(nil, OpAdd, 1, StatusEntryExists),
+			AddResponse{Header: resp(OpAdd, 1, StatusEntryExists)}},
 
 		{"read-request", AppendReadRequest(nil, 2, 0, 42, 7, nil),
 			ReadRequest{Header: req(OpRead, 0, 2), Ledger: 42, EntryID: 7}},
