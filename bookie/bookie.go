@@ -291,6 +291,12 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		ledgerID := binary.BigEndian.Uint64(p)
 		entryID := int64(binary.BigEndian.Uint64(p[8:]))
 		lac := int64(binary.BigEndian.Uint64(p[16:]))
+		if replay {
+			// Entries are immutable: the first stored copy wins.
+			if keep, err := b.replayKeepsStored(ledgerID, entryID, p); err != nil || keep {
+				return err
+			}
+		}
 		if err := b.putEntry(ledgerID, entryID, p); err != nil {
 			return err
 		}

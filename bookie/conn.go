@@ -32,6 +32,10 @@ type conn struct {
 	loopOut   []byte // replies produced on the loop, written at the end of OnTraffic
 	closing   bool
 	now       time.Time // when the current OnTraffic began: the start of the requests it parses
+	// awaitingCheck: the frame at the head of the buffer is an ADD whose
+	// entry id may be stored; nothing is parsed until its verdict arrives
+	// (immutable.go).
+	awaitingCheck bool
 
 	// Replies produced off the loop (journal completions, read workers).
 	mu      sync.Mutex
@@ -40,7 +44,8 @@ type conn struct {
 	inWrite *bytebufferpool.ByteBuffer // the buffer that AsyncWrite is sending; protected by mu
 	// onWritten is c.written, bound once.
 	onWritten gnet.AsyncCallback
-	closed    bool // protected by mu
+	closed    bool     // protected by mu
+	verdict   *verdict // the existence check's answer for the head frame; protected by mu
 
 	inflight      atomic.Int64 // requests parsed and not answered
 	inflightBytes atomic.Int64
@@ -306,6 +311,15 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 		if b.draining.Load() {
 			break
 		}
+		if c.awaitingCheck {
+			c.mu.Lock()
+			ready := c.verdict != nil
+			c.mu.Unlock()
+			if !ready {
+				break
+			}
+			c.awaitingCheck = false
+		}
 		if c.helloDone && c.overLimits() {
 			c.pause()
 			break
@@ -358,6 +372,9 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 		if retry {
 			c.waitForJournal(n)
 			break
+		}
+		if c.awaitingCheck {
+			break // the frame stays buffered until its verdict
 		}
 		gc.Discard(n)
 		in += n

@@ -119,15 +119,7 @@ func (b *Bookie) info() wire.Info {
 // (queue full) or an answer. Requires the ledger's mutex held when ordering
 // matters. Runs on the event loop.
 func (b *Bookie) appendJournal(c *conn, h *wire.Header, typ journal.RecordType, payload []byte, r *request) (retry bool) {
-	var err error
-	if typ == journal.TypeEntry {
-		// A wire entry ends with its own xxhash64, verified when it was
-		// decoded: the journal checksums the record around it, not the
-		// payload again.
-		_, err = b.journal.AppendSealed(typ, payload, r)
-	} else {
-		_, err = b.journal.Append(typ, payload, r)
-	}
+	_, err := b.journal.Append(typ, payload, r)
 	if err == nil {
 		return false
 	}
@@ -182,9 +174,20 @@ func (b *Bookie) handleAdd(c *conn, h *wire.Header, frame []byte) (retry bool) {
 		return retry
 	}
 	defer l.mu.Unlock()
+	if l.mayExist(req.Entry.EntryID) && !b.addExisting(c, l, h, &req.Entry) {
+		return false
+	}
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.entry, r.led = req.Entry.LedgerID, req.Entry.EntryID, l
-	return b.appendJournal(c, h, journal.TypeEntry, req.Entry.Raw, r)
+	// A wire entry ends with its own xxhash64, verified when it was decoded:
+	// the journal checksums the record around it, not the payload again.
+	if _, err := b.journal.AppendSealed(journal.TypeEntry, req.Entry.Raw, r); err != nil {
+		b.release(r)
+		return b.journalError(c, h, err)
+	}
+	// Under l.mu, before the completion can settle it.
+	l.appended(req.Entry.EntryID)
+	return false
 }
 
 // lockForWrite admits a write (ADD, WRITE_LAC) to a ledger: the bookie is
@@ -399,6 +402,9 @@ func (b *Bookie) completed(batch []journal.Completion) {
 		}
 		if cp.Err != nil {
 			b.failJournal(cp.Err)
+			if r != nil && cp.Type == journal.TypeEntry {
+				settleAdd(r.led)
+			}
 			if r != nil {
 				b.finish(r, wire.StatusIOError, nil)
 			}
@@ -413,6 +419,7 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			// it and note it in the ledger's run; the reply waits for pass 2.
 			if err := b.putEntry(r.ledger, r.entry, cp.Payload); err != nil {
 				b.log.Error("storing a synced entry failed", "seq", cp.Seq, "ledger", r.ledger, "entry", r.entry, "err", err)
+				settleAdd(r.led)
 				b.finish(r, wire.StatusIOError, nil)
 				continue
 			}
@@ -532,17 +539,19 @@ type ledgerRun struct {
 	l         *ledger
 	lastEntry int64
 	lac       int64
+	n         int // entries in the run
 }
 
 // add notes entry (carrying lac) of l, flushing the run of another ledger.
 func (run *ledgerRun) add(b *Bookie, l *ledger, entry, lac int64) {
 	if run.l != l {
 		run.flush(b)
-		run.l, run.lastEntry, run.lac = l, entry, lac
+		run.l, run.lastEntry, run.lac, run.n = l, entry, lac, 1
 		return
 	}
 	run.lastEntry = max(run.lastEntry, entry)
 	run.lac = max(run.lac, lac)
+	run.n++
 }
 
 // flush applies the run to its ledger and wakes the long polls its LAC
@@ -555,6 +564,7 @@ func (run *ledgerRun) flush(b *Bookie) {
 	run.l = nil
 	l.mu.Lock()
 	l.lastEntry = max(l.lastEntry, run.lastEntry)
+	l.settleAdds(run.n)
 	if run.lac > l.lac {
 		l.lac = run.lac
 		b.wakePollers(l)
