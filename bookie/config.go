@@ -65,6 +65,9 @@ type Config struct {
 	IdleTimeout      Duration `json:"idle_timeout"`
 	// ReadWorkers serve reads from storage off the event loops.
 	ReadWorkers int `json:"read_workers"`
+	// MaxPollWait caps a long poll's timeout; zero means 60 s, the cap
+	// docs/protocol.md states. Not in the config file: tests shorten it.
+	MaxPollWait time.Duration `json:"-"`
 
 	// JournalSegmentSize is the size journal segments are preallocated to.
 	JournalSegmentSize int64 `json:"journal_segment_size"`
@@ -214,6 +217,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxInflightBytes, d.MaxInflightBytes)
 	setDefault(&c.MaxOutboundBytes, d.MaxOutboundBytes)
 	setDefault(&c.ReadWorkers, d.ReadWorkers)
+	setDefault(&c.MaxPollWait, maxPollWait)
 	setDefault(&c.MaxConnections, d.MaxConnections)
 	setDefault(&c.MaxConnectionsPerIP, d.MaxConnectionsPerIP)
 	setDefault(&c.HandshakeTimeout, d.HandshakeTimeout)

@@ -459,3 +459,23 @@ func TestTooManyRequests(t *testing.T) {
 		t.Fatalf("%d TooManyRequests, %d OK of %d reads", busy, ok, n)
 	}
 }
+
+// TestLongPollTimeoutIsCapped: a poll asking to wait longer than the cap is
+// answered at the cap like a timeout: OK, with the LAC not above the one
+// asked for (LONG_POLL_LAC). The test's own deadline (10 s) is far below the
+// 60 s asked for, so an answer at all shows the cap.
+func TestLongPollTimeoutIsCapped(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxPollWait = 100 * time.Millisecond
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+	if s := c.add(testKey, 0, 4, 0, -1, []byte("e0")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	f := c.call(func(dst []byte, id uint64) []byte {
+		return wire.AppendLongPollLACRequest(dst, id, 0, 4, wire.NoEntry, 60000)
+	})
+	if r, err := wire.DecodeLongPollLACResponse(f); err != nil || r.Status != wire.StatusOK || r.LAC != wire.NoEntry {
+		t.Fatalf("capped poll: %+v %v, want OK with LAC -1", r, err)
+	}
+}
