@@ -20,8 +20,9 @@ type conn struct {
 	b  *Bookie
 	gc gnet.Conn
 
-	ip    string    // remote IP, for per-source limits
-	clock connClock // timestamps for the sweeper
+	ip       string        // remote IP, for per-source limits
+	registry registryState // protected by b.conns.mu
+	clock    connClock     // timestamps for the sweeper
 	// helloSeen mirrors helloDone for the sweeper.
 	helloSeen atomic.Bool
 
@@ -255,15 +256,21 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen sets up the connection's state. A connection over the connection
-// limits gets a Hello with StatusTooManyRequests, sent without waiting for the
-// client's, and is closed. Runs on the event loop.
+// OnOpen sets up the connection's state. A connection over the total limit
+// gets a Hello with StatusTooManyRequests, sent without waiting for the
+// client's, and is closed; one that finds its address with
+// MaxHandshakingPerIP connections in the handshake closes the oldest of them
+// (limits.go). Runs on the event loop.
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := newConn(h.b, gc)
-	if ok, reason := h.b.conns.admit(c, h.b.cfg.MaxConnections, h.b.cfg.MaxConnectionsPerIP); !ok {
+	ok, reason, evicted := h.b.conns.admit(c, h.b.cfg.MaxConnections, h.b.cfg.MaxHandshakingPerIP)
+	if !ok {
 		h.b.metrics.cutConns.WithLabelValues(reason).Inc()
-		refusal := wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Status: wire.StatusTooManyRequests}
-		return wire.AppendHello(nil, &refusal), gnet.Close
+		return refusalHello(), gnet.Close
+	}
+	if evicted != nil {
+		h.b.metrics.cutConns.WithLabelValues("handshake_evicted").Inc()
+		evicted.gc.Close()
 	}
 	gc.SetContext(c)
 	h.b.metrics.connections.Inc()
@@ -431,6 +438,12 @@ func (h *handler) refuseStream(c *conn, err error, buffered int) (closed bool) {
 	return true
 }
 
+// refusalHello is the Hello a connection over a connection limit gets before
+// the close.
+func refusalHello() []byte {
+	return wire.AppendHello(nil, &wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Status: wire.StatusTooManyRequests})
+}
+
 // handleHello answers the connection's first frame. Runs on the event loop.
 func (h *handler) handleHello(c *conn, frame []byte) {
 	hello, err := wire.DecodeHello(frame)
@@ -451,6 +464,12 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 	if !ok {
 		reply.Status = wire.StatusUnsupportedVersion
 		c.loopOut = wire.AppendHello(c.loopOut, &reply)
+		c.closing = true
+		return
+	}
+	if !c.b.conns.established(c, c.b.cfg.MaxConnectionsPerIP) {
+		h.b.metrics.cutConns.WithLabelValues("max_connections_per_ip").Inc()
+		c.loopOut = append(c.loopOut, refusalHello()...)
 		c.closing = true
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,17 +209,63 @@ func TestFenceWithFailedJournal(t *testing.T) {
 
 // TestRefusedConnectionSeesAHello: a connection over the connection limits
 // gets a Hello with TooManyRequests, then is closed ("Connection
-// lifecycle"). The client here sends nothing, so nothing unread makes the
-// close a reset.
+// lifecycle"): over the total limit at once, before the client's Hello (the
+// client here sends nothing, so nothing unread makes the close a reset); over
+// the per-address limit of established connections, in answer to its Hello.
 func TestRefusedConnectionSeesAHello(t *testing.T) {
 	cfg := testConfig(t.TempDir())
+	cfg.MaxConnections = 2
 	cfg.MaxConnectionsPerIP = 1
 	b := startBookie(t, cfg)
 	dial(t, b.Addr())
-	nc := rawConn(t, b.Addr(), false)
-	h, err := wire.DecodeHello(untilClosed(t, nc))
-	if err != nil || h.Status != wire.StatusTooManyRequests || h.Version != 0 {
-		t.Fatalf("refused connection: %+v %v, want a TooManyRequests Hello", h, err)
+	perIP := rawConn(t, b.Addr(), false)
+	perIP.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1}))
+	if h, err := wire.DecodeHello(untilClosed(t, perIP)); err != nil || h.Status != wire.StatusTooManyRequests || h.Version != 0 {
+		t.Fatalf("connection over the per-address limit: %+v %v, want a TooManyRequests Hello", h, err)
+	}
+	waitUntil(t, func() bool { return len(b.conns.snapshot()) == 1 })
+	rawConn(t, b.Addr(), false) // the second of two in total, in its handshake
+	waitUntil(t, func() bool { return len(b.conns.snapshot()) == 2 })
+	total := rawConn(t, b.Addr(), false)
+	if h, err := wire.DecodeHello(untilClosed(t, total)); err != nil || h.Status != wire.StatusTooManyRequests || h.Version != 0 {
+		t.Fatalf("connection over the total limit: %+v %v, want a TooManyRequests Hello", h, err)
+	}
+}
+
+// TestHalfOpenFloodDoesNotLockOut: connections from one address that never
+// finish the handshake are counted apart from established ones; past
+// max_handshaking_per_ip the oldest is closed, so a well-behaved client from
+// the same address still gets in.
+func TestHalfOpenFloodDoesNotLockOut(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxConnectionsPerIP = 2
+	cfg.MaxHandshakingPerIP = 3
+	b := startBookie(t, cfg)
+	var flood []net.Conn
+	for range 10 {
+		flood = append(flood, rawConn(t, b.Addr(), false))
+	}
+	waitUntil(t, func() bool { return cutCount(t, b, "handshake_evicted") == 7 && len(b.conns.snapshot()) == 3 })
+	// An evicted connection reads EOF; the three still in their handshake
+	// time out (all read at once, so the wait is one deadline).
+	var closed atomic.Int32
+	var wg sync.WaitGroup
+	for _, nc := range flood {
+		wg.Go(func() {
+			if closedWithin(nc, 3*time.Second) {
+				closed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if closed := closed.Load(); closed != 7 {
+		t.Fatalf("%d of 10 half-open connections closed, want 7", closed)
+	}
+	for i := range 2 {
+		c := dial(t, b.Addr())
+		if s := c.add(testKey, 0, 1, int64(i), int64(i)-1, []byte("x")); s != wire.StatusOK {
+			t.Fatalf("well-behaved client %d during a half-open flood: %v", i, s)
+		}
 	}
 }
 
