@@ -124,7 +124,7 @@ func New(cfg Config) (*Bookie, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With("bookie", first(cfg.identity())),
 		ledgers: newLedgerTable(),
-		readq:   make(chan *request, 4096),
+		readq:   make(chan *request, readQueueSize),
 		conns:   newConnRegistry(),
 		gcSeen:  make(map[uint64]time.Time),
 
@@ -291,6 +291,12 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		ledgerID := binary.BigEndian.Uint64(p)
 		entryID := int64(binary.BigEndian.Uint64(p[8:]))
 		lac := int64(binary.BigEndian.Uint64(p[16:]))
+		if replay {
+			// Entries are immutable: the first stored copy wins.
+			if keep, err := b.replayKeepsStored(ledgerID, entryID, p); err != nil || keep {
+				return err
+			}
+		}
 		if err := b.putEntry(ledgerID, entryID, p); err != nil {
 			return err
 		}

@@ -56,6 +56,11 @@ type Config struct {
 	// once.
 	MaxConnections      int `json:"max_connections"`
 	MaxConnectionsPerIP int `json:"max_connections_per_ip"`
+	// MaxHandshakingPerIP bounds the connections from one address that have
+	// not completed the handshake, counted apart from MaxConnectionsPerIP
+	// (which counts established ones); a new connection over it closes the
+	// oldest of them, so half-open connections cannot lock a client out.
+	MaxHandshakingPerIP int `json:"max_handshaking_per_ip"`
 	// HandshakeTimeout closes a connection that has not sent its Hello in
 	// time; FrameTimeout one that takes longer than this to deliver one frame
 	// (slowloris); IdleTimeout one with nothing in flight that sent nothing
@@ -65,6 +70,9 @@ type Config struct {
 	IdleTimeout      Duration `json:"idle_timeout"`
 	// ReadWorkers serve reads from storage off the event loops.
 	ReadWorkers int `json:"read_workers"`
+	// MaxPollWait caps a long poll's timeout; zero means 60 s, the cap
+	// docs/protocol.md states. Not in the config file: tests shorten it.
+	MaxPollWait time.Duration `json:"-"`
 
 	// JournalSegmentSize is the size journal segments are preallocated to.
 	JournalSegmentSize int64 `json:"journal_segment_size"`
@@ -160,6 +168,7 @@ func DefaultConfig() Config {
 		ReadWorkers:           4,
 		MaxConnections:        10000,
 		MaxConnectionsPerIP:   1000,
+		MaxHandshakingPerIP:   64,
 		HandshakeTimeout:      Duration(10 * time.Second),
 		FrameTimeout:          Duration(30 * time.Second),
 		IdleTimeout:           Duration(10 * time.Minute), // negative: never
@@ -214,8 +223,10 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxInflightBytes, d.MaxInflightBytes)
 	setDefault(&c.MaxOutboundBytes, d.MaxOutboundBytes)
 	setDefault(&c.ReadWorkers, d.ReadWorkers)
+	setDefault(&c.MaxPollWait, maxPollWait)
 	setDefault(&c.MaxConnections, d.MaxConnections)
 	setDefault(&c.MaxConnectionsPerIP, d.MaxConnectionsPerIP)
+	setDefault(&c.MaxHandshakingPerIP, d.MaxHandshakingPerIP)
 	setDefault(&c.HandshakeTimeout, d.HandshakeTimeout)
 	setDefault(&c.FrameTimeout, d.FrameTimeout)
 	setDefault(&c.IdleTimeout, d.IdleTimeout)

@@ -3,6 +3,7 @@ package bookie
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,8 +20,9 @@ type conn struct {
 	b  *Bookie
 	gc gnet.Conn
 
-	ip    string    // remote IP, for per-source limits
-	clock connClock // timestamps for the sweeper
+	ip       string        // remote IP, for per-source limits
+	registry registryState // protected by b.conns.mu
+	clock    connClock     // timestamps for the sweeper
 	// helloSeen mirrors helloDone for the sweeper.
 	helloSeen atomic.Bool
 
@@ -31,6 +33,10 @@ type conn struct {
 	loopOut   []byte // replies produced on the loop, written at the end of OnTraffic
 	closing   bool
 	now       time.Time // when the current OnTraffic began: the start of the requests it parses
+	// awaitingCheck: the frame at the head of the buffer is an ADD whose
+	// entry id may be stored; nothing is parsed until its verdict arrives
+	// (immutable.go).
+	awaitingCheck bool
 
 	// Replies produced off the loop (journal completions, read workers).
 	mu      sync.Mutex
@@ -39,7 +45,8 @@ type conn struct {
 	inWrite *bytebufferpool.ByteBuffer // the buffer that AsyncWrite is sending; protected by mu
 	// onWritten is c.written, bound once.
 	onWritten gnet.AsyncCallback
-	closed    bool // protected by mu
+	closed    bool     // protected by mu
+	verdict   *verdict // the existence check's answer for the head frame; protected by mu
 
 	inflight      atomic.Int64 // requests parsed and not answered
 	inflightBytes atomic.Int64
@@ -57,6 +64,10 @@ type conn struct {
 }
 
 var replyPool bytebufferpool.Pool
+
+// errClientHello is why a client Hello with a version or status set is
+// refused (StatusBadRequest): those fields are the bookie's to fill.
+var errClientHello = errors.New("bookie: client hello sets version or status")
 
 // request is one parsed request waiting for the journal, a read worker or a
 // long poll. Pooled; fields are set on the event loop and read by whoever
@@ -245,12 +256,21 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen sets up the connection's state. Runs on the event loop.
+// OnOpen sets up the connection's state. A connection over the total limit
+// gets a Hello with StatusTooManyRequests, sent without waiting for the
+// client's, and is closed; one that finds its address with
+// MaxHandshakingPerIP connections in the handshake closes the oldest of them
+// (limits.go). Runs on the event loop.
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := newConn(h.b, gc)
-	if ok, reason := h.b.conns.admit(c, h.b.cfg.MaxConnections, h.b.cfg.MaxConnectionsPerIP); !ok {
+	ok, reason, evicted := h.b.conns.admit(c, h.b.cfg.MaxConnections, h.b.cfg.MaxHandshakingPerIP)
+	if !ok {
 		h.b.metrics.cutConns.WithLabelValues(reason).Inc()
-		return nil, gnet.Close
+		return refusalHello(), gnet.Close
+	}
+	if evicted != nil {
+		h.b.metrics.cutConns.WithLabelValues("handshake_evicted").Inc()
+		evicted.gc.Close()
 	}
 	gc.SetContext(c)
 	h.b.metrics.connections.Inc()
@@ -298,6 +318,15 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 		if b.draining.Load() {
 			break
 		}
+		if c.awaitingCheck {
+			c.mu.Lock()
+			ready := c.verdict != nil
+			c.mu.Unlock()
+			if !ready {
+				break
+			}
+			c.awaitingCheck = false
+		}
 		if c.helloDone && c.overLimits() {
 			c.pause()
 			break
@@ -310,9 +339,15 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 			break
 		}
 		p, _ := gc.Peek(wire.LengthSize)
-		n, err := wire.FrameSize(p, b.cfg.MaxFrameSize)
+		limit := b.cfg.MaxFrameSize
+		if !c.helloDone {
+			limit = wire.MaxHelloSize
+		}
+		n, err := wire.FrameSize(p, limit)
 		if err != nil {
-			h.refuseStream(c, err)
+			if !h.refuseStream(c, err, buffered) && c.clock.partialSince.Load() == 0 {
+				c.clock.partialSince.Store(now)
+			}
 			break
 		}
 		if buffered < n {
@@ -345,6 +380,9 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 			c.waitForJournal(n)
 			break
 		}
+		if c.awaitingCheck {
+			break // the frame stays buffered until its verdict
+		}
 		gc.Discard(n)
 		in += n
 	}
@@ -365,19 +403,45 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
-// refuseStream answers a frame that cannot be delimited (too large, bad
-// length) with an error carrying its request id when the header is readable,
-// then closes: the stream cannot be resynchronized.
-func (h *handler) refuseStream(c *conn, err error) {
-	if p, perr := c.gc.Peek(wire.RequestHeaderSize); perr == nil {
-		// The header's fixed fields are readable even though the frame is
-		// not: answer with the request id so the client knows which failed.
-		op, id := wire.Op(p[5]&^0x80), binary.BigEndian.Uint64(p[8:])
-		c.loopOut = wire.AppendStatusResponse(c.loopOut, op, id, wire.StatusOf(err))
+// refuseStream handles a length prefix the bookie does not accept: over
+// the frame limit (MaxHelloSize for the first frame) or below the smallest
+// frame. The stream cannot be resynchronized, so the connection is closed,
+// after an answer where one can be given (docs/protocol.md, "Errors and
+// closing"):
+//   - the first frame: a Hello with StatusBadRequest;
+//   - a later frame over the limit: BadRequest with the opcode and request id
+//     of its header, which lies inside the declared frame; it waits for those
+//     16 bytes (returning false) under the frame timeout;
+//   - a later frame below the smallest: no answer, since it holds no header
+//     and the bytes after it are not its own.
+//
+// Runs on the event loop.
+func (h *handler) refuseStream(c *conn, err error, buffered int) (closed bool) {
+	switch {
+	case !c.helloDone:
+		reply := wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Status: wire.StatusBadRequest}
+		c.loopOut = wire.AppendHello(c.loopOut, &reply)
+	case errors.Is(err, wire.ErrFrameTooLarge):
+		if buffered < wire.RequestHeaderSize {
+			return false
+		}
+		p, perr := c.gc.Peek(wire.RequestHeaderSize)
+		if perr != nil {
+			return false
+		}
+		hdr := wire.Header{Op: wire.Op(p[5] &^ 0x80), RequestID: binary.BigEndian.Uint64(p[8:])}
+		c.answer(&hdr, wire.StatusBadRequest)
 	}
 	h.b.metrics.cutConns.WithLabelValues("bad_frame").Inc()
 	h.b.log.Info("closing connection: bad frame", "remote", c.gc.RemoteAddr(), "err", err)
 	c.closing = true
+	return true
+}
+
+// refusalHello is the Hello a connection over a connection limit gets before
+// the close.
+func refusalHello() []byte {
+	return wire.AppendHello(nil, &wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Status: wire.StatusTooManyRequests})
 }
 
 // handleHello answers the connection's first frame. Runs on the event loop.
@@ -385,9 +449,14 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 	hello, err := wire.DecodeHello(frame)
 	reply := wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion}
 
+	if err == nil && (hello.Version != 0 || hello.Status != wire.StatusOK) {
+		// Fields only a bookie fills: a client that sets them is confused.
+		err = errClientHello
+	}
 	if err != nil {
 		reply.Status = wire.StatusOf(err)
 		c.loopOut = wire.AppendHello(c.loopOut, &reply)
+		h.b.metrics.cutConns.WithLabelValues("bad_hello").Inc()
 		c.closing = true
 		return
 	}
@@ -395,6 +464,12 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 	if !ok {
 		reply.Status = wire.StatusUnsupportedVersion
 		c.loopOut = wire.AppendHello(c.loopOut, &reply)
+		c.closing = true
+		return
+	}
+	if !c.b.conns.established(c, c.b.cfg.MaxConnectionsPerIP) {
+		h.b.metrics.cutConns.WithLabelValues("max_connections_per_ip").Inc()
+		c.loopOut = append(c.loopOut, refusalHello()...)
 		c.closing = true
 		return
 	}

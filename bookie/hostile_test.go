@@ -169,8 +169,9 @@ func TestConnectionLimits(t *testing.T) {
 		conns = append(conns, rawConn(t, b.Addr(), true))
 	}
 	extra := rawConn(t, b.Addr(), false)
-	if !closedWithin(extra, 5*time.Second) {
-		t.Fatal("a 4th connection from one address was accepted over a limit of 3")
+	extra.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1}))
+	if h, err := wire.DecodeHello(untilClosed(t, extra)); err != nil || h.Status != wire.StatusTooManyRequests {
+		t.Fatalf("a 4th connection from one address over a limit of 3: %+v %v, want a TooManyRequests Hello", h, err)
 	}
 	// The idle ones are closed after the idle timeout.
 	for i, nc := range conns {

@@ -40,6 +40,17 @@ type ledger struct {
 	deleted bool
 	// waiters are long-poll LAC reads waiting for lac to pass their value.
 	waiters []*pollWaiter
+
+	// Entry immutability (immutable.go). appendedNext is one past the
+	// highest entry id the event loops appended to the journal (0: none
+	// since start); an add below it or at most lastEntry may find its id
+	// stored. appendGen counts entry appends; pendingAdds those not yet
+	// stored or failed; drained, made on demand, is broadcast when
+	// pendingAdds drops to 0.
+	appendedNext int64
+	appendGen    uint64
+	pendingAdds  int
+	drained      *sync.Cond
 }
 
 // effectiveLAC is the LAC a READ_LAC answers with. Requires l.mu held.

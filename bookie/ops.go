@@ -14,27 +14,26 @@ import (
 // frame could not be taken now (journal queue full): the caller leaves it
 // buffered and pauses the connection. Runs on the event loop.
 func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
+	// FrameSize delimited the frame, so its 16-byte header is readable: h
+	// holds its opcode and request id even when err is set.
 	h, err := wire.ParseHeader(frame)
-	if err != nil {
-		if h.RequestID == 0 && h.Op == 0 {
-			// Not even a header: the peer does not speak the protocol.
-			b.metrics.cutConns.WithLabelValues("bad_frame").Inc()
-			c.closing = true
-			return false
-		}
-		c.answer(&h, wire.StatusOf(err))
-		return false
-	}
 	if h.Response {
 		c.answer(&h, wire.StatusBadRequest)
+		b.metrics.cutConns.WithLabelValues("bad_frame").Inc()
 		c.closing = true
 		return false
 	}
-	b.metrics.countRequest(h.Op)
 	if !c.authed {
-		b.authenticate(c, &h, frame)
+		b.authenticate(c, &h, err, frame)
 		return false
 	}
+	if err != nil {
+		// A foreign version byte or an unknown opcode (0 included): answered,
+		// and the connection goes on.
+		c.answer(&h, wire.StatusOf(err))
+		return false
+	}
+	b.metrics.countRequest(h.Op)
 	switch h.Op {
 	case wire.OpAdd:
 		return b.handleAdd(c, &h, frame)
@@ -62,7 +61,9 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 		}
 		c.loopOut = wire.AppendPingResponse(c.loopOut, h.RequestID)
 	case wire.OpAuth:
-		c.answer(&h, wire.StatusBadRequest) // this bookie did not ask
+		// This bookie did not ask, or the connection is authenticated
+		// already: nothing changes and the connection goes on.
+		c.answer(&h, wire.StatusBadRequest)
 	default:
 		c.answer(&h, wire.StatusUnsupported)
 	}
@@ -70,11 +71,15 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 }
 
 // authenticate handles the first request on a connection whose Hello carried
-// a challenge: a valid AUTH unlocks the connection; anything else is answered
-// (AuthRequired or Unauthorized) and the connection closed. Runs on the event
+// a challenge: a valid AUTH unlocks the connection. Anything else is answered
+// and the connection closed: a frame that is not an AUTH of the agreed
+// version with AuthRequired, an AUTH that does not prove the secret
+// (malformed, another method, data not 64 bytes, a wrong proof) with
+// Unauthorized. parseErr is ParseHeader's error for frame. Runs on the event
 // loop.
-func (b *Bookie) authenticate(c *conn, h *wire.Header, frame []byte) {
-	if h.Op != wire.OpAuth {
+func (b *Bookie) authenticate(c *conn, h *wire.Header, parseErr error, frame []byte) {
+	b.metrics.countRequest(h.Op)
+	if parseErr != nil || h.Op != wire.OpAuth {
 		c.answer(h, wire.StatusAuthRequired)
 		b.metrics.cutConns.WithLabelValues("unauthenticated").Inc()
 		c.closing = true
@@ -114,15 +119,7 @@ func (b *Bookie) info() wire.Info {
 // (queue full) or an answer. Requires the ledger's mutex held when ordering
 // matters. Runs on the event loop.
 func (b *Bookie) appendJournal(c *conn, h *wire.Header, typ journal.RecordType, payload []byte, r *request) (retry bool) {
-	var err error
-	if typ == journal.TypeEntry {
-		// A wire entry ends with its own xxhash64, verified when it was
-		// decoded: the journal checksums the record around it, not the
-		// payload again.
-		_, err = b.journal.AppendSealed(typ, payload, r)
-	} else {
-		_, err = b.journal.Append(typ, payload, r)
-	}
+	_, err := b.journal.Append(typ, payload, r)
 	if err == nil {
 		return false
 	}
@@ -177,9 +174,20 @@ func (b *Bookie) handleAdd(c *conn, h *wire.Header, frame []byte) (retry bool) {
 		return retry
 	}
 	defer l.mu.Unlock()
+	if l.mayExist(req.Entry.EntryID) && !b.addExisting(c, l, h, &req.Entry) {
+		return false
+	}
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.entry, r.led = req.Entry.LedgerID, req.Entry.EntryID, l
-	return b.appendJournal(c, h, journal.TypeEntry, req.Entry.Raw, r)
+	// A wire entry ends with its own xxhash64, verified when it was decoded:
+	// the journal checksums the record around it, not the payload again.
+	if _, err := b.journal.AppendSealed(journal.TypeEntry, req.Entry.Raw, r); err != nil {
+		b.release(r)
+		return b.journalError(c, h, err)
+	}
+	// Under l.mu, before the completion can settle it.
+	l.appended(req.Entry.EntryID)
+	return false
 }
 
 // lockForWrite admits a write (ADD, WRITE_LAC) to a ledger: the bookie is
@@ -394,6 +402,9 @@ func (b *Bookie) completed(batch []journal.Completion) {
 		}
 		if cp.Err != nil {
 			b.failJournal(cp.Err)
+			if r != nil && cp.Type == journal.TypeEntry {
+				settleAdd(r.led)
+			}
 			if r != nil {
 				b.finish(r, wire.StatusIOError, nil)
 			}
@@ -408,6 +419,7 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			// it and note it in the ledger's run; the reply waits for pass 2.
 			if err := b.putEntry(r.ledger, r.entry, cp.Payload); err != nil {
 				b.log.Error("storing a synced entry failed", "seq", cp.Seq, "ledger", r.ledger, "entry", r.entry, "err", err)
+				settleAdd(r.led)
 				b.finish(r, wire.StatusIOError, nil)
 				continue
 			}
@@ -434,7 +446,14 @@ func (b *Bookie) completed(batch []journal.Completion) {
 		case journal.TypeFence:
 			b.afterFence(r)
 		case journal.TypeExplicitLAC:
+			// The answer is the LAC the bookie has now, which an add may
+			// have raised above the one written.
 			ledgerID, lac, id := r.ledger, r.prevLAC, r.id
+			if l := b.ledgers.get(ledgerID); l != nil {
+				l.mu.Lock()
+				lac = max(lac, l.effectiveLAC())
+				l.mu.Unlock()
+			}
 			b.finishQueued(r, wire.StatusOK, func(dst []byte) []byte {
 				return wire.AppendWriteLACResponse(dst, id, ledgerID, lac)
 			})
@@ -520,17 +539,19 @@ type ledgerRun struct {
 	l         *ledger
 	lastEntry int64
 	lac       int64
+	n         int // entries in the run
 }
 
 // add notes entry (carrying lac) of l, flushing the run of another ledger.
 func (run *ledgerRun) add(b *Bookie, l *ledger, entry, lac int64) {
 	if run.l != l {
 		run.flush(b)
-		run.l, run.lastEntry, run.lac = l, entry, lac
+		run.l, run.lastEntry, run.lac, run.n = l, entry, lac, 1
 		return
 	}
 	run.lastEntry = max(run.lastEntry, entry)
 	run.lac = max(run.lac, lac)
+	run.n++
 }
 
 // flush applies the run to its ledger and wakes the long polls its LAC
@@ -543,6 +564,7 @@ func (run *ledgerRun) flush(b *Bookie) {
 	run.l = nil
 	l.mu.Lock()
 	l.lastEntry = max(l.lastEntry, run.lastEntry)
+	l.settleAdds(run.n)
 	if run.lac > l.lac {
 		l.lac = run.lac
 		b.wakePollers(l)
@@ -550,6 +572,12 @@ func (run *ledgerRun) flush(b *Bookie) {
 	l.dirty = true
 	l.mu.Unlock()
 }
+
+// readQueueSize is how many reads (READ, and long polls' answers) may wait
+// for a read worker, all connections together. A read that finds the queue
+// full is answered TooManyRequests: the one case in which the bookie answers
+// that status (docs/protocol.md, "Pipelining and ordering").
+const readQueueSize = 4096
 
 // submitRead hands r to a read worker, or answers TooManyRequests when the
 // read queue is full. Runs anywhere.

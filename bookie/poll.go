@@ -7,7 +7,8 @@ import (
 	"github.com/bookie-go/bookie/wire"
 )
 
-// maxPollWait caps a long poll's timeout.
+// maxPollWait caps a long poll's timeout unless Config.MaxPollWait says
+// otherwise (docs/protocol.md, LONG_POLL_LAC).
 const maxPollWait = 60 * time.Second
 
 // pollWaiter is a long-poll LAC read waiting for its ledger's LAC to pass
@@ -43,7 +44,7 @@ func (b *Bookie) handleLongPoll(c *conn, h *wire.Header, frame []byte) {
 	}
 	w := &pollWaiter{r: r}
 	l.waiters = append(l.waiters, w)
-	wait := min(time.Duration(req.TimeoutMillis)*time.Millisecond, maxPollWait)
+	wait := min(time.Duration(req.TimeoutMillis)*time.Millisecond, b.cfg.MaxPollWait)
 	w.timer = time.AfterFunc(wait, func() { b.pollTimedOut(l, w) })
 	l.mu.Unlock()
 }

@@ -78,8 +78,10 @@ func messageCases() []messageCase {
 			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Auth: []byte{}}},
 		{"hello/unsupported", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Status: StatusUnsupportedVersion}),
 			Hello{MinVersion: 1, MaxVersion: 1, Status: StatusUnsupportedVersion, Auth: []byte{}}},
-		{"hello/auth", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 3, Version: 1, Features: 1 << 63, AuthMethod: AuthHMACSHA256, Auth: nonce}),
-			Hello{MinVersion: 1, MaxVersion: 3, Version: 1, Features: 1 << 63, AuthMethod: AuthHMACSHA256, Auth: nonce}},
+		{"hello/auth", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Version: 1, AuthMethod: AuthHMACSHA256, Auth: nonce}),
+			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, AuthMethod: AuthHMACSHA256, Auth: nonce}},
+		{"hello/features", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 3, Features: 1 << 63, Auth: []byte{}}),
+			Hello{MinVersion: 1, MaxVersion: 3, Features: 1 << 63, Auth: []byte{}}},
 
 		{"add-request", AppendAddRequest(nil, 1, 0, &testKey, entry),
 			AddRequest{Header: req(OpAdd, 0, 1), MasterKey: testKey, Entry: mustEntry(entry)}},
@@ -91,6 +93,8 @@ func messageCases() []messageCase {
 			AddResponse{Header: resp(OpAdd, 1, StatusOK), Ledger: 42, EntryID: 7}},
 		{"add-response/fenced", AppendStatusResponse(nil, OpAdd, 1, StatusFenced),
 			AddResponse{Header: resp(OpAdd, 1, StatusFenced)}},
+		{"add-response/entry-exists", AppendStatusResponse(nil, OpAdd, 1, StatusEntryExists),
+			AddResponse{Header: resp(OpAdd, 1, StatusEntryExists)}},
 
 		{"read-request", AppendReadRequest(nil, 2, 0, 42, 7, nil),
 			ReadRequest{Header: req(OpRead, 0, 2), Ledger: 42, EntryID: 7}},
@@ -130,8 +134,8 @@ func messageCases() []messageCase {
 			ForceResponse{Header: resp(OpForce, 6, StatusOK), Ledger: 42}},
 
 		{"get-info-request", AppendGetInfoRequest(nil, 7), req(OpGetInfo, 0, 7)},
-		{"get-info-response", AppendGetInfoResponse(nil, 7, &Info{TotalBytes: 1 << 40, FreeBytes: 1 << 39, MinVersion: 1, MaxVersion: 1, MaxFrame: MaxFrameSize, Build: "v0.1.0"}),
-			GetInfoResponse{Header: resp(OpGetInfo, 7, StatusOK), Info: Info{TotalBytes: 1 << 40, FreeBytes: 1 << 39, MinVersion: 1, MaxVersion: 1, MaxFrame: MaxFrameSize, Build: "v0.1.0"}}},
+		{"get-info-response", AppendGetInfoResponse(nil, 7, &Info{TotalBytes: 1 << 40, FreeBytes: 1 << 39, MinVersion: 1, MaxVersion: 1, MaxFrame: 8 << 20, Build: "v0.1.0"}),
+			GetInfoResponse{Header: resp(OpGetInfo, 7, StatusOK), Info: Info{TotalBytes: 1 << 40, FreeBytes: 1 << 39, MinVersion: 1, MaxVersion: 1, MaxFrame: 8 << 20, Build: "v0.1.0"}}},
 		{"get-info-response/read-only", AppendGetInfoResponse(nil, 7, &Info{TotalBytes: 100, ReadOnly: true, MinVersion: 1, MaxVersion: 2, MaxFrame: 1 << 20}),
 			GetInfoResponse{Header: resp(OpGetInfo, 7, StatusOK), Info: Info{TotalBytes: 100, ReadOnly: true, MinVersion: 1, MaxVersion: 2, MaxFrame: 1 << 20}}},
 

@@ -57,7 +57,7 @@ const (
 	OpForce       Op = 0x06 // make a ledger's earlier adds durable
 	OpGetInfo     Op = 0x07 // free and total space, read-only state, versions
 	OpPing        Op = 0x08 // liveness check
-	OpAuth        Op = 0x09 // authentication answer (reserved; see Hello)
+	OpAuth        Op = 0x09 // the answer to the challenge in the bookie's Hello
 
 	// responseBit marks a response in the opcode byte.
 	responseBit = 0x80

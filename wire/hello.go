@@ -27,15 +27,17 @@ type Features uint64
 //	status (2) | features (8) | auth method (2) | auth length (2) | auth data (n)
 //
 // Client to bookie: MinVersion..MaxVersion are the versions the client speaks; Version and
-// Status are zero; Features the client's offer; AuthMethod AuthNone and Auth empty (room for
-// later methods).
+// Status are zero (a bookie refuses a client Hello that sets them, with StatusBadRequest);
+// Features the client's offer; AuthMethod AuthNone and Auth empty (room for later methods: a
+// version 1 bookie ignores them).
 //
 // Bookie to client: MinVersion..MaxVersion are the versions the bookie speaks; Status is
 // StatusOK and Version the version chosen for the connection (see Negotiate), or Status is
-// StatusUnsupportedVersion (no common version) or StatusBadRequest (the client's Hello was
-// malformed) with Version 0, and the bookie closes the connection after sending it.
-// AuthMethod AuthHMACSHA256 with a nonce in Auth means the bookie requires an AUTH request
-// before any other (reserved for a later version of this package).
+// StatusUnsupportedVersion (no common version), StatusBadRequest (the client's Hello was
+// malformed) or StatusTooManyRequests (over the bookie's connection limits) with Version 0,
+// and the bookie closes the connection after sending it. AuthMethod AuthHMACSHA256 with a
+// NonceSize-byte nonce in Auth means the bookie requires an AUTH request before any other:
+// a bookie with a cluster secret sends it (see auth.go).
 type Hello struct {
 	MinVersion uint8
 	MaxVersion uint8

@@ -298,7 +298,7 @@ const (
 )
 
 // AuthRequest is a decoded AUTH: the client's answer to the challenge in the bookie's Hello.
-// Reserved: version 1 defines the frame, not yet the checks.
+// With AuthHMACSHA256, Data is the client's nonce followed by AuthClientProof.
 //
 //	header (16) | method (2) | data length (2) | data (n)
 type AuthRequest struct {

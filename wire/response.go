@@ -307,8 +307,8 @@ func DecodePingResponse(frame []byte) (Header, error) {
 	return h, err
 }
 
-// AuthResponse is a decoded AUTH response. Reserved: with StatusOK the connection is
-// authenticated, and Data may carry the bookie's proof for mutual authentication.
+// AuthResponse is a decoded AUTH response. With StatusOK the connection is authenticated,
+// and Data carries the bookie's proof (AuthBookieProof), which the client checks.
 //
 //	header (18) | data length (2) | data (n)
 type AuthResponse struct {

@@ -41,6 +41,10 @@ const (
 	StatusUnsupported Status = 13
 	// StatusAuthRequired: the bookie requires authentication before this request.
 	StatusAuthRequired Status = 14
+	// StatusEntryExists: an ADD (recovery or not) carried an entry id the bookie already
+	// stores with other bytes; entries are immutable, so nothing was stored and the stored
+	// entry is unchanged. The same bytes again are answered StatusOK.
+	StatusEntryExists Status = 15
 )
 
 var statusNames = [...]string{
@@ -59,6 +63,7 @@ var statusNames = [...]string{
 	StatusUnsupportedVersion: "UnsupportedVersion",
 	StatusUnsupported:        "Unsupported",
 	StatusAuthRequired:       "AuthRequired",
+	StatusEntryExists:        "EntryExists",
 }
 
 // Known reports whether s is a status of this protocol version. A client treats a status it

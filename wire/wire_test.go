@@ -121,6 +121,7 @@ func TestParseTarget(t *testing.T) {
 		"add-request/big":                {1<<63 + 5, 1 << 40, true},
 		"add-response":                   {42, 7, true},
 		"add-response/fenced":            {0, NoEntry, false},
+		"add-response/entry-exists":      {0, NoEntry, false},
 		"read-request":                   {42, 7, true},
 		"read-request/fence":             {42, 8, true},
 		"read-request/last":              {42, LastEntry, true},
