@@ -204,6 +204,7 @@ type logWriter struct {
 	buf     []byte   // record bytes from bufOff on, not yet written
 	bufOff  int64
 	started int64 // writeback was started for [HeaderSize, started)
+	dropped int64 // the page cache of [0, dropped) was dropped (pages past the header's)
 	hdr     []byte
 	// filled lists logs this writer rotated away from since the last
 	// release: synced, but their index switch has not happened yet, so they
@@ -301,7 +302,7 @@ func (w *logWriter) open() error {
 	}
 	w.s.addLog(lf, header{id: id, end: HeaderSize}, true)
 	w.lf, w.off, w.records, w.synced, w.alloc = lf, HeaderSize, 0, HeaderSize, prealloc
-	w.buf, w.bufOff, w.started = w.buf[:0], HeaderSize, HeaderSize
+	w.buf, w.bufOff, w.started, w.dropped = w.buf[:0], HeaderSize, HeaderSize, 0
 	return nil
 }
 
@@ -319,6 +320,23 @@ func (w *logWriter) writeBuf() error {
 	w.buf = w.buf[:0]
 	w.startWriteback()
 	return nil
+}
+
+// dropSynced drops the page cache of the records synced since the last
+// drop (see Options.KeepCache): whole pages only, past the header's page
+// (rewritten at every sync) and short of the page the next record starts in
+// (written again by the next flush, which would otherwise read it back).
+func (w *logWriter) dropSynced() {
+	const page = 4096
+	end := w.off &^ (page - 1)
+	start := max(w.dropped, page)
+	w.dropped = max(w.dropped, end)
+	if w.s.opts.KeepCache || end <= start {
+		return
+	}
+	if cd, ok := w.lf.f.(vfs.CacheDropper); ok {
+		cd.DropCache(start, end-start)
+	}
 }
 
 // startWriteback starts writing back what was written since the last start,
@@ -376,6 +394,7 @@ func (w *logWriter) sync() error {
 	if err := w.lf.f.Sync(); err != nil {
 		return fmt.Errorf("entrylog: sync header of %s: %w", w.lf.name, err)
 	}
+	w.dropSynced()
 	w.synced = w.off
 	w.s.noteSynced(w.lf.id, w.off, w.records)
 	return nil

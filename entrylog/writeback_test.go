@@ -8,11 +8,13 @@ import (
 	"github.com/bookie-go/bookie/vfs"
 )
 
-// wbFS records the writeback ranges started on its files.
+// wbFS records the writeback ranges started and the cache ranges dropped
+// on its files.
 type wbFS struct {
 	vfs.FS
-	mu     sync.Mutex
-	ranges map[string][][2]int64
+	mu      sync.Mutex
+	ranges  map[string][][2]int64
+	dropped map[string][][2]int64
 }
 
 type wbFile struct {
@@ -26,6 +28,15 @@ func (f *wbFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, erro
 		return nil, err
 	}
 	return &wbFile{file, f}, nil
+}
+
+func (f *wbFile) DropCache(off, n int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.fs.dropped != nil {
+		f.fs.dropped[f.Name()] = append(f.fs.dropped[f.Name()], [2]int64{off, n})
+	}
+	return nil
 }
 
 func (f *wbFile) StartWriteback(off, n int64) error {
@@ -72,5 +83,56 @@ func TestFlushStartsWritebackAsItWrites(t *testing.T) {
 	}
 	if calls < 9 {
 		t.Fatalf("%d writebacks started over %d logs for 10 MiB flushed in 1 MiB steps, want at least 9", calls, logs)
+	}
+}
+
+// After each sync a flush drops the page cache of what it synced: whole
+// pages, never the header's page (rewritten at every sync) nor the page the
+// next record starts in (the next flush writes it again), each page once,
+// and nothing with KeepCache.
+func TestFlushDropsSyncedPages(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		fs := &wbFS{FS: vfs.NewMemFS(), ranges: map[string][][2]int64{}, dropped: map[string][][2]int64{}}
+		opts := smallOpts()
+		opts.LogSize = 64 << 20
+		opts.KeepCache = keep
+		s := mustOpen(t, fs, opts)
+		var e int64
+		for round := range 5 {
+			for range 30 + round {
+				if err := s.Put(1, e, payload(1, e, 777)); err != nil {
+					t.Fatal(err)
+				}
+				e++
+			}
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.close(t)
+		fs.mu.Lock()
+		for name, rs := range fs.dropped {
+			if keep {
+				t.Fatalf("KeepCache: %s dropped %v", name, rs)
+			}
+			next := int64(4096)
+			for _, r := range rs {
+				if r[0] != next || r[0]%4096 != 0 || r[1]%4096 != 0 || r[1] <= 0 {
+					t.Fatalf("%s: dropped [%d, +%d), want whole pages from %d on", name, r[0], r[1], next)
+				}
+				next = r[0] + r[1]
+			}
+			fi, err := fs.Stat(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next > fi.Size() {
+				t.Fatalf("%s: dropped up to %d, past its %d bytes", name, next, fi.Size())
+			}
+		}
+		if !keep && len(fs.dropped) == 0 {
+			t.Fatal("no page cache was dropped")
+		}
+		fs.mu.Unlock()
 	}
 }

@@ -121,6 +121,14 @@ func (f *osFile) Truncate(size int64) error {
 	return nil
 }
 
+// DropCache implements CacheDropper with posix_fadvise(POSIX_FADV_DONTNEED).
+func (f *osFile) DropCache(off, n int64) error {
+	if err := unix.Fadvise(f.fd, off, n, unix.FADV_DONTNEED); err != nil {
+		return &os.PathError{Op: "fadvise", Path: f.name, Err: err}
+	}
+	return nil
+}
+
 // StartWriteback implements WritebackStarter with sync_file_range.
 func (f *osFile) StartWriteback(off, n int64) error {
 	if err := unix.SyncFileRange(f.fd, off, n, unix.SYNC_FILE_RANGE_WRITE); err != nil {

@@ -52,6 +52,15 @@ type WritebackStarter interface {
 	StartWriteback(off, n int64) error
 }
 
+// CacheDropper is implemented by files that can tell the kernel a range's
+// cached pages will not be needed again soon (posix_fadvise
+// POSIX_FADV_DONTNEED): clean pages are freed at once. It never loses data —
+// dirty pages are only dropped once written — and it is advice: callers
+// type-assert and ignore errors.
+type CacheDropper interface {
+	DropCache(off, n int64) error
+}
+
 // FS opens files and changes directories.
 type FS interface {
 	// OpenFile opens name with os.O_* flags, like os.OpenFile.
