@@ -78,7 +78,6 @@ func (j *Journal) recover() (recovered, error) {
 	if err != nil {
 		return st, fmt.Errorf("journal: list %s: %w", j.dir, err)
 	}
-	var segs []uint64
 	for _, name := range names {
 		if strings.HasSuffix(name, tmpSuffix) {
 			if err := j.fs.Remove(path.Join(j.dir, name)); err != nil {
@@ -86,15 +85,13 @@ func (j *Journal) recover() (recovered, error) {
 			}
 			continue
 		}
-		if num, ok := parseSegmentName(name); ok {
-			segs = append(segs, num)
-		}
 		if strings.HasSuffix(name, spareSuffix) {
 			if err := j.factory.release(path.Join(j.dir, name)); err != nil {
 				return st, err
 			}
 		}
 	}
+	segs := segmentNumbers(names)
 	mark, err := readCheckpoint(j.fs, j.dir)
 	if err != nil {
 		return st, err
@@ -114,23 +111,9 @@ func (j *Journal) recover() (recovered, error) {
 		}
 		live = append(live, num)
 	}
-	if mark.Seq > 0 && (len(live) == 0 || live[0] != mark.Segment) {
-		return st, fmt.Errorf("%w: checkpoint mark is in segment %s, which is missing", ErrGap, segmentName(mark.Segment))
-	}
-	for i := 1; i < len(live); i++ {
-		if live[i] != live[i-1]+1 {
-			return st, fmt.Errorf("%w: segment %s is missing", ErrGap, segmentName(live[i-1]+1))
-		}
-	}
-	r := replayer{j: j, mark: mark, next: mark.Seq + 1, end: mark, tail: io.EOF}
-	if mark.Seq == 0 {
-		r.markSeen = true
-	}
-	if err := r.run(live); err != nil {
+	r := newReplayer(j, mark)
+	if err := r.walk(live, true, nil); err != nil {
 		return st, err
-	}
-	if !r.markSeen {
-		return st, fmt.Errorf("%w: the checkpoint mark's record %d is not in segment %s", ErrGap, mark.Seq, segmentName(mark.Segment))
 	}
 	j.replayed = ReplayInfo{Checkpoint: mark, Records: r.records, End: r.end, Tail: r.tail, TruncatedAt: r.truncatedAt}
 	st.lastSeq = r.next - 1
@@ -150,28 +133,79 @@ type replayer struct {
 	tail     error
 	buf      []byte // segment contents; reused
 
-	truncatedAt Mark
+	truncatedAt Mark  // where a torn tail was found (and, in Open, truncated)
+	tornCause   error // what does not verify there
 }
 
-func (r *replayer) run(live []uint64) error {
+// segmentNumbers returns the numbers of the segment files among names, in
+// order (names come sorted).
+func segmentNumbers(names []string) []uint64 {
+	var segs []uint64
+	for _, name := range names {
+		if num, ok := parseSegmentName(name); ok {
+			segs = append(segs, num)
+		}
+	}
+	return segs
+}
+
+func newReplayer(j *Journal, mark Mark) *replayer {
+	return &replayer{j: j, mark: mark, next: mark.Seq + 1, end: mark, tail: io.EOF, markSeen: mark.Seq == 0}
+}
+
+// walk is the one journal reader: it checks that the live segments (those
+// from the checkpoint mark's on) follow each other, replays their records
+// after the mark through j.opts.Replay, tells the four tails apart, and
+// checks the mark's record was seen. At a torn tail it stops there, and
+// truncates the segment when truncate is set (Open; Scan only reports it).
+// seen, if set, learns where each segment read ends and how (a nil tail
+// with an error). Open and Scan both read through it.
+func (r *replayer) walk(live []uint64, truncate bool, seen func(num uint64, end int, tail error)) error {
+	mark := r.mark
+	if mark.Seq > 0 && (len(live) == 0 || live[0] != mark.Segment) {
+		return fmt.Errorf("%w: checkpoint mark is in segment %s, which is missing", ErrGap, segmentName(mark.Segment))
+	}
+	for i := 1; i < len(live); i++ {
+		if live[i] != live[i-1]+1 {
+			return fmt.Errorf("%w: segment %s is missing", ErrGap, segmentName(live[i-1]+1))
+		}
+	}
+	if err := r.run(live, truncate, seen); err != nil {
+		return err
+	}
+	if !r.markSeen {
+		return fmt.Errorf("%w: the checkpoint mark's record %d is not in segment %s", ErrGap, mark.Seq, segmentName(mark.Segment))
+	}
+	return nil
+}
+
+func (r *replayer) run(live []uint64, truncate bool, seen func(num uint64, end int, tail error)) error {
+	if seen == nil {
+		seen = func(uint64, int, error) {}
+	}
 	for i, num := range live {
 		data, err := r.read(num)
 		if err != nil {
 			return err
 		}
 		pos, tail, cause := r.segment(num, data)
+		seen(num, pos, tail)
 		if tail == nil {
 			return cause
 		}
 		if tail == ErrTornTail {
 			if err := r.checkLater(num, data, pos, live[i+1:], cause); err != nil {
+				seen(num, pos, nil)
 				return err
 			}
-			if err := r.truncate(num, pos); err != nil {
-				return err
+			if truncate {
+				if err := r.truncate(num, pos); err != nil {
+					return err
+				}
 			}
 			r.tail = tail
 			r.truncatedAt = Mark{Segment: num, Offset: int64(pos), Seq: r.next - 1}
+			r.tornCause = cause
 			return nil
 		}
 		if tail == ErrPreallocated {

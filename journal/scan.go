@@ -3,7 +3,6 @@ package journal
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/bookie-go/bookie/vfs"
 )
@@ -68,15 +67,6 @@ func Scan(fs vfs.FS, dir string, fn func(Record) error) (ScanInfo, error) {
 	if err != nil {
 		return info, fmt.Errorf("journal: list %s: %w", dir, err)
 	}
-	var segs []uint64
-	for _, name := range names {
-		if strings.HasSuffix(name, tmpSuffix) {
-			continue
-		}
-		if num, ok := parseSegmentName(name); ok {
-			segs = append(segs, num)
-		}
-	}
 	mark, err := readCheckpoint(fs, dir)
 	if err != nil {
 		return info, err
@@ -84,7 +74,7 @@ func Scan(fs vfs.FS, dir string, fn func(Record) error) (ScanInfo, error) {
 	info.Checkpoint, info.End, info.Tail = mark, mark, io.EOF
 	j := &Journal{fs: fs, dir: dir}
 	var live []uint64
-	for _, num := range segs {
+	for _, num := range segmentNumbers(names) {
 		si := SegmentInfo{Number: num, Path: j.segmentPath(num), Freed: num < mark.Segment}
 		if fi, err := fs.Stat(si.Path); err == nil {
 			si.Size = fi.Size()
@@ -92,14 +82,6 @@ func Scan(fs vfs.FS, dir string, fn func(Record) error) (ScanInfo, error) {
 		info.Segments = append(info.Segments, si)
 		if !si.Freed {
 			live = append(live, num)
-		}
-	}
-	if mark.Seq > 0 && (len(live) == 0 || live[0] != mark.Segment) {
-		return info, fmt.Errorf("%w: checkpoint mark is in segment %s, which is missing", ErrGap, segmentName(mark.Segment))
-	}
-	for i := 1; i < len(live); i++ {
-		if live[i] != live[i-1]+1 {
-			return info, fmt.Errorf("%w: segment %s is missing", ErrGap, segmentName(live[i-1]+1))
 		}
 	}
 	segInfo := func(num uint64) *SegmentInfo {
@@ -125,51 +107,16 @@ func Scan(fs vfs.FS, dir string, fn func(Record) error) (ScanInfo, error) {
 		}
 		return nil
 	}
-	r := replayer{j: j, mark: mark, next: mark.Seq + 1, end: mark, tail: io.EOF, markSeen: mark.Seq == 0}
-	finish := func() {
-		info.Records, info.End, info.Tail = r.records, r.end, r.tail
-	}
-	for i, num := range live {
-		data, err := r.read(num)
-		if err != nil {
-			finish()
-			return info, err
-		}
-		pos, tail, cause := r.segment(num, data)
+	r := newReplayer(j, mark)
+	err = r.walk(live, false, func(num uint64, end int, tail error) {
 		si := segInfo(num)
-		si.End, si.Tail = int64(pos), tail
-		if tail == nil {
-			finish()
-			return info, cause
-		}
-		if tail == ErrTornTail {
-			if err := r.checkLater(num, data, pos, live[i+1:], cause); err != nil {
-				si.Tail = nil
-				finish()
-				return info, err
-			}
-			r.tail = tail
-			finish()
-			info.TornAt = Mark{Segment: num, Offset: int64(pos), Seq: r.next - 1}
-			info.TornCause = cause
-			break
-		}
-		if tail == ErrPreallocated {
-			if at, seq := findBatch(data, pos+1, r.next); at >= 0 {
-				finish()
-				return info, fmt.Errorf("%w: segment %s offset %d: records end in %s, but a batch with sequence %d follows at offset %d",
-					ErrCorrupt, segmentName(num), pos, describeEnd(data[pos:]), seq, at)
-			}
-		}
-		if r.end.Segment == num || i == 0 {
-			r.tail = tail
-		}
+		si.End, si.Tail = int64(end), tail
+	})
+	info.Records, info.End, info.Tail = r.records, r.end, r.tail
+	if err == nil && r.tail == ErrTornTail {
+		info.TornAt, info.TornCause = r.truncatedAt, r.tornCause
 	}
-	finish()
-	if !r.markSeen {
-		return info, fmt.Errorf("%w: the checkpoint mark's record %d is not in segment %s", ErrGap, mark.Seq, segmentName(mark.Segment))
-	}
-	return info, nil
+	return info, err
 }
 
 // RecordHeaderSize is the size of a record's header before its payload (see
