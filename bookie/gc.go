@@ -48,6 +48,8 @@ var errNoMetadata = errors.New("bookie: garbage collection needs a metadata stor
 // gcLoop runs GC every GCInterval. Runs on its own goroutine.
 func (b *Bookie) gcLoop() {
 	defer b.wg.Done()
+	ctx, cancel := b.stopContext()
+	defer cancel()
 	t := time.NewTicker(time.Duration(b.cfg.GCInterval))
 	defer t.Stop()
 	for {
@@ -56,17 +58,8 @@ func (b *Bookie) gcLoop() {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			select {
-			case <-b.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		st, err := b.GC(ctx)
-		cancel()
-		if err != nil && !errors.Is(err, context.Canceled) {
+		if err != nil && ctx.Err() == nil {
 			b.log.Warn("garbage collection scan stopped; nothing it had not proven was deleted", "err", err)
 			continue
 		}

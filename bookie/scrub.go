@@ -134,12 +134,25 @@ func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 	return st, nil
 }
 
+// stopContext returns a context cancelled when the bookie stops (or cancel
+// is called), for background loops whose work must end with the bookie.
+func (b *Bookie) stopContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-b.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // scrubLoop runs a scrub pass every ScrubInterval. Runs on its own goroutine.
 func (b *Bookie) scrubLoop() {
 	defer b.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := b.stopContext()
 	defer cancel()
-	go func() { <-b.stop; cancel() }()
 	t := time.NewTicker(time.Duration(b.cfg.ScrubInterval))
 	defer t.Stop()
 	for {
