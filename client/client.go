@@ -27,6 +27,11 @@ var (
 	// answered Fenced, or the metadata left the OPEN state): the writer stops and fails every
 	// pending add. The entries it acknowledged are safe.
 	ErrFenced = errors.New("client: ledger fenced by another client")
+	// ErrEntryExists is returned when a bookie already stores the entry id
+	// with other bytes (wire.StatusEntryExists): two writers, or a writer bug,
+	// wrote one id twice. Entries are immutable, so the writer fails (no
+	// ensemble change: the bookie is right) and recovery closes nothing.
+	ErrEntryExists = errors.New("client: a bookie already holds this entry with other bytes")
 	// ErrUnauthorized is returned when a bookie refuses the ledger's master key.
 	ErrUnauthorized = errors.New("client: unauthorized (master key mismatch)")
 	// ErrNotEnoughBookies is returned when fewer live, writable bookies are registered than an

@@ -545,6 +545,10 @@ func (wb *writeBack) handle(ctx context.Context, r *request) error {
 		return nil
 	case r.err == nil && r.status == wire.StatusUnauthorized, errors.Is(r.err, ErrUnauthorized):
 		return fmt.Errorf("%w: bookie %s", ErrUnauthorized, b)
+	case r.err == nil && r.status == wire.StatusEntryExists:
+		// The bookie holds other bytes under this id: the history diverged.
+		// Closing would pick one copy silently; stop instead.
+		return fmt.Errorf("%w: write back of entry %d to %s", ErrEntryExists, r.entry, b)
 	case r.err == nil && r.status == wire.StatusTooManyRequests:
 		return sleepCtx(ctx, wb.c.cfg.minBackoff)
 	case errors.Is(r.err, ErrClosed):

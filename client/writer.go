@@ -444,6 +444,8 @@ func (w *Writer) complete(r *request) {
 			w.failLocked(fmt.Errorf("%w: ledger %d: bookie %s answered Fenced", ErrFenced, w.id, w.bookies[r.bookieIdx]))
 		case r.err == nil && r.status == wire.StatusUnauthorized, errors.Is(r.err, ErrUnauthorized):
 			w.failLocked(fmt.Errorf("%w: ledger %d: bookie %s", ErrUnauthorized, w.id, w.bookies[r.bookieIdx]))
+		case r.err == nil && r.status == wire.StatusEntryExists:
+			w.failLocked(fmt.Errorf("%w: ledger %d entry %d: bookie %s", ErrEntryExists, w.id, r.entry, w.bookies[r.bookieIdx]))
 		case r.err == nil && r.status == wire.StatusTooManyRequests:
 			if !w.retrying {
 				w.retrying = true
