@@ -346,28 +346,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Skip("starts etcd and bookies")
 	}
 	dir := t.TempDir()
-	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: 3,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Configure: func(i int, cfg *bookie.Config) {
-			cfg.Admin = "127.0.0.1:0"
-			cfg.JournalSegmentSize = 4 << 20
-			cfg.WriteCacheBytes = 8 << 20
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lc.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	store, err := meta.Open(ctx, lc.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	tg := Target{Store: store}
-	for _, b := range lc.Bookies {
-		tg.Bookies = append(tg.Bookies, Bookie{ID: meta.BookieID(b.Addr()), Metrics: "http://" + b.AdminAddr() + "/metrics", InProcess: true})
-	}
+	ctx, tg := startLocal(t, dir, 3, true, 60*time.Second)
 	var progress bytes.Buffer
 	r := NewRunner(Options{Target: tg, RefDir: dir, RefDuration: 50 * time.Millisecond, TCPRef: true, Progress: &progress})
 	for _, w := range []Workload{
@@ -408,4 +387,40 @@ func TestOpenLoopHasNoThroughputRatio(t *testing.T) {
 	if r.MBRatio() != 0 {
 		t.Errorf("open-loop ratio %v, want none", r.MBRatio())
 	}
+}
+
+// startLocal starts a local cluster of n small bookies in dir (with admin
+// listeners, for their metrics, when admin is set), stopped when the test
+// ends, and returns a context of the given timeout and the Target naming it.
+func startLocal(t *testing.T, dir string, n int, admin bool, timeout time.Duration) (context.Context, Target) {
+	t.Helper()
+	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: n,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Configure: func(i int, cfg *bookie.Config) {
+			if admin {
+				cfg.Admin = "127.0.0.1:0"
+			}
+			cfg.JournalSegmentSize = 4 << 20
+			cfg.WriteCacheBytes = 8 << 20
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	store, err := meta.Open(ctx, lc.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	tg := Target{Store: store}
+	for _, b := range lc.Bookies {
+		bk := Bookie{ID: meta.BookieID(b.Addr()), InProcess: true}
+		if admin {
+			bk.Metrics = "http://" + b.AdminAddr() + "/metrics"
+		}
+		tg.Bookies = append(tg.Bookies, bk)
+	}
+	return ctx, tg
 }

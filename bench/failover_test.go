@@ -2,16 +2,9 @@ package bench
 
 import (
 	"bytes"
-	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/bookie-go/bookie/bookie"
-	"github.com/bookie-go/bookie/internal/localcluster"
-	"github.com/bookie-go/bookie/meta"
 )
 
 // TestFailover runs a few failovers against a local cluster of 4 bookies: every run must
@@ -22,27 +15,7 @@ func TestFailover(t *testing.T) {
 		t.Skip("starts etcd and bookies")
 	}
 	dir := t.TempDir()
-	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: 4,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Configure: func(i int, cfg *bookie.Config) {
-			cfg.JournalSegmentSize = 4 << 20
-			cfg.WriteCacheBytes = 8 << 20
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lc.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	store, err := meta.Open(ctx, lc.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	tg := Target{Store: store}
-	for _, b := range lc.Bookies {
-		tg.Bookies = append(tg.Bookies, Bookie{ID: meta.BookieID(b.Addr()), InProcess: true})
-	}
+	ctx, tg := startLocal(t, dir, 4, false, 120*time.Second)
 	ws, err := Suite("failover", Scale{}, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -33,18 +33,7 @@ func BenchmarkDecodeLedgerMetadata(b *testing.B) {
 // BenchmarkCreateLedger measures one client creating ledgers on an
 // embedded etcd without fsync: the cost of the id transaction.
 func BenchmarkCreateLedger(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	e, err := embedded.Start(b.TempDir(), embedded.Options{UnsafeNoFsync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	s, err := Open(ctx, e.Endpoint())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := embeddedStore(b, 10*time.Minute)
 	md := validLedger()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -52,4 +41,23 @@ func BenchmarkCreateLedger(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// embeddedStore starts an embedded etcd (no fsync) and opens a store on it,
+// both closed when the test ends, with a context of the given timeout.
+func embeddedStore(tb testing.TB, timeout time.Duration) (context.Context, Store) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	tb.Cleanup(cancel)
+	e, err := embedded.Start(tb.TempDir(), embedded.Options{UnsafeNoFsync: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { e.Close() })
+	s, err := Open(ctx, e.Endpoint())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return ctx, s
 }

@@ -1,11 +1,8 @@
 package meta
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/bookie-go/bookie/meta/embedded"
 )
 
 // TestWatchLedgerResumesAfterCompaction starts the watch loop at a
@@ -13,22 +10,11 @@ import (
 // moved on: the loop re-reads the ledger, sends the newer version it missed
 // and keeps following updates.
 func TestWatchLedgerResumesAfterCompaction(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	e, err := embedded.Start(t.TempDir(), embedded.Options{UnsafeNoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	st, err := Open(ctx, e.Endpoint())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	ctx, st := embeddedStore(t, 20*time.Second)
 	s := st.(*EtcdStore)
 
 	md := validLedger()
-	md, err = s.CreateLedger(ctx, md)
+	md, err := s.CreateLedger(ctx, md)
 	if err != nil {
 		t.Fatal(err)
 	}
