@@ -219,7 +219,7 @@ func New(cfg Config) (*Bookie, error) {
 		RecycleSegments: 8,
 		// Zero-filled ahead, at start: a new bookie's first segments
 		// are then recycled, not zero-filled while it takes adds.
-		SpareSegments: 4,
+		SpareSegments: max(0, cfg.JournalSpareSegments),
 		Completed:     b.completed,
 		Released:      b.journalReleased,
 		Replay: func(r journal.Record) error {

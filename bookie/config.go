@@ -80,6 +80,11 @@ type Config struct {
 	JournalQueueBytes int64 `json:"journal_queue_bytes"`
 	// WriteCacheBytes is the write cache (both halves).
 	WriteCacheBytes int64 `json:"write_cache_bytes"`
+	// JournalSpareSegments is how many journal segments are zero-filled at
+	// start, beyond the two the journal opens with, so a new bookie's first
+	// segments are recycled rather than zero-filled while it takes adds.
+	// Negative: none (a small local cluster).
+	JournalSpareSegments int `json:"journal_spare_segments"`
 	// EntryLogSize is the size at which entry logs roll.
 	EntryLogSize int64 `json:"entry_log_size"`
 	// IndexCacheBytes bounds the index page cache.
@@ -176,6 +181,7 @@ func DefaultConfig() Config {
 		JournalQueueBytes:     64 << 20,
 		WriteCacheBytes:       128 << 20,
 		EntryLogSize:          1 << 30,
+		JournalSpareSegments:  4,
 		IndexCacheBytes:       64 << 20,
 		CheckpointInterval:    Duration(10 * time.Second),
 		ScrubInterval:         Duration(24 * time.Hour),
@@ -238,6 +244,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.CheckpointInterval, d.CheckpointInterval)
 	setDefault(&c.ScrubInterval, d.ScrubInterval)
 	setDefault(&c.GCInterval, d.GCInterval)
+	setDefault(&c.JournalSpareSegments, d.JournalSpareSegments)
 	setDefault(&c.DiskStallThreshold, d.DiskStallThreshold)
 	setDefault(&c.GCGracePeriod, d.GCGracePeriod)
 	setDefault(&c.GCMetadataReadsPerSec, d.GCMetadataReadsPerSec)

@@ -79,6 +79,8 @@ func Start(o Options) (*Cluster, error) {
 		cfg.Logger = o.Logger.With("bookie", i+1)
 		if o.Light {
 			cfg.JournalSegmentSize = 4 << 20
+			cfg.JournalSpareSegments = -1 // no spares: an empty cluster stays small
+			cfg.EntryLogSize = 16 << 20   // and so does the first entry log's preallocation
 		}
 		if o.Configure != nil {
 			o.Configure(i, &cfg)
