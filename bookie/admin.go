@@ -58,6 +58,16 @@ func startAdmin(b *Bookie, addr string) (*adminServer, error) {
 	}
 	mux.HandleFunc("GET /info", serveJSON(func() any { return b.Status() }))
 	mux.HandleFunc("GET /ledgers", serveJSON(func() any { return b.Ledgers() }))
+	// POST /gc runs a garbage collection scan and then compaction now, and
+	// answers with what they did (GCResult).
+	mux.HandleFunc("POST /gc", b.requireSecret(func(w http.ResponseWriter, r *http.Request) {
+		res, err := b.CollectNow(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		serveJSON(func() any { return res })(w, r)
+	}))
 	// POST /read-only?on=true|false sets or lifts the operator's read-only
 	// reason (other reasons stay) and answers with the bookie's status.
 	mux.HandleFunc("POST /read-only", b.requireSecret(func(w http.ResponseWriter, r *http.Request) {

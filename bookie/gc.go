@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/meta"
 )
@@ -36,10 +37,34 @@ import (
 
 // GCStats reports one garbage collection scan.
 type GCStats struct {
-	Ledgers int           // ledgers looked up
-	Garbage int           // found garbage this scan (deleted or waiting out the grace period)
-	Deleted int           // deleted
-	Took    time.Duration // wall time of the scan
+	Ledgers int           `json:"ledgers"` // ledgers looked up
+	Garbage int           `json:"garbage"` // found garbage this scan (deleted or waiting out the grace period)
+	Deleted int           `json:"deleted"` // deleted
+	Took    time.Duration `json:"tookNanoseconds"`
+}
+
+// GCResult is what CollectNow (the admin API's POST /gc) did.
+type GCResult struct {
+	GC         GCStats               `json:"gc"`
+	Compaction entrylog.CompactStats `json:"compaction"`
+}
+
+// CollectNow runs a garbage collection scan and then compaction, now. A
+// ledger found garbage for the first time is deleted only by a scan at
+// least GCGracePeriod later, so one call may report it as garbage without
+// deleting it. A GC error (a metadata error, or no metadata store) returns
+// before compaction.
+func (b *Bookie) CollectNow(ctx context.Context) (GCResult, error) {
+	var res GCResult
+	var err error
+	if res.GC, err = b.GC(ctx); err != nil {
+		return res, err
+	}
+	res.Compaction, err = b.store.Compact(ctx)
+	if err == nil {
+		b.metrics.compactedBytes.Add(float64(res.Compaction.BytesFreed))
+	}
+	return res, err
 }
 
 // errNoMetadata is returned by GC on a bookie without a metadata store.
@@ -65,9 +90,11 @@ func (b *Bookie) gcLoop() {
 		}
 		if st.Deleted > 0 {
 			b.log.Info("garbage collection", "deleted", st.Deleted, "garbage", st.Garbage, "ledgers", st.Ledgers, "took", st.Took)
-			if _, err := b.store.Compact(ctx); err != nil {
+			cs, err := b.store.Compact(ctx)
+			if err != nil {
 				b.log.Warn("compaction after garbage collection failed", "err", err)
 			}
+			b.metrics.compactedBytes.Add(float64(cs.BytesFreed))
 		}
 	}
 }

@@ -13,33 +13,34 @@ import (
 type metrics struct {
 	registry *prometheus.Registry
 
-	addLatency    prometheus.Histogram
-	readLatency   prometheus.Histogram
-	fsyncLatency  prometheus.Histogram
-	batchRecords  prometheus.Histogram
-	batchBytes    prometheus.Histogram
-	requests      *prometheus.CounterVec // by op
-	addOK         prometheus.Counter     // hot path: pre-resolved
-	requestsByOp  [16]prometheus.Counter // requests, pre-resolved by opcode
-	responses     *prometheus.CounterVec // by op and status
-	bytesIn       prometheus.Counter
-	bytesOut      prometheus.Counter
-	connections   prometheus.Gauge
-	inflightBytes prometheus.Gauge
-	journalQueue  prometheus.Gauge
-	readQueue     prometheus.Gauge
-	pausedConns   prometheus.Counter
-	journalWaits  prometheus.Counter
-	gcScans       prometheus.Counter
-	gcDeleted     prometheus.Counter
-	cutConns      *prometheus.CounterVec // by reason
-	readOnly      prometheus.Gauge
-	checkpoints   prometheus.Counter
-	checkpointDur prometheus.Histogram
-	ledgers       prometheus.GaugeFunc
-	scrubBytes    prometheus.Counter
-	scrubDamaged  prometheus.Counter
-	scrubPasses   prometheus.Counter
+	addLatency     prometheus.Histogram
+	readLatency    prometheus.Histogram
+	fsyncLatency   prometheus.Histogram
+	batchRecords   prometheus.Histogram
+	batchBytes     prometheus.Histogram
+	requests       *prometheus.CounterVec // by op
+	addOK          prometheus.Counter     // hot path: pre-resolved
+	requestsByOp   [16]prometheus.Counter // requests, pre-resolved by opcode
+	responses      *prometheus.CounterVec // by op and status
+	bytesIn        prometheus.Counter
+	bytesOut       prometheus.Counter
+	connections    prometheus.Gauge
+	inflightBytes  prometheus.Gauge
+	journalQueue   prometheus.Gauge
+	readQueue      prometheus.Gauge
+	pausedConns    prometheus.Counter
+	journalWaits   prometheus.Counter
+	gcScans        prometheus.Counter
+	gcDeleted      prometheus.Counter
+	compactedBytes prometheus.Counter
+	cutConns       *prometheus.CounterVec // by reason
+	readOnly       prometheus.Gauge
+	checkpoints    prometheus.Counter
+	checkpointDur  prometheus.Histogram
+	ledgers        prometheus.GaugeFunc
+	scrubBytes     prometheus.Counter
+	scrubDamaged   prometheus.Counter
+	scrubPasses    prometheus.Counter
 }
 
 func newMetrics(ledgerCount func() float64) *metrics {
@@ -91,7 +92,9 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		Name: "bookie_gc_scans_total", Help: "Completed garbage collection scans."})
 	m.gcDeleted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_gc_ledgers_deleted_total", Help: "Ledgers deleted by garbage collection (metadata gone, or closed without this bookie)."})
-	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted)
+	m.compactedBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_gc_reclaimed_bytes_total", Help: "Entry-log bytes freed by the compactions that garbage collection ran."})
+	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted, m.compactedBytes)
 	m.scrubBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_bytes_total", Help: "Entry bytes re-read and verified by the scrubber."})
 	m.scrubDamaged = prometheus.NewCounter(prometheus.CounterOpts{

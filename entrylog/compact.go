@@ -103,10 +103,10 @@ func (s *Store) DeleteLedger(ledger uint64) error {
 
 // CompactStats says what one Compact call did.
 type CompactStats struct {
-	LogsCompacted int   // logs removed
-	EntriesMoved  int   // live records copied to new logs
-	BytesMoved    int64 // bytes of those records
-	BytesFreed    int64 // durable bytes of the removed logs
+	LogsCompacted int   `json:"logsCompacted"` // logs removed
+	EntriesMoved  int   `json:"entriesMoved"`  // live records copied to new logs
+	BytesMoved    int64 `json:"bytesMoved"`    // bytes of those records
+	BytesFreed    int64 `json:"bytesFreed"`    // durable bytes of the removed logs
 }
 
 // Compact rewrites every sealed log whose live fraction is below

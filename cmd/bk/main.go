@@ -7,6 +7,7 @@
 //	bk local      --bookies N [--demo]   run embedded etcd and N bookies on loopback
 //	bk bookies    [--metadata URL]       list live bookies
 //	bk ledger     write|read|tail|recover|delete|list|info ...
+//	bk gc         [ADMIN ...]            garbage collect deleted ledgers and compact, now
 //	bk bench      [--local] [workloads]  benchmarks beside a raw disk reference
 //	bk inspect    journal|entrylog|index|ledger|cookie   dump a stopped bookie's data
 //	bk verify     [--data DIR]           check every checksum and index entry on disk

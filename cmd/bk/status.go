@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	neturl "net/url"
 	"os"
@@ -89,13 +90,18 @@ func runBookieStatus(args []string) error {
 // http:// URL), sending the cluster secret if there is one, and decodes the
 // JSON answer into v.
 func adminGet(addr, path string, secret []byte, timeout time.Duration, v any) error {
+	return adminDo(http.MethodGet, addr, path, secret, timeout, v)
+}
+
+// adminDo is adminGet for any method (POST for the admin actions).
+func adminDo(method, addr, path string, secret []byte, timeout time.Duration, v any) error {
 	url := addr
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(url, "/")+path, nil)
 	if err != nil {
 		return err
 	}
@@ -114,14 +120,18 @@ func adminGet(addr, path string, secret []byte, timeout time.Duration, v any) er
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		return fmt.Errorf("GET %s: %s: the cluster has a secret (--secret-file, BK_CLUSTER_SECRET or the config file)", path, resp.Status)
+		return fmt.Errorf("%s %s: %s: the cluster has a secret (--secret-file, BK_CLUSTER_SECRET or the config file)", method, path, resp.Status)
 	case http.StatusNotFound:
-		return fmt.Errorf("GET %s: %s (a bookie older than this bk?)", path, resp.Status)
+		return fmt.Errorf("%s %s: %s (a bookie older than this bk?)", method, path, resp.Status)
 	default:
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if msg := strings.TrimSpace(string(body)); msg != "" {
+			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, msg)
+		}
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return nil
 }
