@@ -139,7 +139,13 @@ func New(cfg Config) (*Bookie, error) {
 			func() float64 { return b.segments(true) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "bookie_journal_segments_recycled_total", Help: "Journal segments made by reusing a file freed by a checkpoint."},
-			func() float64 { return b.segments(false) }))
+			func() float64 { return b.segments(false) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bookie_entrylog_bytes", Help: "Durable record bytes in the entry logs.", ConstLabels: prometheus.Labels{"kind": "total"}},
+			func() float64 { return b.entryLogBytes(false) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bookie_entrylog_bytes", Help: "Durable record bytes in the entry logs.", ConstLabels: prometheus.Labels{"kind": "live"}},
+			func() float64 { return b.entryLogBytes(true) }))
 	fs := cfg.FS
 	if b.secret = cfg.Secret; b.secret == nil && cfg.SecretFile != "" {
 		data, err := os.ReadFile(cfg.SecretFile)
@@ -396,6 +402,19 @@ func (b *Bookie) segments(fresh bool) float64 {
 		return float64(f)
 	}
 	return float64(r)
+}
+
+// entryLogBytes returns the entry logs' live or total record bytes (0
+// before storage is open).
+func (b *Bookie) entryLogBytes(live bool) float64 {
+	if b.store == nil {
+		return 0
+	}
+	l, t := b.store.SpaceStats()
+	if live {
+		return float64(l)
+	}
+	return float64(t)
 }
 
 func (b *Bookie) setApplied(m journal.Mark) {

@@ -77,9 +77,14 @@ func TestGCDeletesLedgersWhoseMetadataIsGone(t *testing.T) {
 	if _, s := c.read(0, dead, 10); s != wire.StatusOK {
 		t.Fatalf("read of a ledger seen gone once: %v, want it still readable", s)
 	}
+	live0, total0 := b.store.SpaceStats()
 	st, err = b.GC(ctx)
 	if err != nil || st.Deleted != 2 {
 		t.Fatalf("second scan: %+v, %v; want 2 deleted", st, err)
+	}
+	// The deleted ledgers' bytes are no longer live: what compaction can reclaim.
+	if live1, total1 := b.store.SpaceStats(); total0 == 0 || live1 >= live0 || total1 != total0 {
+		t.Fatalf("entry-log bytes live/total %d/%d before the deletions, %d/%d after: want live to fall, total to stay until compaction", live0, total0, live1, total1)
 	}
 	checkGone := func(b *Bookie, c *testClient, when string) {
 		t.Helper()

@@ -362,3 +362,17 @@ func (s *Store) checkSpace(n, reserve uint64) error {
 func (s *Store) HasRoom(n int64) bool {
 	return s.checkSpace(uint64(max(0, n)), s.opts.ReserveBytes) == nil
 }
+
+// SpaceStats returns the durable record bytes of every entry log and how
+// many of them are live (still pointed at by the index; an estimate for
+// logs counted at Open, exact for logs written since). The difference is
+// what compaction can reclaim.
+func (s *Store) SpaceStats() (live, total int64) {
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	for _, u := range s.usage {
+		live += u.live
+		total += u.data
+	}
+	return live, total
+}
