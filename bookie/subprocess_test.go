@@ -131,6 +131,7 @@ func TestCrashLoopKeepsAckedEntries(t *testing.T) {
 		var mu sync.Mutex
 		stop := make(chan struct{})
 		done := make(chan struct{})
+		readerDone := make(chan struct{})
 		start := next
 		salt := rng.Int63()
 		go func() {
@@ -153,6 +154,7 @@ func TestCrashLoopKeepsAckedEntries(t *testing.T) {
 			}
 		}()
 		go func() {
+			defer close(readerDone)
 			for {
 				var pre [4]byte
 				if _, err := io.ReadFull(c.nc, pre[:]); err != nil {
@@ -177,7 +179,11 @@ func TestCrashLoopKeepsAckedEntries(t *testing.T) {
 		p.kill() // SIGKILL
 		close(stop)
 		c.nc.Close()
+		// Join both goroutines before sorting pending from acked: an ack
+		// still being read would otherwise land after the pending payloads
+		// were dropped (recorded as nil), and race the next cycle's reads.
 		<-done
+		<-readerDone
 		mu.Lock()
 		for e := range acked {
 			if e < 0 {
