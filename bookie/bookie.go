@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/bookie-go/bookie/entrylog"
@@ -85,6 +84,7 @@ type Bookie struct {
 	// checkpoints and ledger deletions apart.
 	gcMu      sync.Mutex
 	gcSeen    map[uint64]time.Time
+	gcState   gcState // what GET /gc shows
 	storageMu sync.Mutex
 
 	// The last checkpoint error logged and when; owned by the background
@@ -133,19 +133,7 @@ func New(cfg Config) (*Bookie, error) {
 		runErr:         make(chan error, 1),
 	}
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
-	b.metrics.registry.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "bookie_journal_segments_preallocated_total", Help: "Journal segments made by preallocating a new file (zero-filled): each costs a full write of the segment."},
-			func() float64 { return b.segments(true) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "bookie_journal_segments_recycled_total", Help: "Journal segments made by reusing a file freed by a checkpoint."},
-			func() float64 { return b.segments(false) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bookie_entrylog_bytes", Help: "Durable record bytes in the entry logs.", ConstLabels: prometheus.Labels{"kind": "total"}},
-			func() float64 { return b.entryLogBytes(false) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bookie_entrylog_bytes", Help: "Durable record bytes in the entry logs.", ConstLabels: prometheus.Labels{"kind": "live"}},
-			func() float64 { return b.entryLogBytes(true) }))
+	b.registerStorageMetrics()
 	fs := cfg.FS
 	if b.secret = cfg.Secret; b.secret == nil && cfg.SecretFile != "" {
 		data, err := os.ReadFile(cfg.SecretFile)
@@ -206,6 +194,12 @@ func New(cfg Config) (*Bookie, error) {
 			WriteCacheBytes: cfg.WriteCacheBytes,
 			LogSize:         cfg.EntryLogSize,
 			Logger:          b.log,
+
+			MinorCompactionThreshold: cfg.CompactionMinorThreshold,
+			MajorCompactionThreshold: cfg.CompactionMajorThreshold,
+			MinorCompactionInterval:  time.Duration(cfg.CompactionMinorInterval),
+			MajorCompactionInterval:  time.Duration(cfg.CompactionMajorInterval),
+			CompactionBytesPerSec:    cfg.CompactionBytesPerSec,
 		},
 		IndexCacheBytes: cfg.IndexCacheBytes,
 		IndexMustExist:  hadCookie && !cookie.Limbo,
@@ -406,17 +400,6 @@ func (b *Bookie) segments(fresh bool) float64 {
 
 // entryLogBytes returns the entry logs' live or total record bytes (0
 // before storage is open).
-func (b *Bookie) entryLogBytes(live bool) float64 {
-	if b.store == nil {
-		return 0
-	}
-	l, t := b.store.SpaceStats()
-	if live {
-		return float64(l)
-	}
-	return float64(t)
-}
-
 func (b *Bookie) setApplied(m journal.Mark) {
 	b.lastAppliedMu.Lock()
 	b.lastApplied = m
@@ -693,6 +676,7 @@ func (b *Bookie) Close() error {
 		cancel()
 		<-b.runErr
 	}
+	b.gcState.set(func(g *gcState) { g.closed = true })
 	close(b.stop)
 	b.wg.Wait()
 	jerr := b.journal.Close()

@@ -110,17 +110,31 @@ type Config struct {
 	// disables GC. Only with Metadata set. GCGracePeriod is how long a
 	// ledger must have been seen missing before it is deleted: it is
 	// deleted by the first scan at least that long after the scan that
-	// first missed it. GCMetadataReadsPerSec paces the metadata reads.
+	// first missed it. GCMetadataReadsPerSec paces the metadata reads. A
+	// scan that deleted ledgers runs a major compaction after it.
+	GCInterval            Duration `json:"gc_interval"`
+	GCGracePeriod         Duration `json:"gc_grace_period"`
+	GCMetadataReadsPerSec int      `json:"gc_metadata_reads_per_sec"`
+
+	// Compaction rewrites entry logs whose live fraction has fallen below
+	// a threshold, one log at a time, the copying paced to
+	// CompactionBytesPerSec (negative: unpaced). Minor compaction (default
+	// under 0.2 live, every 10 minutes) is cheap; major compaction (under
+	// 0.8, every hour, after a GC scan that deleted ledgers, and on POST
+	// /gc) reclaims more. Logs with nothing live are deleted by either. A
+	// negative interval runs its level only when asked.
+	CompactionMinorThreshold float64  `json:"compaction_minor_threshold"`
+	CompactionMajorThreshold float64  `json:"compaction_major_threshold"`
+	CompactionMinorInterval  Duration `json:"compaction_minor_interval"`
+	CompactionMajorInterval  Duration `json:"compaction_major_interval"`
+	CompactionBytesPerSec    int64    `json:"compaction_bytes_per_sec"`
+
 	// DiskStallThreshold: a journal fdatasync that has not returned after
 	// this long makes the bookie read-only ("journal disk stalled"), in
 	// GET_INFO, /readyz and its registration, so writers move to other
 	// bookies before their request timeouts; it is writable again once the
 	// sync returns. Checked every second.
 	DiskStallThreshold Duration `json:"disk_stall_threshold"`
-
-	GCInterval            Duration `json:"gc_interval"`
-	GCGracePeriod         Duration `json:"gc_grace_period"`
-	GCMetadataReadsPerSec int      `json:"gc_metadata_reads_per_sec"`
 
 	// AllowUnknownState lets a bookie whose data directories were wiped or
 	// swapped start anyway, answering UnknownLedgerState instead of
@@ -189,6 +203,13 @@ func DefaultConfig() Config {
 		DiskStallThreshold:    Duration(2 * time.Second),
 		GCGracePeriod:         Duration(5 * time.Minute),
 		GCMetadataReadsPerSec: 200,
+
+		CompactionMinorThreshold: 0.2,
+		CompactionMajorThreshold: 0.8,
+		CompactionMinorInterval:  Duration(10 * time.Minute),
+		CompactionMajorInterval:  Duration(time.Hour),
+		CompactionBytesPerSec:    32 << 20,
+
 		ScrubBytesPerSec:      8 << 20,
 		DiskFullThreshold:     0.95,
 		DiskWritableThreshold: 0.90,
@@ -248,6 +269,11 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.DiskStallThreshold, d.DiskStallThreshold)
 	setDefault(&c.GCGracePeriod, d.GCGracePeriod)
 	setDefault(&c.GCMetadataReadsPerSec, d.GCMetadataReadsPerSec)
+	setDefault(&c.CompactionMinorThreshold, d.CompactionMinorThreshold)
+	setDefault(&c.CompactionMajorThreshold, d.CompactionMajorThreshold)
+	setDefault(&c.CompactionMinorInterval, d.CompactionMinorInterval)
+	setDefault(&c.CompactionMajorInterval, d.CompactionMajorInterval)
+	setDefault(&c.CompactionBytesPerSec, d.CompactionBytesPerSec)
 	setDefault(&c.ScrubBytesPerSec, d.ScrubBytesPerSec)
 	setDefault(&c.DiskFullThreshold, d.DiskFullThreshold)
 	setDefault(&c.DiskWritableThreshold, d.DiskWritableThreshold)
