@@ -545,20 +545,20 @@ func (b *Bookie) Start() error {
 		b.wg.Add(1)
 		go b.gcLoop()
 	}
-	if b.meta != nil {
-		if err := b.register(); err != nil {
-			b.Close()
-			return err
-		}
-	}
 	b.started = time.Now()
-	if b.cfg.Admin != "" {
+	if b.cfg.Admin != "" { // before registering: the registration names it
 		a, err := startAdmin(b, b.cfg.Admin)
 		if err != nil {
 			b.Close()
 			return err
 		}
 		b.admin = a
+	}
+	if b.meta != nil {
+		if err := b.register(); err != nil {
+			b.Close()
+			return err
+		}
 	}
 	b.serving.Store(true)
 	b.log.Info("bookie serving", "addr", b.addr, "journal", b.cfg.JournalDir, "ledgers", b.cfg.LedgerDir,
