@@ -219,7 +219,7 @@ func New(cfg Config) (*Bookie, error) {
 		RecycleSegments: 8,
 		// Zero-filled ahead, at start: a new bookie's first segments
 		// are then recycled, not zero-filled while it takes adds.
-		SpareSegments: max(0, cfg.JournalSpareSegments),
+		SpareSegments: b.journalSpares(),
 		Completed:     b.completed,
 		Released:      b.journalReleased,
 		Replay: func(r journal.Record) error {
@@ -455,6 +455,19 @@ func (b *Bookie) checkpoint() error {
 	b.metrics.checkpoints.Inc()
 	b.metrics.checkpointDur.Observe(time.Since(start).Seconds())
 	return nil
+}
+
+// journalSpares returns how many spare segments the journal may zero-fill
+// at start: JournalSpareSegments, cut so that they and the next segment
+// leave storage's reserve free (negative: not even the next one). Each
+// start on a full disk would otherwise fill what compaction needs to free
+// space (the reserve), one start after another.
+func (b *Bookie) journalSpares() int {
+	n := max(0, b.cfg.JournalSpareSegments)
+	for n >= 0 && !b.store.HasRoom(int64(n+2)*b.cfg.JournalSegmentSize) {
+		n--
+	}
+	return n
 }
 
 // checkDisk goes read-only above the disk-full threshold and writable again

@@ -161,16 +161,34 @@ func (s *Store) CompactBelow(ctx context.Context, threshold float64) (st Compact
 		t.freed.Add(st.BytesFreed)
 		t.nanos.Add(int64(st.Took))
 	}()
+	var noRoom error
 	for _, id := range s.candidates(threshold) {
 		if err = ctx.Err(); err != nil {
 			return st, err
 		}
-		if err = s.compactLog(ctx, id, pacer, &st); err != nil {
+		err = s.compactLog(ctx, id, pacer, &st)
+		var skip *noRoomError
+		switch {
+		case errors.As(err, &skip):
+			// Its live records do not fit the free space: a log with
+			// fewer may, and what it frees may let this one in later.
+			noRoom = err
+		case err != nil:
 			return st, err
 		}
 	}
+	if st.LogsCompacted == 0 && noRoom != nil {
+		return st, noRoom
+	}
 	return st, nil
 }
+
+// noRoomError is compactLog's answer when a log's live records would not
+// fit the free space; nothing was written.
+type noRoomError struct{ err error }
+
+func (e *noRoomError) Error() string { return e.err.Error() }
+func (e *noRoomError) Unwrap() error { return e.err }
 
 // candidates returns the sealed logs whose live fraction is below
 // threshold, and those with no live record, emptiest first.
@@ -226,7 +244,7 @@ func (s *Store) compactLog(ctx context.Context, id uint32, pacer *pace.Pacer, st
 		return nil
 	}
 	if err := s.checkSpace(uint64(live), 0); err != nil {
-		return err
+		return &noRoomError{err}
 	}
 
 	w := &s.cw

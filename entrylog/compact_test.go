@@ -339,3 +339,34 @@ func TestCompactionIsPaced(t *testing.T) {
 	}
 	checkModel(t, s, want)
 }
+
+// A log whose live records do not fit the free space is skipped, not the
+// end of compaction: a log with fewer live bytes is still compacted, and
+// only when no log fits does Compact fail with ErrDiskFull.
+func TestCompactionSkipsLogsThatDoNotFit(t *testing.T) {
+	fs := &diskFS{FS: vfs.NewMemFS()}
+	fs.free.Store(diskTotal / 2)
+	s := mustOpen(t, fs, smallOpts())
+	defer s.close(t)
+	want := map[[2]int64][]byte{}
+	fillLedgers(t, s, []uint64{1, 2}, 100, 300, want) // half-live logs once 1 goes
+	fillLedgers(t, s, []uint64{3, 4, 5, 6}, 50, 300, want)
+	for _, l := range []uint64{1, 3, 4, 5} { // logs of 3-6: a quarter live
+		if err := s.DeleteLedger(l); err != nil {
+			t.Fatal(err)
+		}
+		deleteFromModel(want, l)
+	}
+	// Room for a quarter-live log's records, not a half-live one's.
+	fs.free.Store(32 << 10 * 3 / 8)
+	st, err := s.Compact(context.Background())
+	if err != nil || st.LogsCompacted == 0 {
+		t.Fatalf("Compact with room for the emptier logs only = %+v, %v", st, err)
+	}
+	checkModel(t, s, want)
+	fs.free.Store(100) // room for nothing
+	if st, err := s.Compact(context.Background()); !errors.Is(err, ErrDiskFull) || st.LogsCompacted != 0 {
+		t.Fatalf("Compact with no room = %+v, %v; want ErrDiskFull", st, err)
+	}
+	checkModel(t, s, want)
+}
