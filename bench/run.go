@@ -129,6 +129,8 @@ type Result struct {
 	Reference         *Reference `json:",omitempty"`
 	// Failover is set for a failover workload, whose other fields are mostly zero.
 	Failover *FailoverResult `json:",omitempty"`
+	// GC is set for a gc workload.
+	GC       *GCResult `json:",omitempty"`
 	Timeline []Sample
 	Spectrum []Point // latency (us) at percentile
 }
@@ -166,6 +168,11 @@ func (r Result) P50Delta() time.Duration {
 // Run runs w: the reference first, then the workload.
 func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 	res := Result{Workload: w}
+	if w.GC {
+		err := r.runGC(ctx, w, &res)
+		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
+		return res, err
+	}
 	if w.Failover {
 		err := r.runFailover(ctx, w, &res)
 		res.Load, res.CPUPressure = loadAvg(), cpuPressure()

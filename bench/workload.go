@@ -36,6 +36,11 @@ type Workload struct {
 	// a throughput run: Inflight is the writer's, Warmup and Duration are unused.
 	Failover bool
 	Runs     int
+	// GC makes the run a garbage collection measurement (runGC): Bytes
+	// written over Ledgers ledgers, half of them deleted and reclaimed,
+	// under a foreground writer measured for Duration before.
+	GC    bool
+	Bytes int64
 }
 
 // Closed reports whether w is a closed-loop run.
@@ -56,6 +61,10 @@ func (w Workload) RefBatch() int {
 }
 
 func (w Workload) String() string {
+	if w.GC {
+		return fmt.Sprintf("%s: %d MB of %s over %d ledgers, E%d/WQ%d/AQ%d, half deleted and collected under a %d adds/s foreground writer",
+			w.Name, w.Bytes>>20, sizeName(w.Size), w.Ledgers, w.Ensemble, w.WriteQuorum, w.AckQuorum, gcForegroundRate)
+	}
 	if w.Failover {
 		return fmt.Sprintf("%s: %d failovers, E%d/WQ%d/AQ%d on %d bookies, writer %d in flight of %s", w.Name, w.Runs,
 			w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Bookies, w.Inflight, sizeName(w.Size))
@@ -81,6 +90,8 @@ func sizeName(n int) string {
 // Scale sets the warm-up and measured durations of a suite's workloads.
 type Scale struct {
 	Warmup, Duration time.Duration
+	// GCBytes, when > 0, is what the gc workload writes instead of 2 GiB.
+	GCBytes int64
 }
 
 // suiteDoc describes the suites, for bk bench -h and the docs.
@@ -95,6 +106,7 @@ var suiteDoc = []struct{ name, doc string }{
 	{"sustained", "single bookie 1 KiB x 10,000 for --duration (default 10 min): RSS and latency over time"},
 	{"targets", "the issue's targets: journal, throughput, floor and 64 KiB single bookie"},
 	{"all", "throughput, journal, omb, floor, curve and sizes"},
+	{"gc", "garbage collection: 2 GiB (--gc-bytes) of 64 KiB entries over 4 ledgers, half deleted and collected (POST /gc twice, gc_grace_period apart) under a 2,000 adds/s 1 KiB foreground writer; disk reclaimed, compaction MB/s against raw 64 KiB writes, foreground p99 during vs before (needs admin endpoints)"},
 	{"failover", "a writer killed while one bookie of its E3/WQ2/AQ2 ensemble is hung (4 bookies): kill to CLOSED by a recoverer, and to its new ledger's first ack, over 20 runs"},
 }
 
@@ -177,6 +189,10 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 			w := e3("failover-e3-1KiB", name, 1024, 1, 16)
 			w.Bookies, w.Failover, w.Runs = 4, true, 20
 			ws = []Workload{w}
+		case "gc":
+			w := single("gc-2GiB-64KiB", name, 64<<10, 4, 64)
+			w.GC, w.Bytes = true, 2<<30
+			ws = []Workload{w}
 		case "all":
 			var err error
 			ws, err = Suite("throughput,journal,omb,floor,curve,sizes", Scale{}, rate)
@@ -207,6 +223,9 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 	for i := range out {
 		if sc.Warmup > 0 {
 			out[i].Warmup = sc.Warmup
+		}
+		if sc.GCBytes > 0 && out[i].GC {
+			out[i].Bytes = sc.GCBytes
 		}
 		if sc.Duration > 0 {
 			out[i].Duration = sc.Duration

@@ -105,6 +105,7 @@ type GCStatus struct {
 	LastScan         time.Time             `json:"lastScan,omitzero"` // when the last scan (any) ended
 	NextScan         time.Time             `json:"nextScan,omitzero"` // the background scan's next run; zero when disabled
 	Interval         Duration              `json:"interval"`
+	GracePeriod      Duration              `json:"gracePeriod"`
 	EntryLogBytes    int64                 `json:"entryLogBytes"`
 	LiveBytes        int64                 `json:"liveBytes"`
 	ReclaimableBytes int64                 `json:"reclaimableBytes"` // entry-log bytes nothing points at
@@ -161,7 +162,7 @@ func (g *gcState) set(f func(g *gcState)) {
 func (b *Bookie) GCStatus() GCStatus {
 	live, total := b.store.SpaceStats()
 	st := GCStatus{
-		Interval: b.cfg.GCInterval, EntryLogBytes: total, LiveBytes: live,
+		Interval: b.cfg.GCInterval, GracePeriod: b.cfg.GCGracePeriod, EntryLogBytes: total, LiveBytes: live,
 		ReclaimableBytes: max(0, total-live), Compaction: b.store.CompactTotals(),
 	}
 	g := &b.gcState
