@@ -120,6 +120,9 @@ type Bookie struct {
 // call Start.
 func New(cfg Config) (*Bookie, error) {
 	cfg = cfg.withDefaults()
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
 	b := &Bookie{
 		cfg:     cfg,
 		log:     cfg.Logger.With("bookie", first(cfg.identity())),

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/vfs"
 )
 
@@ -39,7 +40,10 @@ type Config struct {
 	// EventLoops is the number of gnet event loops; default GOMAXPROCS.
 	EventLoops int `json:"event_loops"`
 	// MaxFrameSize is the largest frame accepted; larger ones close the
-	// connection. Default 8 MiB.
+	// connection. Default 8 MiB, or less when the journal segment, journal
+	// queue, write cache half or entry log could not take such an entry (a
+	// small bk local bookie); an explicit value they cannot take is
+	// refused.
 	MaxFrameSize int `json:"max_frame_size"`
 	// MaxConnInflight and MaxConnInflightBytes bound the requests of one
 	// connection that have been parsed but not answered; over either, the
@@ -179,7 +183,6 @@ func DefaultConfig() Config {
 		Admin:                 "127.0.0.1:8181",
 		RegistrationTTL:       Duration(10 * time.Second),
 		EventLoops:            runtime.GOMAXPROCS(0),
-		MaxFrameSize:          8 << 20,
 		MaxConnInflight:       16384,
 		MaxConnInflightBytes:  64 << 20,
 		MaxInflightBytes:      256 << 20,
@@ -216,6 +219,9 @@ func DefaultConfig() Config {
 	}
 }
 
+// defaultMaxFrameSize is MaxFrameSize's default where the sizes allow it.
+const defaultMaxFrameSize = 8 << 20
+
 // LoadConfigFile overlays the JSON file at path on c. Unknown keys are an error.
 func (c *Config) LoadConfigFile(path string) error {
 	f, err := os.Open(path)
@@ -244,7 +250,6 @@ func (c Config) withDefaults() Config {
 	}
 	setDefault(&c.RegistrationTTL, d.RegistrationTTL)
 	setDefault(&c.EventLoops, d.EventLoops)
-	setDefault(&c.MaxFrameSize, d.MaxFrameSize)
 	setDefault(&c.MaxConnInflight, d.MaxConnInflight)
 	setDefault(&c.MaxConnInflightBytes, d.MaxConnInflightBytes)
 	setDefault(&c.MaxInflightBytes, d.MaxInflightBytes)
@@ -277,6 +282,13 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ScrubBytesPerSec, d.ScrubBytesPerSec)
 	setDefault(&c.DiskFullThreshold, d.DiskFullThreshold)
 	setDefault(&c.DiskWritableThreshold, d.DiskWritableThreshold)
+	if c.MaxFrameSize == 0 {
+		// The default, cut to what the journal and storage sizes can
+		// take (a small bk local bookie has small ones): an explicit
+		// max_frame_size they cannot take is refused by Check instead.
+		fit := min(defaultMaxFrameSize, c.JournalSegmentSize, c.JournalQueueBytes, entrylog.MaxEntry(c.WriteCacheBytes, c.EntryLogSize))
+		c.MaxFrameSize = int(fit &^ (1<<10 - 1))
+	}
 	if c.FS == nil {
 		c.FS = vfs.Default
 	}

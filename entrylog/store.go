@@ -259,6 +259,14 @@ func (s *Store) PutOverflow(ledger uint64, entry int64, data []byte) error {
 	return s.put(ledger, entry, data, true)
 }
 
+// MaxEntry returns the largest entry (its data bytes) a store with these
+// cache and log sizes can take: a record must fit one write cache half, and
+// one entry log after its header. The bookie refuses a configuration whose
+// largest frame is bigger, so that no journaled entry is unappliable.
+func MaxEntry(writeCacheBytes, logSize int64) int64 {
+	return min(writeCacheBytes/2-slotOverhead, logSize-HeaderSize) - RecordHeaderSize
+}
+
 func (s *Store) put(ledger uint64, entry int64, data []byte, overflow bool) error {
 	if entry < 0 || len(data) < SealSize {
 		return fmt.Errorf("%w: ledger %d entry %d of %d bytes", ErrInvalid, ledger, entry, len(data))
