@@ -41,6 +41,10 @@ type Workload struct {
 	// under a foreground writer measured for Duration before.
 	GC    bool
 	Bytes int64
+	// OfMax, when > 0, makes the run open-loop at OfMax times the adds/s
+	// of the last closed-loop run before it in the same Runner (the
+	// latency-curve suite): Rate is set when the run starts.
+	OfMax float64
 }
 
 // Closed reports whether w is a closed-loop run.
@@ -99,6 +103,7 @@ var suiteDoc = []struct{ name, doc string }{
 	{"quick", "the default: one of each shape, short (single bookie 1 KiB x 10,000; E3/WQ2/AQ2 1 KiB x 10,000; 1 in flight 1 KiB; 64 KiB)"},
 	{"throughput", "BookKeeper BenchThroughputLatency: 1 KiB, E3/WQ2/AQ2, 10,000 outstanding, 1 ledger"},
 	{"journal", "journal-only style single bookie: 1 KiB, E1/WQ1/AQ1, 10,000 outstanding, 1 ledger"},
+	{"latency-curve", "latency vs load: OMB's shape (16 ledgers E3/WQ2/AQ2 1 KiB) closed-loop at 10,000 in flight, then open loop at 25, 50, 75 and 90 % of the adds/s it reached"},
 	{"omb", "OpenMessaging '1 topic 16 partitions 1 KiB': 16 ledgers E3/WQ2/AQ2, open loop at --rate"},
 	{"floor", "latency floor: 1 in flight, 100 B and 1 KiB, single bookie"},
 	{"curve", "group-commit curve: 1 KiB single bookie at 1, 10, 100, 1,000, 10,000 in flight"},
@@ -161,6 +166,13 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 			w := e3("omb-1t16p-1KiB", name, 1024, 16, 0)
 			w.Rate = rate
 			ws = []Workload{w}
+		case "latency-curve":
+			ws = []Workload{e3("curve-max-16x1KiB", name, 1024, 16, 10000)}
+			for _, pct := range []int{25, 50, 75, 90} {
+				w := e3(fmt.Sprintf("curve-%dpct-16x1KiB", pct), name, 1024, 16, 0)
+				w.OfMax, w.Rate = float64(pct)/100, 1 // Rate: open loop; set from the max at run time
+				ws = append(ws, w)
+			}
 		case "floor":
 			ws = []Workload{single("floor-100B", name, 100, 1, 1), single("floor-1KiB", name, 1024, 1, 1)}
 		case "curve":
