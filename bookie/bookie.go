@@ -371,11 +371,8 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 // is full (the flusher frees it; the journal writer waiting is the
 // backpressure that reaches the clients).
 func (b *Bookie) putEntry(ledgerID uint64, entryID int64, raw []byte) error {
-	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
-		err := b.store.Put(ledgerID, entryID, raw)
-		if !errors.Is(err, entrylog.ErrCacheFull) {
-			return err
-		}
+	err := b.store.Put(ledgerID, entryID, raw)
+	for errors.Is(err, entrylog.ErrCacheFull) {
 		if b.store.FlushError() != nil {
 			// The flush that would free the cache fails (a full disk):
 			// waiting would hang the journal, and with it replay and
@@ -384,8 +381,16 @@ func (b *Bookie) putEntry(ledgerID uint64, entryID int64, raw []byte) error {
 			// while flushes fail, so only what was in flight overflows.
 			return b.store.PutOverflow(ledgerID, entryID, raw)
 		}
-		time.Sleep(wait)
+		// Take the signal, then try once more: a half freed in between
+		// is not missed. Off the hot path: only a full cache gets here.
+		changed := b.store.CacheChanged()
+		if err = b.store.Put(ledgerID, entryID, raw); !errors.Is(err, entrylog.ErrCacheFull) {
+			break
+		}
+		<-changed // a half freed, the flush failed (then overflow), or the store closed
+		err = b.store.Put(ledgerID, entryID, raw)
 	}
+	return err
 }
 
 // segments returns the journal's fresh or recycled segment count (0 before
@@ -401,8 +406,6 @@ func (b *Bookie) segments(fresh bool) float64 {
 	return float64(r)
 }
 
-// entryLogBytes returns the entry logs' live or total record bytes (0
-// before storage is open).
 func (b *Bookie) setApplied(m journal.Mark) {
 	b.lastAppliedMu.Lock()
 	b.lastApplied = m

@@ -205,6 +205,9 @@ type Store struct {
 	fw       logWriter // the flush writer; requires flushMu
 	pending  []pendingPut
 	flushErr atomic.Pointer[error] // last background flush failure, nil after a success
+	// cacheChanged is closed (and cleared) when a half is freed or a
+	// background flush fails; see CacheChanged. Requires cacheMu.
+	cacheChanged chan struct{}
 
 	compactMu sync.Mutex
 	cw        logWriter // the compaction writer; requires compactMu
@@ -433,6 +436,9 @@ func (s *Store) flushLoop() {
 			continue
 		}
 		s.flushErr.Store(&err)
+		s.cacheMu.Lock()
+		s.wakeCacheWaitersLocked() // they overflow instead of waiting for a flush that fails
+		s.cacheMu.Unlock()
 		if time.Since(logged) >= time.Minute {
 			s.opts.Logger.Error("entrylog: background flush failed; entries stay cached (retried every FlushRetryDelay, logged at most once a minute)",
 				"err", err, "retry_in", s.opts.FlushRetryDelay)
@@ -471,8 +477,30 @@ func (s *Store) flushPending() error {
 	s.cacheMu.Lock()
 	h.reset()
 	s.flushing, s.spare = nil, h
+	s.wakeCacheWaitersLocked()
 	s.cacheMu.Unlock()
 	return nil
+}
+
+// CacheChanged returns a channel closed the next time the write cache
+// frees a half or a background flush fails: what a caller whose Put
+// returned ErrCacheFull waits for before it tries again (take the channel
+// before the Put, so a change between the two is not missed).
+func (s *Store) CacheChanged() <-chan struct{} {
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if s.cacheChanged == nil {
+		s.cacheChanged = make(chan struct{})
+	}
+	return s.cacheChanged
+}
+
+// Requires cacheMu (write).
+func (s *Store) wakeCacheWaitersLocked() {
+	if s.cacheChanged != nil {
+		close(s.cacheChanged)
+		s.cacheChanged = nil
+	}
 }
 
 // writeHalf writes h's entries in (ledger, entry) order and points the
@@ -615,6 +643,7 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
+	s.wakeCacheWaitersLocked() // their next Put fails with ErrClosed
 	s.cacheMu.Unlock()
 	close(s.done)
 	s.wg.Wait()

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/vfs"
@@ -268,4 +270,56 @@ func TestDefaultReserve(t *testing.T) {
 	if err := s.Flush(); err != nil {
 		t.Fatalf("Flush with default options on an empty MemFS: %v", err)
 	}
+}
+
+// CacheChanged is closed when a flush frees a half, when a background flush
+// fails, and when the store closes: a Put that found the cache full waits on
+// it instead of polling, and is never left waiting.
+func TestCacheChangedWakesWaiters(t *testing.T) {
+	var sw vfs.Switch
+	fs := vfs.NewFaultFS(vfs.NewMemFS(), sw.Inject)
+	opts := smallOpts()
+	opts.FlushRetryDelay = 5 * time.Millisecond
+	s := mustOpen(t, fs, opts)
+	changed := s.CacheChanged()
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+		t.Fatal("changed by a flush of an empty cache")
+	default:
+	}
+	// Fill both halves while the flusher cannot write.
+	sw.Arm(vfs.OpWrite, syscall.EIO)
+	changed = s.CacheChanged()
+	var e int64
+	for ; ; e++ {
+		if err := s.Put(1, e, payload(1, e, 1000)); errors.Is(err, ErrCacheFull) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-changed // the background flush failed: waiters wake (and overflow)
+	if s.FlushError() == nil {
+		t.Fatal("woken without a flush error")
+	}
+	// The disk works again: a waiter that takes the signal, tries, and
+	// waits gets its entry in once the retried flush frees a half.
+	sw.Disarm(vfs.OpWrite)
+	for {
+		changed = s.CacheChanged()
+		err := s.Put(1, e, payload(1, e, 1000))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrCacheFull) {
+			t.Fatal(err)
+		}
+		<-changed
+	}
+	changed = s.CacheChanged()
+	s.close(t)
+	<-changed
 }
