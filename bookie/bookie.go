@@ -71,7 +71,8 @@ type Bookie struct {
 	waitJournal pauseSet
 
 	readq  chan *request
-	secret []byte // cluster secret; nil: no authentication
+	batch  *batchReader // READ_BATCH workers and read-ahead (readbatch.go)
+	secret []byte       // cluster secret; nil: no authentication
 	conns  *connRegistry
 
 	// sinceCheckpoint counts journal bytes completed since the last
@@ -133,6 +134,7 @@ func New(cfg Config) (*Bookie, error) {
 		runErr:         make(chan error, 1),
 	}
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
+	b.batch = newBatchReader(b)
 	b.metrics.registry.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "bookie_journal_segments_preallocated_total", Help: "Journal segments made by preallocating a new file (zero-filled): each costs a full write of the segment."},
@@ -552,6 +554,7 @@ func (b *Bookie) Start() error {
 		b.wg.Add(1)
 		go b.readWorker()
 	}
+	b.batch.start()
 	b.wg.Add(1)
 	go b.background()
 	if b.cfg.ScrubInterval > 0 {

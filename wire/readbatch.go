@@ -51,8 +51,8 @@ var (
 //
 //	header (16) | ledger (8) | first entry id (8) | max count (4) | max bytes (4)
 type ReadBatchRequest struct {
-	Header          // no flags
-	Ledger   uint64 //
+	Header   // no flags
+	Ledger   uint64
 	First    int64  // >= 0
 	MaxCount uint32 // >= 1
 	MaxBytes uint32 // >= 1; the first entry is returned even when larger
