@@ -81,6 +81,10 @@ type Config struct {
 	// worker, all connections together; zero means 1024, what
 	// docs/protocol.md states. Not in the config file: tests shorten it.
 	MaxQueuedBatchReads int `json:"-"`
+	// WithoutReadBatch makes the bookie behave as one from before READ_BATCH: its
+	// Hello accepts no feature and it answers READ_BATCH Unsupported. Not in the
+	// config file: tests of clients' fallback set it.
+	WithoutReadBatch bool `json:"-"`
 	// MaxPollWait caps a long poll's timeout; zero means 60 s, the cap
 	// docs/protocol.md states. Not in the config file: tests shorten it.
 	MaxPollWait time.Duration `json:"-"`

@@ -480,7 +480,7 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 		return
 	}
 	reply.Version = v
-	reply.Features = hello.Features & supportedFeatures
+	reply.Features = hello.Features & c.b.features()
 	if c.b.secret != nil {
 		rand.Read(c.nonce[:])
 		reply.AuthMethod, reply.Auth = wire.AuthHMACSHA256, c.nonce[:]

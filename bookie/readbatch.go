@@ -44,6 +44,15 @@ const (
 // supportedFeatures are the Hello features this bookie accepts.
 const supportedFeatures = wire.FeatureReadBatch
 
+// features returns the Hello features this bookie accepts: supportedFeatures,
+// or none with Config.WithoutReadBatch.
+func (b *Bookie) features() wire.Features {
+	if b.cfg.WithoutReadBatch {
+		return 0
+	}
+	return supportedFeatures
+}
+
 // batchRead is a READ_BATCH waiting for a batch worker.
 type batchRead struct {
 	r        *request // r.ledger and r.entry (the first entry id) are set
@@ -121,6 +130,10 @@ func (br *batchReader) start() {
 // handleReadBatch queues a READ_BATCH for a batch worker, or answers
 // TooManyRequests when the queue is full. Runs on the event loop.
 func (b *Bookie) handleReadBatch(c *conn, h *wire.Header, frame []byte) {
+	if b.cfg.WithoutReadBatch {
+		c.answer(h, wire.StatusUnsupported)
+		return
+	}
 	req, err := wire.DecodeReadBatchRequest(frame)
 	if err != nil {
 		c.answer(h, wire.StatusOf(err))
