@@ -129,6 +129,8 @@ type Result struct {
 	Reference         *Reference `json:",omitempty"`
 	// Failover is set for a failover workload, whose other fields are mostly zero.
 	Failover *FailoverResult `json:",omitempty"`
+	// Read is set for a read workload (bench/read.go), whose other fields are mostly zero.
+	Read *ReadResult `json:",omitempty"`
 	Timeline []Sample
 	Spectrum []Point // latency (us) at percentile
 }
@@ -168,6 +170,11 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 	res := Result{Workload: w}
 	if w.Failover {
 		err := r.runFailover(ctx, w, &res)
+		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
+		return res, err
+	}
+	if w.Read != "" {
+		err := r.runRead(ctx, w, &res)
 		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
 		return res, err
 	}
