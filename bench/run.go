@@ -130,7 +130,7 @@ type Result struct {
 	// Failover is set for a failover workload, whose other fields are mostly zero.
 	Failover *FailoverResult `json:",omitempty"`
 	// Read is set for a read workload (bench/read.go), whose other fields are mostly zero.
-	Read *ReadResult `json:",omitempty"`
+	Read     *ReadResult `json:",omitempty"`
 	Timeline []Sample
 	Spectrum []Point // latency (us) at percentile
 }
