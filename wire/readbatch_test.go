@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -193,4 +194,22 @@ func FuzzReadBatch(f *testing.F) {
 		}
 		checkDecoded(t, frame, r)
 	})
+}
+
+// BenchmarkDecodeReadBatchResponse decodes a 64-entry READ_BATCH response per payload size
+// (every entry's checksum verified), into a reused slice. b.SetBytes counts the frame.
+func BenchmarkDecodeReadBatchResponse(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			frame := AppendReadBatchResponse(nil, 1, 42, 0, 62, 64, batchEntries(42, 0, 64, make([]byte, n)))
+			into := make([]Entry, 0, 64)
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := DecodeReadBatchResponseInto(frame, into); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
