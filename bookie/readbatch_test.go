@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -98,6 +99,19 @@ func TestReadBatch(t *testing.T) {
 		}
 	}
 	check("entry logs")
+
+	// An entry the scrubber found damaged ends a batch before it, and a batch from it is
+	// IOError (never NoSuchEntry); entries after it are read again.
+	b.damage.add(entryKey{1, 5}, errors.New("test: damaged"))
+	checkBatch(t, "up to a damaged entry", c.readBatch(1, 0, 100, 1<<20), 0, 5, 8, batchPayload)
+	if r := c.readBatch(1, 5, 100, 1<<20); r.Status != wire.StatusIOError {
+		t.Fatalf("from a damaged entry: %v, want IOError", r.Status)
+	}
+	checkBatch(t, "after a damaged entry", c.readBatch(1, 6, 100, 1<<20), 6, 4, 8, batchPayload)
+	b.damage.mu.Lock()
+	delete(b.damage.entries, entryKey{1, 5})
+	b.damage.count.Store(0)
+	b.damage.mu.Unlock()
 
 	// A fenced ledger is read like any other.
 	if _, s := w.readLAC(wire.FlagFence, 1, testKey); s != wire.StatusOK {

@@ -2,6 +2,8 @@ package entrylog
 
 import (
 	"bytes"
+	"errors"
+	"path"
 	"testing"
 
 	"github.com/bookie-go/bookie/vfs"
@@ -84,5 +86,39 @@ func TestGetRun(t *testing.T) {
 	}
 	if n := read(299, 10, 1<<20); n != 1 {
 		t.Fatalf("the last flushed entry, then the write cache: %d entries", n)
+	}
+}
+
+// A damaged record ends a run before it; GetRun from it returns nothing and Get reports the
+// damage (ErrCorrupt), never "no such entry".
+func TestGetRunStopsAtDamage(t *testing.T) {
+	fs := vfs.NewMemFS()
+	s := mustOpen(t, fs, smallOpts())
+	defer s.close(t)
+	for e := int64(0); e < 5; e++ {
+		if err := s.Put(1, e, payload(1, e, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := s.ix.Get(1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scribble(t, fs, path.Join(testLogDir, logName(loc.Log())), int64(loc.Offset())+RecordHeaderSize+5, []byte{0xff})
+	got, n, err := s.GetRun(1, 0, 10, 1<<20, true, nil)
+	if err != nil || n != 2 || !bytes.Equal(got, append(payload(1, 0, 100), payload(1, 1, 100)...)) {
+		t.Fatalf("GetRun over a damaged record: %d entries, %v", n, err)
+	}
+	if _, n, err := s.GetRun(1, 2, 10, 1<<20, true, nil); n != 0 || err != nil {
+		t.Fatalf("GetRun from the damaged record: %d entries, %v", n, err)
+	}
+	if _, err := s.Get(1, 2, nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Get of the damaged record = %v, want ErrCorrupt", err)
+	}
+	if _, n, _ := s.GetRun(1, 3, 10, 1<<20, true, nil); n != 2 {
+		t.Fatalf("GetRun after the damaged record: %d entries, want 2", n)
 	}
 }
