@@ -25,9 +25,9 @@ import (
 //   - tail: a writer at Workload.Rate adds/s and a reader following the ledger
 //     (Reader.Follow); the delay from each add's send to its delivery at the reader, p50 and
 //     p99, next to the adds' own latency.
-//   - mixed: writers at Workload.Rate adds/s for Duration alone, then again for Duration
-//     while one reader catches up on Workload.ReadBytes written before; the add p99 with the
-//     reader over the p99 without it.
+//   - mixed: writers at Workload.Rate adds/s for Duration alone, then again while one reader
+//     catches up on Workload.ReadBytes written before (for Duration, or until the reader is
+//     done if that comes first); the add p99 with the reader over the p99 without it.
 const (
 	ReadCatchUp = "catchup"
 	ReadTail    = "tail"
@@ -119,19 +119,27 @@ func (r *Runner) runRead(ctx context.Context, w Workload, res *Result) error {
 		rr.AddsAlone, _, _ = rec.Total()
 		rec.Reset()
 		rr.CacheDropped, rr.CacheNote = r.dropPageCache()
+		// The second part ends after Duration or when the reader is done, whichever
+		// comes first, so that every add it measures had the reader beside it.
 		rctx, cancel := context.WithCancel(ctx)
+		wctx, wcancel := context.WithCancel(ctx)
 		var readErr error
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer wcancel()
 			if err := catchUp(rctx, cl, id, last, rr); err != nil && !errors.Is(err, context.Canceled) {
 				readErr = err
 			}
 		}()
-		err = openLoop(ctx, wr, w, rec, nil)
+		err = openLoop(wctx, wr, w, rec, nil)
+		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			err = nil // the reader finished first
+		}
 		cancel()
 		wg.Wait()
+		wcancel()
 		rr.AddsWithReader, _, res.Errors = rec.Total()
 		return errors.Join(err, readErr)
 	}
