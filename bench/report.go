@@ -16,7 +16,7 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tin flight\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\tadds/cpu-s\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\tloadavg\tcpu psi\t")
 	for _, r := range results {
 		w := r.Workload
-		if r.Failover != nil || r.GC != nil {
+		if r.Failover != nil || r.GC != nil || r.Read != nil {
 			continue // below
 		}
 		load := fmt.Sprint(w.Inflight)
@@ -34,6 +34,7 @@ func WriteTable(w io.Writer, results []Result) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	writeReadResults(w, results)
 	for _, r := range results {
 		if g := r.GC; g != nil {
 			writeGC(w, r)

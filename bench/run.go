@@ -132,7 +132,9 @@ type Result struct {
 	// Failover is set for a failover workload, whose other fields are mostly zero.
 	Failover *FailoverResult `json:",omitempty"`
 	// GC is set for a gc workload.
-	GC       *GCResult `json:",omitempty"`
+	GC *GCResult `json:",omitempty"`
+	// Read is set for a read workload (bench/read.go), whose other fields are mostly zero.
+	Read     *ReadResult `json:",omitempty"`
 	Timeline []Sample
 	Spectrum []Point // latency (us) at percentile
 }
@@ -183,6 +185,11 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 	}
 	if w.Failover {
 		err := r.runFailover(ctx, w, &res)
+		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
+		return res, err
+	}
+	if w.Read != "" {
+		err := r.runRead(ctx, w, &res)
 		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
 		return res, err
 	}

@@ -45,6 +45,10 @@ type Workload struct {
 	// of the last closed-loop run before it in the same Runner (the
 	// latency-curve suite): Rate is set when the run starts.
 	OfMax float64
+	// Read makes the run a read workload (runRead, bench/read.go): ReadCatchUp, ReadTail
+	// or ReadMixed. ReadBytes is the payload written before a catch-up read.
+	Read      string `json:",omitempty"`
+	ReadBytes int64  `json:",omitempty"`
 }
 
 // Closed reports whether w is a closed-loop run.
@@ -73,6 +77,10 @@ func (w Workload) String() string {
 		return fmt.Sprintf("%s: %d failovers, E%d/WQ%d/AQ%d on %d bookies, writer %d in flight of %s", w.Name, w.Runs,
 			w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Bookies, w.Inflight, sizeName(w.Size))
 	}
+	if w.Read != "" {
+		return fmt.Sprintf("%s: read workload %s, %s entries, E%d/WQ%d/AQ%d, %s written first, writer at %.0f/s", w.Name, w.Read,
+			sizeName(w.Size), w.Ensemble, w.WriteQuorum, w.AckQuorum, sizeName(int(w.ReadBytes)), w.Rate)
+	}
 	load := fmt.Sprintf("%d in flight", w.Inflight)
 	if !w.Closed() {
 		load = fmt.Sprintf("open loop %.0f/s", w.Rate)
@@ -96,7 +104,16 @@ type Scale struct {
 	Warmup, Duration time.Duration
 	// GCBytes, when > 0, is what the gc workload writes instead of 2 GiB.
 	GCBytes int64
+	// ReadBytes, when > 0, is what read workloads write before they read (--read-bytes).
+	ReadBytes int64
 }
+
+// defaultRate is the open-loop rate of the omb workload; readRate that of the read
+// workloads' writers, unless Suite is given another rate.
+const (
+	defaultRate = 50000
+	readRate    = 1000
+)
 
 // suiteDoc describes the suites, for bk bench -h and the docs.
 var suiteDoc = []struct{ name, doc string }{
@@ -112,6 +129,10 @@ var suiteDoc = []struct{ name, doc string }{
 	{"targets", "the issue's targets: journal, throughput, floor and 64 KiB single bookie"},
 	{"all", "throughput, journal, omb, floor, curve and sizes"},
 	{"gc", "garbage collection: 2 GiB (--gc-bytes) of 64 KiB entries over 4 ledgers, half deleted and collected (POST /gc twice, gc_grace_period apart) under a 2,000 adds/s 1 KiB foreground writer; disk reclaimed, compaction MB/s against raw 64 KiB writes, foreground p99 during vs before (needs admin endpoints)"},
+	{"read-catchup", "write --read-bytes (default 256 MiB) of 1 KiB entries to one bookie, then read them back from the start with the page cache dropped, against a raw sequential read of the same disk"},
+	{"read-tail", "a writer at --rate (read workloads: default 1,000/s) 1 KiB adds and a reader following the ledger: add-to-delivery delay p50/p99"},
+	{"read-mixed", "a writer at --rate 1 KiB adds alone, then with one reader catching up on --read-bytes written before: add p99 with over without"},
+	{"read", "read-catchup, read-tail and read-mixed"},
 	{"failover", "a writer killed while one bookie of its E3/WQ2/AQ2 ensemble is hung (4 bookies): kill to CLOSED by a recoverer, and to its new ledger's first ack, over 20 runs"},
 }
 
@@ -133,7 +154,7 @@ func inflightFor(size int) int { return min(10000, max(64, (16<<20)/size)) }
 // rate for open-loop runs (0 = 50,000/s). Unknown names are an error.
 func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 	if rate <= 0 {
-		rate = 50000
+		rate = defaultRate
 	}
 	single := func(name, suite string, size, ledgers, inflight int) Workload {
 		return Workload{Name: name, Suite: suite, Bookies: 1, Ensemble: 1, WriteQuorum: 1, AckQuorum: 1,
@@ -197,6 +218,19 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 			w := single("sustained-1KiB-x10000", name, 1024, 1, 10000)
 			w.Duration = 10 * time.Minute
 			ws = []Workload{w}
+		case "read-catchup", "read-tail", "read-mixed":
+			suite := strings.TrimSpace(name)
+			w := single(suite+"-1KiB", suite, 1024, 1, 10000)
+			w.Read, w.ReadBytes = strings.TrimPrefix(suite, "read-"), 256<<20
+			if w.Read != ReadCatchUp {
+				w.Rate = readRate
+			}
+			ws = []Workload{w}
+		case "read":
+			var err error
+			if ws, err = Suite("read-catchup,read-tail,read-mixed", Scale{}, rate); err != nil {
+				return nil, err
+			}
 		case "failover":
 			w := e3("failover-e3-1KiB", name, 1024, 1, 16)
 			w.Bookies, w.Failover, w.Runs = 4, true, 20
@@ -233,6 +267,15 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 		out = append(out, ws...)
 	}
 	for i := range out {
+		if out[i].Read != "" && rate != defaultRate {
+			out[i].Rate = rate
+			if out[i].Read == ReadCatchUp {
+				out[i].Rate = 0
+			}
+		}
+		if out[i].Read != "" && sc.ReadBytes > 0 {
+			out[i].ReadBytes = sc.ReadBytes
+		}
 		if sc.Warmup > 0 {
 			out[i].Warmup = sc.Warmup
 		}

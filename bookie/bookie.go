@@ -70,7 +70,8 @@ type Bookie struct {
 	waitJournal pauseSet
 
 	readq  chan *request
-	secret []byte // cluster secret; nil: no authentication
+	batch  *batchReader // READ_BATCH workers and read-ahead (readbatch.go)
+	secret []byte       // cluster secret; nil: no authentication
 	conns  *connRegistry
 
 	// sinceCheckpoint counts journal bytes completed since the last
@@ -136,6 +137,7 @@ func New(cfg Config) (*Bookie, error) {
 		runErr:         make(chan error, 1),
 	}
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
+	b.batch = newBatchReader(b)
 	b.registerStorageMetrics()
 	fs := cfg.FS
 	if b.secret = cfg.Secret; b.secret == nil && cfg.SecretFile != "" {
@@ -554,6 +556,7 @@ func (b *Bookie) Start() error {
 		b.wg.Add(1)
 		go b.readWorker()
 	}
+	b.batch.start()
 	b.wg.Add(1)
 	go b.background()
 	if b.cfg.ScrubInterval > 0 {

@@ -64,6 +64,7 @@ func (c Config) Check() error {
 		"max_conn_inflight": int64(c.MaxConnInflight), "max_conn_inflight_bytes": c.MaxConnInflightBytes,
 		"max_inflight_bytes": c.MaxInflightBytes, "max_outbound_bytes": int64(c.MaxOutboundBytes),
 		"read_workers": int64(c.ReadWorkers), "max_connections": int64(c.MaxConnections),
+		"read_batch_workers":     int64(c.ReadBatchWorkers),
 		"max_connections_per_ip": int64(c.MaxConnectionsPerIP), "event_loops": int64(c.EventLoops),
 		"journal_segment_size": c.JournalSegmentSize, "journal_queue_bytes": c.JournalQueueBytes,
 		"write_cache_bytes": c.WriteCacheBytes, "entry_log_size": c.EntryLogSize,

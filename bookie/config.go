@@ -74,6 +74,21 @@ type Config struct {
 	IdleTimeout      Duration `json:"idle_timeout"`
 	// ReadWorkers serve reads from storage off the event loops.
 	ReadWorkers int `json:"read_workers"`
+	// ReadBatchWorkers serve READ_BATCH, apart from the read workers: at
+	// most this many batch reads are served at a time (bookie/readbatch.go).
+	ReadBatchWorkers int `json:"read_batch_workers"`
+	// ReadCacheBytes bounds the read cache that batch reads of readers
+	// catching up are read ahead into (bookie/readahead.go); negative
+	// disables read-ahead.
+	ReadCacheBytes int64 `json:"read_cache_bytes"`
+	// MaxQueuedBatchReads is how many batch reads may wait for a batch
+	// worker, all connections together; zero means 1024, what
+	// docs/protocol.md states. Not in the config file: tests shorten it.
+	MaxQueuedBatchReads int `json:"-"`
+	// WithoutReadBatch makes the bookie behave as one from before READ_BATCH: its
+	// Hello accepts no feature and it answers READ_BATCH Unsupported. Not in the
+	// config file: tests of clients' fallback set it.
+	WithoutReadBatch bool `json:"-"`
 	// MaxPollWait caps a long poll's timeout; zero means 60 s, the cap
 	// docs/protocol.md states. Not in the config file: tests shorten it.
 	MaxPollWait time.Duration `json:"-"`
@@ -188,6 +203,8 @@ func DefaultConfig() Config {
 		MaxInflightBytes:      256 << 20,
 		MaxOutboundBytes:      64 << 20,
 		ReadWorkers:           4,
+		ReadBatchWorkers:      2,
+		ReadCacheBytes:        32 << 20,
 		MaxConnections:        10000,
 		MaxConnectionsPerIP:   1000,
 		MaxHandshakingPerIP:   64,
@@ -255,6 +272,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxInflightBytes, d.MaxInflightBytes)
 	setDefault(&c.MaxOutboundBytes, d.MaxOutboundBytes)
 	setDefault(&c.ReadWorkers, d.ReadWorkers)
+	setDefault(&c.ReadBatchWorkers, d.ReadBatchWorkers)
+	setDefault(&c.ReadCacheBytes, d.ReadCacheBytes)
+	setDefault(&c.MaxQueuedBatchReads, batchQueueSize)
 	setDefault(&c.MaxPollWait, maxPollWait)
 	setDefault(&c.MaxConnections, d.MaxConnections)
 	setDefault(&c.MaxConnectionsPerIP, d.MaxConnectionsPerIP)

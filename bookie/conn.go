@@ -50,6 +50,7 @@ type conn struct {
 
 	inflight      atomic.Int64 // requests parsed and not answered
 	inflightBytes atomic.Int64
+	batchReads    atomic.Int64 // READ_BATCHes parsed and not answered (readbatch.go)
 	paused        atomic.Bool
 
 	// batchNo is the last journal batch that queued a reply here; owned by
@@ -143,6 +144,7 @@ func (c *conn) overLimits() bool {
 	b := c.b
 	return c.inflight.Load() >= int64(b.cfg.MaxConnInflight) ||
 		c.inflightBytes.Load() >= b.cfg.MaxConnInflightBytes ||
+		c.batchReads.Load() >= maxConnBatchReads ||
 		b.inflightBytes.Load() >= b.cfg.MaxInflightBytes
 }
 
@@ -150,6 +152,7 @@ func (c *conn) underLowWater() bool {
 	b := c.b
 	return c.inflight.Load() < int64(b.cfg.MaxConnInflight)/2 &&
 		c.inflightBytes.Load() < b.cfg.MaxConnInflightBytes/2 &&
+		c.batchReads.Load() < maxConnBatchReads/2 &&
 		b.inflightBytes.Load() < b.cfg.MaxInflightBytes/2
 }
 
@@ -300,6 +303,9 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 	c.mu.Unlock()
 	h.b.waitLimits.remove(c)
 	h.b.waitJournal.remove(c)
+	if h.b.batch.ahead != nil {
+		h.b.batch.ahead.forget(c)
+	}
 	return gnet.None
 }
 
@@ -474,6 +480,7 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 		return
 	}
 	reply.Version = v
+	reply.Features = hello.Features & c.b.features()
 	if c.b.secret != nil {
 		rand.Read(c.nonce[:])
 		reply.AuthMethod, reply.Auth = wire.AuthHMACSHA256, c.nonce[:]

@@ -311,7 +311,7 @@ func TestOpcodes(t *testing.T) {
 	}{
 		{0x00, 1, 0, wire.StatusUnsupported},
 		{0x00, 1, 12, wire.StatusUnsupported},
-		{0x0a, 1, 13, wire.StatusUnsupported},
+		{0x3f, 1, 13, wire.StatusUnsupported},
 		{0x7f, 1, 0, wire.StatusUnsupported},
 		{byte(wire.OpPing), 2, 14, wire.StatusBadVersion},
 	} {

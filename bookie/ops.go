@@ -47,6 +47,8 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 		return b.handleWriteLAC(c, &h, frame)
 	case wire.OpForce:
 		return b.handleForce(c, &h, frame)
+	case wire.OpReadBatch:
+		b.handleReadBatch(c, &h, frame)
 	case wire.OpGetInfo:
 		if _, err := wire.DecodeGetInfoRequest(frame); err != nil {
 			c.answer(&h, wire.StatusOf(err))

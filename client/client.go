@@ -103,6 +103,10 @@ type Config struct {
 	// Secret is the cluster secret, for bookies that require HMAC-SHA256 authentication
 	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable.
 	Secret []byte
+	// NoBatchReads makes Reader.Read use one READ per entry even with bookies that accept
+	// READ_BATCH (client/readbatch.go): for comparisons, and for a bookie suspected of
+	// serving batch reads wrongly.
+	NoBatchReads bool
 }
 
 // Client talks to the bookies and the metadata store. It keeps one connection per bookie,
@@ -122,6 +126,7 @@ type Client struct {
 	maxPendingBytes int64         // Config.MaxPendingBytes
 	appendWait      time.Duration // Config.AppendWait; negative: do not wait
 	quarantineTime  time.Duration // Config.QuarantineTime; 0: no quarantine
+	noBatchReads    bool          // Config.NoBatchReads
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -146,6 +151,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			speculativeTimeout: cfg.SpeculativeTimeout,
 		},
 		quarantineTime:  orDefault(cfg.QuarantineTime, 30*time.Second),
+		noBatchReads:    cfg.NoBatchReads,
 		maxPendingAdds:  cfg.MaxPendingAdds,
 		maxPendingBytes: cfg.MaxPendingBytes,
 		appendWait:      cfg.AppendWait,

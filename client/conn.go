@@ -37,6 +37,8 @@ type request struct {
 	key       *wire.MasterKey
 	raw       []byte
 	pollMs    uint32 // LONG_POLL_LAC timeout
+	maxCount  uint32 // READ_BATCH: at most this many entries (entry is the first id)
+	maxBytes  uint32 // READ_BATCH: at most this many entry bytes past the first
 	timeout   time.Duration
 	done      completer // nil: the result is sent on wait
 	wait      chan *request
@@ -55,6 +57,7 @@ type request struct {
 	status wire.Status
 	lac    int64
 	data   []byte
+	batch  []Entry // READ_BATCH: the entries, their Data aliasing data (readbatch.go)
 }
 
 var requestPool = sync.Pool{New: func() any { return &request{wait: make(chan *request, 1)} }}
@@ -111,8 +114,9 @@ type bookieConn struct {
 	queue      []*request          // accepted, not yet taken by the writer
 	pending    map[uint64]*request // written (or being written), awaiting a response
 	nextID     uint64
-	dialErr    error     // the last dial's failure
-	retryAt    time.Time // no dial before this after a failure
+	features   wire.Features // what the current connection's bookie accepted in its Hello
+	dialErr    error         // the last dial's failure
+	retryAt    time.Time     // no dial before this after a failure
 	backoff    time.Duration
 }
 
@@ -158,7 +162,7 @@ func (c *bookieConn) send(r *request) {
 func (c *bookieConn) dial() {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.dialTimeout)
 	defer cancel()
-	nc, br, err := c.connect(ctx)
+	nc, br, features, err := c.connect(ctx)
 	c.mu.Lock()
 	c.connecting = false
 	if err == nil && c.closed {
@@ -184,6 +188,7 @@ func (c *bookieConn) dial() {
 	}
 	c.backoff = 0
 	c.nc = nc
+	c.features = features
 	c.gen++
 	gen := c.gen
 	c.mu.Unlock()
@@ -191,7 +196,9 @@ func (c *bookieConn) dial() {
 	go c.readLoop(nc, br, gen)
 }
 
-func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, error) {
+// connect dials and shakes hands, offering the features this client uses (clientFeatures);
+// it returns those the bookie accepted.
+func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, wire.Features, error) {
 	addr := c.addr
 	if c.cfg.resolve != nil {
 		addr = c.cfg.resolve(ctx, c.addr)
@@ -201,44 +208,44 @@ func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, erro
 		if addr != c.addr {
 			err = fmt.Errorf("registered address %s: %w", addr, err)
 		}
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
-	hello := wire.AppendHello(nil, &wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion})
+	hello := wire.AppendHello(nil, &wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Features: clientFeatures})
 	if _, err := nc.Write(hello); err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	br := bufio.NewReaderSize(nc, 256<<10)
 	frame, err := readFrame(br, wire.MaxHelloSize, nil)
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("handshake: %w", err)
+		return nil, nil, 0, fmt.Errorf("handshake: %w", err)
 	}
 	h, err := wire.DecodeHello(frame)
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("handshake: %w", err)
+		return nil, nil, 0, fmt.Errorf("handshake: %w", err)
 	}
 	if h.Status != wire.StatusOK || h.Version != wire.Version {
 		nc.Close()
-		return nil, nil, fmt.Errorf("handshake: bookie answered %v, version %d", h.Status, h.Version)
+		return nil, nil, 0, fmt.Errorf("handshake: bookie answered %v, version %d", h.Status, h.Version)
 	}
 	switch h.AuthMethod {
 	case wire.AuthNone:
 	case wire.AuthHMACSHA256:
 		if err := c.authenticate(nc, br, slices.Clone(h.Auth)); err != nil {
 			nc.Close()
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 	default:
 		nc.Close()
-		return nil, nil, fmt.Errorf("handshake: bookie asks for unknown auth method %d", h.AuthMethod)
+		return nil, nil, 0, fmt.Errorf("handshake: bookie asks for unknown auth method %d", h.AuthMethod)
 	}
 	nc.SetDeadline(time.Time{})
-	return nc, br, nil
+	return nc, br, h.Features & clientFeatures, nil
 }
 
 // authenticate answers the bookie's HMAC-SHA256 challenge (docs/protocol.md, "Authentication")
@@ -378,6 +385,8 @@ func (r *request) appendFrame(dst []byte) []byte {
 		return wire.AppendReadLACRequest(dst, r.id, r.flags, r.ledger, r.key)
 	case wire.OpLongPollLAC:
 		return wire.AppendLongPollLACRequest(dst, r.id, r.flags, r.ledger, r.entry, r.pollMs)
+	case wire.OpReadBatch:
+		return wire.AppendReadBatchRequest(dst, r.id, r.ledger, r.entry, r.maxCount, r.maxBytes)
 	case wire.OpWriteLAC:
 		return wire.AppendWriteLACRequest(dst, r.id, r.ledger, r.entry, r.key)
 	case wire.OpForce:
@@ -462,6 +471,8 @@ func (r *request) decode(frame []byte, h wire.Header) error {
 			return err
 		}
 		r.lac = resp.LAC
+	case wire.OpReadBatch:
+		return r.decodeReadBatch(frame)
 	case wire.OpLongPollLAC:
 		resp, err := wire.DecodeLongPollLACResponse(frame)
 		if err != nil {

@@ -165,7 +165,9 @@ func (r *Reader) WaitLAC(ctx context.Context, prev int64) (int64, error) {
 const readWindow = 256
 
 // Read returns entries first..last (inclusive). last must not exceed LastAddConfirmed
-// (ErrBeyondLAC). Every entry's checksum, ledger and entry id are verified. Each entry is
+// (ErrBeyondLAC). Every entry's checksum, ledger and entry id are verified. When every
+// bookie holds every entry (write quorum = ensemble size) and the bookies accept READ_BATCH,
+// the entries are read in pipelined batches (client/readbatch.go); otherwise each entry is
 // asked of the first bookie of its write set; when that one fails, or has not answered
 // within Config.SpeculativeTimeout (a slow or hung bookie), the next bookie of the write set
 // is asked too, and the first valid copy wins.
@@ -178,6 +180,9 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 	}
 	if last > lac {
 		return nil, fmt.Errorf("%w: ledger %d: entry %d, LAC %d", ErrBeyondLAC, r.id, last, lac)
+	}
+	if r.c.batchReadable(&md) {
+		return r.c.readBatchRange(ctx, &md, first, last)
 	}
 	out := make([]Entry, 0, last-first+1)
 	for start := first; start <= last; start += readWindow {

@@ -50,6 +50,13 @@
 // or a stale index entry is ErrCorrupt, never wrong bytes and never
 // "no such entry".
 //
+// GetRun serves a reader catching up on a ledger: starting at an entry, it
+// reads the records that follow it back to back in the same log (the index
+// places each right after the previous one), 256 KiB per pread, each checked
+// as Get checks it, and stops at the first that is not there, is in the
+// write cache, or fails a check, leaving that one to Get. GetCached and
+// InWriteCache look at the write cache alone.
+//
 // # Entry log file
 //
 // A log is named %08x.log after its 32-bit id and starts with a one-sector

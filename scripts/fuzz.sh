@@ -3,6 +3,9 @@
 # such as 10000x also works, and is what CI uses).
 # Long runs: FUZZTIME=10m scripts/fuzz.sh, or one target:
 #   go test ./wire -run '^$' -fuzz '^FuzzDecodeRequest$' -fuzztime 1h
+# Targets are found by name (every func Fuzz* in a _test.go file), among them
+# wire's FuzzReadBatch for the READ_BATCH codec:
+#   go test ./wire -run '^$' -fuzz '^FuzzReadBatch$' -fuzztime 1m
 # New crashers land in the package's testdata/fuzz/ and fail `go test` until fixed.
 set -euo pipefail
 cd "$(dirname "$0")/.."

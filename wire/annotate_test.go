@@ -176,6 +176,20 @@ func layout(m any) []field {
 			field{"max frame", 4, fmt.Sprint(i.MaxFrame)},
 			field{"build length", 2, fmt.Sprint(len(i.Build))},
 			field{"build", len(i.Build), fmt.Sprintf("%q", i.Build)})
+	case ReadBatchRequest:
+		f := []field{{"ledger id", 8, fmt.Sprint(m.Ledger)}, {"first entry id", 8, fmt.Sprint(m.First)},
+			{"max count", 4, fmt.Sprint(m.MaxCount)}, {"max bytes", 4, fmt.Sprint(m.MaxBytes)}}
+		return append(headerFields(m.Header, bodyWidth(f)), f...)
+	case ReadBatchResponse:
+		if m.Status != StatusOK {
+			return headerFields(m.Header, 0)
+		}
+		f := []field{{"ledger id", 8, fmt.Sprint(m.Ledger)}, {"first entry id", 8, fmt.Sprint(m.First)},
+			{"LAC", 8, fmt.Sprint(m.LAC)}, {"count", 4, fmt.Sprint(len(m.Entries))}}
+		for i, e := range m.Entries {
+			f = append(f, entryFieldsNamed(e, fmt.Sprintf("entry[%d].", i))...)
+		}
+		return append(headerFields(m.Header, bodyWidth(f)), f...)
 	case AuthRequest:
 		f := []field{{"method", 2, authMethodName(m.Method)}, {"data length", 2, fmt.Sprint(len(m.Data))},
 			{"data", len(m.Data), hexValue(m.Data)}}
@@ -224,14 +238,17 @@ func headerFields(h Header, bodyLen int) []field {
 	return f
 }
 
-func entryFields(e Entry) []field {
+func entryFields(e Entry) []field { return entryFieldsNamed(e, "entry.") }
+
+// entryFieldsNamed is entryFields with the field names under prefix ("entry[1].").
+func entryFieldsNamed(e Entry, prefix string) []field {
 	return []field{
-		{"entry.ledger id", 8, fmt.Sprint(e.LedgerID)},
-		{"entry.entry id", 8, fmt.Sprint(e.EntryID)},
-		{"entry.LAC", 8, fmt.Sprint(e.LAC)},
-		{"entry.payload length", 4, fmt.Sprint(len(e.Payload))},
-		{"entry.payload", len(e.Payload), payloadValue(e.Payload)},
-		{"entry.checksum", ChecksumSize, fmt.Sprintf("0x%016x (xxhash64 of the 28+%d bytes before it)",
+		{prefix + "ledger id", 8, fmt.Sprint(e.LedgerID)},
+		{prefix + "entry id", 8, fmt.Sprint(e.EntryID)},
+		{prefix + "LAC", 8, fmt.Sprint(e.LAC)},
+		{prefix + "payload length", 4, fmt.Sprint(len(e.Payload))},
+		{prefix + "payload", len(e.Payload), payloadValue(e.Payload)},
+		{prefix + "checksum", ChecksumSize, fmt.Sprintf("0x%016x (xxhash64 of the 28+%d bytes before it)",
 			be.Uint64(e.Raw[len(e.Raw)-ChecksumSize:]), len(e.Payload))},
 	}
 }

@@ -35,6 +35,8 @@ var decoders = map[string]func([]byte) (any, error){
 	"ping-response":          func(b []byte) (any, error) { return DecodePingResponse(b) },
 	"auth-request":           func(b []byte) (any, error) { return DecodeAuthRequest(b) },
 	"auth-response":          func(b []byte) (any, error) { return DecodeAuthResponse(b) },
+	"read-batch-request":     func(b []byte) (any, error) { return DecodeReadBatchRequest(b) },
+	"read-batch-response":    func(b []byte) (any, error) { return DecodeReadBatchResponse(b) },
 }
 
 // kind returns the message kind of a case name: "add-request/recovery" -> "add-request".
@@ -80,6 +82,8 @@ func messageCases() []messageCase {
 			Hello{MinVersion: 1, MaxVersion: 1, Status: StatusUnsupportedVersion, Auth: []byte{}}},
 		{"hello/auth", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Version: 1, AuthMethod: AuthHMACSHA256, Auth: nonce}),
 			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, AuthMethod: AuthHMACSHA256, Auth: nonce}},
+		{"hello/read-batch", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Features: FeatureReadBatch}),
+			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Features: FeatureReadBatch, Auth: []byte{}}},
 		{"hello/features", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 3, Features: 1 << 63, Auth: []byte{}}),
 			Hello{MinVersion: 1, MaxVersion: 3, Features: 1 << 63, Auth: []byte{}}},
 
@@ -146,6 +150,13 @@ func messageCases() []messageCase {
 			AuthRequest{Header: req(OpAuth, 0, 9), Method: AuthHMACSHA256, Data: authData}},
 		{"auth-response", AppendAuthResponse(nil, 9, bookieProof),
 			AuthResponse{Header: resp(OpAuth, 9, StatusOK), Data: bookieProof}},
+		{"read-batch-request", AppendReadBatchRequest(nil, 10, 42, 7, 100, 1<<20),
+			ReadBatchRequest{Header: req(OpReadBatch, 0, 10), Ledger: 42, First: 7, MaxCount: 100, MaxBytes: 1 << 20}},
+		{"read-batch-response", AppendReadBatchResponse(nil, 10, 42, 7, 7, 2, append(append([]byte(nil), entry...), next...)),
+			ReadBatchResponse{Header: resp(OpReadBatch, 10, StatusOK), Ledger: 42, First: 7, LAC: 7, Entries: []Entry{mustEntry(entry), mustEntry(next)}}},
+		{"read-batch-response/no-such-entry", AppendStatusResponse(nil, OpReadBatch, 10, StatusNoSuchEntry),
+			ReadBatchResponse{Header: resp(OpReadBatch, 10, StatusNoSuchEntry)}},
+
 		{"auth-response/unauthorized", AppendStatusResponse(nil, OpAuth, 9, StatusUnauthorized),
 			AuthResponse{Header: resp(OpAuth, 9, StatusUnauthorized)}},
 	}

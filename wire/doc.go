@@ -36,6 +36,11 @@
 //	GET_INFO      0x07 -                                              see GetInfoResponse
 //	PING          0x08 -                                              -
 //	AUTH          0x09 method(2) length(2) data(n)                    length(2) data(n)
+//	READ_BATCH    0x0A ledger(8) first(8) max count(4) max bytes(4)   ledger(8) first(8) LAC(8)
+//	                                                                  count(4) count entries
+//
+// READ_BATCH is used only when the bookie's Hello accepts FeatureReadBatch (see readbatch.go
+// for what it returns at the LAC, past the end, at a hole and on a fenced ledger).
 //
 // # Using it
 //

@@ -46,8 +46,9 @@ const (
 // same value with the response bit (0x80) set. Part of the format; never renumber.
 type Op uint8
 
-// The operations of protocol version 1. Codes 0x0A to 0x7F are free for later operations;
-// a bookie answers one it does not know with StatusUnsupported.
+// The operations of protocol version 1. Codes 0x0B to 0x7F are free for later operations;
+// a bookie answers one it does not know with StatusUnsupported. An operation added after the
+// first release is used only when the bookie's Hello accepts its feature.
 const (
 	OpAdd         Op = 0x01 // store an entry
 	OpRead        Op = 0x02 // read an entry, or the last one; may fence
@@ -58,6 +59,7 @@ const (
 	OpGetInfo     Op = 0x07 // free and total space, read-only state, versions
 	OpPing        Op = 0x08 // liveness check
 	OpAuth        Op = 0x09 // the answer to the challenge in the bookie's Hello
+	OpReadBatch   Op = 0x0A // consecutive entries in one response (FeatureReadBatch)
 
 	// responseBit marks a response in the opcode byte.
 	responseBit = 0x80
@@ -73,6 +75,7 @@ var opNames = [...]string{
 	OpGetInfo:     "GET_INFO",
 	OpPing:        "PING",
 	OpAuth:        "AUTH",
+	OpReadBatch:   "READ_BATCH",
 }
 
 // Known reports whether o is an operation of this protocol version.
@@ -261,7 +264,8 @@ func ParseHeader(frame []byte) (Header, error) {
 // request or response frame is about, reading only fixed offsets: for the fault-injecting
 // proxy and for logs. ok is false for frames about no ledger (GET_INFO, PING, AUTH), for
 // responses whose status is not OK (they have no body), and for frames ParseHeader refuses.
-// entry is NoEntry for operations about a ledger but no entry (READ_LAC, FORCE). For
+// entry is NoEntry for operations about a ledger but no entry (READ_LAC, FORCE); for
+// READ_BATCH it is the first entry id. For
 // frames that carry a LAC where others carry an entry id (LONG_POLL_LAC, WRITE_LAC, the
 // READ_LAC response), entry is that LAC.
 func ParseTarget(frame []byte) (ledger uint64, entry int64, ok bool) {
@@ -282,7 +286,7 @@ func ParseTarget(frame []byte) (ledger uint64, entry int64, ok bool) {
 		if !h.Response {
 			body = body[min(MasterKeySize, len(body)):]
 		}
-	case OpRead, OpLongPollLAC, OpWriteLAC:
+	case OpRead, OpLongPollLAC, OpWriteLAC, OpReadBatch:
 	case OpReadLAC:
 		hasEntry = h.Response
 	case OpForce:

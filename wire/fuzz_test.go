@@ -41,7 +41,7 @@ func seedFrames(f *testing.F) {
 // fixUp makes a mutated frame consistent where random mutation rarely does, so that fuzzing
 // gets past those checks to the ones behind them: it sets the length prefix to the frame's
 // length and recomputes the checksum of the entry an ADD request or a READ or LONG_POLL_LAC
-// response carries.
+// response carries, or of every entry a READ_BATCH response carries (fixBatch).
 func fixUp(b []byte) []byte {
 	b = bytes.Clone(b)
 	if len(b) < ResponseHeaderSize {
@@ -50,6 +50,8 @@ func fixUp(b []byte) []byte {
 	be.PutUint32(b, uint32(len(b)-LengthSize))
 	off := 0
 	switch b[5] {
+	case byte(OpReadBatch) | responseBit:
+		return fixBatch(b)
 	case byte(OpAdd):
 		off = RequestHeaderSize + MasterKeySize
 	case byte(OpRead) | responseBit:

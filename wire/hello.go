@@ -17,7 +17,7 @@ const (
 // Features is a set of optional protocol features. The client's Hello offers the features
 // it can use; the bookie's Hello answers with those it accepts, a subset of the offer; a
 // peer uses a feature only when both Hellos carry it. Unknown bits are ignored, so later
-// versions can add features without breaking old peers. Version 1 defines none.
+// versions can add features without breaking old peers. Version 1 defines FeatureReadBatch.
 type Features uint64
 
 // Hello is the first frame each way on a connection. The client sends its Hello first and

@@ -64,6 +64,14 @@ func reencode(t *testing.T, m any) []byte {
 		dst = AppendForceResponse(dst, m.RequestID, m.Ledger)
 	case GetInfoResponse:
 		dst = AppendGetInfoResponse(dst, m.RequestID, &m.Info)
+	case ReadBatchRequest:
+		dst = AppendReadBatchRequest(dst, m.RequestID, m.Ledger, m.First, m.MaxCount, m.MaxBytes)
+	case ReadBatchResponse:
+		var raw []byte
+		for _, e := range m.Entries {
+			raw = append(raw, e.Raw...)
+		}
+		dst = AppendReadBatchResponse(dst, m.RequestID, m.Ledger, m.First, m.LAC, len(m.Entries), raw)
 	case AuthRequest:
 		dst = AppendAuthRequest(dst, m.RequestID, m.Method, m.Data)
 	case AuthResponse:
@@ -116,36 +124,39 @@ func TestParseTarget(t *testing.T) {
 		entry  int64
 		ok     bool
 	}{
-		"add-request":                    {42, 7, true},
-		"add-request/recovery":           {42, 0, true},
-		"add-request/big":                {1<<63 + 5, 1 << 40, true},
-		"add-response":                   {42, 7, true},
-		"add-response/fenced":            {0, NoEntry, false},
-		"add-response/entry-exists":      {0, NoEntry, false},
-		"read-request":                   {42, 7, true},
-		"read-request/fence":             {42, 8, true},
-		"read-request/last":              {42, LastEntry, true},
-		"read-response":                  {42, 7, true},
-		"read-response/no-such-entry":    {0, NoEntry, false},
-		"read-lac-request":               {42, NoEntry, true},
-		"read-lac-request/fence":         {42, NoEntry, true},
-		"read-lac-response":              {42, 6, true},
-		"read-lac-response/none":         {42, NoEntry, true},
-		"long-poll-lac-request":          {42, 7, true},
-		"long-poll-lac-response":         {42, 8, true},
-		"long-poll-lac-response/timeout": {42, 7, true},
-		"write-lac-request":              {42, 8, true},
-		"write-lac-response":             {42, 8, true},
-		"force-request":                  {42, NoEntry, true},
-		"force-response":                 {42, NoEntry, true},
-		"get-info-request":               {0, NoEntry, false},
-		"get-info-response":              {0, NoEntry, false},
-		"get-info-response/read-only":    {0, NoEntry, false},
-		"ping-request":                   {0, NoEntry, false},
-		"ping-response":                  {0, NoEntry, false},
-		"auth-request":                   {0, NoEntry, false},
-		"auth-response":                  {0, NoEntry, false},
-		"auth-response/unauthorized":     {0, NoEntry, false},
+		"add-request":                       {42, 7, true},
+		"add-request/recovery":              {42, 0, true},
+		"add-request/big":                   {1<<63 + 5, 1 << 40, true},
+		"add-response":                      {42, 7, true},
+		"add-response/fenced":               {0, NoEntry, false},
+		"add-response/entry-exists":         {0, NoEntry, false},
+		"read-request":                      {42, 7, true},
+		"read-request/fence":                {42, 8, true},
+		"read-request/last":                 {42, LastEntry, true},
+		"read-response":                     {42, 7, true},
+		"read-response/no-such-entry":       {0, NoEntry, false},
+		"read-lac-request":                  {42, NoEntry, true},
+		"read-lac-request/fence":            {42, NoEntry, true},
+		"read-lac-response":                 {42, 6, true},
+		"read-lac-response/none":            {42, NoEntry, true},
+		"long-poll-lac-request":             {42, 7, true},
+		"long-poll-lac-response":            {42, 8, true},
+		"long-poll-lac-response/timeout":    {42, 7, true},
+		"write-lac-request":                 {42, 8, true},
+		"write-lac-response":                {42, 8, true},
+		"force-request":                     {42, NoEntry, true},
+		"force-response":                    {42, NoEntry, true},
+		"get-info-request":                  {0, NoEntry, false},
+		"get-info-response":                 {0, NoEntry, false},
+		"get-info-response/read-only":       {0, NoEntry, false},
+		"ping-request":                      {0, NoEntry, false},
+		"ping-response":                     {0, NoEntry, false},
+		"auth-request":                      {0, NoEntry, false},
+		"auth-response":                     {0, NoEntry, false},
+		"auth-response/unauthorized":        {0, NoEntry, false},
+		"read-batch-request":                {42, 7, true},
+		"read-batch-response":               {42, 7, true},
+		"read-batch-response/no-such-entry": {0, NoEntry, false},
 	}
 	for _, c := range messageCases() {
 		if kind(c.name) == "hello" {
@@ -428,7 +439,7 @@ func TestStatusAndOpNames(t *testing.T) {
 	if got := Status(999).String(); got != "Status(999)" {
 		t.Errorf("unknown status prints %q", got)
 	}
-	if Op(0).Known() || Op(0x0a).Known() || !OpAuth.Known() {
+	if Op(0).Known() || Op(0x7f).Known() || !OpAuth.Known() || !OpReadBatch.Known() {
 		t.Error("Known is wrong at the edges")
 	}
 	if got := Op(0x42).String(); got != "Op(0x42)" {

@@ -51,7 +51,8 @@ func runBench(args []string) error {
 	workloads := fs.String("workload", "quick", "comma-separated suites (below) or single workloads by name (e.g. size-64KiB, ledgers-1000-1KiB)")
 	duration := fs.Duration("duration", 0, "measured time of each workload (default: the workload's own, 10s; quick 3s; sustained 10m)")
 	warmup := fs.Duration("warmup", 0, "warm-up before each workload (default 2s; quick 1s)")
-	rate := fs.Float64("rate", 50000, "open-loop rate of the omb workload, adds per second over all its ledgers")
+	rate := fs.Float64("rate", 50000, "open-loop rate of the omb workload, adds per second over all its ledgers (read workloads' writers: 1,000 unless set to another value)")
+	readBytes := fs.Int64("read-bytes", 0, "bytes the read workloads write before reading them back (default 256 MiB)")
 	gcBytes := fs.Int64("gc-bytes", 0, "bytes the gc workload writes (default 2 GiB)")
 	refDur := fs.Duration("ref-duration", 2*time.Second, "duration of each raw disk reference run")
 	noRef := fs.Bool("no-ref", false, "skip the raw disk reference")
@@ -78,7 +79,7 @@ func runBench(args []string) error {
 	if *local == (*metadata != "") {
 		return errors.New("give exactly one of --local and --metadata")
 	}
-	ws, err := bench.Suite(*workloads, bench.Scale{Warmup: *warmup, Duration: *duration, GCBytes: *gcBytes}, *rate)
+	ws, err := bench.Suite(*workloads, bench.Scale{Warmup: *warmup, Duration: *duration, ReadBytes: *readBytes, GCBytes: *gcBytes}, *rate)
 	if err != nil {
 		return err
 	}

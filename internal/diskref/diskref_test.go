@@ -1,6 +1,8 @@
 package diskref
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -14,4 +16,26 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("inconsistent result: %+v", r)
 	}
 	t.Log(r)
+}
+
+func TestSeqRead(t *testing.T) {
+	r, err := SeqRead(t.TempDir(), 3<<20+5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Bytes != 3<<20+5 || r.Elapsed <= 0 {
+		t.Fatalf("read %d bytes in %v, want %d", r.Bytes, r.Elapsed, 3<<20+5)
+	}
+}
+
+func TestDropCache(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a.log", "b.log", "c.idx"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := DropCache(dir, ".log"); err != nil || n != 2 {
+		t.Fatalf("DropCache = %d, %v; want 2 files", n, err)
+	}
 }

@@ -1,0 +1,304 @@
+package bookie
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/bookie-go/bookie/wire"
+)
+
+// Batch reads (READ_BATCH, docs/protocol.md).
+//
+// A batch read runs on one of Config.ReadBatchWorkers goroutines, never on an
+// event loop, and apart from the read workers that serve READ and long polls,
+// so a reader catching up on gigabytes cannot hold back single reads. Batch
+// reads are bounded three ways, so that they cannot starve adds:
+//   - in service: at most ReadBatchWorkers at a time, all connections
+//     together (the disk and CPU they take);
+//   - waiting: at most Config.MaxQueuedBatchReads (batchQueueSize) in all;
+//     a batch read that finds the queue full is answered TooManyRequests;
+//   - per connection: a connection with maxConnBatchReads batch reads waiting
+//     or in service is not parsed further (conn.overLimits) until half of
+//     them are answered, so one reader cannot fill the queue.
+//
+// Each entry is taken from the write cache when it is there (a reader
+// following the writer), else from the read cache (read ahead for a reader
+// catching up, readahead.go), else from the entry logs.
+
+// Batch read limits. docs/protocol.md states them; change both together.
+const (
+	// maxBatchBytes caps the entry bytes of one READ_BATCH response past its
+	// first entry.
+	maxBatchBytes = 4 << 20
+	// maxBatchEntries caps the entries of one READ_BATCH response.
+	maxBatchEntries = 4096
+	// batchQueueSize is how many batch reads may wait for a worker, all
+	// connections together, unless Config.MaxQueuedBatchReads says otherwise.
+	batchQueueSize = 1024
+	// maxConnBatchReads is how many batch reads one connection may have
+	// waiting or in service before it is paused.
+	maxConnBatchReads = 4
+)
+
+// supportedFeatures are the Hello features this bookie accepts.
+const supportedFeatures = wire.FeatureReadBatch
+
+// features returns the Hello features this bookie accepts: supportedFeatures,
+// or none with Config.WithoutReadBatch.
+func (b *Bookie) features() wire.Features {
+	if b.cfg.WithoutReadBatch {
+		return 0
+	}
+	return supportedFeatures
+}
+
+// batchRead is a READ_BATCH waiting for a batch worker.
+type batchRead struct {
+	r        *request // r.ledger and r.entry (the first entry id) are set
+	maxCount uint32
+	maxBytes uint32
+}
+
+// batchReader serves batch reads.
+type batchReader struct {
+	b       *Bookie
+	queue   chan *batchRead
+	ahead   *readAhead // nil when Config.ReadCacheBytes < 0
+	metrics batchMetrics
+}
+
+// batchMetrics count what batch reads do; newBatchReader exports them.
+type batchMetrics struct {
+	queued           atomic.Int64
+	entries          [3]atomic.Int64 // by source: write cache, read cache, entry log
+	readAheadEntries atomic.Int64
+	readAheadDropped atomic.Int64
+}
+
+// Where a batch read found an entry: indexes of batchMetrics.entries.
+const (
+	fromWriteCache = iota
+	fromReadCache
+	fromEntryLog
+)
+
+func newBatchReader(b *Bookie) *batchReader {
+	br := &batchReader{b: b, queue: make(chan *batchRead, b.cfg.MaxQueuedBatchReads)}
+	if b.cfg.ReadCacheBytes > 0 {
+		br.ahead = newReadAhead(b, b.cfg.ReadCacheBytes)
+	}
+	m := &br.metrics
+	load := func(v *atomic.Int64) func() float64 { return func() float64 { return float64(v.Load()) } }
+	collectors := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bookie_read_batch_queue", Help: "Batch reads waiting for a batch worker."}, load(&m.queued)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "bookie_read_ahead_entries_total", Help: "Entries read ahead into the read cache."}, load(&m.readAheadEntries)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "bookie_read_ahead_dropped_total", Help: "Read-ahead tasks dropped because their queue was full."}, load(&m.readAheadDropped)),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bookie_read_cache_bytes", Help: "Entry bytes read ahead and not yet served."},
+			func() float64 {
+				if br.ahead == nil {
+					return 0
+				}
+				return float64(br.ahead.cache.used.Load())
+			}),
+	}
+	for src, name := range []string{"write_cache", "read_cache", "entry_log"} {
+		collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "bookie_read_batch_entries_total", Help: "Entries returned by batch reads, by where they were found.",
+			ConstLabels: prometheus.Labels{"source": name}}, load(&m.entries[src])))
+	}
+	b.metrics.registry.MustRegister(collectors...)
+	return br
+}
+
+// start starts the batch workers and the read-ahead goroutine.
+func (br *batchReader) start() {
+	for range br.b.cfg.ReadBatchWorkers {
+		br.b.wg.Add(1)
+		go br.worker()
+	}
+	if br.ahead != nil {
+		br.b.wg.Add(1)
+		go br.ahead.run()
+	}
+}
+
+// handleReadBatch queues a READ_BATCH for a batch worker, or answers
+// TooManyRequests when the queue is full. Runs on the event loop.
+func (b *Bookie) handleReadBatch(c *conn, h *wire.Header, frame []byte) {
+	if b.cfg.WithoutReadBatch {
+		c.answer(h, wire.StatusUnsupported)
+		return
+	}
+	req, err := wire.DecodeReadBatchRequest(frame)
+	if err != nil {
+		c.answer(h, wire.StatusOf(err))
+		return
+	}
+	r := c.newRequest(h, len(frame))
+	r.ledger, r.entry = req.Ledger, req.First
+	c.batchReads.Add(1)
+	select {
+	case b.batch.queue <- &batchRead{r: r, maxCount: req.MaxCount, maxBytes: req.MaxBytes}:
+		b.batch.metrics.queued.Add(1)
+	default:
+		b.batch.finish(r, wire.StatusTooManyRequests, nil)
+	}
+}
+
+// finish answers a batch read and returns its connection's charge; the
+// connection's batch count drops first, so that release can resume it.
+// Runs anywhere.
+func (br *batchReader) finish(r *request, s wire.Status, enc func([]byte) []byte) {
+	r.conn.batchReads.Add(-1)
+	br.b.finish(r, s, enc)
+}
+
+// worker serves batch reads until the bookie stops.
+func (br *batchReader) worker() {
+	defer br.b.wg.Done()
+	var buf []byte
+	for {
+		select {
+		case <-br.b.stop:
+			return
+		case q := <-br.queue:
+			br.metrics.queued.Add(-1)
+			buf = br.serve(q, buf[:0])
+		}
+	}
+}
+
+// serve answers one batch read, gathering its entries in buf (returned for
+// reuse). Runs on a batch worker.
+func (br *batchReader) serve(q *batchRead, buf []byte) []byte {
+	b, r := br.b, q.r
+	l := b.ledgers.get(r.ledger)
+	if l == nil {
+		br.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
+		return buf
+	}
+	l.mu.Lock()
+	lac, last := l.effectiveLAC(), l.lastEntry
+	l.mu.Unlock()
+
+	limit := int(min(uint64(q.maxBytes), maxBatchBytes, uint64(b.cfg.MaxFrameSize-wire.ReadBatchResponseFixed)))
+	maxCount := int64(min(q.maxCount, maxBatchEntries))
+	first := r.entry
+	var count, fromLogs int64
+	var sources [3]int
+	status := wire.StatusOK
+	for id := first; count < maxCount; id++ {
+		if count > 0 && id > last {
+			break // past what the ledger table says is stored: no lookup
+		}
+		if b.damage.has(r.ledger, id) {
+			if count == 0 {
+				status = wire.StatusIOError
+			}
+			break
+		}
+		if !b.store.InWriteCache(r.ledger, id) && (br.ahead == nil || !br.ahead.cache.has(readCacheKey{r.ledger, id})) {
+			// Entries in the entry logs: as many as lie back to back, in one pread.
+			var n int
+			var err error
+			runStart := len(buf)
+			buf, n, err = b.store.GetRun(r.ledger, id, int(maxCount-count), limit-len(buf), count == 0, buf)
+			if err == nil && n > 0 {
+				var size int
+				n, size = b.undamaged(r.ledger, id, buf[runStart:], n)
+				buf = buf[:runStart+size]
+			}
+			if err == nil && n > 0 {
+				sources[fromEntryLog] += n
+				fromLogs += int64(n)
+				count += int64(n)
+				id += int64(n) - 1
+				continue
+			}
+			if count > 0 && err == nil && len(buf) >= limit {
+				break
+			}
+		}
+		start := len(buf)
+		var src int
+		buf, src, status = br.entry(l, r.ledger, id, buf)
+		if status != wire.StatusOK {
+			if count > 0 {
+				status = wire.StatusOK // the batch ends before it
+			}
+			break
+		}
+		if count > 0 && len(buf) > limit {
+			// Over the caller's budget: not sent. An entry read from the
+			// logs goes to the read cache for the next batch.
+			if src != fromWriteCache && br.ahead != nil {
+				br.ahead.cache.insert(readCacheKey{r.ledger, id}, append([]byte(nil), buf[start:]...))
+			}
+			buf = buf[:start]
+			break
+		}
+		sources[src]++
+		if src != fromWriteCache {
+			fromLogs++
+		}
+		count++
+	}
+	if status != wire.StatusOK {
+		br.finish(r, status, nil)
+		return buf
+	}
+	for src, n := range sources {
+		br.metrics.entries[src].Add(int64(n))
+	}
+	if br.ahead != nil {
+		br.ahead.served(r.conn, r.ledger, first, first+count, len(buf), int(fromLogs))
+	}
+	id, ledgerID, n, entries := r.id, r.ledger, int(count), buf
+	br.finish(r, wire.StatusOK, func(dst []byte) []byte {
+		return wire.AppendReadBatchResponse(dst, id, ledgerID, first, lac, n, entries)
+	})
+	return buf
+}
+
+// undamaged returns how many of the n entries in run (entries id, id+1, ...
+// of ledger, back to back as stored) come before the first one the scrubber
+// found damaged, and their size. Lock-free while nothing is damaged.
+func (b *Bookie) undamaged(ledger uint64, id int64, run []byte, n int) (int, int) {
+	if b.damage.count.Load() == 0 {
+		return n, len(run)
+	}
+	off := 0
+	for i := range n {
+		if b.damage.has(ledger, id+int64(i)) {
+			return i, off
+		}
+		off += wire.EntryOverhead + int(binary.BigEndian.Uint32(run[off+24:]))
+	}
+	return n, off
+}
+
+// entry appends entry id of ledgerID to buf, and says where it found it:
+// fromWriteCache, fromReadCache or fromEntryLog. A status other than OK is
+// what a READ of the entry would be answered.
+func (br *batchReader) entry(l *ledger, ledgerID uint64, id int64, buf []byte) (_ []byte, src int, _ wire.Status) {
+	b := br.b
+	if out, ok := b.store.GetCached(ledgerID, id, buf); ok {
+		return out, fromWriteCache, wire.StatusOK
+	}
+	if br.ahead != nil {
+		if out, ok := br.ahead.cache.take(readCacheKey{ledgerID, id}, buf); ok {
+			return out, fromReadCache, wire.StatusOK
+		}
+	}
+	out, err := b.store.Get(ledgerID, id, buf)
+	if err != nil {
+		return buf, fromEntryLog, b.readStatus(l, err)
+	}
+	return out, fromEntryLog, wire.StatusOK
+}

@@ -1,0 +1,384 @@
+package bookie
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/vfs"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// readBatch sends one READ_BATCH and decodes its answer.
+func (c *testClient) readBatch(ledger uint64, first int64, maxCount, maxBytes uint32) wire.ReadBatchResponse {
+	c.t.Helper()
+	f := c.call(func(dst []byte, id uint64) []byte {
+		return wire.AppendReadBatchRequest(dst, id, ledger, first, maxCount, maxBytes)
+	})
+	r, err := wire.DecodeReadBatchResponse(f)
+	if err != nil {
+		c.t.Fatalf("READ_BATCH %d from %d: %v", ledger, first, err)
+	}
+	return r
+}
+
+// checkBatch checks that r is OK and holds entries first..first+n-1 with the payloads
+// payload(id) gives, and the LAC lac.
+func checkBatch(t *testing.T, what string, r wire.ReadBatchResponse, first int64, n int, lac int64, payload func(int64) []byte) {
+	t.Helper()
+	if r.Status != wire.StatusOK || r.First != first || len(r.Entries) != n || r.LAC != lac {
+		t.Fatalf("%s: status %v, first %d, %d entries, LAC %d; want OK, %d, %d, %d", what, r.Status, r.First, len(r.Entries), r.LAC, first, n, lac)
+	}
+	for i, e := range r.Entries {
+		if !bytes.Equal(e.Payload, payload(first+int64(i))) {
+			t.Fatalf("%s: entry %d payload %q", what, e.EntryID, e.Payload)
+		}
+	}
+}
+
+func batchPayload(id int64) []byte { return []byte(fmt.Sprintf("entry %03d", id)) }
+
+// TestReadBatch covers what docs/protocol.md says READ_BATCH returns, with the entries in
+// the write cache and again once a checkpoint moved them to the entry logs: the feature in
+// the Hello, max count, max bytes (smaller than one entry too), entries past the LAC, past
+// the end, a hole in the middle, an unknown ledger, a fenced ledger, and malformed requests.
+func TestReadBatch(t *testing.T) {
+	b := startBookie(t, testConfig(t.TempDir()))
+	w := dial(t, b.Addr())
+	for e := int64(0); e < 10; e++ {
+		if s := w.add(testKey, 0, 1, e, e-1, batchPayload(e)); s != wire.StatusOK {
+			t.Fatalf("add %d: %v", e, s)
+		}
+	}
+	// Ledger 2 has a hole at 3: entries 0-2 and 4-5.
+	for _, e := range []int64{0, 1, 2, 4, 5} {
+		if s := w.add(testKey, 0, 2, e, -1, batchPayload(e)); s != wire.StatusOK {
+			t.Fatalf("add 2/%d: %v", e, s)
+		}
+	}
+	entrySize := uint32(wire.EntrySize(len(batchPayload(0))))
+
+	c := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
+	dialFeatures(t, b.Addr(), 0, 0)     // offering nothing, accepted nothing
+	dialFeatures(t, b.Addr(), 1<<40, 0) // a bit the bookie does not know is not echoed
+	dialFeatures(t, b.Addr(), ^wire.Features(0), wire.FeatureReadBatch)
+
+	check := func(where string) {
+		checkBatch(t, where+": all", c.readBatch(1, 0, 100, 1<<20), 0, 10, 8, batchPayload)
+		checkBatch(t, where+": max count", c.readBatch(1, 2, 3, 1<<20), 2, 3, 8, batchPayload)
+		checkBatch(t, where+": max bytes below one entry", c.readBatch(1, 4, 100, 1), 4, 1, 8, batchPayload)
+		checkBatch(t, where+": max bytes of 2.5 entries", c.readBatch(1, 4, 100, entrySize*5/2), 4, 2, 8, batchPayload)
+		checkBatch(t, where+": max bytes of exactly 2 entries", c.readBatch(1, 4, 100, entrySize*2), 4, 2, 8, batchPayload)
+		// Entry 9 is stored but past the bookie's LAC (8): returned, with the LAC.
+		checkBatch(t, where+": past the LAC", c.readBatch(1, 8, 100, 1<<20), 8, 2, 8, batchPayload)
+		if r := c.readBatch(1, 10, 100, 1<<20); r.Status != wire.StatusNoSuchEntry {
+			t.Fatalf("%s: past the end: %v, want NoSuchEntry", where, r.Status)
+		}
+		if r := c.readBatch(99, 0, 100, 1<<20); r.Status != wire.StatusNoSuchLedger {
+			t.Fatalf("%s: unknown ledger: %v, want NoSuchLedger", where, r.Status)
+		}
+		checkBatch(t, where+": up to the hole", c.readBatch(2, 0, 100, 1<<20), 0, 3, -1, batchPayload)
+		if r := c.readBatch(2, 3, 100, 1<<20); r.Status != wire.StatusNoSuchEntry {
+			t.Fatalf("%s: at the hole: %v, want NoSuchEntry", where, r.Status)
+		}
+		checkBatch(t, where+": after the hole", c.readBatch(2, 4, 100, 1<<20), 4, 2, -1, batchPayload)
+	}
+	check("write cache")
+	if err := b.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{0, 9} {
+		if b.store.InWriteCache(1, id) {
+			t.Fatalf("entry %d still in the write cache after a checkpoint", id)
+		}
+	}
+	check("entry logs")
+
+	// An entry the scrubber found damaged ends a batch before it, and a batch from it is
+	// IOError (never NoSuchEntry); entries after it are read again.
+	b.damage.add(entryKey{1, 5}, errors.New("test: damaged"))
+	checkBatch(t, "up to a damaged entry", c.readBatch(1, 0, 100, 1<<20), 0, 5, 8, batchPayload)
+	if r := c.readBatch(1, 5, 100, 1<<20); r.Status != wire.StatusIOError {
+		t.Fatalf("from a damaged entry: %v, want IOError", r.Status)
+	}
+	checkBatch(t, "after a damaged entry", c.readBatch(1, 6, 100, 1<<20), 6, 4, 8, batchPayload)
+	b.damage.mu.Lock()
+	delete(b.damage.entries, entryKey{1, 5})
+	b.damage.count.Store(0)
+	b.damage.mu.Unlock()
+
+	// A fenced ledger is read like any other.
+	if _, s := w.readLAC(wire.FlagFence, 1, testKey); s != wire.StatusOK {
+		t.Fatalf("fence: %v", s)
+	}
+	if s := w.add(testKey, 0, 1, 10, 9, batchPayload(10)); s != wire.StatusFenced {
+		t.Fatalf("add after the fence: %v", s)
+	}
+	checkBatch(t, "fenced", c.readBatch(1, 0, 100, 1<<20), 0, 10, 8, batchPayload)
+
+	// Malformed requests are answered BadRequest and the connection goes on.
+	for _, q := range []struct {
+		first              int64
+		maxCount, maxBytes uint32
+	}{{0, 0, 100}, {0, 100, 0}, {-1, 100, 100}} {
+		r, err := wire.DecodeReadBatchResponse(c.call(func(dst []byte, id uint64) []byte {
+			return wire.AppendReadBatchRequest(dst, id, 1, q.first, q.maxCount, q.maxBytes)
+		}))
+		if err != nil || r.Status != wire.StatusBadRequest {
+			t.Fatalf("READ_BATCH %+v: %v %v, want BadRequest", q, r.Status, err)
+		}
+	}
+	if h, err := wire.DecodePingResponse(c.call(wire.AppendPingRequest)); err != nil || h.Status != wire.StatusOK {
+		t.Fatalf("ping after malformed READ_BATCHes: %v %v", h.Status, err)
+	}
+}
+
+// dialFeatures connects offering features and checks the bookie's Hello accepts want.
+func dialFeatures(t *testing.T, addr string, offer, want wire.Features) *testClient {
+	t.Helper()
+	c := dialRaw(t, addr)
+	if _, err := c.nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1, Features: offer})); err != nil {
+		t.Fatal(err)
+	}
+	h, err := wire.DecodeHello(c.readFrame())
+	if err != nil || h.Status != wire.StatusOK || h.Features != want {
+		t.Fatalf("offered features %#x: hello %+v, %v; want features %#x", offer, h, err, want)
+	}
+	return c
+}
+
+// readGate blocks reads of the entry logs under dir while it is closed, and says when a
+// read is waiting at it.
+type readGate struct {
+	dir     string
+	mu      sync.Mutex
+	closed  bool
+	waiting int
+	open    chan struct{}
+}
+
+func newReadGate(dir string) *readGate { return &readGate{dir: dir, open: make(chan struct{})} }
+
+func (g *readGate) inject(op vfs.Op, name string) error {
+	base := filepath.Base(name)
+	if op != vfs.OpRead || !strings.HasPrefix(name, g.dir) || len(base) != 12 || !strings.HasSuffix(base, ".log") {
+		return nil
+	}
+	g.mu.Lock()
+	if !g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.waiting++
+	open := g.open
+	g.mu.Unlock()
+	<-open
+	g.mu.Lock()
+	g.waiting--
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *readGate) close() {
+	g.mu.Lock()
+	g.closed, g.open = true, make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *readGate) release() {
+	g.mu.Lock()
+	g.closed = false
+	close(g.open)
+	g.mu.Unlock()
+}
+
+func (g *readGate) blocked() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting
+}
+
+// TestReadBatchBounded shows the bounds on batch reads: with the only batch worker stuck
+// on the disk, a connection that pipelines batch reads is paused once it has
+// maxConnBatchReads of them unanswered, a batch read that finds the queue full is answered
+// TooManyRequests, and adds and single reads go on meanwhile. Once the disk answers, every
+// batch read accepted is answered and the paused connection goes on.
+func TestReadBatchBounded(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.ReadBatchWorkers = 1
+	cfg.MaxQueuedBatchReads = maxConnBatchReads - 1
+	cfg.ReadCacheBytes = -1 // no read-ahead: only the batch worker reads
+	gate := newReadGate(filepath.Join(dir, "ledgers"))
+	cfg.FS = vfs.NewFaultFS(vfs.Default, gate.inject)
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	for e := int64(0); e < 20; e++ {
+		if s := w.add(testKey, 0, 1, e, e-1, batchPayload(e)); s != wire.StatusOK {
+			t.Fatalf("add %d: %v", e, s)
+		}
+	}
+	if err := b.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	gate.close()
+
+	r := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
+	send := func(c *testClient, id uint64, first int64) {
+		if _, err := c.nc.Write(wire.AppendReadBatchRequest(nil, id, 1, first, 1, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(r, 1, 0)
+	waitUntil(t, func() bool { return gate.blocked() == 1 }) // the worker holds batch 1
+	// Batches 2-4 fill the queue; the connection then has maxConnBatchReads (4)
+	// unanswered and is paused before it parses batch 5.
+	for i := uint64(2); i <= 5; i++ {
+		send(r, i, int64(i-1))
+	}
+	c := connFor(t, b, r)
+	waitUntil(t, func() bool { return c.paused.Load() })
+	if n := c.batchReads.Load(); n != maxConnBatchReads {
+		t.Fatalf("%d batch reads unanswered on the paused connection, want %d", n, maxConnBatchReads)
+	}
+	if n := len(b.batch.queue); n != maxConnBatchReads-1 {
+		t.Fatalf("%d batch reads queued, want %d", n, maxConnBatchReads-1)
+	}
+
+	// Another reader finds the queue full.
+	r2 := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
+	if resp := r2.readBatch(1, 0, 1, 1); resp.Status != wire.StatusTooManyRequests {
+		t.Fatalf("batch read past the queue: %v, want TooManyRequests", resp.Status)
+	}
+	// Adds, and single reads from the write cache, go on.
+	if s := w.add(testKey, 0, 5, 0, -1, []byte("during")); s != wire.StatusOK {
+		t.Fatalf("add while batch reads are stuck: %v", s)
+	}
+	if rr, s := w.read(0, 5, 0); s != wire.StatusOK || string(rr.Entry.Payload) != "during" {
+		t.Fatalf("read while batch reads are stuck: %v", s)
+	}
+
+	gate.release()
+	got := map[uint64]bool{}
+	for len(got) < 5 {
+		resp, err := wire.DecodeReadBatchResponse(r.readFrame())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status != wire.StatusOK || len(resp.Entries) != 1 || resp.First != int64(resp.RequestID-1) {
+			t.Fatalf("batch %d: %v, %d entries from %d", resp.RequestID, resp.Status, len(resp.Entries), resp.First)
+		}
+		got[resp.RequestID] = true
+	}
+	checkBatch(t, "after the disk answered", r2.readBatch(1, 10, 5, 1<<20), 10, 5, 18, batchPayload)
+}
+
+// connFor returns the bookie's connection of test client tc.
+func connFor(t *testing.T, b *Bookie, tc *testClient) *conn {
+	t.Helper()
+	var found *conn
+	waitUntil(t, func() bool {
+		for _, c := range b.conns.snapshot() {
+			if c.gc.RemoteAddr().String() == tc.nc.LocalAddr().String() {
+				found = c
+			}
+		}
+		return found != nil
+	})
+	return found
+}
+
+// dialRaw connects without a handshake.
+func dialRaw(t *testing.T, addr string) *testClient {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return &testClient{t: t, nc: nc}
+}
+
+// TestReadBatchReadAhead shows read-ahead: a reader catching up from the entry logs in
+// consecutive batches gets the entries after its second batch read into the read cache,
+// and its next batch is served from there, each entry once; a reader following the writer
+// (its entries in the write cache) starts no read-ahead and leaves the cache empty.
+func TestReadBatchReadAhead(t *testing.T) {
+	b := startBookie(t, testConfig(t.TempDir()))
+	w := dial(t, b.Addr())
+	for e := int64(0); e < 100; e++ {
+		if s := w.add(testKey, 0, 1, e, e-1, batchPayload(e)); s != wire.StatusOK {
+			t.Fatalf("add %d: %v", e, s)
+		}
+	}
+	if err := b.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for e := int64(0); e < 40; e++ { // ledger 2 stays in the write cache
+		if s := w.add(testKey, 0, 2, e, e-1, batchPayload(e)); s != wire.StatusOK {
+			t.Fatalf("add 2/%d: %v", e, s)
+		}
+	}
+	c := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
+	source := func(src int) int64 { return b.batch.metrics.entries[src].Load() }
+	readAhead := func() int64 { return b.batch.metrics.readAheadEntries.Load() }
+	cache := b.batch.ahead.cache
+
+	// The tailing reader: batches of ledger 2 from the write cache.
+	for first := int64(0); first < 40; first += 10 {
+		checkBatch(t, "tailing", c.readBatch(2, first, 10, 1<<20), first, 10, 38, batchPayload)
+	}
+	if n := source(fromWriteCache); n != 40 {
+		t.Fatalf("%v entries from the write cache, want 40", n)
+	}
+	if len(b.batch.ahead.tasks) != 0 || cache.used.Load() != 0 || readAhead() != 0 {
+		t.Fatal("a reader served from the write cache started read-ahead")
+	}
+
+	// The catching-up reader: its first batch is not yet a stream; its second continues
+	// it, from the logs, and reads entries 20-39 ahead.
+	checkBatch(t, "catch-up 1", c.readBatch(1, 0, 10, 1<<20), 0, 10, 98, batchPayload)
+	checkBatch(t, "catch-up 2", c.readBatch(1, 10, 10, 1<<20), 10, 10, 98, batchPayload)
+	waitUntil(t, func() bool { return readAhead() == 20 })
+	for e := int64(20); e < 40; e++ {
+		if !cache.has(readCacheKey{1, e}) {
+			t.Fatalf("entry %d not read ahead", e)
+		}
+	}
+	fromLogs := source(fromEntryLog)
+	checkBatch(t, "catch-up 3", c.readBatch(1, 20, 10, 1<<20), 20, 10, 98, batchPayload)
+	if n := source(fromReadCache); n != 10 {
+		t.Fatalf("%v entries from the read cache, want 10", n)
+	}
+	if source(fromEntryLog) != fromLogs {
+		t.Fatal("batch 3 read the entry logs although its entries were read ahead")
+	}
+	if cache.has(readCacheKey{1, 20}) || !cache.has(readCacheKey{1, 30}) {
+		t.Fatal("served entries stay cached, or entries not yet served were dropped")
+	}
+}
+
+func TestReadCacheBudget(t *testing.T) {
+	rc := newReadCache(100)
+	for i := range 5 {
+		rc.insert(readCacheKey{1, int64(i)}, make([]byte, 30))
+	}
+	// 5 x 30 bytes in a 100-byte cache: the two oldest were evicted.
+	if rc.used.Load() != 90 || rc.has(readCacheKey{1, 1}) || !rc.has(readCacheKey{1, 2}) {
+		t.Fatalf("used %d; entry 1 cached %v, entry 2 %v", rc.used.Load(), rc.has(readCacheKey{1, 1}), rc.has(readCacheKey{1, 2}))
+	}
+	if got, ok := rc.take(readCacheKey{1, 3}, []byte("x")); !ok || len(got) != 31 || rc.has(readCacheKey{1, 3}) || rc.used.Load() != 60 {
+		t.Fatalf("take: %d bytes, %v; used %d", len(got), ok, rc.used.Load())
+	}
+	rc.insert(readCacheKey{1, 9}, make([]byte, 101)) // larger than the budget: not kept
+	if rc.has(readCacheKey{1, 9}) {
+		t.Fatal("an entry over the budget was cached")
+	}
+}

@@ -1,0 +1,203 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// Batch reads (READ_BATCH, docs/protocol.md).
+//
+// A bookie stores consecutive entries of a ledger only when every bookie of the ensemble is
+// in every write set (write quorum = ensemble size); with striping, each bookie holds a hole
+// every few entries and a batch read would stop at each. So Reader.Read uses READ_BATCH for
+// ledgers whose write quorum is their ensemble size, on bookies whose Hello accepted
+// wire.FeatureReadBatch, and one READ per entry otherwise (an older bookie, a striped
+// ledger, Config.NoBatchReads).
+//
+// A range is cut into chunks of at most batchEntries entries, each asked of one bookie of
+// its fragment (chunk k of bookie k mod ensemble size, so the reads spread over the
+// ensemble), batchPipeline chunks in flight at once. A response may hold fewer entries than
+// asked (the bookie's byte limits): the rest of the chunk is asked again from the next id.
+// A chunk that fails on a bookie (an error, a status other than OK, an entry that fails its
+// checks) goes to the next bookie of the fragment; when every bookie has failed it, its
+// remaining entries are read one READ each (readRange, with speculative reads), whose errors
+// are the ones Read returns.
+
+// clientFeatures are the Hello features this client offers.
+const clientFeatures = wire.FeatureReadBatch
+
+// Batch read sizes.
+const (
+	batchEntries  = 256     // entries asked per READ_BATCH
+	batchBytes    = 1 << 20 // entry bytes asked per READ_BATCH
+	batchPipeline = 4       // READ_BATCHes in flight per range read
+)
+
+// decodeReadBatch fills r's result from a READ_BATCH response: r.batch holds the entries,
+// their Data aliasing r.data, one copy of their bytes. An entry that fails its checksum, or a
+// response for another ledger or first id, or with more entries than asked, is this bookie's
+// problem (StatusIOError), not the connection's.
+func (r *request) decodeReadBatch(frame []byte) error {
+	resp, err := wire.DecodeReadBatchResponse(frame)
+	if err != nil {
+		if errors.Is(err, wire.ErrChecksumMismatch) {
+			r.status = wire.StatusIOError
+			return nil
+		}
+		return err
+	}
+	if resp.Status != wire.StatusOK {
+		return nil
+	}
+	if resp.Ledger != r.ledger || resp.First != r.entry || len(resp.Entries) > int(r.maxCount) {
+		r.status = wire.StatusIOError
+		return nil
+	}
+	size := 0
+	for _, e := range resp.Entries {
+		size += len(e.Payload)
+	}
+	r.data = make([]byte, 0, size)
+	r.batch = make([]Entry, len(resp.Entries))
+	for i, e := range resp.Entries {
+		off := len(r.data)
+		r.data = append(r.data, e.Payload...)
+		r.batch[i] = Entry{ID: e.EntryID, Data: r.data[off:len(r.data):len(r.data)]}
+	}
+	r.lac = resp.LAC
+	return nil
+}
+
+// accepts reports whether the bookie accepted feature f in its Hello, connecting first
+// (with a PING) when there is no connection yet. A bookie that cannot be reached accepts
+// nothing.
+func (c *bookieConn) accepts(ctx context.Context, f wire.Features) bool {
+	c.mu.Lock()
+	connected, features := c.nc != nil, c.features
+	c.mu.Unlock()
+	if !connected {
+		req := getRequest()
+		req.op = wire.OpPing
+		if res, err := c.call(ctx, req); err == nil {
+			putRequest(res)
+		}
+		c.mu.Lock()
+		connected, features = c.nc != nil, c.features
+		c.mu.Unlock()
+	}
+	return connected && features&f != 0
+}
+
+// batchReadable reports whether Read may use READ_BATCH for md: every bookie holds every
+// entry of its fragments.
+func (c *Client) batchReadable(md *meta.LedgerMetadata) bool {
+	return !c.noBatchReads && md.WriteQuorum == md.EnsembleSize
+}
+
+// batchChunk is entries first..last of one fragment, still to be read.
+type batchChunk struct {
+	first, last int64
+	frag        int // index of the fragment in the metadata
+	bookie      int // which bookie of the fragment is asked next (mod ensemble size)
+	tries       int // bookies that failed the chunk
+	errs        []error
+}
+
+// readBatchRange reads entries start..end of md with pipelined READ_BATCHes (see above).
+// md's write quorum must be its ensemble size (batchReadable).
+func (c *Client) readBatchRange(ctx context.Context, md *meta.LedgerMetadata, start, end int64) ([]Entry, error) {
+	out := make([]Entry, end-start+1)
+	var chunks []*batchChunk
+	for first := start; first <= end; {
+		frag := md.FragmentAt(first)
+		if frag < 0 {
+			return nil, fmt.Errorf("client: ledger %d: entry %d precedes its first fragment", md.ID, first)
+		}
+		last := min(end, first+batchEntries-1)
+		if frag+1 < len(md.Fragments) {
+			last = min(last, md.Fragments[frag+1].FirstEntry-1)
+		}
+		chunks = append(chunks, &batchChunk{first: first, last: last, frag: frag, bookie: len(chunks)})
+		first = last + 1
+	}
+
+	q := newReplies()
+	inflight := 0
+	// ask sends the chunk's next READ_BATCH; false when its bookie does not accept
+	// READ_BATCH (the chunk is then read entry by entry).
+	ask := func(k int) bool {
+		ch := chunks[k]
+		f := md.Fragments[ch.frag]
+		conn := c.conn(f.Bookies[ch.bookie%len(f.Bookies)])
+		if !conn.accepts(ctx, wire.FeatureReadBatch) {
+			return false
+		}
+		req := getRequest()
+		req.op, req.ledger, req.entry = wire.OpReadBatch, md.ID, ch.first
+		req.maxCount, req.maxBytes = uint32(ch.last-ch.first+1), batchBytes
+		req.done, req.tag = q, int64(k)
+		inflight++
+		conn.send(req)
+		return true
+	}
+	// single reads the rest of a chunk one entry at a time.
+	single := func(ch *batchChunk) error {
+		ents, err := c.readRange(ctx, md, ch.first, ch.last)
+		if err != nil {
+			if len(ch.errs) > 0 {
+				return fmt.Errorf("%w (batch reads: %w)", err, errors.Join(ch.errs...))
+			}
+			return err
+		}
+		copy(out[ch.first-start:], ents)
+		return nil
+	}
+	next := 0 // the next chunk not yet asked
+	for next < len(chunks) || inflight > 0 {
+		for next < len(chunks) && inflight < batchPipeline {
+			k := next
+			next++
+			if !ask(k) {
+				if err := single(chunks[k]); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if inflight == 0 {
+			continue
+		}
+		res, err := q.next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		inflight--
+		k := int(res.tag)
+		ch := chunks[k]
+		f := md.Fragments[ch.frag]
+		failure := res.err
+		if failure == nil && res.status != wire.StatusOK {
+			failure = fmt.Errorf("bookie answered %v", res.status)
+		}
+		if failure == nil {
+			copy(out[ch.first-start:], res.batch)
+			ch.first += int64(len(res.batch))
+		} else {
+			ch.errs = append(ch.errs, fmt.Errorf("%s: %w", f.Bookies[ch.bookie%len(f.Bookies)], failure))
+			ch.tries++
+			ch.bookie++
+		}
+		putRequest(res)
+		switch {
+		case ch.first > ch.last:
+		case ch.tries >= len(f.Bookies) || !ask(k):
+			if err := single(ch); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,238 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// opCounter counts the request frames a client writes, by opcode.
+type opCounter struct {
+	mu  sync.Mutex
+	ops map[wire.Op]int
+}
+
+func (oc *opCounter) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: nc, oc: oc}, nil
+}
+
+func (oc *opCounter) count(op wire.Op) int {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	return oc.ops[op]
+}
+
+func (oc *opCounter) reset() {
+	oc.mu.Lock()
+	clear(oc.ops)
+	oc.mu.Unlock()
+}
+
+// countingConn counts the frames of every Write (the client writes whole frames; a Hello's
+// magic is not an opcode of a request).
+type countingConn struct {
+	net.Conn
+	oc *opCounter
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.oc.mu.Lock()
+	if c.oc.ops == nil {
+		c.oc.ops = map[wire.Op]int{}
+	}
+	for rest := p; ; {
+		frame, r, err := wire.SplitFrame(rest, 0)
+		if err != nil || frame == nil {
+			break
+		}
+		if h, err := wire.ParseHeader(frame); err == nil {
+			c.oc.ops[h.Op]++
+		}
+		rest = r
+	}
+	c.oc.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// writeClosed writes n entries (payload(i)) to a new ledger of the given quorums and closes it.
+func writeClosed(t *testing.T, cl *Client, e, wq, n int) uint64 {
+	t.Helper()
+	ctx := testCtx(t)
+	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: e, WriteQuorum: wq, AckQuorum: wq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range int64(n) {
+		wg.Add(1)
+		w.AppendAsync(payload(i), func(_ int64, err error) {
+			defer wg.Done()
+			if err != nil {
+				t.Errorf("append: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return w.ID()
+}
+
+func checkEntries(t *testing.T, ents []Entry, first int64, n int) {
+	t.Helper()
+	if len(ents) != n {
+		t.Fatalf("%d entries, want %d", len(ents), n)
+	}
+	for i, e := range ents {
+		if want := first + int64(i); e.ID != want || !bytes.Equal(e.Data, payload(want)) {
+			t.Fatalf("entry %d: id %d, %q", want, e.ID, e.Data)
+		}
+	}
+}
+
+// TestReadBatchOrFallback: Reader.Read uses READ_BATCH, and nothing else, with bookies that
+// accept it for a ledger every bookie holds whole; one READ per entry with bookies from
+// before READ_BATCH, with a striped ledger, and with Config.NoBatchReads; and both, each
+// where it can, with an ensemble of one bookie of each kind. The entries are the same each
+// way.
+func TestReadBatchOrFallback(t *testing.T) {
+	const n = 1000 // several chunks of batchEntries
+	for _, tc := range []struct {
+		name      string
+		without   []bool // per bookie: WithoutReadBatch
+		e, wq     int
+		noBatch   bool
+		batch     bool // READ_BATCH expected
+		singleAll bool // one READ per entry expected
+	}{
+		{"new bookies", []bool{false, false}, 2, 2, false, true, false},
+		{"old bookies", []bool{true, true}, 2, 2, false, false, true},
+		{"one old one new", []bool{false, true}, 2, 2, false, true, false},
+		{"striped ledger", []bool{false, false, false}, 3, 2, false, false, true},
+		{"NoBatchReads", []bool{false, false}, 2, 2, true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i := 0
+			c := startClusterWith(t, len(tc.without), func(cfg *bookie.Config) {
+				cfg.WithoutReadBatch = tc.without[i%len(tc.without)]
+				i++
+			})
+			ctx := testCtx(t)
+			id := writeClosed(t, c.client(nil), tc.e, tc.wq, n)
+			var oc opCounter
+			cl, err := New(ctx, Config{Metadata: c.endpoint, Dial: oc.dial, RequestTimeout: 2 * time.Second, NoBatchReads: tc.noBatch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			r, err := cl.OpenLedger(ctx, id, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oc.reset()
+			ents, err := r.Read(ctx, 0, n-1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkEntries(t, ents, 0, n)
+			batches, singles := oc.count(wire.OpReadBatch), oc.count(wire.OpRead)
+			t.Logf("%d READ_BATCH, %d READ", batches, singles)
+			if tc.batch != (batches > 0) {
+				t.Fatalf("%d READ_BATCH sent, want some: %v", batches, tc.batch)
+			}
+			if tc.singleAll && singles != n {
+				t.Fatalf("%d READs, want one per entry (%d)", singles, n)
+			}
+			if tc.batch && tc.without[0] == tc.without[len(tc.without)-1] && singles != 0 {
+				t.Fatalf("%d READs although every bookie serves READ_BATCH", singles)
+			}
+			// A range inside one chunk, not starting at 0.
+			ents, err = r.Read(ctx, 300, 310)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkEntries(t, ents, 300, 11)
+		})
+	}
+}
+
+// TestFollow: a tailing reader started before anything is written gets every entry of an
+// open ledger, in order and once each, while the writer appends them one at a time, and
+// returns nil once the writer has closed the ledger and the last entry is delivered. A
+// second follower, started in the middle, gets the entries from there; one whose fn fails
+// returns that error.
+func TestFollow(t *testing.T) {
+	c := startCluster(t, 2)
+	cl := c.client(nil)
+	ctx := testCtx(t)
+	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	follow := func(from int64, stopAt int64) (chan []Entry, chan error) {
+		r, err := cl.OpenLedger(ctx, w.ID(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, done := make(chan []Entry, 1), make(chan error, 1)
+		go func() {
+			var ents []Entry
+			err := r.Follow(ctx, from, func(e Entry) error {
+				ents = append(ents, e)
+				if e.ID == stopAt {
+					return errStopFollow
+				}
+				return nil
+			})
+			got <- ents
+			done <- err
+		}()
+		return got, done
+	}
+	all, allDone := follow(0, -1)
+	stopped, stoppedDone := follow(0, 10)
+	for i := range int64(n) {
+		if _, err := w.Append(ctx, payload(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == n/2 {
+			mid, midDone := follow(20, -1)
+			defer func() {
+				ents := <-mid
+				if err := <-midDone; err != nil {
+					t.Errorf("follower from 20: %v", err)
+				}
+				checkEntries(t, ents, 20, n-20)
+			}()
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ents := <-all
+	if err := <-allDone; err != nil {
+		t.Fatalf("follower: %v", err)
+	}
+	checkEntries(t, ents, 0, n)
+	ents = <-stopped
+	if err := <-stoppedDone; !errors.Is(err, errStopFollow) {
+		t.Fatalf("follower whose fn failed: %v", err)
+	}
+	checkEntries(t, ents, 0, 11)
+}
+
+var errStopFollow = errors.New("stop")

@@ -1,0 +1,93 @@
+package entrylog
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// maxRunRead caps the bytes one GetRun reads; runChunk is how much it reads at a time.
+const (
+	maxRunRead = 4 << 20
+	runChunk   = 256 << 10
+)
+
+// GetRun appends to dst the data of entries first, first+1, ... of ledger that lie back to
+// back in one entry log, read with as few preads as their size allows (256 KiB each): what a reader catching up on a ledger
+// needs, since a flush writes each ledger's entries in id order (see the package doc). It
+// stops before the first entry that the write cache holds, that the index does not place
+// right after the previous one, that lies past maxCount entries or past maxBytes bytes of
+// data (the first entry excepted when firstAlways is set; 4 MiB in all at most), or that
+// fails its checks. It returns the
+// extended dst and how many entries it appended; 0 entries with a nil error means "read
+// entry first with Get", which gives the precise answer (absent, corrupt, in the write
+// cache, moved by compaction). Every record appended is checked as Get checks it: its
+// checksum, seal, ledger and entry id.
+func (s *Store) GetRun(ledger uint64, first int64, maxCount, maxBytes int, firstAlways bool, dst []byte) ([]byte, int, error) {
+	if maxCount <= 0 || s.InWriteCache(ledger, first) {
+		return dst, 0, nil
+	}
+	loc, err := s.ix.get(ledger, first)
+	if err != nil {
+		return dst, 0, nil
+	}
+	s.logsMu.RLock()
+	defer s.logsMu.RUnlock()
+	lf := s.logs[loc.log()]
+	if lf == nil {
+		return dst, 0, nil
+	}
+	// Read in chunks as the walk needs them, so that a run of a few small entries does not
+	// read the whole span.
+	want := min(maxRunRead, RecordHeaderSize*maxCount+max(maxBytes, 0))
+	start, have := len(dst), 0
+	var rerr error
+	fill := func(need int) bool {
+		for have < need {
+			n := min(max(need, have+runChunk), want) - have
+			if n <= 0 || rerr != nil {
+				return false
+			}
+			dst = growLen(dst, start+have+n)
+			got, err := lf.f.ReadAt(dst[start+have:start+have+n], loc.offset()+int64(have))
+			have += got
+			if got < n {
+				rerr = err
+				if rerr == nil {
+					rerr = io.ErrUnexpectedEOF
+				}
+			}
+		}
+		return true
+	}
+	out := start // data is moved down over the headers as records are walked
+	n, off, data := 0, 0, 0
+	for n < maxCount && fill(off+RecordHeaderSize) {
+		entry := first + int64(n)
+		if n > 0 {
+			next, err := s.ix.get(ledger, entry)
+			if err != nil || next != makeLocation(loc.log(), loc.offset()+int64(off)) || s.InWriteCache(ledger, entry) {
+				break
+			}
+		}
+		size := int(binary.LittleEndian.Uint32(dst[start+off+8 : start+off+12]))
+		if (n > 0 || !firstAlways) && data+size > maxBytes || !fill(off+RecordHeaderSize+size) {
+			break
+		}
+		rec := dst[start+off : start+off+RecordHeaderSize+size]
+		if checkRecord(rec, lf.version) != nil ||
+			binary.LittleEndian.Uint64(rec[12:20]) != ledger || int64(binary.LittleEndian.Uint64(rec[20:28])) != entry {
+			break // Get reports it precisely
+		}
+		// The destination lies before the record: out <= start+off.
+		out += copy(dst[out:], rec[RecordHeaderSize:])
+		off += len(rec)
+		data += size
+		n++
+	}
+	if n == 0 && rerr != nil && !errors.Is(rerr, io.ErrUnexpectedEOF) && !errors.Is(rerr, io.EOF) {
+		return dst[:start], 0, fmt.Errorf("entrylog: read %s offset %d: %w", lf.name, loc.offset(), rerr)
+	}
+	return dst[:out], n, nil
+}
