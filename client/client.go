@@ -100,6 +100,11 @@ type Config struct {
 	// is left out of new ensembles and replacements, unless too few others are available.
 	// Default 30 s; negative disables quarantine.
 	QuarantineTime time.Duration
+	// MetadataTimeout bounds each operation's wait for the metadata store (creating, opening,
+	// closing or recovering a ledger): past it the operation fails with
+	// ErrMetadataUnavailable, even if its ctx would wait longer. Default 10 s; negative
+	// leaves the bound to the ctx. Adds never wait for the store.
+	MetadataTimeout time.Duration
 	// Secret is the cluster secret, for bookies that require HMAC-SHA256 authentication
 	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable.
 	Secret []byte
@@ -122,6 +127,7 @@ type Client struct {
 	maxPendingBytes int64         // Config.MaxPendingBytes
 	appendWait      time.Duration // Config.AppendWait; negative: do not wait
 	quarantineTime  time.Duration // Config.QuarantineTime; 0: no quarantine
+	metaTimeout     time.Duration // Config.MetadataTimeout; 0: none
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -146,6 +152,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			speculativeTimeout: cfg.SpeculativeTimeout,
 		},
 		quarantineTime:  orDefault(cfg.QuarantineTime, 30*time.Second),
+		metaTimeout:     orDefault(cfg.MetadataTimeout, defaultMetadataTimeout),
 		maxPendingAdds:  cfg.MaxPendingAdds,
 		maxPendingBytes: cfg.MaxPendingBytes,
 		appendWait:      cfg.AppendWait,
@@ -158,6 +165,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	if cfg.QuarantineTime < 0 {
 		c.quarantineTime = 0
+	}
+	if cfg.MetadataTimeout < 0 {
+		c.metaTimeout = 0
 	}
 	if c.cfg.speculativeTimeout == 0 {
 		c.cfg.speculativeTimeout = 200 * time.Millisecond
