@@ -58,7 +58,7 @@ type Cluster struct {
 	etcd        *embedded.Etcd
 	etcdCluster *embedded.Cluster
 	endpoint    string
-	Nodes    []*Node
+	Nodes       []*Node
 }
 
 // Node is one bookie and its proxy.
