@@ -61,7 +61,9 @@ type Config struct {
 	// Store is an open metadata store to use instead of opening Metadata. The Client does not
 	// close it.
 	Store meta.Store
-	// Dial connects to a bookie address; default a net.Dialer. Tests inject faults here.
+	// Dial connects to a bookie address; default a net.Dialer with TCP keepalive and, on
+	// Linux, TCP_USER_TIMEOUT, both about RequestTimeout (see docs/durability.md,
+	// "Blackholes"). Tests inject faults here.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// DialTimeout bounds a connection attempt and its handshake; default 3 s.
 	DialTimeout time.Duration
@@ -177,7 +179,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c.cfg.resolve = c.dialAddr
 	if c.cfg.dial == nil {
-		var d net.Dialer
+		d := defaultDialer(c.cfg.requestTimeout)
 		c.cfg.dial = func(ctx context.Context, addr string) (net.Conn, error) {
 			return d.DialContext(ctx, "tcp", addr)
 		}
@@ -192,6 +194,19 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.wg.Add(1)
 	go c.sweepLoop()
 	return c, nil
+}
+
+// defaultDialer is the dialer of a Client without Config.Dial. A bookie whose host vanishes
+// (or whose network drops every packet) is detected by TCP within about the request
+// timeout: keepalive probes on an idle connection after requestTimeout of silence, one a
+// second, three unanswered ones closing it; and, with data or probes unacknowledged for
+// requestTimeout, TCP_USER_TIMEOUT where the system has it (dialControl).
+func defaultDialer(requestTimeout time.Duration) *net.Dialer {
+	t := max(requestTimeout, time.Second)
+	return &net.Dialer{
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: t, Interval: time.Second, Count: 3},
+		Control:         dialControl(t),
+	}
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bookie-go/bookie/wire"
@@ -114,6 +115,11 @@ type bookieConn struct {
 	dialErr    error     // the last dial's failure
 	retryAt    time.Time // no dial before this after a failure
 	backoff    time.Duration
+
+	// lastRecv is when the current connection last delivered a frame (or was established),
+	// in unix nanoseconds: sweep tells a silent connection from a slow request by it.
+	// Written by the reader, read by the sweeper.
+	lastRecv atomic.Int64
 }
 
 func newBookieConn(addr string, cfg *connConfig) *bookieConn {
@@ -186,6 +192,7 @@ func (c *bookieConn) dial() {
 	c.nc = nc
 	c.gen++
 	gen := c.gen
+	c.lastRecv.Store(time.Now().UnixNano())
 	c.mu.Unlock()
 	go c.writeLoop(nc, gen)
 	go c.readLoop(nc, br, gen)
@@ -398,6 +405,7 @@ func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 			c.fail(gen, err)
 			return
 		}
+		c.lastRecv.Store(time.Now().UnixNano())
 		h, err := wire.ParseHeader(frame)
 		if err != nil || !h.Response {
 			c.fail(gen, fmt.Errorf("%w: bad response header: %v", wire.ErrMalformed, err))
@@ -518,13 +526,26 @@ func (c *bookieConn) fail(gen uint64, cause error) {
 
 // sweep fails the requests whose deadline passed, with ErrTimeout. The client calls it
 // periodically.
+//
+// A request that timed out on a connection that delivered nothing since the request was
+// written means the connection itself is silent, not just the request slow: the peer
+// vanished (a half-open connection), or the network drops its packets (a blackhole). TCP
+// would tell only after its own timeouts (see tuneConn), on loopback never: sweep then
+// tears the connection down, failing what else is in flight on it at once with
+// ErrBookieUnavailable, and the next request dials again.
 func (c *bookieConn) sweep(now int64, buf []*request) []*request {
 	buf = buf[:0]
 	c.mu.Lock()
+	gen := c.gen
+	lastRecv := c.lastRecv.Load()
+	silent := time.Duration(0)
 	for id, r := range c.pending {
 		if r.deadline <= now {
 			buf = append(buf, r)
 			delete(c.pending, id)
+			if written := r.deadline - int64(r.timeout); lastRecv < written {
+				silent = max(silent, time.Duration(now-lastRecv))
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -533,6 +554,9 @@ func (c *bookieConn) sweep(now int64, buf []*request) []*request {
 		r.finish()
 	}
 	clear(buf)
+	if silent > 0 {
+		c.fail(gen, fmt.Errorf("connection silent for %v with requests in flight", silent.Round(time.Millisecond)))
+	}
 	return buf
 }
 
