@@ -577,3 +577,40 @@ func (n *Node) Wipe(allowUnknown bool) error {
 	n.Proxy.Heal()
 	return err
 }
+
+// PowerLossAll is a power loss of every bookie at once, as when a rack or a whole
+// single-machine cluster loses power: every proxy is cut off first (nothing any lost byte
+// promised can reach a client afterwards), then every bookie's storage is reduced to what
+// it had synced (vfs.MemFS.CrashClone, with torn unsynced sectors drawn from rng), and only
+// then do the bookies start again and the network come back. Only for MemFS clusters.
+func (c *Cluster) PowerLossAll(rng *rand.Rand) error {
+	for _, n := range c.Nodes {
+		if n.mem == nil {
+			return fmt.Errorf("chaos: power loss needs a MemFS cluster")
+		}
+	}
+	for _, n := range c.Nodes {
+		n.Proxy.Partition()
+	}
+	var old []*bookie.Bookie
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		n.mem = n.mem.CrashClone(rng)
+		old = append(old, n.b)
+		n.b = nil
+		n.mu.Unlock()
+	}
+	for _, b := range old {
+		if b != nil {
+			b.Close() // writes to the old file systems, which are gone
+		}
+	}
+	var errs []error
+	for _, n := range c.Nodes {
+		errs = append(errs, n.Start())
+	}
+	for _, n := range c.Nodes {
+		n.Proxy.Heal()
+	}
+	return errors.Join(errs...)
+}
