@@ -324,6 +324,12 @@ func (c *Client) sweepLoop() {
 	defer tick.Stop()
 	var conns []*bookieConn
 	var buf []*request
+	type silentConn struct {
+		bc     *bookieConn
+		gen    uint64
+		silent time.Duration
+	}
+	var silent []silentConn
 	for {
 		select {
 		case <-c.stop:
@@ -335,9 +341,18 @@ func (c *Client) sweepLoop() {
 				conns = append(conns, bc)
 			}
 			c.mu.Unlock()
+			silent = silent[:0]
 			for _, bc := range conns {
-				buf = bc.sweep(now.UnixNano(), buf)
+				var gen uint64
+				var d time.Duration
+				if buf, gen, d = bc.sweep(now.UnixNano(), buf); gen != 0 {
+					silent = append(silent, silentConn{bc, gen, d})
+				}
 			}
+			for _, s := range silent {
+				s.bc.dropSilent(s.gen, s.silent)
+			}
+			clear(silent)
 		}
 	}
 }

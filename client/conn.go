@@ -530,15 +530,17 @@ func (c *bookieConn) fail(gen uint64, cause error) {
 // A request that timed out on a connection that delivered nothing since the request was
 // written means the connection itself is silent, not just the request slow: the peer
 // vanished (a half-open connection), or the network drops its packets (a blackhole). TCP
-// would tell only after its own timeouts (see tuneConn), on loopback never: sweep then
-// tears the connection down, failing what else is in flight on it at once with
-// ErrBookieUnavailable, and the next request dials again.
-func (c *bookieConn) sweep(now int64, buf []*request) []*request {
+// would tell only after its own timeouts (see dialControl), on loopback never. sweep then
+// returns the connection's generation and how long it has been silent, and the client
+// tears it down with dropSilent once every connection was swept (so that a writer learns
+// of every timed-out bookie before it reacts to one): what else is in flight on it fails
+// at once with ErrBookieUnavailable, and the next request dials again. gen is 0 when the
+// connection is not silent.
+func (c *bookieConn) sweep(now int64, buf []*request) (_ []*request, gen uint64, silent time.Duration) {
 	buf = buf[:0]
 	c.mu.Lock()
-	gen := c.gen
+	cur := c.gen
 	lastRecv := c.lastRecv.Load()
-	silent := time.Duration(0)
 	for id, r := range c.pending {
 		if r.deadline <= now {
 			buf = append(buf, r)
@@ -555,9 +557,14 @@ func (c *bookieConn) sweep(now int64, buf []*request) []*request {
 	}
 	clear(buf)
 	if silent > 0 {
-		c.fail(gen, fmt.Errorf("connection silent for %v with requests in flight", silent.Round(time.Millisecond)))
+		gen = cur
 	}
-	return buf
+	return buf, gen, silent
+}
+
+// dropSilent tears down connection generation gen, found silent for silent by sweep.
+func (c *bookieConn) dropSilent(gen uint64, silent time.Duration) {
+	c.fail(gen, fmt.Errorf("connection silent for %v with requests in flight", silent.Round(time.Millisecond)))
 }
 
 // close fails everything with ErrClosed and stops the goroutines.
