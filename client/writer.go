@@ -721,8 +721,18 @@ func (w *Writer) changeEnsemble() {
 			} else {
 				md.Fragments = append(md.Fragments, meta.Fragment{FirstEntry: lac + 1, Bookies: ensemble})
 			}
+			// The CAS gets its own bound, not what the pick left of ctx: a CAS whose
+			// context ends while etcd applies it leaves the writer not knowing its own
+			// ensemble, and the next CAS (Close's) fails with a bad version. meta retries an
+			// inconclusive attempt and checks whether it landed, within this bound.
+			casTimeout := w.c.metaTimeout
+			if casTimeout <= 0 {
+				casTimeout = w.c.cfg.requestTimeout
+			}
+			cctx, ccancel := context.WithTimeout(context.Background(), casTimeout)
 			var updated meta.LedgerMetadata
-			updated, err = w.c.store.UpdateLedger(ctx, md)
+			updated, err = w.c.store.UpdateLedger(cctx, md)
+			ccancel()
 			metaErr = err != nil
 			if err == nil {
 				w.mu.Lock()
