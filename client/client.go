@@ -61,7 +61,9 @@ type Config struct {
 	// Store is an open metadata store to use instead of opening Metadata. The Client does not
 	// close it.
 	Store meta.Store
-	// Dial connects to a bookie address; default a net.Dialer. Tests inject faults here.
+	// Dial connects to a bookie address; default a net.Dialer with TCP keepalive and, on
+	// Linux, TCP_USER_TIMEOUT, both about RequestTimeout (see docs/durability.md,
+	// "Blackholes"). Tests inject faults here.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// DialTimeout bounds a connection attempt and its handshake; default 3 s.
 	DialTimeout time.Duration
@@ -100,6 +102,11 @@ type Config struct {
 	// is left out of new ensembles and replacements, unless too few others are available.
 	// Default 30 s; negative disables quarantine.
 	QuarantineTime time.Duration
+	// MetadataTimeout bounds each operation's wait for the metadata store (creating, opening,
+	// closing or recovering a ledger): past it the operation fails with
+	// ErrMetadataUnavailable, even if its ctx would wait longer. Default 10 s; negative
+	// leaves the bound to the ctx. Adds never wait for the store.
+	MetadataTimeout time.Duration
 	// Secret is the cluster secret, for bookies that require HMAC-SHA256 authentication
 	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable.
 	Secret []byte
@@ -127,6 +134,7 @@ type Client struct {
 	appendWait      time.Duration // Config.AppendWait; negative: do not wait
 	quarantineTime  time.Duration // Config.QuarantineTime; 0: no quarantine
 	noBatchReads    bool          // Config.NoBatchReads
+	metaTimeout     time.Duration // Config.MetadataTimeout; 0: none
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -152,6 +160,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		},
 		quarantineTime:  orDefault(cfg.QuarantineTime, 30*time.Second),
 		noBatchReads:    cfg.NoBatchReads,
+		metaTimeout:     orDefault(cfg.MetadataTimeout, defaultMetadataTimeout),
 		maxPendingAdds:  cfg.MaxPendingAdds,
 		maxPendingBytes: cfg.MaxPendingBytes,
 		appendWait:      cfg.AppendWait,
@@ -165,6 +174,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.QuarantineTime < 0 {
 		c.quarantineTime = 0
 	}
+	if cfg.MetadataTimeout < 0 {
+		c.metaTimeout = 0
+	}
 	if c.cfg.speculativeTimeout == 0 {
 		c.cfg.speculativeTimeout = 200 * time.Millisecond
 	}
@@ -173,7 +185,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c.cfg.resolve = c.dialAddr
 	if c.cfg.dial == nil {
-		var d net.Dialer
+		d := defaultDialer(c.cfg.requestTimeout)
 		c.cfg.dial = func(ctx context.Context, addr string) (net.Conn, error) {
 			return d.DialContext(ctx, "tcp", addr)
 		}
@@ -188,6 +200,19 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.wg.Add(1)
 	go c.sweepLoop()
 	return c, nil
+}
+
+// defaultDialer is the dialer of a Client without Config.Dial. A bookie whose host vanishes
+// (or whose network drops every packet) is detected by TCP within about the request
+// timeout: keepalive probes on an idle connection after requestTimeout of silence, one a
+// second, three unanswered ones closing it; and, with data or probes unacknowledged for
+// requestTimeout, TCP_USER_TIMEOUT where the system has it (dialControl).
+func defaultDialer(requestTimeout time.Duration) *net.Dialer {
+	t := max(requestTimeout, time.Second)
+	return &net.Dialer{
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: t, Interval: time.Second, Count: 3},
+		Control:         dialControl(t),
+	}
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -305,6 +330,12 @@ func (c *Client) sweepLoop() {
 	defer tick.Stop()
 	var conns []*bookieConn
 	var buf []*request
+	type silentConn struct {
+		bc     *bookieConn
+		gen    uint64
+		silent time.Duration
+	}
+	var silent []silentConn
 	for {
 		select {
 		case <-c.stop:
@@ -316,9 +347,18 @@ func (c *Client) sweepLoop() {
 				conns = append(conns, bc)
 			}
 			c.mu.Unlock()
+			silent = silent[:0]
 			for _, bc := range conns {
-				buf = bc.sweep(now.UnixNano(), buf)
+				var gen uint64
+				var d time.Duration
+				if buf, gen, d = bc.sweep(now.UnixNano(), buf); gen != 0 {
+					silent = append(silent, silentConn{bc, gen, d})
+				}
 			}
+			for _, s := range silent {
+				s.bc.dropSilent(s.gen, s.silent)
+			}
+			clear(silent)
 		}
 	}
 }

@@ -40,12 +40,26 @@ func (w *Writer) Close(ctx context.Context) error {
 		return err
 	}
 
-	updated, err := w.c.store.UpdateLedger(ctx, md)
+	updated, err := metaCall(w.c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+		return w.c.store.UpdateLedger(ctx, md)
+	})
+	if err != nil && errors.Is(err, meta.ErrBadVersion) {
+		// An earlier Close whose CAS went unanswered (ErrMetadataUnavailable) may have
+		// stored it after all, or a recovery closed the ledger meanwhile: either way, a
+		// ledger closed at exactly this LAC holds what this writer acknowledged.
+		if cur, gerr := metaCall(w.c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+			return w.c.store.GetLedger(ctx, w.id)
+		}); gerr == nil && cur.State == meta.StateClosed && cur.LastEntryID == md.LastEntryID && cur.Length == md.Length {
+			updated, err = cur, nil
+		}
+	}
 	if err != nil {
 		if errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) {
 			w.failLocked(fmt.Errorf("%w: ledger %d: metadata changed under the writer: %v", ErrFenced, w.id, err))
 			return w.err
 		}
+		// The outcome is unknown (the store did not answer): the writer accepts no more
+		// appends (closing stays set), and Close may be called again.
 		w.unfinalizeLocked()
 		return fmt.Errorf("client: close ledger %d: %w", w.id, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bookie-go/bookie/wire"
@@ -118,6 +119,11 @@ type bookieConn struct {
 	dialErr    error         // the last dial's failure
 	retryAt    time.Time     // no dial before this after a failure
 	backoff    time.Duration
+
+	// lastRecv is when the current connection last delivered a frame (or was established),
+	// in unix nanoseconds: sweep tells a silent connection from a slow request by it.
+	// Written by the reader, read by the sweeper.
+	lastRecv atomic.Int64
 }
 
 func newBookieConn(addr string, cfg *connConfig) *bookieConn {
@@ -191,6 +197,7 @@ func (c *bookieConn) dial() {
 	c.features = features
 	c.gen++
 	gen := c.gen
+	c.lastRecv.Store(time.Now().UnixNano())
 	c.mu.Unlock()
 	go c.writeLoop(nc, gen)
 	go c.readLoop(nc, br, gen)
@@ -407,6 +414,7 @@ func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 			c.fail(gen, err)
 			return
 		}
+		c.lastRecv.Store(time.Now().UnixNano())
 		h, err := wire.ParseHeader(frame)
 		if err != nil || !h.Response {
 			c.fail(gen, fmt.Errorf("%w: bad response header: %v", wire.ErrMalformed, err))
@@ -529,13 +537,28 @@ func (c *bookieConn) fail(gen uint64, cause error) {
 
 // sweep fails the requests whose deadline passed, with ErrTimeout. The client calls it
 // periodically.
-func (c *bookieConn) sweep(now int64, buf []*request) []*request {
+//
+// A request that timed out on a connection that delivered nothing since the request was
+// written means the connection itself is silent, not just the request slow: the peer
+// vanished (a half-open connection), or the network drops its packets (a blackhole). TCP
+// would tell only after its own timeouts (see dialControl), on loopback never. sweep then
+// returns the connection's generation and how long it has been silent, and the client
+// tears it down with dropSilent once every connection was swept (so that a writer learns
+// of every timed-out bookie before it reacts to one): what else is in flight on it fails
+// at once with ErrBookieUnavailable, and the next request dials again. gen is 0 when the
+// connection is not silent.
+func (c *bookieConn) sweep(now int64, buf []*request) (_ []*request, gen uint64, silent time.Duration) {
 	buf = buf[:0]
 	c.mu.Lock()
+	cur := c.gen
+	lastRecv := c.lastRecv.Load()
 	for id, r := range c.pending {
 		if r.deadline <= now {
 			buf = append(buf, r)
 			delete(c.pending, id)
+			if written := r.deadline - int64(r.timeout); lastRecv < written {
+				silent = max(silent, time.Duration(now-lastRecv))
+			}
 		}
 	}
 	c.mu.Unlock()
@@ -544,7 +567,15 @@ func (c *bookieConn) sweep(now int64, buf []*request) []*request {
 		r.finish()
 	}
 	clear(buf)
-	return buf
+	if silent > 0 {
+		gen = cur
+	}
+	return buf, gen, silent
+}
+
+// dropSilent tears down connection generation gen, found silent for silent by sweep.
+func (c *bookieConn) dropSilent(gen uint64, silent time.Duration) {
+	c.fail(gen, fmt.Errorf("connection silent for %v with requests in flight", silent.Round(time.Millisecond)))
 }
 
 // close fails everything with ErrClosed and stops the goroutines.

@@ -33,7 +33,9 @@ type Reader struct {
 // and the returned Reader sees the final ledger. Without recover the ledger is read as it is:
 // up to the LAC the bookies report while it is open.
 func (c *Client) OpenLedger(ctx context.Context, id uint64, recover bool) (*Reader, error) {
-	md, err := c.store.GetLedger(ctx, id)
+	md, err := metaCall(c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+		return c.store.GetLedger(ctx, id)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("client: open ledger %d: %w", id, err)
 	}
@@ -79,7 +81,9 @@ func (r *Reader) LastAddConfirmed() int64 {
 // ReadLAC refreshes the metadata and, while the ledger is open, asks the bookies of its last
 // fragment for their LAC; it returns the highest known.
 func (r *Reader) ReadLAC(ctx context.Context) (int64, error) {
-	md, err := r.c.store.GetLedger(ctx, r.id)
+	md, err := metaCall(r.c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+		return r.c.store.GetLedger(ctx, r.id)
+	})
 	if err != nil {
 		return 0, fmt.Errorf("client: ledger %d: %w", r.id, err)
 	}

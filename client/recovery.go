@@ -46,7 +46,9 @@ func (c *Client) recoverLedger(ctx context.Context, md meta.LedgerMetadata) (met
 			next := md.Clone()
 			next.State = meta.StateInRecovery
 			var updated meta.LedgerMetadata
-			if updated, err = c.store.UpdateLedger(ctx, next); err == nil {
+			if updated, err = metaCall(c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+				return c.store.UpdateLedger(ctx, next)
+			}); err == nil {
 				md = updated
 			} else if !errors.Is(err, meta.ErrBadVersion) {
 				return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w", md.ID, err)
@@ -66,8 +68,11 @@ func (c *Client) recoverLedger(ctx context.Context, md meta.LedgerMetadata) (met
 		if race == maxRecoveryRaces {
 			return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w %d times", md.ID, errRecoveryRace, race+1)
 		}
-		if md, err = c.store.GetLedger(ctx, md.ID); err != nil {
-			return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w", md.ID, err)
+		id := md.ID
+		if md, err = metaCall(c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+			return c.store.GetLedger(ctx, id)
+		}); err != nil {
+			return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w", id, err)
 		}
 	}
 }
@@ -129,10 +134,14 @@ func (c *Client) recoverOnce(ctx context.Context, md meta.LedgerMetadata) (meta.
 			next.Fragments = append(next.Fragments, meta.Fragment{FirstEntry: wb.first, Bookies: slices.Clone(wb.ensemble)})
 		}
 	}
-	closed, err := c.store.UpdateLedger(ctx, next)
+	closed, err := metaCall(c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+		return c.store.UpdateLedger(ctx, next)
+	})
 	if err != nil {
 		if errors.Is(err, meta.ErrBadVersion) {
-			cur, gerr := c.store.GetLedger(ctx, id)
+			cur, gerr := metaCall(c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+				return c.store.GetLedger(ctx, id)
+			})
 			if gerr == nil && cur.State == meta.StateClosed {
 				return cur, nil
 			}

@@ -139,22 +139,23 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 	if opts.MasterKey != nil {
 		key = *opts.MasterKey
 	}
-	ensemble, err := c.pickBookies(ctx, e, nil)
-	if err != nil {
-		return nil, fmt.Errorf("client: create ledger: %w", err)
-	}
-	md := meta.LedgerMetadata{
-		State:          meta.StateOpen,
-		EnsembleSize:   e,
-		WriteQuorum:    wq,
-		AckQuorum:      aq,
-		Fragments:      []meta.Fragment{{FirstEntry: 0, Bookies: ensemble}},
-		LastEntryID:    meta.NoEntry,
-		DigestType:     DigestXXHash64,
-		MasterKey:      key[:],
-		CustomMetadata: opts.CustomMetadata,
-	}
-	md, err = c.store.CreateLedger(ctx, md)
+	md, err := metaCall(c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+		ensemble, err := c.pickBookies(ctx, e, nil)
+		if err != nil {
+			return meta.LedgerMetadata{}, err
+		}
+		return c.store.CreateLedger(ctx, meta.LedgerMetadata{
+			State:          meta.StateOpen,
+			EnsembleSize:   e,
+			WriteQuorum:    wq,
+			AckQuorum:      aq,
+			Fragments:      []meta.Fragment{{FirstEntry: 0, Bookies: ensemble}},
+			LastEntryID:    meta.NoEntry,
+			DigestType:     DigestXXHash64,
+			MasterKey:      key[:],
+			CustomMetadata: opts.CustomMetadata,
+		})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("client: create ledger: %w", err)
 	}
@@ -709,6 +710,7 @@ func (w *Writer) changeEnsemble() {
 			exclude = slices.Clone(last.Bookies)
 			repl, err = w.c.pickBookies(ctx, len(bad), exclude)
 		}
+		metaErr := err != nil && !errors.Is(err, ErrNotEnoughBookies) // the store did not answer
 		if err == nil {
 			ensemble := slices.Clone(last.Bookies)
 			for k, j := range bad {
@@ -719,8 +721,19 @@ func (w *Writer) changeEnsemble() {
 			} else {
 				md.Fragments = append(md.Fragments, meta.Fragment{FirstEntry: lac + 1, Bookies: ensemble})
 			}
+			// The CAS gets its own bound, not what the pick left of ctx: a CAS whose
+			// context ends while etcd applies it leaves the writer not knowing its own
+			// ensemble, and the next CAS (Close's) fails with a bad version. meta retries an
+			// inconclusive attempt and checks whether it landed, within this bound.
+			casTimeout := w.c.metaTimeout
+			if casTimeout <= 0 {
+				casTimeout = w.c.cfg.requestTimeout
+			}
+			cctx, ccancel := context.WithTimeout(context.Background(), casTimeout)
 			var updated meta.LedgerMetadata
-			updated, err = w.c.store.UpdateLedger(ctx, md)
+			updated, err = w.c.store.UpdateLedger(cctx, md)
+			ccancel()
+			metaErr = err != nil
 			if err == nil {
 				w.mu.Lock()
 				err = w.setMetadataLocked(updated)
@@ -765,8 +778,12 @@ func (w *Writer) changeEnsemble() {
 		case w.c.isClosed():
 			w.failLocked(ErrClosed)
 		case w.c.cfg.changeTimeout > 0 && time.Since(started) > w.c.cfg.changeTimeout:
+			why := ErrNotEnoughBookies
+			if metaErr {
+				why = ErrMetadataUnavailable
+			}
 			w.failLocked(fmt.Errorf("%w: ledger %d: no replacement for a failed bookie in %v: %v",
-				ErrNotEnoughBookies, w.id, w.c.cfg.changeTimeout, err))
+				why, w.id, w.c.cfg.changeTimeout, err))
 		}
 		w.mu.Unlock()
 	}

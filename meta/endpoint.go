@@ -10,6 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // DefaultPrefix is the key prefix used when an endpoint names none.
@@ -125,6 +127,13 @@ func Open(ctx context.Context, endpoint string) (Store, error) {
 		// Detect a dead server on an idle connection; leases depend on it.
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
+		// Redial a member that went away at most a second apart (gRPC's default
+		// backoff grows to 2 minutes): when etcd comes back after an outage,
+		// clients and bookies find it within about a second.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: open %s: %w", endpoint, err)

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -127,17 +128,38 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 		md.ID = last + 1
 		lk := s.ledgerKey(md.ID)
 		buf = AppendLedgerMetadata(buf[:0], &md)
-		resp, err := s.cli.Txn(ctx).If(
-			clientv3.Compare(clientv3.ModRevision(gk), "=", rev),
-			clientv3.Compare(clientv3.CreateRevision(lk), "=", 0),
-		).Then(
-			clientv3.OpPut(gk, strconv.FormatUint(md.ID, 10)),
-			clientv3.OpPut(lk, string(buf)),
-		).Else(
-			clientv3.OpGet(gk),
-		).Commit()
+		var resp *clientv3.TxnResponse
+		landed := false
+		err := retry(ctx, func(ctx context.Context, again bool) error {
+			if again {
+				// The last attempt may have been applied: if the key holds our
+				// bytes (CreatedAt and the master key make them ours), it was.
+				got, err := s.cli.Get(ctx, lk)
+				if err != nil {
+					return err
+				}
+				if len(got.Kvs) > 0 && bytes.Equal(got.Kvs[0].Value, buf) {
+					md.Version, landed = got.Kvs[0].ModRevision, true
+					return nil
+				}
+			}
+			var err error
+			resp, err = s.cli.Txn(ctx).If(
+				clientv3.Compare(clientv3.ModRevision(gk), "=", rev),
+				clientv3.Compare(clientv3.CreateRevision(lk), "=", 0),
+			).Then(
+				clientv3.OpPut(gk, strconv.FormatUint(md.ID, 10)),
+				clientv3.OpPut(lk, string(buf)),
+			).Else(
+				clientv3.OpGet(gk),
+			).Commit()
+			return err
+		})
 		if err != nil {
 			return LedgerMetadata{}, fmt.Errorf("meta: create ledger: %w", err)
+		}
+		if landed {
+			return md, nil
 		}
 		if resp.Succeeded {
 			md.Version = resp.Header.Revision
@@ -175,7 +197,11 @@ func (s *EtcdStore) GetLedger(ctx context.Context, id uint64) (LedgerMetadata, e
 // getLedger is GetLedger that also returns the store revision the value
 // was read at (at least md.Version; later if other keys changed since).
 func (s *EtcdStore) getLedger(ctx context.Context, id uint64) (LedgerMetadata, int64, error) {
-	resp, err := s.cli.Get(ctx, s.ledgerKey(id))
+	var resp *clientv3.GetResponse
+	err := retry(ctx, func(ctx context.Context, _ bool) (err error) {
+		resp, err = s.cli.Get(ctx, s.ledgerKey(id))
+		return err
+	})
 	if err != nil {
 		return LedgerMetadata{}, 0, fmt.Errorf("meta: get ledger %d: %w", id, err)
 	}
@@ -194,22 +220,44 @@ func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 	if err := md.Validate(); err != nil {
 		return LedgerMetadata{}, err
 	}
-	cur, err := s.GetLedger(ctx, md.ID)
-	if err != nil {
-		return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, unwrapGet(err))
+	value := AppendLedgerMetadata(nil, &md)
+	for again := false; ; again = true {
+		cur, err := s.GetLedger(ctx, md.ID)
+		if err != nil {
+			return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, unwrapGet(err))
+		}
+		if cur.Version != md.Version {
+			if again && bytes.Equal(AppendLedgerMetadata(nil, &cur), value) {
+				// The inconclusive attempt was applied: the stored value is ours.
+				return cur, nil
+			}
+			return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w: expected version %d, stored %d",
+				md.ID, ErrBadVersion, md.Version, cur.Version)
+		}
+		if err := CheckTransition(&cur, &md); err != nil {
+			return LedgerMetadata{}, err
+		}
+		updated, err := s.casLedger(ctx, md, value)
+		if retryable(ctx, err) {
+			if !pause(ctx, retryMinPause) {
+				return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, err)
+			}
+			continue // re-read: did it land?
+		}
+		return updated, err
 	}
-	if cur.Version != md.Version {
-		return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w: expected version %d, stored %d",
-			md.ID, ErrBadVersion, md.Version, cur.Version)
-	}
-	if err := CheckTransition(&cur, &md); err != nil {
-		return LedgerMetadata{}, err
-	}
+}
+
+// casLedger writes value (md encoded) if the ledger's version is still
+// md.Version: one attempt, under attemptTimeout.
+func (s *EtcdStore) casLedger(ctx context.Context, md LedgerMetadata, value []byte) (LedgerMetadata, error) {
+	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
 	lk := s.ledgerKey(md.ID)
-	resp, err := s.cli.Txn(ctx).If(
+	resp, err := s.cli.Txn(actx).If(
 		clientv3.Compare(clientv3.ModRevision(lk), "=", md.Version),
 	).Then(
-		clientv3.OpPut(lk, string(AppendLedgerMetadata(nil, &md))),
+		clientv3.OpPut(lk, string(value)),
 	).Else(
 		clientv3.OpGet(lk, clientv3.WithKeysOnly()),
 	).Commit()
@@ -273,7 +321,11 @@ func (s *EtcdStore) ListLedgers(ctx context.Context, after uint64, limit int) ([
 		limit = defaultListLimit
 	}
 	end := clientv3.GetPrefixRangeEnd(s.prefix + dirLedgers)
-	resp, err := s.cli.Get(ctx, s.ledgerKey(after+1), clientv3.WithRange(end), clientv3.WithLimit(int64(limit)))
+	var resp *clientv3.GetResponse
+	err := retry(ctx, func(ctx context.Context, _ bool) (err error) {
+		resp, err = s.cli.Get(ctx, s.ledgerKey(after+1), clientv3.WithRange(end), clientv3.WithLimit(int64(limit)))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: list ledgers after %d: %w", after, err)
 	}

@@ -183,7 +183,11 @@ func (s *EtcdStore) ListBookies(ctx context.Context) ([]BookieInfo, error) {
 // listBookies returns the live bookies sorted by ID and the revision they
 // were read at.
 func (s *EtcdStore) listBookies(ctx context.Context) ([]BookieInfo, int64, error) {
-	resp, err := s.cli.Get(ctx, s.prefix+dirBookies, clientv3.WithPrefix())
+	var resp *clientv3.GetResponse
+	err := retry(ctx, func(ctx context.Context, _ bool) (err error) {
+		resp, err = s.cli.Get(ctx, s.prefix+dirBookies, clientv3.WithPrefix())
+		return err
+	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("meta: list bookies: %w", err)
 	}
@@ -376,6 +380,10 @@ func (r *etcdRegistration) registerLocked(ctx context.Context) (<-chan *clientv3
 	return kach, nil
 }
 
+// reregisterTimeout bounds one attempt to register again after the lease
+// was lost.
+const reregisterTimeout = 5 * time.Second
+
 // run drains the keepalive responses and re-registers when the lease is
 // lost, until Close or the store's client closes. It runs on its own
 // goroutine.
@@ -390,10 +398,15 @@ func (r *etcdRegistration) run(kach <-chan *clientv3.LeaseKeepAliveResponse) {
 			if !r.store.pause(r.ctx, backoff) {
 				return
 			}
+			// Each attempt is bounded: a request sent to a member that has lost its
+			// quorum would otherwise wait as long as the outage (or for ever on a
+			// connection that died silently).
+			actx, cancel := context.WithTimeout(r.ctx, reregisterTimeout)
 			r.mu.Lock()
 			var err error
-			kach, err = r.registerLocked(r.ctx)
+			kach, err = r.registerLocked(actx)
 			r.mu.Unlock()
+			cancel()
 			if err == nil {
 				break
 			}

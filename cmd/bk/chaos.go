@@ -4,9 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -26,7 +28,9 @@ func runChaos(args []string) error {
 	total := fs.Duration("total", 0, "keep starting runs until this much time has passed (overrides --seeds)")
 	mode := fs.String("mode", "mixed", "crash mode: 'mixed' (alternate power loss and graceful restarts), 'power-loss' (bookies on an in-memory\n"+
 		"file system that loses unsynced bytes), 'restart' (graceful) or 'sigkill' (bookies are 'bk bookie' child processes)")
-	faults := fs.String("faults", "", "comma-separated fault kinds to draw from (default all): "+strings.Join(chaos.FaultKinds, ","))
+	faults := fs.String("faults", "", "comma-separated fault kinds to draw from (default: "+strings.Join(chaos.FaultKinds, ",")+
+		");\n'all' adds "+strings.Join(chaos.MoreFaultKinds, ",")+" (etcd faults need --etcd-members 3)")
+	etcdMembers := fs.Int("etcd-members", 1, "etcd members (3 or 5: the etcd-* faults kill and restart them)")
 	crashes := fs.Int("crashes", 0, "go on past --duration until this many bookie crashes (a crash loop: --faults crash --crashes 100)")
 	bookies := fs.Int("bookies", 4, "bookies in the cluster (ensembles of 3)")
 	writers := fs.Int("writers", 2, "concurrent writer clients")
@@ -45,8 +49,17 @@ func runChaos(args []string) error {
 		work = tmp
 	}
 	var kinds []string
-	if *faults != "" {
+	switch *faults {
+	case "":
+	case "all":
+		kinds = chaos.AllFaultKinds
+	default:
 		kinds = strings.Split(*faults, ",")
+		for _, k := range kinds {
+			if !slices.Contains(chaos.AllFaultKinds, k) {
+				return fmt.Errorf("unknown fault kind %q (known: %s)", k, strings.Join(chaos.AllFaultKinds, ","))
+			}
+		}
 	}
 	var process func(string) *exec.Cmd
 	if *mode == "sigkill" {
@@ -69,6 +82,7 @@ func runChaos(args []string) error {
 	const row = "%6v %-10v %8v %9v %8v %9v %7v %11v %7v %10v %9v\n"
 	fmt.Printf(row, "seed", "mode", "ledgers", "acked", "read", "recovered", "retries", "re-verified", "faults", "violations", "time")
 	var runs, violations, totalAcked, totalFaults int
+	byKind := map[string]int{}
 	var failed []int64
 	for i := 0; ; i++ {
 		if *total > 0 {
@@ -100,6 +114,7 @@ func runChaos(args []string) error {
 			MaxDuration:        max(10**duration, *duration+time.Duration(*crashes)*5*time.Second),
 			Dir:                runDir,
 			Bookies:            *bookies,
+			EtcdMembers:        *etcdMembers,
 			Writers:            *writers,
 			PowerLoss:          runMode == "power-loss",
 			Process:            process,
@@ -122,8 +137,9 @@ func runChaos(args []string) error {
 		runs++
 		violations += len(res.Violations)
 		nfaults := 0
-		for _, n := range res.Faults {
+		for k, n := range res.Faults {
 			nfaults += n
+			byKind[k] += n
 		}
 		totalAcked += res.Acked
 		totalFaults += nfaults
@@ -136,7 +152,12 @@ func runChaos(args []string) error {
 			failed = append(failed, seed)
 		}
 	}
-	fmt.Printf("\n%d runs in %v: %d entries acknowledged, %d faults, %d violations", runs, time.Since(start).Round(time.Second), totalAcked, totalFaults, violations)
+	kindList := make([]string, 0, len(byKind))
+	for _, k := range slices.Sorted(maps.Keys(byKind)) {
+		kindList = append(kindList, fmt.Sprintf("%s=%d", k, byKind[k]))
+	}
+	fmt.Printf("\nfaults injected, by kind: %s\n", strings.Join(kindList, " "))
+	fmt.Printf("%d runs in %v: %d entries acknowledged, %d faults, %d violations", runs, time.Since(start).Round(time.Second), totalAcked, totalFaults, violations)
 	if len(failed) > 0 {
 		fmt.Printf(", failing seeds %v (replay: bk chaos --first-seed N --seeds 1 --mode ...)\n", failed)
 		return fmt.Errorf("%d runs failed", len(failed))

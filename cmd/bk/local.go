@@ -25,7 +25,8 @@ func runLocal(args []string) error {
 	fs := flag.NewFlagSet("local", flag.ExitOnError)
 	n := fs.Int("bookies", 3, "number of bookies")
 	data := fs.String("data", "./data", "data directory: etcd/ and bookie-N/ go under it")
-	metadataPort := fs.Int("metadata-port", 2379, "embedded etcd's client port on 127.0.0.1, where bk commands look by default (0: any free port)")
+	metadataPort := fs.Int("metadata-port", 2379, "embedded etcd's client port on 127.0.0.1, where bk commands look by default (0: any free port); with --etcd-members, the first member's, the others following")
+	members := fs.Int("etcd-members", 1, "etcd members to run (3 or 5: a cluster that survives the loss of a member; data under --data/etcd/member-N)")
 	basePort := fs.Int("base-port", 3181, "first bookie's port; the others follow")
 	adminBase := fs.Int("admin-base-port", 8181, "first bookie's admin HTTP port (0: no admin listeners)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
@@ -35,6 +36,9 @@ func runLocal(args []string) error {
 	fs.Parse(args)
 	if *n < 1 {
 		return errors.New("--bookies must be at least 1")
+	}
+	if *members < 1 {
+		return errors.New("--etcd-members must be at least 1")
 	}
 	log, err := newLogger(*logLevel)
 	if err != nil {
@@ -49,7 +53,7 @@ func runLocal(args []string) error {
 		return err
 	}
 	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
-		MetadataPort: *metadataPort, Light: !*full,
+		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full,
 		Logger: log, Configure: func(_ int, cfg *bookie.Config) { cfg.Secret = secret }})
 	if err != nil {
 		return explainLocalErr(err, dir, *metadataPort)

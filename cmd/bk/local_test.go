@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -90,4 +92,58 @@ func diskBytes(t *testing.T, dir string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestLocalEtcdMembers: bk local --etcd-members 3 runs a 3-member etcd,
+// prints an endpoint naming all three, and its bookies and demo client
+// work on it.
+func TestLocalEtcdMembers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "local", "--data", dir, "--bookies", "3", "--etcd-members", "3", "--demo",
+		"--metadata-port", "0", "--base-port", "0", "--admin-base-port", "0")
+	cmd.Env = cleanEnv(t, nil)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var out []string
+	for sc.Scan() {
+		out = append(out, sc.Text())
+		if strings.HasPrefix(sc.Text(), "Ctrl-C stops") {
+			break
+		}
+	}
+	text := strings.Join(out, "\n")
+	if len(out) == 0 || out[len(out)-1] != "Ctrl-C stops the cluster." {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("bk local did not come up: %q, stderr %q", out, stderr.String())
+	}
+	if !regexp.MustCompile(`(?m)^metadata: etcd://127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+$`).MatchString(text) {
+		t.Errorf("no 3-member endpoint:\n%s", text)
+	}
+	if !strings.Contains(text, "entry 2: bookie-go") {
+		t.Errorf("the demo did not read its ledger back:\n%s", text)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := os.Stat(filepath.Join(dir, "etcd", fmt.Sprintf("member-%d", i))); err != nil {
+			t.Errorf("member %d's data: %v", i, err)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("bk local after SIGTERM: %v, stderr %q", err, stderr.String())
+	}
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -52,5 +53,47 @@ func TestChaos(t *testing.T) {
 				t.Errorf("seed %d: nothing was acknowledged; the run proved nothing", seed)
 			}
 		})
+	}
+}
+
+// TestChaosMoreFaults is the soak's schedule (bk chaos --faults all --bookies 5
+// --etcd-members 3) in short: blackholes, vanished hosts, two bookies crashing at once, the
+// etcd leader, a follower or the quorum killed, mixed with single-bookie crashes, client
+// crashes and live recoveries, on 5 bookies and a 3-member etcd, in one power-loss run. The
+// run goes on until each of the kinds it is about was injected, so that it tests what it
+// claims. (The whole cluster losing power, slower, is TestClusterPowerLossMidWrite's; the
+// soak draws it too.)
+func TestChaosMoreFaults(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	// A follower's loss (also drawn here) is TestEtcdMemberLoss's.
+	kinds := []string{"blackhole", "vanish", "crash-two", "etcd-leader", "etcd-quorum"}
+	res, err := Run(ctx, RunConfig{
+		Seed:        7,
+		Duration:    2 * time.Second,
+		MaxDuration: 45 * time.Second,
+		MinAcked:    100,
+		Dir:         t.TempDir(),
+		Bookies:     5,
+		EtcdMembers: 3,
+		Writers:     1, // every crash re-verifies what its bookies acknowledged: keep that short
+		PowerLoss:   true,
+		Faults:      append(slices.Clone(kinds), "etcd-follower", "crash", "client-crash", "recover-live"),
+		Require:     kinds,
+		Logf:        t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res.Summary())
+	for _, v := range res.Violations {
+		t.Errorf("%v", v)
+	}
+	for _, k := range []string{"blackhole", "vanish", "power-loss-two", "etcd-leader", "etcd-quorum"} {
+		if res.Faults[k] == 0 {
+			t.Errorf("no %s in %v: the run proved less than it claims", k, res.Elapsed)
+		}
+	}
+	if res.Acked == 0 {
+		t.Error("nothing was acknowledged")
 	}
 }

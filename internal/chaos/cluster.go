@@ -32,6 +32,9 @@ type ClusterOptions struct {
 	Dir string
 	// Bookies is how many bookies to start, each behind its own proxy.
 	Bookies int
+	// EtcdMembers > 1 runs the metadata store as an etcd cluster of that many members
+	// (embedded.StartCluster; Cluster.Etcd kills and restarts them); otherwise one member.
+	EtcdMembers int
 	// MemFS runs every bookie on its own vfs.MemFS, which makes PowerLoss possible.
 	MemFS bool
 	// CheckpointInterval of the bookies; default one hour (replay does the work). Small
@@ -50,10 +53,12 @@ type ClusterOptions struct {
 // Cluster is an embedded etcd and bookies, each behind a faultproxy.Proxy that it
 // advertises as its id: clients reach the bookies only through the proxies.
 type Cluster struct {
-	opts     ClusterOptions
-	etcd     *embedded.Etcd
-	endpoint string
-	Nodes    []*Node
+	opts ClusterOptions
+	// One of etcd and etcdCluster is set.
+	etcd        *embedded.Etcd
+	etcdCluster *embedded.Cluster
+	endpoint    string
+	Nodes       []*Node
 }
 
 // Node is one bookie and its proxy.
@@ -119,11 +124,22 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 	if o.CheckpointInterval <= 0 {
 		o.CheckpointInterval = time.Hour
 	}
-	etcd, err := embedded.Start(filepath.Join(o.Dir, "etcd"), embedded.Options{UnsafeNoFsync: true})
+	c := &Cluster{opts: o}
+	var err error
+	if o.EtcdMembers > 1 {
+		c.etcdCluster, err = embedded.StartCluster(filepath.Join(o.Dir, "etcd"), o.EtcdMembers, embedded.Options{UnsafeNoFsync: true})
+		if err == nil {
+			c.endpoint = c.etcdCluster.Endpoint()
+		}
+	} else {
+		c.etcd, err = embedded.Start(filepath.Join(o.Dir, "etcd"), embedded.Options{UnsafeNoFsync: true})
+		if err == nil {
+			c.endpoint = c.etcd.Endpoint()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("chaos: etcd: %w", err)
 	}
-	c := &Cluster{opts: o, etcd: etcd, endpoint: etcd.Endpoint()}
 	for i := range o.Bookies {
 		n := &Node{Index: i, c: c, dir: filepath.Join(o.Dir, fmt.Sprintf("bookie-%d", i+1)),
 			sent: make(map[entryKey][]byte), acked: make(map[entryKey][]byte), fenced: make(map[uint64]bool)}
@@ -155,15 +171,23 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 // Endpoint returns the metadata endpoint.
 func (c *Cluster) Endpoint() string { return c.endpoint }
 
+// Etcd returns the etcd cluster of a cluster started with EtcdMembers > 1, or nil.
+func (c *Cluster) Etcd() *embedded.Cluster { return c.etcdCluster }
+
 // Client opens a client on the cluster with the given request timeout.
 func (c *Cluster) Client(ctx context.Context, requestTimeout time.Duration) (*client.Client, error) {
-	return client.New(ctx, client.Config{
+	return client.New(ctx, c.ClientConfig(requestTimeout))
+}
+
+// ClientConfig is the configuration Client uses, for a test to adjust.
+func (c *Cluster) ClientConfig(requestTimeout time.Duration) client.Config {
+	return client.Config{
 		Metadata:       c.endpoint,
 		RequestTimeout: requestTimeout,
 		DialTimeout:    time.Second,
 		MinBackoff:     10 * time.Millisecond,
 		MaxBackoff:     200 * time.Millisecond,
-	})
+	}
 }
 
 // Node returns the node whose id is id, or nil.
@@ -191,7 +215,11 @@ func (c *Cluster) Close() error {
 		errs = append(errs, n.Proxy.Close())
 		n.Stop()
 	}
-	errs = append(errs, c.etcd.Close())
+	if c.etcdCluster != nil {
+		errs = append(errs, c.etcdCluster.Close())
+	} else if c.etcd != nil {
+		errs = append(errs, c.etcd.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -548,4 +576,41 @@ func (n *Node) Wipe(allowUnknown bool) error {
 	err := n.Start()
 	n.Proxy.Heal()
 	return err
+}
+
+// PowerLossAll is a power loss of every bookie at once, as when a rack or a whole
+// single-machine cluster loses power: every proxy is cut off first (nothing any lost byte
+// promised can reach a client afterwards), then every bookie's storage is reduced to what
+// it had synced (vfs.MemFS.CrashClone, with torn unsynced sectors drawn from rng), and only
+// then do the bookies start again and the network come back. Only for MemFS clusters.
+func (c *Cluster) PowerLossAll(rng *rand.Rand) error {
+	for _, n := range c.Nodes {
+		if n.mem == nil {
+			return fmt.Errorf("chaos: power loss needs a MemFS cluster")
+		}
+	}
+	for _, n := range c.Nodes {
+		n.Proxy.Partition()
+	}
+	var old []*bookie.Bookie
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		n.mem = n.mem.CrashClone(rng)
+		old = append(old, n.b)
+		n.b = nil
+		n.mu.Unlock()
+	}
+	for _, b := range old {
+		if b != nil {
+			b.Close() // writes to the old file systems, which are gone
+		}
+	}
+	var errs []error
+	for _, n := range c.Nodes {
+		errs = append(errs, n.Start())
+	}
+	for _, n := range c.Nodes {
+		n.Proxy.Heal()
+	}
+	return errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/bookie-go/bookie/client"
 	fp "github.com/bookie-go/bookie/internal/faultproxy"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -35,10 +37,16 @@ type RunConfig struct {
 	MaxDuration time.Duration
 	// MinAcked likewise makes the run go on until that many entries were acknowledged.
 	MinAcked int
+	// Require likewise makes the run go on until each of these fault kinds (of Faults) was
+	// injected at least once.
+	Require []string
 	// Dir holds the cluster's files.
 	Dir string
 	// Bookies is the cluster size; default 4 (ensembles of 3 and one spare).
 	Bookies int
+	// EtcdMembers > 1 runs etcd as a cluster of that many members, which the etcd-* faults
+	// kill and restart (they are skipped with one member).
+	EtcdMembers int
 	// Writers is how many writer clients run at once; default 2.
 	Writers int
 	// PowerLoss runs the bookies on vfs.MemFS and crashes them with CrashClone (unsynced
@@ -62,6 +70,25 @@ type RunConfig struct {
 // a power loss with PowerLoss, a graceful restart otherwise.
 var FaultKinds = []string{"drop-add", "drop-add-response", "drop-fence", "delay", "duplicate", "cut",
 	"partition", "crash", "client-crash", "hold", "recover-live"}
+
+// MoreFaultKinds are the faults beyond one bookie at a time and a healthy etcd, drawn only
+// when asked for (RunConfig.Faults; AllFaultKinds):
+//
+//   - "blackhole": one bookie's traffic vanishes in one direction or both, nothing closes
+//     (faultproxy.Proxy.Blackhole), for a while;
+//   - "vanish": one bookie's host vanishes, leaving half-open connections
+//     (faultproxy.Proxy.Vanish), for a while;
+//   - "crash-two": two bookies crash at the same instant (as "crash" does one);
+//   - "crash-all": every bookie crashes at the same instant (Cluster.PowerLossAll with
+//     PowerLoss);
+//   - "etcd-leader", "etcd-follower": the etcd leader, or a follower, is killed for a while;
+//   - "etcd-quorum": all but one etcd member are killed for a while (no quorum).
+//
+// The etcd faults need RunConfig.EtcdMembers >= 3.
+var MoreFaultKinds = []string{"blackhole", "vanish", "crash-two", "crash-all", "etcd-leader", "etcd-follower", "etcd-quorum"}
+
+// AllFaultKinds is FaultKinds and MoreFaultKinds: what bk chaos --faults all draws from.
+var AllFaultKinds = append(slices.Clone(FaultKinds), MoreFaultKinds...)
 
 // Result is what a run did and what its checks found.
 type Result struct {
@@ -138,6 +165,7 @@ func Run(ctx context.Context, cfg RunConfig) (Result, error) {
 	c, err := StartCluster(ClusterOptions{
 		Dir:                cfg.Dir,
 		Bookies:            cfg.Bookies,
+		EtcdMembers:        cfg.EtcdMembers,
 		MemFS:              cfg.PowerLoss && cfg.Process == nil,
 		Process:            cfg.Process,
 		CheckpointInterval: cfg.CheckpointInterval,
@@ -207,6 +235,15 @@ func (r *runner) run(ctx context.Context) error {
 	// Heal: every rule off, every bookie up.
 	r.logf("seed %d: healing", r.cfg.Seed)
 	r.c.ClearRules()
+	if e := r.c.Etcd(); e != nil {
+		var all []int
+		for i := range e.Members() {
+			all = append(all, i)
+		}
+		if err := e.Restart(all...); err != nil {
+			return err
+		}
+	}
 	for _, n := range r.c.Nodes {
 		if err := n.Start(); err != nil {
 			return err
@@ -257,6 +294,73 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	cwg.Wait()
 	return errors.Join(errs...)
+}
+
+// requiredDone reports whether every kind of RunConfig.Require was injected.
+func (r *runner) requiredDone(injected map[string]int) bool {
+	for _, k := range r.cfg.Require {
+		if injected[k] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// crashTogether crashes nodes at the same instant, each as "crash" would (power loss,
+// SIGKILL or a graceful restart), cutting all of them off the network before any of them
+// goes down, restarts them, re-verifies them, and returns the fault's name. Runs on the
+// schedule goroutine.
+func (r *runner) crashTogether(nodes []*Node, seed int64) string {
+	all := len(nodes) == len(r.c.Nodes)
+	name := "two"
+	if all {
+		name = "all"
+	}
+	for _, n := range nodes {
+		n.Proxy.Partition()
+	}
+	var err error
+	switch {
+	case r.cfg.Process != nil:
+		name = "sigkill-" + name
+		for _, n := range nodes {
+			n.Kill()
+		}
+		for _, n := range nodes {
+			err = errors.Join(err, n.Start())
+		}
+	case r.cfg.PowerLoss && all:
+		name = "power-loss-all"
+		err = r.c.PowerLossAll(rand.New(rand.NewSource(seed)))
+	case r.cfg.PowerLoss:
+		name = "power-loss-two"
+		rng := rand.New(rand.NewSource(seed))
+		snaps := make([]*vfs.MemFS, len(nodes))
+		for i, n := range nodes {
+			snaps[i] = n.Snapshot(rng)
+		}
+		for i, n := range nodes {
+			err = errors.Join(err, n.RestartFrom(snaps[i]))
+		}
+	default:
+		name = "restart-" + name
+		for _, n := range nodes {
+			n.Stop()
+		}
+		for _, n := range nodes {
+			err = errors.Join(err, n.Start())
+		}
+	}
+	for _, n := range nodes {
+		n.Proxy.Heal()
+	}
+	if err != nil {
+		r.logf("seed %d: %s: %v", r.cfg.Seed, name, err)
+	}
+	for _, n := range nodes {
+		r.verifyNode(n)
+	}
+	return name
 }
 
 // runKey is the master key of every ledger the runner writes.
@@ -514,9 +618,17 @@ func payload(rng *rand.Rand, ledger uint64, i int) []byte {
 func (r *runner) schedule(ctx context.Context) {
 	start := time.Now()
 	crashes := 0
+	injected := map[string]int{} // by kind drawn (names may say how: power-loss-two)
+	// extra draws what the faults of MoreFaultKinds need, apart from r.rng so that the
+	// schedules of the other kinds stay what they were for a given seed.
+	extra := rand.New(rand.NewSource(r.cfg.Seed ^ 0x5eed))
 	type impairment struct {
 		until time.Time
 		undo  func()
+		// What it takes away: a bookie (partition, blackhole, vanish; -1 for none), etcd
+		// members, etcd's quorum.
+		bookie         int
+		etcd, noQuorum bool
 	}
 	var active []impairment
 	defer func() {
@@ -524,7 +636,6 @@ func (r *runner) schedule(ctx context.Context) {
 			a.undo()
 		}
 	}()
-	down := -1 // the bookie partitioned, if any
 	for {
 		r.mu.Lock()
 		wait := time.Duration(20+r.rng.Intn(150)) * time.Millisecond
@@ -535,13 +646,16 @@ func (r *runner) schedule(ctx context.Context) {
 		writer := r.rng.Intn(r.cfg.Writers)
 		crashSeed := r.rng.Int63()
 		r.mu.Unlock()
+		other := extra.Intn(len(r.c.Nodes) - 1)
+		direction := []fp.Direction{fp.ToBookie, fp.ToClient, fp.AnyDirection}[extra.Intn(3)]
+		etcdDur := time.Duration(200+extra.Intn(2800)) * time.Millisecond
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
 		now := time.Now()
-		if el := now.Sub(start); el >= r.cfg.Duration && crashes >= r.cfg.Crashes && r.acks.Count() >= r.cfg.MinAcked ||
+		if el := now.Sub(start); el >= r.cfg.Duration && crashes >= r.cfg.Crashes && r.acks.Count() >= r.cfg.MinAcked && r.requiredDone(injected) ||
 			el >= r.cfg.MaxDuration {
 			return
 		}
@@ -554,8 +668,20 @@ func (r *runner) schedule(ctx context.Context) {
 			}
 		}
 		active = keep
-		if down >= 0 && len(active) == 0 {
-			down = -1
+		// At most one bookie is down or cut off at a time (down), and one etcd fault is
+		// active at a time. While etcd has no quorum no bookie may crash: a bookie cannot
+		// start again before it has registered, and this loop, which would wait for it,
+		// is what brings etcd back.
+		down, etcdImpaired, etcdNoQuorum := -1, false, false
+		for _, a := range active {
+			if a.bookie >= 0 {
+				down = a.bookie
+			}
+			etcdImpaired = etcdImpaired || a.etcd
+			etcdNoQuorum = etcdNoQuorum || a.noQuorum
+		}
+		if etcdNoQuorum && (kind == "crash" || kind == "crash-two" || kind == "crash-all") {
+			continue
 		}
 		n := r.c.Nodes[bi]
 		p := n.Proxy
@@ -573,7 +699,7 @@ func (r *runner) schedule(ctx context.Context) {
 		case "delay":
 			name = "delay"
 			rule := p.Delay(fp.Any(), time.Duration(1+count*5)*time.Millisecond)
-			active = append(active, impairment{now.Add(dur), rule.Remove})
+			active = append(active, impairment{until: now.Add(dur), undo: rule.Remove, bookie: -1})
 		case "duplicate":
 			name = "duplicate"
 			p.Add(fp.RuleSpec{Match: fp.Any(), Action: fp.Duplicate, Limit: count})
@@ -585,9 +711,8 @@ func (r *runner) schedule(ctx context.Context) {
 				continue
 			}
 			name = "partition"
-			down = bi
 			p.Partition()
-			active = append(active, impairment{now.Add(dur), p.Heal})
+			active = append(active, impairment{until: now.Add(dur), undo: p.Heal, bookie: bi})
 		case "crash":
 			if down >= 0 && down != bi {
 				continue
@@ -641,10 +766,64 @@ func (r *runner) schedule(ctx context.Context) {
 		case "hold":
 			name = "hold"
 			h := p.Hold(fp.Responses(wire.OpAdd))
-			active = append(active, impairment{now.Add(dur), func() { h.Release() }})
+			active = append(active, impairment{until: now.Add(dur), undo: func() { h.Release() }, bookie: -1})
+		case "blackhole", "vanish":
+			if down >= 0 {
+				continue
+			}
+			name = kind
+			if kind == "blackhole" {
+				p.Blackhole(direction)
+			} else {
+				p.Vanish()
+			}
+			active = append(active, impairment{until: now.Add(dur), undo: p.Heal, bookie: bi})
+		case "crash-two":
+			if down >= 0 {
+				continue
+			}
+			if other >= bi {
+				other++
+			}
+			name = r.crashTogether([]*Node{n, r.c.Nodes[other]}, crashSeed)
+		case "crash-all":
+			if down >= 0 {
+				continue
+			}
+			name = r.crashTogether(r.c.Nodes, crashSeed)
+		case "etcd-leader", "etcd-follower", "etcd-quorum":
+			e := r.c.Etcd()
+			if e == nil || e.Members() < 3 || etcdImpaired {
+				continue
+			}
+			l := e.Leader()
+			if l < 0 {
+				continue // an election is under way
+			}
+			var victims []int
+			switch kind {
+			case "etcd-leader":
+				victims = []int{l}
+			case "etcd-follower":
+				victims = []int{(l + 1 + other%(e.Members()-1)) % e.Members()}
+			default:
+				for i := range e.Members() - 1 {
+					victims = append(victims, (l+i)%e.Members())
+				}
+			}
+			name = kind
+			for _, i := range victims {
+				e.Kill(i)
+			}
+			active = append(active, impairment{until: now.Add(etcdDur), undo: func() {
+				if err := e.Restart(victims...); err != nil {
+					r.logf("seed %d: restart of etcd members %v: %v", r.cfg.Seed, victims, err)
+				}
+			}, bookie: -1, etcd: true, noQuorum: kind == "etcd-quorum"})
 		}
 		r.faults[name]++
-		if kind == "crash" {
+		injected[kind]++
+		if kind == "crash" || kind == "crash-two" || kind == "crash-all" {
 			crashes++
 		}
 		r.logf("seed %d: %s on bookie %d", r.cfg.Seed, name, bi+1)

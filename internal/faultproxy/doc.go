@@ -1,7 +1,10 @@
 // Package faultproxy is a fault-injecting TCP proxy for the bookie protocol. It sits between
 // clients and one bookie, splits both byte streams into frames (docs/protocol.md), and lets
 // a test or an operator decide, frame by frame, what reaches the other side: pass, drop,
-// delay, hold until released, duplicate, or cut the connection.
+// delay, hold until released, duplicate, or cut the connection. Beyond single frames, the
+// proxy partitions the bookie (connections cut and refused), blackholes it (everything in a
+// direction vanishes, nothing closes: Blackhole) or makes its host vanish (client
+// connections left half open, new ones never answered: Vanish).
 //
 // Rules select frames by direction, operation, ledger, entry, the fence and recovery flags
 // and the response status. A response is matched with what its request was about (the proxy

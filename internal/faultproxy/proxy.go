@@ -49,6 +49,9 @@ type Proxy struct {
 	nextConn  uint64
 	refuse    bool
 	closed    bool
+	blackhole Direction             // bytes travelling this way vanish (Blackhole)
+	vanished  bool                  // the bookie's host is gone (Vanish)
+	sinks     map[net.Conn]struct{} // client connections accepted while vanished
 	rng       *rand.Rand
 	frames    int           // frames decided, all connections
 	changed   chan struct{} // closed and replaced whenever a counter moves
@@ -77,6 +80,7 @@ func Listen(listen, target string, opts Options) (*Proxy, error) {
 		rng:     rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		changed: make(chan struct{}),
 		timers:  make(map[*time.Timer]struct{}),
+		sinks:   make(map[net.Conn]struct{}),
 	}
 	p.wg.Add(1)
 	go p.acceptLoop()
@@ -118,6 +122,11 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 	err := p.ln.Close()
 	p.CutAll()
+	p.mu.Lock()
+	for nc := range p.sinks {
+		nc.Close()
+	}
+	p.mu.Unlock()
 	p.wg.Wait()
 	return err
 }
@@ -144,10 +153,102 @@ func (p *Proxy) Partition() {
 	p.CutAll()
 }
 
-// Heal ends a Partition.
+// Heal ends a Partition, a Blackhole and a Vanish. The connections a Vanish left half
+// open are closed (the host is back and resets them, as a rebooted machine answers a
+// packet of a connection it no longer knows with RST); connections a Blackhole silenced
+// carry frames again.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.refuse = false
+	p.blackhole = 0
+	p.vanished = false
+	var stale []*pipe
+	for _, pp := range p.pipes {
+		if pp.halfOpen {
+			stale = append(stale, pp)
+		}
+	}
+	sinks := make([]net.Conn, 0, len(p.sinks))
+	for nc := range p.sinks {
+		sinks = append(sinks, nc)
+	}
+	p.mu.Unlock()
+	for _, pp := range stale {
+		pp.close()
+	}
+	for _, nc := range sinks {
+		nc.Close()
+	}
+}
+
+// Blackhole makes every byte travelling in dir (ToBookie, ToClient or AnyDirection) vanish,
+// on open connections and new ones (whose Hellos then never arrive), without closing
+// anything: the network drops the bookie's packets silently, in one direction or both, as
+// a failed switch or a firewall does. Nothing tells either side; only their timeouts can.
+// Frames are read and discarded (the sender's kernel still sees its bytes acknowledged:
+// on loopback only application timeouts detect a blackhole). Heal ends it.
+func (p *Proxy) Blackhole(dir Direction) {
+	p.mu.Lock()
+	p.blackhole |= dir & AnyDirection
+	p.mu.Unlock()
+}
+
+// Vanish makes the bookie's host disappear without a word: every connection's bookie side
+// is closed (the bookie sees its clients go), while the client side stays open, half open,
+// with whatever the client sends discarded and nothing ever coming back; new connections
+// are accepted and never answered (not even the Hello). The bookie keeps running behind the
+// proxy. Heal brings the host back: the half-open connections are then reset.
+func (p *Proxy) Vanish() {
+	p.mu.Lock()
+	p.vanished = true
+	pipes := make([]*pipe, 0, len(p.pipes))
+	for _, pp := range p.pipes {
+		pipes = append(pipes, pp)
+		pp.halfOpen = true
+	}
+	p.mu.Unlock()
+	for _, pp := range pipes {
+		pp.vanish()
+	}
+}
+
+// HalfOpen returns how many client connections a Vanish left half open (including those
+// accepted since) that their clients have not closed yet.
+func (p *Proxy) HalfOpen() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.halfOpenLocked()
+}
+
+// WaitHalfOpen waits until HalfOpen returns n.
+func (p *Proxy) WaitHalfOpen(ctx context.Context, n int) error {
+	return p.waitFor(ctx, func() bool { return p.halfOpenLocked() == n })
+}
+
+// halfOpenLocked is HalfOpen. Requires p.mu held.
+func (p *Proxy) halfOpenLocked() int {
+	n := len(p.sinks)
+	for _, pp := range p.pipes {
+		if pp.halfOpen {
+			n++
+		}
+	}
+	return n
+}
+
+// sink reads and discards what a client sends on a connection accepted while the host is
+// gone, until the client closes it or Heal resets it.
+func (p *Proxy) sink(nc net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		if _, err := nc.Read(buf); err != nil {
+			break
+		}
+	}
+	nc.Close()
+	p.mu.Lock()
+	delete(p.sinks, nc)
+	p.broadcastLocked()
 	p.mu.Unlock()
 }
 
@@ -422,10 +523,21 @@ func (p *Proxy) acceptLoop() {
 			return
 		}
 		p.mu.Lock()
-		refuse, target, closed := p.refuse, p.target, p.closed
+		refuse, target, closed, vanished := p.refuse, p.target, p.closed, p.vanished
+		if vanished && !refuse && !closed {
+			p.sinks[nc] = struct{}{}
+		}
 		p.mu.Unlock()
 		if refuse || closed {
 			nc.Close()
+			continue
+		}
+		if vanished {
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.sink(nc)
+			}()
 			continue
 		}
 		p.wg.Add(1)
@@ -450,6 +562,14 @@ func (p *Proxy) serve(nc net.Conn, target string) {
 		bc.Close()
 		return
 	}
+	if p.vanished {
+		// The host went while this connection was being set up.
+		p.sinks[nc] = struct{}{}
+		p.mu.Unlock()
+		bc.Close()
+		p.sink(nc)
+		return
+	}
 	p.nextConn++
 	pp := &pipe{p: p, id: p.nextConn, client: nc, bookie: bc, reqs: make(map[uint64]reqInfo)}
 	pp.toBookie = newOutq(bc, p.opts.QueueBytes, pp.close)
@@ -466,6 +586,7 @@ func (p *Proxy) serve(nc net.Conn, target string) {
 	wg.Wait()
 	p.mu.Lock()
 	delete(p.pipes, pp.id)
+	p.broadcastLocked()
 	p.mu.Unlock()
 }
 
@@ -477,7 +598,33 @@ type pipe struct {
 	toBookie       *outq
 	toClient       *outq
 	reqs           map[uint64]reqInfo // request id -> what it was about; protected by p.mu
+	halfOpen       bool               // a Vanish closed the bookie side; protected by p.mu
 	once           sync.Once
+	vanishOnce     sync.Once
+}
+
+// vanish closes the bookie side and stops writing to the client, leaving the client's
+// socket open: its pump goes on reading and discarding until the client closes it.
+func (pp *pipe) vanish() {
+	pp.vanishOnce.Do(func() {
+		pp.toBookie.close()
+		pp.toClient.close()
+		pp.bookie.Close()
+	})
+}
+
+// ended is the end of a pump: the connection closes, unless the pump that ended read the
+// bookie side of a half-open connection (the client side stays open until its client
+// closes it, or Heal).
+func (pp *pipe) ended(dir Direction) {
+	pp.p.mu.Lock()
+	halfOpen := pp.halfOpen
+	pp.p.broadcastLocked()
+	pp.p.mu.Unlock()
+	if halfOpen && dir == ToClient {
+		return
+	}
+	pp.close()
 }
 
 func (pp *pipe) queue(dir Direction) *outq {
@@ -500,7 +647,7 @@ func (pp *pipe) close() {
 // pump reads frames from src and hands each, after its rule, to out. The first frame is the
 // Hello and always passes.
 func (pp *pipe) pump(src net.Conn, dir Direction, out *outq) {
-	defer pp.close()
+	defer pp.ended(dir)
 	buf := make([]byte, 0, 64<<10)
 	chunk := make([]byte, 64<<10)
 	hello := true
@@ -518,6 +665,10 @@ func (pp *pipe) pump(src net.Conn, dir Direction, out *outq) {
 					break
 				}
 				rest = r
+				if pp.p.silenced(pp, dir) {
+					hello = false
+					continue // blackholed, or the host is gone: the frame vanishes
+				}
 				if hello {
 					hello = false
 					out.push(clone(frame), true)
@@ -565,6 +716,13 @@ func (pp *pipe) forward(dir Direction, frame []byte, out *outq) bool {
 		return false
 	}
 	return true
+}
+
+// silenced reports whether frames travelling in dir on pp vanish now.
+func (p *Proxy) silenced(pp *pipe, dir Direction) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.blackhole&dir != 0 || pp.halfOpen
 }
 
 func clone(b []byte) []byte { return append([]byte(nil), b...) }

@@ -641,3 +641,93 @@ func TestRealBookie(t *testing.T) {
 		t.Fatalf("add after the fence: %+v %v, want Fenced", h, err)
 	}
 }
+
+// TestBlackhole: frames in a blackholed direction vanish without the connection closing,
+// one direction at a time; a new connection's handshake never completes; Heal lets the same
+// connections carry frames again.
+func TestBlackhole(t *testing.T) {
+	fb := startFake(t)
+	p := newProxy(t, fb.ln.Addr().String(), Options{})
+	c := dialProxy(t, p)
+
+	p.Blackhole(ToClient)
+	c.add(1, 5, 0)
+	fb.waitReceived(t, 1) // the request got through
+	if _, err := c.next(300 * time.Millisecond); !isTimeout(err) {
+		t.Fatalf("response through a blackhole: %v, want silence", err)
+	}
+	p.Heal()
+	c.add(2, 5, 1)
+	c.expect(2) // the same connection: it was never closed
+
+	p.Blackhole(ToBookie)
+	c.add(3, 5, 2)
+	if _, err := c.next(300 * time.Millisecond); !isTimeout(err) {
+		t.Fatalf("answer to a blackholed request: %v, want silence", err)
+	}
+	nc, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1}))
+	nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := readFrame(nc); !isTimeout(err) {
+		t.Fatalf("handshake through a blackhole: %v, want silence", err)
+	}
+	p.Heal()
+	c.add(4, 5, 3)
+	c.expect(4)
+	if got := fb.received(); !equal(got, []uint64{1, 2, 4}) {
+		t.Fatalf("bookie got %v, want 1, 2, 4 (3 vanished)", got)
+	}
+}
+
+// TestVanish: the bookie's host vanishes: the client's connection stays open but silent
+// (a timeout, not a close), a new connection is accepted and never answered, both count as
+// half open until their client closes them, and Heal resets the ones left.
+func TestVanish(t *testing.T) {
+	fb := startFake(t)
+	p := newProxy(t, fb.ln.Addr().String(), Options{})
+	c := dialProxy(t, p)
+	c.add(1, 5, 0)
+	c.expect(1)
+
+	p.Vanish()
+	c.add(2, 5, 1)
+	if _, err := c.next(300 * time.Millisecond); !isTimeout(err) {
+		t.Fatalf("half-open connection: %v, want silence", err)
+	}
+	nc, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1}))
+	nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := readFrame(nc); !isTimeout(err) {
+		t.Fatalf("handshake with a vanished host: %v, want silence", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := p.WaitHalfOpen(ctx, 2); err != nil {
+		t.Fatalf("half-open connections: %d, want 2", p.HalfOpen())
+	}
+	nc.Close()
+	if err := p.WaitHalfOpen(ctx, 1); err != nil {
+		t.Fatalf("a connection its client closed is still half open: %v", err)
+	}
+	if got := fb.received(); !equal(got, []uint64{1}) {
+		t.Fatalf("bookie got %v, want only 1", got)
+	}
+
+	p.Heal()
+	if _, err := c.next(2 * time.Second); err == nil || isTimeout(err) {
+		t.Fatalf("half-open connection after the host came back: %v, want it reset", err)
+	}
+	if err := p.WaitHalfOpen(ctx, 0); err != nil {
+		t.Fatalf("%d half-open connections after Heal", p.HalfOpen())
+	}
+	c2 := dialProxy(t, p)
+	c2.add(3, 5, 2)
+	c2.expect(3)
+}

@@ -16,8 +16,13 @@ import (
 
 // Cluster is an embedded etcd and bookies registered in it.
 type Cluster struct {
-	Etcd    *embedded.Etcd
-	Bookies []*bookie.Bookie
+	// Etcd is the one-member etcd, or nil when Options.EtcdMembers asked
+	// for a cluster (EtcdCluster).
+	Etcd *embedded.Etcd
+	// EtcdCluster is the etcd cluster of Options.EtcdMembers > 1 members,
+	// or nil.
+	EtcdCluster *embedded.Cluster
+	Bookies     []*bookie.Bookie
 }
 
 // Options configure Start.
@@ -35,9 +40,14 @@ type Options struct {
 	Logger *slog.Logger
 	// Configure, if set, adjusts each bookie's config before it starts.
 	Configure func(i int, cfg *bookie.Config)
-	// MetadataPort is etcd's client port on 127.0.0.1; 0 lets the kernel
+	// MetadataPort is etcd's client port on 127.0.0.1 (with several
+	// members, the first member's; the others follow); 0 lets the kernel
 	// choose.
 	MetadataPort int
+	// EtcdMembers is how many etcd members to run (embedded.StartCluster,
+	// their data under Dir/etcd/member-N); 0 or 1 means one
+	// (embedded.Start, data in Dir/etcd).
+	EtcdMembers int
 	// Light sizes preallocation for a cluster on one machine that holds
 	// little data: 4 MiB journal segments instead of 64 MiB, 8 MB etcd WAL
 	// segments instead of 64 MB (process-wide, see
@@ -46,8 +56,13 @@ type Options struct {
 	Light bool
 }
 
-// Endpoint returns the metadata endpoint, etcd://127.0.0.1:PORT.
-func (c *Cluster) Endpoint() string { return c.Etcd.Endpoint() }
+// Endpoint returns the metadata endpoint, etcd://127.0.0.1:PORT[,...].
+func (c *Cluster) Endpoint() string {
+	if c.EtcdCluster != nil {
+		return c.EtcdCluster.Endpoint()
+	}
+	return c.Etcd.Endpoint()
+}
 
 // Start starts etcd under Dir/etcd and the bookies under Dir/bookie-N.
 func Start(o Options) (*Cluster, error) {
@@ -58,11 +73,16 @@ func Start(o Options) (*Cluster, error) {
 	if o.Light {
 		eo.WALSegmentBytes = 8 << 20
 	}
-	etcd, err := embedded.Start(filepath.Join(o.Dir, "etcd"), eo)
+	lc := &Cluster{}
+	var err error
+	if o.EtcdMembers > 1 {
+		lc.EtcdCluster, err = embedded.StartCluster(filepath.Join(o.Dir, "etcd"), o.EtcdMembers, eo)
+	} else {
+		lc.Etcd, err = embedded.Start(filepath.Join(o.Dir, "etcd"), eo)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
-	lc := &Cluster{Etcd: etcd}
 	for i := 0; i < o.Bookies; i++ {
 		cfg := bookie.DefaultConfig()
 		port := 0
@@ -75,7 +95,7 @@ func Start(o Options) (*Cluster, error) {
 		if o.AdminBasePort != 0 {
 			cfg.Admin = net.JoinHostPort("127.0.0.1", strconv.Itoa(o.AdminBasePort+i))
 		}
-		cfg.Metadata = etcd.Endpoint()
+		cfg.Metadata = lc.Endpoint()
 		cfg.Logger = o.Logger.With("bookie", i+1)
 		if o.Light {
 			// Small segments, still taking a largest (8 MiB) entry.
@@ -107,6 +127,10 @@ func (lc *Cluster) Close() error {
 	for _, b := range lc.Bookies {
 		errs = append(errs, b.Close())
 	}
-	errs = append(errs, lc.Etcd.Close())
+	if lc.EtcdCluster != nil {
+		errs = append(errs, lc.EtcdCluster.Close())
+	} else {
+		errs = append(errs, lc.Etcd.Close())
+	}
 	return errors.Join(errs...)
 }

@@ -74,45 +74,12 @@ func Start(dir string, opts Options) (*Etcd, error) {
 	}
 	client := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.ClientPort))}
 	peer := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	cfg.ListenClientUrls = []url.URL{client}
-	cfg.AdvertiseClientUrls = []url.URL{client}
-	cfg.ListenPeerUrls = []url.URL{peer}
-	cfg.AdvertisePeerUrls = []url.URL{peer}
+	cfg := newConfig(dir, opts, client, peer)
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.TickMs = 10
-	cfg.ElectionMs = 100
-	cfg.AutoCompactionMode = "periodic"
-	cfg.AutoCompactionRetention = "1h"
-	cfg.UnsafeNoFsync = opts.UnsafeNoFsync
-	logger := opts.Logger
-	if logger == nil {
-		logger = zap.NewNop()
-	}
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)
-
-	e, err := embed.StartEtcd(cfg)
+	e, err := startAndWait(cfg, opts.ReadyTimeout)
 	if err != nil {
 		lock.release()
 		return nil, fmt.Errorf("embedded etcd in %s: %w", dir, err)
-	}
-	timeout := opts.ReadyTimeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		lock.release()
-		return nil, fmt.Errorf("embedded etcd in %s: %w", dir, err)
-	case <-timer.C:
-		e.Close()
-		lock.release()
-		return nil, fmt.Errorf("embedded etcd in %s: not ready after %v", dir, timeout)
 	}
 	return &Etcd{
 		etcd:     e,
@@ -139,4 +106,51 @@ func (e *Etcd) Close() error {
 		e.lock.release()
 	})
 	return nil
+}
+
+// newConfig is the configuration every embedded member shares: data in
+// dir, the given client and peer URLs (listened on and advertised),
+// heartbeat 10 ms and election timeout 100 ms, hourly compaction.
+func newConfig(dir string, opts Options, client, peer url.URL) *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Dir = dir
+	cfg.ListenClientUrls = []url.URL{client}
+	cfg.AdvertiseClientUrls = []url.URL{client}
+	cfg.ListenPeerUrls = []url.URL{peer}
+	cfg.AdvertisePeerUrls = []url.URL{peer}
+	cfg.TickMs = 10
+	cfg.ElectionMs = 100
+	cfg.AutoCompactionMode = "periodic"
+	cfg.AutoCompactionRetention = "1h"
+	cfg.UnsafeNoFsync = opts.UnsafeNoFsync
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logger)
+	return cfg
+}
+
+// startAndWait starts a member and waits until it serves (it has joined a
+// cluster with a leader), its start fails, or timeout (0: 30 s) passes.
+func startAndWait(cfg *embed.Config, timeout time.Duration) (*embed.Etcd, error) {
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, err
+	case <-timer.C:
+		e.Close()
+		return nil, fmt.Errorf("not ready after %v", timeout)
+	}
 }
