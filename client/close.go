@@ -41,6 +41,18 @@ func (w *Writer) Close(ctx context.Context) error {
 	}
 
 	updated, err := w.c.store.UpdateLedger(ctx, md)
+	for try := 0; errors.Is(err, meta.ErrBadVersion) && try < maxRereplicationRetries; try++ {
+		// Re-replication (package autorecovery) may have replaced a bookie of an earlier
+		// fragment: close on top of that. Anything else is a takeover.
+		cur, gerr := w.c.store.GetLedger(ctx, w.id)
+		if gerr != nil || !adoptRereplication(&md, &w.md, &cur) {
+			break
+		}
+		if err = w.setMetadataLocked(cur); err != nil {
+			break
+		}
+		updated, err = w.c.store.UpdateLedger(ctx, md)
+	}
 	if err != nil {
 		if errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) {
 			w.failLocked(fmt.Errorf("%w: ledger %d: metadata changed under the writer: %v", ErrFenced, w.id, err))

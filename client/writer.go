@@ -691,6 +691,7 @@ func (w *Writer) changeEnsemble() {
 			return
 		}
 		md := w.md.Clone()
+		base := w.md.Clone()
 		lac := w.lac
 		var exclude []meta.BookieID
 		for bi, b := range w.bookies {
@@ -735,8 +736,22 @@ func (w *Writer) changeEnsemble() {
 				backoff = w.c.cfg.minBackoff
 				continue
 			}
+			if errors.Is(err, meta.ErrBadVersion) {
+				// Re-replication (package autorecovery) may have replaced a bookie of an
+				// earlier fragment: adopt that and try again.
+				if cur, gerr := w.c.store.GetLedger(ctx, w.id); gerr == nil && onlyRereplicated(&base, &cur) {
+					w.mu.Lock()
+					err = w.setMetadataLocked(cur)
+					if err != nil {
+						w.failLocked(err)
+					}
+					w.mu.Unlock()
+					cancel()
+					continue
+				}
+			}
 			if errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) || errors.Is(err, meta.ErrNoSuchLedger) {
-				// Only a recovering client changes our ledger's metadata.
+				// Otherwise only a recovering client changes our ledger's metadata.
 				cancel()
 				w.mu.Lock()
 				w.failLocked(fmt.Errorf("%w: ledger %d: metadata changed under the writer: %v", ErrFenced, w.id, err))
