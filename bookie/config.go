@@ -134,6 +134,15 @@ type Config struct {
 	SecretFile string `json:"secret_file"`
 	Secret     []byte `json:"-"`
 
+	// DisableAutorecovery: bk bookie runs no autorecovery auditor and worker
+	// (package client/autorecovery) beside the bookie. The bookie package
+	// never runs them itself; the key is read by the program that does.
+	DisableAutorecovery bool `json:"disable_autorecovery"`
+	// AutorecoveryLostDelay is how long a bookie's registration must stay
+	// gone before the auditor declares it lost; 0 means autorecovery's
+	// default (60 s). Read by the program that runs the auditor.
+	AutorecoveryLostDelay Duration `json:"autorecovery_lost_delay"`
+
 	// FS is the file system; tests inject faults through it. Default vfs.Default.
 	FS vfs.FS `json:"-"`
 	// Logger receives structured logs; default slog.Default().
