@@ -46,8 +46,9 @@ const (
 // same value with the response bit (0x80) set. Part of the format; never renumber.
 type Op uint8
 
-// The operations of protocol version 1. Codes 0x0A to 0x7F are free for later operations;
-// a bookie answers one it does not know with StatusUnsupported.
+// The operations of protocol version 1. Code 0x0A is reserved (batch read); 0x0C to 0x7F
+// are free for later operations; a bookie answers one it does not know with
+// StatusUnsupported.
 const (
 	OpAdd         Op = 0x01 // store an entry
 	OpRead        Op = 0x02 // read an entry, or the last one; may fence
@@ -58,6 +59,7 @@ const (
 	OpGetInfo     Op = 0x07 // free and total space, read-only state, versions
 	OpPing        Op = 0x08 // liveness check
 	OpAuth        Op = 0x09 // the answer to the challenge in the bookie's Hello
+	OpListEntries Op = 0x0B // which entry ids of a ledger the bookie holds (listentries.go)
 
 	// responseBit marks a response in the opcode byte.
 	responseBit = 0x80
@@ -73,6 +75,7 @@ var opNames = [...]string{
 	OpGetInfo:     "GET_INFO",
 	OpPing:        "PING",
 	OpAuth:        "AUTH",
+	OpListEntries: "LIST_ENTRIES",
 }
 
 // Known reports whether o is an operation of this protocol version.
