@@ -16,6 +16,11 @@ import (
 // hold the entry (NoSuchEntry or NoSuchLedger).
 var ErrNoSuchEntry = fmt.Errorf("client: bookie does not hold the entry")
 
+// ErrUnknownLedgerState is returned by ListEntriesFrom when the bookie answered
+// UnknownLedgerState: its storage was wiped or replaced, and it cannot tell which entries
+// of the ledger it held (docs/replication.md, bookie rule 5).
+var ErrUnknownLedgerState = fmt.Errorf("client: bookie cannot tell what it held of the ledger")
+
 // ReadEntryFrom reads entry of ledger from bookie b and returns its whole encoding
 // (wire.Entry.Raw, owned by the caller) after verifying its checksum and its ledger and
 // entry ids. An error wraps ErrNoSuchEntry when the bookie answered that it has no such
@@ -132,3 +137,34 @@ func onlyRereplicated(base, cur *meta.LedgerMetadata) bool {
 // maxRereplicationRetries bounds how often a writer's close retries its CAS on top of a
 // re-replication that changed the metadata under it.
 const maxRereplicationRetries = 10
+
+// ListEntriesFrom returns the entry ids of ledger from from on that bookie b holds, as
+// sorted ranges, reading every page (LIST_ENTRIES, docs/protocol.md). An error wraps
+// ErrNoSuchEntry when the bookie holds nothing of the ledger, ErrUnknownLedgerState when
+// it cannot tell. Safe for concurrent use.
+func (c *Client) ListEntriesFrom(ctx context.Context, b meta.BookieID, ledger uint64, from int64) ([]wire.EntryRange, error) {
+	var all []wire.EntryRange
+	for from != wire.NoEntry {
+		req := getRequest()
+		req.op, req.ledger, req.entry, req.maxRanges = wire.OpListEntries, ledger, from, wire.MaxListRanges
+		res, err := c.conn(b).call(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		status, rerr, ranges, next := res.status, res.err, res.ranges, res.lac
+		putRequest(res)
+		switch {
+		case rerr != nil:
+			return nil, fmt.Errorf("client: list entries of %d on %s: %w", ledger, b, rerr)
+		case status == wire.StatusNoSuchLedger:
+			return nil, fmt.Errorf("client: list entries of %d on %s: %w", ledger, b, ErrNoSuchEntry)
+		case status == wire.StatusUnknownLedgerState:
+			return nil, fmt.Errorf("client: list entries of %d on %s: %w", ledger, b, ErrUnknownLedgerState)
+		case status != wire.StatusOK:
+			return nil, fmt.Errorf("client: list entries of %d on %s: bookie answered %v", ledger, b, status)
+		}
+		all = append(all, ranges...)
+		from = next
+	}
+	return all, nil
+}

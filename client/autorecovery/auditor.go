@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -121,8 +123,10 @@ func (a *Auditor) lead(ctx context.Context) error {
 	cur := <-live
 	tick := time.NewTicker(a.cfg.AuditInterval)
 	defer tick.Stop()
+	deep := true // at election and every AuditInterval: also ask bookies for their copies
 	for {
-		next, err := a.audit(ctx, st, cur)
+		next, err := a.audit(ctx, st, cur, deep)
+		deep = false
 		if err != nil && ctx.Err() == nil {
 			a.cfg.Logger.Warn("autorecovery: audit failed", "err", err)
 			next = time.Now().Add(a.cfg.RetryInterval)
@@ -147,6 +151,7 @@ func (a *Auditor) lead(ctx context.Context) error {
 			}
 		case <-due:
 		case <-tick.C:
+			deep = true
 		}
 		if timer != nil {
 			timer.Stop()
@@ -172,7 +177,13 @@ type auditState struct {
 // audit checks every ledger against the live set: a fragment bookie that is not
 // registered starts its LostDelay; one gone for LostDelay is lost and its ledgers are
 // marked. It returns when the next gone bookie's delay is up (zero: none waiting).
-func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieInfo) (time.Time, error) {
+//
+// A deep audit (at election and every AuditInterval, when Config.Client is set) also asks
+// each live bookie of every fragment the metadata vouches an end for which entries of the
+// ledger it holds (LIST_ENTRIES): a bookie missing a copy its fragment assigns it, or one
+// that cannot tell (its storage was wiped: UnknownLedgerState), is marked to be replaced
+// in that ledger. A bookie that does not answer is left for the next audit.
+func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieInfo, deep bool) (time.Time, error) {
 	if err := a.checkLeading(ctx); err != nil {
 		return time.Time{}, err
 	}
@@ -214,6 +225,13 @@ func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieI
 				return time.Time{}, err
 			}
 		}
+		if deep && a.cfg.Client != nil {
+			if missing := a.missingCopies(ctx, &md, isLive, lost); len(missing) > 0 {
+				if err := a.cfg.Store.MarkUnderReplicated(ctx, md.ID, missing, "copies missing on a live bookie"); err != nil {
+					return time.Time{}, err
+				}
+			}
+		}
 	}
 	for b := range st.goneSince {
 		if !named[b] {
@@ -234,4 +252,62 @@ func (a *Auditor) checkLeading(ctx context.Context) error {
 		return errors.New("autorecovery: no longer the auditor")
 	}
 	return nil
+}
+
+// missingCopies returns the live bookies (not in skip) that lack a copy of an entry some
+// vouched fragment of md assigns them, or cannot tell (ErrUnknownLedgerState).
+func (a *Auditor) missingCopies(ctx context.Context, md *meta.LedgerMetadata, isLive map[meta.BookieID]bool, skip []meta.BookieID) []meta.BookieID {
+	held := make(map[meta.BookieID][]wire.EntryRange)
+	failed := make(map[meta.BookieID]bool)
+	var missing []meta.BookieID
+	e := int64(md.EnsembleSize)
+	for i, f := range md.Fragments {
+		end, ok := fragmentEnd(md, i)
+		if !ok || end < f.FirstEntry {
+			continue
+		}
+		for pos, b := range f.Bookies {
+			if !isLive[b] || failed[b] || slices.Contains(skip, b) || slices.Contains(missing, b) {
+				continue
+			}
+			ranges, seen := held[b]
+			if !seen {
+				var err error
+				ranges, err = a.cfg.Client.ListEntriesFrom(ctx, b, md.ID, 0)
+				switch {
+				case errors.Is(err, client.ErrNoSuchEntry):
+					ranges = nil
+				case errors.Is(err, client.ErrUnknownLedgerState):
+					missing = append(missing, b)
+					continue
+				case err != nil:
+					failed[b] = true // unreachable now: the next audit asks again
+					continue
+				}
+				held[b] = ranges
+			}
+			for id := f.FirstEntry; id <= end; id++ {
+				if (int64(pos)-id%e+e)%e < int64(md.WriteQuorum) && !holds(ranges, id) {
+					a.cfg.Logger.Warn("autorecovery: copy missing on a live bookie", "ledger", md.ID, "entry", id, "bookie", b)
+					missing = append(missing, b)
+					break
+				}
+			}
+		}
+	}
+	return missing
+}
+
+// holds reports whether sorted ranges contain id.
+func holds(ranges []wire.EntryRange, id int64) bool {
+	_, found := slices.BinarySearchFunc(ranges, id, func(r wire.EntryRange, id int64) int {
+		switch {
+		case r.Last < id:
+			return -1
+		case r.First > id:
+			return 1
+		}
+		return 0
+	})
+	return found
 }

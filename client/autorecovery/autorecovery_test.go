@@ -3,6 +3,7 @@ package autorecovery
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -373,4 +374,45 @@ func TestClosedLedgerTailNotSpread(t *testing.T) {
 		t.Fatalf("entry past the last one on the replacement: %v, want ErrNoSuchEntry", err)
 	}
 	c.checkFullyReplicated(ctx, cl, w.ID(), []meta.BookieID{lost})
+}
+
+// TestMissingCopiesOnLiveBookie: a bookie that stays registered but whose storage was wiped
+// (restarted in limbo) is found by the auditor's periodic check through LIST_ENTRIES, and
+// its ledgers are repaired elsewhere; a bookie holding its copies is left alone.
+func TestMissingCopiesOnLiveBookie(t *testing.T) {
+	ctx := testCtx(t)
+	c := startCluster(t, 4)
+	cl := c.client()
+	w := c.writeLedger(ctx, cl, e3w2, 30, false)
+	md := c.mustGet(ctx, w.ID())
+	wiped := md.Fragments[0].Bookies[0]
+	i := c.index(wiped)
+	c.stop(i)
+	if err := os.RemoveAll(c.dirs[i]); err != nil {
+		t.Fatal(err)
+	}
+	c.allowUnknown = true
+	c.start(i)
+	if _, err := cl.ListEntriesFrom(ctx, wiped, w.ID(), 0); !errors.Is(err, client.ErrUnknownLedgerState) {
+		t.Fatalf("list entries on the wiped bookie: %v, want ErrUnknownLedgerState", err)
+	}
+	for _, b := range md.Fragments[0].Bookies[1:] {
+		ranges, err := cl.ListEntriesFrom(ctx, b, w.ID(), 0)
+		if err != nil || len(ranges) == 0 {
+			t.Fatalf("list entries on %s: %v, %v", b, ranges, err)
+		}
+	}
+
+	cfg := c.fastConfig(cl, "r")
+	cfg.LostDelay = time.Hour // nobody is lost: only the copy check can find it
+	cfg.AuditInterval = 200 * time.Millisecond
+	startRecovery(t, cfg, 1)
+	waitFor(ctx, t, "ledger repaired", func() bool { return !c.namesAny(ctx, w.ID(), wiped) && len(c.marked(ctx)) == 0 })
+	got := c.mustGet(ctx, w.ID())
+	for pos, b := range got.Fragments[0].Bookies {
+		if b != md.Fragments[0].Bookies[pos] && md.Fragments[0].Bookies[pos] != wiped {
+			t.Fatalf("bookie %s holding its copies was replaced: %v -> %v", md.Fragments[0].Bookies[pos], md.Fragments[0].Bookies, got.Fragments[0].Bookies)
+		}
+	}
+	c.checkFullyReplicated(ctx, cl, w.ID(), []meta.BookieID{wiped})
 }

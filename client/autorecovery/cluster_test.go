@@ -30,6 +30,8 @@ type cluster struct {
 	addrs    []string
 	bookies  []*bookie.Bookie // nil while stopped
 	acked    map[uint64][][]byte
+	// allowUnknown starts bookies with AllowUnknownState (limbo after a wipe).
+	allowUnknown bool
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -72,6 +74,7 @@ func (c *cluster) config(i int) bookie.Config {
 		IndexCacheBytes:    1 << 20,
 		CheckpointInterval: bookie.Duration(time.Hour),
 		RegistrationTTL:    bookie.Duration(time.Second),
+		AllowUnknownState:  c.allowUnknown,
 		Logger:             quietLogger(),
 	}
 }
