@@ -103,6 +103,14 @@ type Config struct {
 	// Secret is the cluster secret, for bookies that require HMAC-SHA256 authentication
 	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable.
 	Secret []byte
+	// MinRacks, when > 0, makes new ensembles, ensemble changes, recovery's replacements
+	// and re-replication spread every write set over at least min(MinRacks, WriteQuorum)
+	// distinct racks (meta.BookieInfo.Rack) when the live bookies allow it
+	// (client/placement.go). 0: bookies are chosen at random.
+	MinRacks int
+	// EnforceRacks makes a choice that cannot reach MinRacks fail with ErrNotEnoughRacks
+	// instead of taking the most racks it can.
+	EnforceRacks bool
 }
 
 // Client talks to the bookies and the metadata store. It keeps one connection per bookie,
@@ -122,6 +130,8 @@ type Client struct {
 	maxPendingBytes int64         // Config.MaxPendingBytes
 	appendWait      time.Duration // Config.AppendWait; negative: do not wait
 	quarantineTime  time.Duration // Config.QuarantineTime; 0: no quarantine
+	minRacks        int           // Config.MinRacks
+	enforceRacks    bool          // Config.EnforceRacks
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -149,6 +159,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		maxPendingAdds:  cfg.MaxPendingAdds,
 		maxPendingBytes: cfg.MaxPendingBytes,
 		appendWait:      cfg.AppendWait,
+		minRacks:        cfg.MinRacks,
+		enforceRacks:    cfg.EnforceRacks,
 	}
 	if c.maxPendingAdds <= 0 {
 		c.maxPendingAdds = 65536

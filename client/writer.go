@@ -139,7 +139,7 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 	if opts.MasterKey != nil {
 		key = *opts.MasterKey
 	}
-	ensemble, err := c.pickBookies(ctx, e, nil)
+	ensemble, err := c.pickEnsemble(ctx, e, wq)
 	if err != nil {
 		return nil, fmt.Errorf("client: create ledger: %w", err)
 	}
@@ -704,11 +704,11 @@ func (w *Writer) changeEnsemble() {
 		last := &md.Fragments[len(md.Fragments)-1]
 		exclude = append(exclude, last.Bookies...)
 		ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
-		repl, err := w.c.pickBookies(ctx, len(bad), exclude)
+		repl, err := w.c.pickReplacements(ctx, last.Bookies, bad, w.wq, exclude)
 		if errors.Is(err, ErrNotEnoughBookies) {
 			// A bookie that failed once (a timeout, a restart) may serve again.
 			exclude = slices.Clone(last.Bookies)
-			repl, err = w.c.pickBookies(ctx, len(bad), exclude)
+			repl, err = w.c.pickReplacements(ctx, last.Bookies, bad, w.wq, nil)
 		}
 		if err == nil {
 			ensemble := slices.Clone(last.Bookies)

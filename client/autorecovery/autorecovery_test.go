@@ -416,3 +416,45 @@ func TestMissingCopiesOnLiveBookie(t *testing.T) {
 	}
 	c.checkFullyReplicated(ctx, cl, w.ID(), []meta.BookieID{wiped})
 }
+
+// TestRereplicationHonoursRacks: racks a b c a b; a ledger on a1 b1 c1 loses a1. Of the
+// spares a2 and b2 only a2 keeps both write sets through a1's position on two racks, so
+// re-replication must choose it, every time.
+func TestRereplicationHonoursRacks(t *testing.T) {
+	ctx := testCtx(t)
+	c := startCluster(t, 5, "a", "b", "c", "a", "b")
+	cl := c.clientWith(client.Config{MinRacks: 2, EnforceRacks: true})
+	a1, a2 := meta.BookieID(c.addrs[0]), meta.BookieID(c.addrs[3])
+	// The policy puts a1 or a2 in each ensemble, with one b and c1; write ledgers until
+	// three have a1 (each does with probability 1/2).
+	var ids, affected []uint64
+	for try := 0; len(affected) < 3; try++ {
+		if try == 40 {
+			t.Fatal("no ensemble chose a1 in 40 ledgers")
+		}
+		w := c.writeLedger(ctx, cl, e3w2, 5, false)
+		ids = append(ids, w.ID())
+		if slices.Contains(c.mustGet(ctx, w.ID()).Fragments[0].Bookies, a1) {
+			affected = append(affected, w.ID())
+		}
+	}
+	c.stop(0)
+	startRecovery(t, c.fastConfig(cl, "r"), 1)
+	waitFor(ctx, t, "ledgers repaired", func() bool { return len(c.ledgersNaming(ctx, ids, a1)) == 0 && len(c.marked(ctx)) == 0 })
+	racks := map[meta.BookieID]string{}
+	for i, a := range c.addrs {
+		racks[meta.BookieID(a)] = c.rack(i)
+	}
+	for _, id := range ids {
+		md := c.checkFullyReplicated(ctx, cl, id, []meta.BookieID{a1})
+		f := md.Fragments[0]
+		for s := range 3 {
+			if racks[f.Bookies[s]] == racks[f.Bookies[(s+1)%3]] {
+				t.Fatalf("ledger %d: write set at %d on one rack: %v", id, s, f.Bookies)
+			}
+		}
+		if slices.Contains(affected, id) && !slices.Contains(f.Bookies, a2) {
+			t.Fatalf("ledger %d: a1 replaced by %v, want %s (rack a)", id, f.Bookies, a2)
+		}
+	}
+}

@@ -32,13 +32,15 @@ type cluster struct {
 	acked    map[uint64][][]byte
 	// allowUnknown starts bookies with AllowUnknownState (limbo after a wipe).
 	allowUnknown bool
+	// racks[i], if set, is bookie i's rack.
+	racks []string
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func startCluster(t *testing.T, n int) *cluster {
+func startCluster(t *testing.T, n int, racks ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, endpoint: metatest.Start(t), acked: make(map[uint64][][]byte)}
+	c := &cluster{t: t, endpoint: metatest.Start(t), acked: make(map[uint64][][]byte), racks: racks}
 	c.store = metatest.Open(t, c.endpoint).(*meta.EtcdStore)
 	for i := range n {
 		dir := filepath.Join(t.TempDir(), "bookie"+strconv.Itoa(i))
@@ -75,8 +77,16 @@ func (c *cluster) config(i int) bookie.Config {
 		CheckpointInterval: bookie.Duration(time.Hour),
 		RegistrationTTL:    bookie.Duration(time.Second),
 		AllowUnknownState:  c.allowUnknown,
+		Rack:               c.rack(i),
 		Logger:             quietLogger(),
 	}
+}
+
+func (c *cluster) rack(i int) string {
+	if i < len(c.racks) {
+		return c.racks[i]
+	}
+	return ""
 }
 
 // start starts bookie i on its address and data (again, after stop).
@@ -116,9 +126,16 @@ func (c *cluster) index(id meta.BookieID) int {
 
 func (c *cluster) client() *client.Client {
 	c.t.Helper()
+	return c.clientWith(client.Config{})
+}
+
+// clientWith opens a client with cfg's placement fields.
+func (c *cluster) clientWith(cfg client.Config) *client.Client {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Metadata: c.endpoint, RequestTimeout: 2 * time.Second, MaxBackoff: 200 * time.Millisecond, QuarantineTime: -1})
+	cl, err := client.New(ctx, client.Config{Metadata: c.endpoint, RequestTimeout: 2 * time.Second, MaxBackoff: 200 * time.Millisecond, QuarantineTime: -1,
+		MinRacks: cfg.MinRacks, EnforceRacks: cfg.EnforceRacks})
 	if err != nil {
 		c.t.Fatalf("client.New: %v", err)
 	}

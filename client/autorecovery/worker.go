@@ -198,11 +198,10 @@ func (w *Worker) replace(ctx context.Context, md meta.LedgerMetadata, i, pos int
 	lost := md.Fragments[i].Bookies[pos]
 	first := md.Fragments[i].FirstEntry
 	end, _ := fragmentEnd(&md, i)
-	repl, err := w.cfg.Client.PickBookies(ctx, 1, md.Fragments[i].Bookies)
+	target, err := w.cfg.Client.PickReplacement(ctx, md.Fragments[i].Bookies, pos, md.WriteQuorum)
 	if err != nil {
 		return md, fmt.Errorf("replacement for %s in fragment at %d: %w", lost, first, err)
 	}
-	target := repl[0]
 	if err := w.copyFragment(ctx, &md, i, pos, target); err != nil {
 		return md, fmt.Errorf("copy fragment at %d from %s to %s: %w", first, lost, target, err)
 	}

@@ -37,6 +37,8 @@ type recoveryOptions struct {
 	lostDelay, grace, auditInterval time.Duration
 	rate                            int64
 	name                            string
+	minRacks                        int
+	enforceRacks                    bool
 }
 
 func (o *recoveryOptions) add(fs *flag.FlagSet) {
@@ -44,6 +46,8 @@ func (o *recoveryOptions) add(fs *flag.FlagSet) {
 	fs.DurationVar(&o.grace, "open-ledger-grace", 30*time.Second, "how long an open ledger's writer may replace a lost bookie itself before the ledger is fenced")
 	fs.DurationVar(&o.auditInterval, "audit-interval", 5*time.Minute, "how often the auditor checks every ledger")
 	fs.Int64Var(&o.rate, "rate", 64<<20, "bytes per second a worker copies (negative: unlimited)")
+	fs.IntVar(&o.minRacks, "min-racks", 0, "spread each write set over at least this many racks when choosing replacements (0: racks ignored)")
+	fs.BoolVar(&o.enforceRacks, "enforce-racks", false, "refuse a replacement that cannot reach --min-racks instead of taking the most racks possible")
 }
 
 // recoveryService is an auditor and a worker running on their own goroutines.
@@ -58,7 +62,7 @@ type recoveryService struct {
 func startRecovery(endpoint string, secret []byte, o recoveryOptions, log *slog.Logger, reg prometheus.Registerer) (*recoveryService, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret})
+	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret, MinRacks: o.minRacks, EnforceRacks: o.enforceRacks})
 	if err != nil {
 		return nil, fmt.Errorf("autorecovery: %w", err)
 	}

@@ -90,7 +90,8 @@ func runBookie(args []string) error {
 				return err
 			}
 		}
-		o := recoveryOptions{lostDelay: time.Duration(cfg.AutorecoveryLostDelay), name: b.Addr()}
+		o := recoveryOptions{lostDelay: time.Duration(cfg.AutorecoveryLostDelay), name: b.Addr(),
+			minRacks: cfg.PlacementMinRacks, enforceRacks: cfg.PlacementEnforceRacks}
 		if recovery, err = startRecovery(cfg.Metadata, secret, o, cfg.Logger, b.MetricsRegisterer()); err != nil {
 			b.Close()
 			return err
@@ -120,7 +121,7 @@ type bookieFlags struct {
 	configFile, logLevel                   *string
 	listen, advertise, data                *string
 	journalDir, ledgerDir, admin, metadata *string
-	secretFile                             *string
+	secretFile, rack                       *string
 	allowUnknown                           *bool
 }
 
@@ -137,6 +138,7 @@ func addBookieFlags(fs *flag.FlagSet) *bookieFlags {
 		admin:        fs.String("admin", "", "HTTP admin address for /metrics, /healthz, /readyz, /info, /debug/pprof (default "+cfg.Admin+"; 'off' disables)"),
 		metadata:     fs.String("metadata", "", "metadata store, etcd://host:port[,host:port...] (default: none, or $BK_METADATA)"),
 		secretFile:   fs.String("secret-file", "", "file holding the cluster secret clients must authenticate with (or set BK_CLUSTER_SECRET)"),
+		rack:         fs.String("rack", "", "the bookie's failure domain (rack, zone), for clients' placement across racks"),
 		allowUnknown: fs.Bool("allow-unknown-state", false, "start even if data directories were wiped or swapped, answering UnknownLedgerState instead of NoSuchEntry"),
 	}
 }
@@ -155,7 +157,8 @@ func (f *bookieFlags) config() (bookie.Config, error) {
 		cfg.Metadata = os.Getenv("BK_METADATA")
 	}
 	override := map[*string]*string{f.listen: &cfg.Listen, f.advertise: &cfg.Advertise, f.data: &cfg.DataDir,
-		f.journalDir: &cfg.JournalDir, f.ledgerDir: &cfg.LedgerDir, f.admin: &cfg.Admin, f.metadata: &cfg.Metadata}
+		f.journalDir: &cfg.JournalDir, f.ledgerDir: &cfg.LedgerDir, f.admin: &cfg.Admin, f.metadata: &cfg.Metadata,
+		f.rack: &cfg.Rack}
 	for flagVal, field := range override {
 		if *flagVal != "" {
 			*field = *flagVal
