@@ -82,13 +82,6 @@ func (c *Client) AddRecoveryTo(ctx context.Context, b meta.BookieID, key *wire.M
 	return fmt.Errorf("client: recovery add %d/%d to %s: bookie answered %v", e.LedgerID, e.EntryID, b, res.status)
 }
 
-// PickBookies returns n live writable bookies chosen at random, none in exclude, leaving
-// out bookies in quarantine unless too few others are available. It fails with
-// ErrNotEnoughBookies.
-func (c *Client) PickBookies(ctx context.Context, n int, exclude []meta.BookieID) ([]meta.BookieID, error) {
-	return c.pickBookies(ctx, n, exclude)
-}
-
 // RecoverLedger fences and closes ledger md (recovery, as OpenLedger with recover does) and
 // returns its closed metadata; a CLOSED md is returned as it is.
 func (c *Client) RecoverLedger(ctx context.Context, md meta.LedgerMetadata) (meta.LedgerMetadata, error) {
