@@ -258,6 +258,14 @@ func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, p
 		return fmt.Errorf("master key of %d bytes", len(md.MasterKey))
 	}
 	key := wire.MasterKey(md.MasterKey)
+	bookies, err := w.cfg.Store.ListBookies(ctx)
+	if err != nil {
+		return err
+	}
+	live := make(map[meta.BookieID]bool, len(bookies))
+	for _, b := range bookies {
+		live[b.ID] = true
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan int64)
@@ -269,7 +277,7 @@ func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, p
 				if first != nil {
 					continue
 				}
-				if err := w.copyEntry(cctx, md, f, pos, id, &key, target); err != nil {
+				if err := w.copyEntry(cctx, md, f, pos, id, &key, target, live); err != nil {
 					first = err
 					cancel()
 				}
@@ -299,16 +307,28 @@ feed:
 	return first
 }
 
-// copyEntry copies one entry to target from the first surviving bookie of its write set
-// that returns a valid copy.
-func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.Fragment, pos int, id int64, key *wire.MasterKey, target meta.BookieID) error {
+// copyEntry copies one entry to target from the first bookie of its write set that
+// returns a valid copy, asking registered bookies before the others (a lost machine may
+// cost a whole request timeout per entry).
+func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.Fragment, pos int, id int64, key *wire.MasterKey, target meta.BookieID, live map[meta.BookieID]bool) error {
 	e := int64(md.EnsembleSize)
-	var errs []error
+	var srcs []meta.BookieID
 	for k := range md.WriteQuorum {
-		src := f.Bookies[(id+int64(k))%e]
-		if int((id+int64(k))%e) == pos {
-			continue
+		if j := int((id + int64(k)) % e); j != pos {
+			srcs = append(srcs, f.Bookies[j])
 		}
+	}
+	slices.SortStableFunc(srcs, func(a, b meta.BookieID) int {
+		switch {
+		case live[a] == live[b]:
+			return 0
+		case live[a]:
+			return -1
+		}
+		return 1
+	})
+	var errs []error
+	for _, src := range srcs {
 		raw, err := w.cfg.Client.ReadEntryFrom(ctx, src, md.ID, id)
 		if err != nil {
 			errs = append(errs, err)
