@@ -16,7 +16,7 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tin flight\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\tadds/cpu-s\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\tloadavg\tcpu psi\t")
 	for _, r := range results {
 		w := r.Workload
-		if r.Failover != nil {
+		if r.Failover != nil || r.GC != nil {
 			continue // below
 		}
 		load := fmt.Sprint(w.Inflight)
@@ -35,6 +35,9 @@ func WriteTable(w io.Writer, results []Result) error {
 	}
 	fmt.Fprintln(w)
 	for _, r := range results {
+		if g := r.GC; g != nil {
+			writeGC(w, r)
+		}
 		if f := r.Failover; f != nil {
 			fmt.Fprintf(w, "%s: %d runs, %d failed; kill to CLOSED p50 %s p99 %s max %s; kill to new ledger's first ack p50 %s p99 %s max %s; loadavg %.1f\n",
 				r.Workload, f.Runs, f.Failures, fmtDur(f.ToClosed.P50), fmtDur(f.ToClosed.P99), fmtDur(f.ToClosed.Max),
@@ -174,4 +177,28 @@ func WriteJSON(w io.Writer, rep Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// ratio returns a/b, or 0 when b is 0.
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// writeGC writes a gc workload's result in lines of under 100 columns.
+func writeGC(w io.Writer, r Result) {
+	g := r.GC
+	fmt.Fprintf(w, "%s: wrote %d MB over %d ledgers, deleted %d MB\n", r.Workload.Name, g.WrittenBytes>>20, g.Ledgers, g.DeletedBytes>>20)
+	fmt.Fprintf(w, "  entry logs %d -> %d MB: %.0f%% of the deleted bytes reclaimed %s after (scans %s apart)\n",
+		g.DiskBefore>>20, g.DiskAfter>>20, 100*g.ReclaimedFraction, fmtDur(g.ReclaimTime), fmtDur(g.GracePeriod))
+	fmt.Fprintf(w, "  compaction %d MB in %s: %.1f MB/s; raw 64 KiB writes %.1f MB/s, x ref %s\n",
+		g.CompactionBytes>>20, fmtDur(g.CompactionTook), g.CompactionMBPerSec, g.RefMBPerSec,
+		orDash(ratio(g.CompactionMBPerSec, g.RefMBPerSec), "%.2f"))
+	fmt.Fprintf(w, "  foreground %.0f/s 1 KiB: p99 %s before, %s during the collection: x %.2f; load %.1f\n",
+		g.ForegroundRate, fmtDur(g.Foreground.P99), fmtDur(g.DuringCompaction.P99), g.ForegroundP99Ratio, r.Load)
+	for _, e := range g.Errors {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
 }

@@ -39,6 +39,8 @@ type Options struct {
 type Runner struct {
 	opts Options
 	base time.Time // the clock all send and intended times are measured on
+	// lastMax is the adds/s of the last closed-loop run, for OfMax runs.
+	lastMax float64
 }
 
 // NewRunner returns a Runner.
@@ -129,6 +131,8 @@ type Result struct {
 	Reference         *Reference `json:",omitempty"`
 	// Failover is set for a failover workload, whose other fields are mostly zero.
 	Failover *FailoverResult `json:",omitempty"`
+	// GC is set for a gc workload.
+	GC       *GCResult `json:",omitempty"`
 	Timeline []Sample
 	Spectrum []Point // latency (us) at percentile
 }
@@ -165,7 +169,18 @@ func (r Result) P50Delta() time.Duration {
 
 // Run runs w: the reference first, then the workload.
 func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
+	if w.OfMax > 0 {
+		if r.lastMax <= 0 {
+			return Result{Workload: w}, fmt.Errorf("bench: %s runs at a fraction of a closed-loop maximum, and no closed-loop run came before it", w.Name)
+		}
+		w.Rate = w.OfMax * r.lastMax
+	}
 	res := Result{Workload: w}
+	if w.GC {
+		err := r.runGC(ctx, w, &res)
+		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
+		return res, err
+	}
 	if w.Failover {
 		err := r.runFailover(ctx, w, &res)
 		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
@@ -185,6 +200,9 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 	}
 	err := r.runWorkload(ctx, w, &res)
 	res.Load, res.CPUPressure = loadAvg(), cpuPressure()
+	if err == nil && w.Closed() {
+		r.lastMax = res.AddsPerSec
+	}
 	if ref := res.Reference; err == nil && ref != nil && res.AddsPerSync >= 1 {
 		n := min(int(res.AddsPerSync+0.5), (8<<20)/max(w.Size, 1))
 		if n != ref.PerBatch {

@@ -28,6 +28,7 @@ type bookieStats struct {
 	startTime, vsize  float64 // process_start_time_seconds, process_virtual_memory_bytes: tell processes apart
 	addSecs, adds     float64 // bookie_add_latency_seconds sum and count: frame parsed to reply queued
 	batchSecs         float64 // bookie_journal_batch_latency_seconds_sum: first record queued to batch completed
+	entryLogDisk      float64 // bookie_disk_bytes{kind="entrylog"}
 }
 
 // parseMetrics reads the values bookieStats needs from Prometheus text
@@ -49,6 +50,7 @@ func parseMetrics(r io.Reader) (bookieStats, error) {
 		"bookie_add_latency_seconds_sum":           &s.addSecs,
 		"bookie_add_latency_seconds_count":         &s.adds,
 		"bookie_journal_batch_latency_seconds_sum": &s.batchSecs,
+		`bookie_disk_bytes{kind="entrylog"}`:       &s.entryLogDisk,
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

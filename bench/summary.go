@@ -17,11 +17,22 @@ func WriteSummary(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tadds/s\tMB/s\tp50\tp99\tp99.9\tx ref\terrors\t")
 	for _, r := range results {
+		if r.GC != nil {
+			continue // below
+		}
 		wl, l := r.Workload, r.Latency
 		fmt.Fprintf(tw, "%s\t%s\t%d/%d/%d\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%d\t\n",
 			wl.Name, sizeName(wl.Size), wl.Ensemble, wl.WriteQuorum, wl.AckQuorum,
 			r.AddsPerSec, r.MBPerSec, fmtDur(l.P50), fmtDur(l.P99), fmtDur(l.P999),
 			orDash(r.MBRatio(), "%.2f"), r.Errors)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.GC != nil {
+			writeGC(w, r)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -29,5 +30,26 @@ func TestWriteSummaryFitsATerminal(t *testing.T) {
 	}
 	if s := buf.String(); !strings.Contains(s, "w<1>") || !strings.Contains(s, "1.00ms") || !strings.Contains(s, "0.50") {
 		t.Errorf("summary lacks the sample's name, p50 or x ref:\n%s", s)
+	}
+}
+
+// The latency-curve suite is a closed-loop run and open-loop runs at
+// fractions of it; an OfMax run with no closed-loop run before it in the
+// Runner fails clearly instead of running at rate 0.
+func TestLatencyCurveSuite(t *testing.T) {
+	ws, err := Suite("latency-curve", Scale{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 5 || !ws[0].Closed() || ws[0].OfMax != 0 {
+		t.Fatalf("suite %+v", ws)
+	}
+	for i, w := range ws[1:] {
+		if w.Closed() || w.OfMax != []float64{0.25, 0.5, 0.75, 0.9}[i] || w.Ledgers != ws[0].Ledgers || w.Size != ws[0].Size {
+			t.Fatalf("run %d: %+v", i+1, w)
+		}
+	}
+	if _, err := NewRunner(Options{}).Run(context.Background(), ws[1]); err == nil || !strings.Contains(err.Error(), "closed-loop") {
+		t.Fatalf("an OfMax run first: %v", err)
 	}
 }

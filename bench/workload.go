@@ -36,6 +36,15 @@ type Workload struct {
 	// a throughput run: Inflight is the writer's, Warmup and Duration are unused.
 	Failover bool
 	Runs     int
+	// GC makes the run a garbage collection measurement (runGC): Bytes
+	// written over Ledgers ledgers, half of them deleted and reclaimed,
+	// under a foreground writer measured for Duration before.
+	GC    bool
+	Bytes int64
+	// OfMax, when > 0, makes the run open-loop at OfMax times the adds/s
+	// of the last closed-loop run before it in the same Runner (the
+	// latency-curve suite): Rate is set when the run starts.
+	OfMax float64
 }
 
 // Closed reports whether w is a closed-loop run.
@@ -56,6 +65,10 @@ func (w Workload) RefBatch() int {
 }
 
 func (w Workload) String() string {
+	if w.GC {
+		return fmt.Sprintf("%s: %d MB of %s over %d ledgers, E%d/WQ%d/AQ%d, half deleted and collected under a %d adds/s foreground writer",
+			w.Name, w.Bytes>>20, sizeName(w.Size), w.Ledgers, w.Ensemble, w.WriteQuorum, w.AckQuorum, gcForegroundRate)
+	}
 	if w.Failover {
 		return fmt.Sprintf("%s: %d failovers, E%d/WQ%d/AQ%d on %d bookies, writer %d in flight of %s", w.Name, w.Runs,
 			w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Bookies, w.Inflight, sizeName(w.Size))
@@ -81,6 +94,8 @@ func sizeName(n int) string {
 // Scale sets the warm-up and measured durations of a suite's workloads.
 type Scale struct {
 	Warmup, Duration time.Duration
+	// GCBytes, when > 0, is what the gc workload writes instead of 2 GiB.
+	GCBytes int64
 }
 
 // suiteDoc describes the suites, for bk bench -h and the docs.
@@ -88,6 +103,7 @@ var suiteDoc = []struct{ name, doc string }{
 	{"quick", "the default: one of each shape, short (single bookie 1 KiB x 10,000; E3/WQ2/AQ2 1 KiB x 10,000; 1 in flight 1 KiB; 64 KiB)"},
 	{"throughput", "BookKeeper BenchThroughputLatency: 1 KiB, E3/WQ2/AQ2, 10,000 outstanding, 1 ledger"},
 	{"journal", "journal-only style single bookie: 1 KiB, E1/WQ1/AQ1, 10,000 outstanding, 1 ledger"},
+	{"latency-curve", "latency vs load: OMB's shape (16 ledgers E3/WQ2/AQ2 1 KiB) closed-loop at 10,000 in flight, then open loop at 25, 50, 75 and 90 % of the adds/s it reached"},
 	{"omb", "OpenMessaging '1 topic 16 partitions 1 KiB': 16 ledgers E3/WQ2/AQ2, open loop at --rate"},
 	{"floor", "latency floor: 1 in flight, 100 B and 1 KiB, single bookie"},
 	{"curve", "group-commit curve: 1 KiB single bookie at 1, 10, 100, 1,000, 10,000 in flight"},
@@ -95,6 +111,7 @@ var suiteDoc = []struct{ name, doc string }{
 	{"sustained", "single bookie 1 KiB x 10,000 for --duration (default 10 min): RSS and latency over time"},
 	{"targets", "the issue's targets: journal, throughput, floor and 64 KiB single bookie"},
 	{"all", "throughput, journal, omb, floor, curve and sizes"},
+	{"gc", "garbage collection: 2 GiB (--gc-bytes) of 64 KiB entries over 4 ledgers, half deleted and collected (POST /gc twice, gc_grace_period apart) under a 2,000 adds/s 1 KiB foreground writer; disk reclaimed, compaction MB/s against raw 64 KiB writes, foreground p99 during vs before (needs admin endpoints)"},
 	{"failover", "a writer killed while one bookie of its E3/WQ2/AQ2 ensemble is hung (4 bookies): kill to CLOSED by a recoverer, and to its new ledger's first ack, over 20 runs"},
 }
 
@@ -149,6 +166,13 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 			w := e3("omb-1t16p-1KiB", name, 1024, 16, 0)
 			w.Rate = rate
 			ws = []Workload{w}
+		case "latency-curve":
+			ws = []Workload{e3("curve-max-16x1KiB", name, 1024, 16, 10000)}
+			for _, pct := range []int{25, 50, 75, 90} {
+				w := e3(fmt.Sprintf("curve-%dpct-16x1KiB", pct), name, 1024, 16, 0)
+				w.OfMax, w.Rate = float64(pct)/100, 1 // Rate: open loop; set from the max at run time
+				ws = append(ws, w)
+			}
 		case "floor":
 			ws = []Workload{single("floor-100B", name, 100, 1, 1), single("floor-1KiB", name, 1024, 1, 1)}
 		case "curve":
@@ -176,6 +200,10 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 		case "failover":
 			w := e3("failover-e3-1KiB", name, 1024, 1, 16)
 			w.Bookies, w.Failover, w.Runs = 4, true, 20
+			ws = []Workload{w}
+		case "gc":
+			w := single("gc-2GiB-64KiB", name, 64<<10, 4, 64)
+			w.GC, w.Bytes = true, 2<<30
 			ws = []Workload{w}
 		case "all":
 			var err error
@@ -207,6 +235,9 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 	for i := range out {
 		if sc.Warmup > 0 {
 			out[i].Warmup = sc.Warmup
+		}
+		if sc.GCBytes > 0 && out[i].GC {
+			out[i].Bytes = sc.GCBytes
 		}
 		if sc.Duration > 0 {
 			out[i].Duration = sc.Duration

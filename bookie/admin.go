@@ -58,9 +58,26 @@ func startAdmin(b *Bookie, addr string) (*adminServer, error) {
 	}
 	mux.HandleFunc("GET /info", serveJSON(func() any { return b.Status() }))
 	mux.HandleFunc("GET /ledgers", serveJSON(func() any { return b.Ledgers() }))
-	// POST /gc runs a garbage collection scan and then compaction now, and
-	// answers with what they did (GCResult).
+	// POST /gc runs a garbage collection scan and then a major compaction
+	// now, and answers with what they did (GCResult); with ?wait=false it
+	// starts them and answers 202 at once (409 if a collection runs
+	// already). GET /gc shows the status (GCStatus).
 	mux.HandleFunc("POST /gc", b.requireSecret(func(w http.ResponseWriter, r *http.Request) {
+		if wait := r.URL.Query().Get("wait"); wait != "" {
+			on, err := strconv.ParseBool(wait)
+			if err != nil {
+				http.Error(w, "gc: want ?wait=true or ?wait=false", http.StatusBadRequest)
+				return
+			}
+			if !on {
+				if !b.StartCollect() {
+					http.Error(w, "gc: a collection is running already", http.StatusConflict)
+					return
+				}
+				w.WriteHeader(http.StatusAccepted)
+				return
+			}
+		}
 		res, err := b.CollectNow(r.Context())
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -68,6 +85,7 @@ func startAdmin(b *Bookie, addr string) (*adminServer, error) {
 		}
 		serveJSON(func() any { return res })(w, r)
 	}))
+	mux.HandleFunc("GET /gc", serveJSON(func() any { return b.GCStatus() }))
 	// POST /read-only?on=true|false sets or lifts the operator's read-only
 	// reason (other reasons stay) and answers with the bookie's status.
 	mux.HandleFunc("POST /read-only", b.requireSecret(func(w http.ResponseWriter, r *http.Request) {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
 	"github.com/bookie-go/bookie/entrylog"
@@ -85,6 +84,7 @@ type Bookie struct {
 	// checkpoints and ledger deletions apart.
 	gcMu      sync.Mutex
 	gcSeen    map[uint64]time.Time
+	gcState   gcState // what GET /gc shows
 	storageMu sync.Mutex
 
 	// The last checkpoint error logged and when; owned by the background
@@ -120,6 +120,9 @@ type Bookie struct {
 // call Start.
 func New(cfg Config) (*Bookie, error) {
 	cfg = cfg.withDefaults()
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
 	b := &Bookie{
 		cfg:     cfg,
 		log:     cfg.Logger.With("bookie", first(cfg.identity())),
@@ -133,19 +136,7 @@ func New(cfg Config) (*Bookie, error) {
 		runErr:         make(chan error, 1),
 	}
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
-	b.metrics.registry.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "bookie_journal_segments_preallocated_total", Help: "Journal segments made by preallocating a new file (zero-filled): each costs a full write of the segment."},
-			func() float64 { return b.segments(true) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "bookie_journal_segments_recycled_total", Help: "Journal segments made by reusing a file freed by a checkpoint."},
-			func() float64 { return b.segments(false) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bookie_entrylog_bytes", Help: "Durable record bytes in the entry logs.", ConstLabels: prometheus.Labels{"kind": "total"}},
-			func() float64 { return b.entryLogBytes(false) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bookie_entrylog_bytes", Help: "Durable record bytes in the entry logs.", ConstLabels: prometheus.Labels{"kind": "live"}},
-			func() float64 { return b.entryLogBytes(true) }))
+	b.registerStorageMetrics()
 	fs := cfg.FS
 	if b.secret = cfg.Secret; b.secret == nil && cfg.SecretFile != "" {
 		data, err := os.ReadFile(cfg.SecretFile)
@@ -206,6 +197,12 @@ func New(cfg Config) (*Bookie, error) {
 			WriteCacheBytes: cfg.WriteCacheBytes,
 			LogSize:         cfg.EntryLogSize,
 			Logger:          b.log,
+
+			MinorCompactionThreshold: cfg.CompactionMinorThreshold,
+			MajorCompactionThreshold: cfg.CompactionMajorThreshold,
+			MinorCompactionInterval:  time.Duration(cfg.CompactionMinorInterval),
+			MajorCompactionInterval:  time.Duration(cfg.CompactionMajorInterval),
+			CompactionBytesPerSec:    cfg.CompactionBytesPerSec,
 		},
 		IndexCacheBytes: cfg.IndexCacheBytes,
 		IndexMustExist:  hadCookie && !cookie.Limbo,
@@ -225,7 +222,7 @@ func New(cfg Config) (*Bookie, error) {
 		RecycleSegments: 8,
 		// Zero-filled ahead, at start: a new bookie's first segments
 		// are then recycled, not zero-filled while it takes adds.
-		SpareSegments: max(0, cfg.JournalSpareSegments),
+		SpareSegments: b.journalSpares(),
 		Completed:     b.completed,
 		Released:      b.journalReleased,
 		Replay: func(r journal.Record) error {
@@ -406,17 +403,6 @@ func (b *Bookie) segments(fresh bool) float64 {
 
 // entryLogBytes returns the entry logs' live or total record bytes (0
 // before storage is open).
-func (b *Bookie) entryLogBytes(live bool) float64 {
-	if b.store == nil {
-		return 0
-	}
-	l, t := b.store.SpaceStats()
-	if live {
-		return float64(l)
-	}
-	return float64(t)
-}
-
 func (b *Bookie) setApplied(m journal.Mark) {
 	b.lastAppliedMu.Lock()
 	b.lastApplied = m
@@ -472,6 +458,19 @@ func (b *Bookie) checkpoint() error {
 	b.metrics.checkpoints.Inc()
 	b.metrics.checkpointDur.Observe(time.Since(start).Seconds())
 	return nil
+}
+
+// journalSpares returns how many spare segments the journal may zero-fill
+// at start: JournalSpareSegments, cut so that they and the next segment
+// leave storage's reserve free (negative: not even the next one). Each
+// start on a full disk would otherwise fill what compaction needs to free
+// space (the reserve), one start after another.
+func (b *Bookie) journalSpares() int {
+	n := max(0, b.cfg.JournalSpareSegments)
+	for n >= 0 && !b.store.HasRoom(int64(n+2)*b.cfg.JournalSegmentSize) {
+		n--
+	}
+	return n
 }
 
 // checkDisk goes read-only above the disk-full threshold and writable again
@@ -562,20 +561,20 @@ func (b *Bookie) Start() error {
 		b.wg.Add(1)
 		go b.gcLoop()
 	}
-	if b.meta != nil {
-		if err := b.register(); err != nil {
-			b.Close()
-			return err
-		}
-	}
 	b.started = time.Now()
-	if b.cfg.Admin != "" {
+	if b.cfg.Admin != "" { // before registering: the registration names it
 		a, err := startAdmin(b, b.cfg.Admin)
 		if err != nil {
 			b.Close()
 			return err
 		}
 		b.admin = a
+	}
+	if b.meta != nil {
+		if err := b.register(); err != nil {
+			b.Close()
+			return err
+		}
 	}
 	b.serving.Store(true)
 	b.log.Info("bookie serving", "addr", b.addr, "journal", b.cfg.JournalDir, "ledgers", b.cfg.LedgerDir,
@@ -693,6 +692,7 @@ func (b *Bookie) Close() error {
 		cancel()
 		<-b.runErr
 	}
+	b.gcState.set(func(g *gcState) { g.closed = true })
 	close(b.stop)
 	b.wg.Wait()
 	jerr := b.journal.Close()

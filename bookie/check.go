@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -74,8 +75,18 @@ func (c Config) Check() error {
 			bad("%s %d: must be positive", k, positive[k])
 		}
 	}
+	// A journaled entry must be appliable: every limit replay meets, an
+	// ADD meets first, so a frame admitted is one storage can take.
 	if c.JournalSegmentSize < int64(c.MaxFrameSize) {
 		bad("journal_segment_size %d is smaller than max_frame_size %d: a largest entry would not fit a segment", c.JournalSegmentSize, c.MaxFrameSize)
+	}
+	if c.JournalQueueBytes < int64(c.MaxFrameSize) {
+		bad("journal_queue_bytes %d is smaller than max_frame_size %d: a largest entry would never fit the journal queue", c.JournalQueueBytes, c.MaxFrameSize)
+	}
+	if m := entrylog.MaxEntry(c.WriteCacheBytes, c.EntryLogSize); m < int64(c.MaxFrameSize) {
+		bad("write_cache_bytes %d and entry_log_size %d hold entries of at most %d bytes, less than max_frame_size %d: "+
+			"a largest entry would be journaled but could not be stored (want write_cache_bytes >= 2 x max_frame_size + 128 "+
+			"and entry_log_size >= max_frame_size + 1 KiB)", c.WriteCacheBytes, c.EntryLogSize, max(m, 0), c.MaxFrameSize)
 	}
 	if !(0 < c.DiskWritableThreshold && c.DiskWritableThreshold < c.DiskFullThreshold && c.DiskFullThreshold <= 1) {
 		bad("want 0 < disk_writable_threshold (%v) < disk_full_threshold (%v) <= 1", c.DiskWritableThreshold, c.DiskFullThreshold)

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/vfs"
 )
 
@@ -39,7 +40,10 @@ type Config struct {
 	// EventLoops is the number of gnet event loops; default GOMAXPROCS.
 	EventLoops int `json:"event_loops"`
 	// MaxFrameSize is the largest frame accepted; larger ones close the
-	// connection. Default 8 MiB.
+	// connection. Default 8 MiB, or less when the journal segment, journal
+	// queue, write cache half or entry log could not take such an entry (a
+	// small bk local bookie); an explicit value they cannot take is
+	// refused.
 	MaxFrameSize int `json:"max_frame_size"`
 	// MaxConnInflight and MaxConnInflightBytes bound the requests of one
 	// connection that have been parsed but not answered; over either, the
@@ -110,17 +114,31 @@ type Config struct {
 	// disables GC. Only with Metadata set. GCGracePeriod is how long a
 	// ledger must have been seen missing before it is deleted: it is
 	// deleted by the first scan at least that long after the scan that
-	// first missed it. GCMetadataReadsPerSec paces the metadata reads.
+	// first missed it. GCMetadataReadsPerSec paces the metadata reads. A
+	// scan that deleted ledgers runs a major compaction after it.
+	GCInterval            Duration `json:"gc_interval"`
+	GCGracePeriod         Duration `json:"gc_grace_period"`
+	GCMetadataReadsPerSec int      `json:"gc_metadata_reads_per_sec"`
+
+	// Compaction rewrites entry logs whose live fraction has fallen below
+	// a threshold, one log at a time, the copying paced to
+	// CompactionBytesPerSec (negative: unpaced). Minor compaction (default
+	// under 0.2 live, every 10 minutes) is cheap; major compaction (under
+	// 0.8, every hour, after a GC scan that deleted ledgers, and on POST
+	// /gc) reclaims more. Logs with nothing live are deleted by either. A
+	// negative interval runs its level only when asked.
+	CompactionMinorThreshold float64  `json:"compaction_minor_threshold"`
+	CompactionMajorThreshold float64  `json:"compaction_major_threshold"`
+	CompactionMinorInterval  Duration `json:"compaction_minor_interval"`
+	CompactionMajorInterval  Duration `json:"compaction_major_interval"`
+	CompactionBytesPerSec    int64    `json:"compaction_bytes_per_sec"`
+
 	// DiskStallThreshold: a journal fdatasync that has not returned after
 	// this long makes the bookie read-only ("journal disk stalled"), in
 	// GET_INFO, /readyz and its registration, so writers move to other
 	// bookies before their request timeouts; it is writable again once the
 	// sync returns. Checked every second.
 	DiskStallThreshold Duration `json:"disk_stall_threshold"`
-
-	GCInterval            Duration `json:"gc_interval"`
-	GCGracePeriod         Duration `json:"gc_grace_period"`
-	GCMetadataReadsPerSec int      `json:"gc_metadata_reads_per_sec"`
 
 	// AllowUnknownState lets a bookie whose data directories were wiped or
 	// swapped start anyway, answering UnknownLedgerState instead of
@@ -182,7 +200,6 @@ func DefaultConfig() Config {
 		Admin:                 "127.0.0.1:8181",
 		RegistrationTTL:       Duration(10 * time.Second),
 		EventLoops:            runtime.GOMAXPROCS(0),
-		MaxFrameSize:          8 << 20,
 		MaxConnInflight:       16384,
 		MaxConnInflightBytes:  64 << 20,
 		MaxInflightBytes:      256 << 20,
@@ -206,11 +223,21 @@ func DefaultConfig() Config {
 		DiskStallThreshold:    Duration(2 * time.Second),
 		GCGracePeriod:         Duration(5 * time.Minute),
 		GCMetadataReadsPerSec: 200,
+
+		CompactionMinorThreshold: 0.2,
+		CompactionMajorThreshold: 0.8,
+		CompactionMinorInterval:  Duration(10 * time.Minute),
+		CompactionMajorInterval:  Duration(time.Hour),
+		CompactionBytesPerSec:    32 << 20,
+
 		ScrubBytesPerSec:      8 << 20,
 		DiskFullThreshold:     0.95,
 		DiskWritableThreshold: 0.90,
 	}
 }
+
+// defaultMaxFrameSize is MaxFrameSize's default where the sizes allow it.
+const defaultMaxFrameSize = 8 << 20
 
 // LoadConfigFile overlays the JSON file at path on c. Unknown keys are an error.
 func (c *Config) LoadConfigFile(path string) error {
@@ -240,7 +267,6 @@ func (c Config) withDefaults() Config {
 	}
 	setDefault(&c.RegistrationTTL, d.RegistrationTTL)
 	setDefault(&c.EventLoops, d.EventLoops)
-	setDefault(&c.MaxFrameSize, d.MaxFrameSize)
 	setDefault(&c.MaxConnInflight, d.MaxConnInflight)
 	setDefault(&c.MaxConnInflightBytes, d.MaxConnInflightBytes)
 	setDefault(&c.MaxInflightBytes, d.MaxInflightBytes)
@@ -265,9 +291,21 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.DiskStallThreshold, d.DiskStallThreshold)
 	setDefault(&c.GCGracePeriod, d.GCGracePeriod)
 	setDefault(&c.GCMetadataReadsPerSec, d.GCMetadataReadsPerSec)
+	setDefault(&c.CompactionMinorThreshold, d.CompactionMinorThreshold)
+	setDefault(&c.CompactionMajorThreshold, d.CompactionMajorThreshold)
+	setDefault(&c.CompactionMinorInterval, d.CompactionMinorInterval)
+	setDefault(&c.CompactionMajorInterval, d.CompactionMajorInterval)
+	setDefault(&c.CompactionBytesPerSec, d.CompactionBytesPerSec)
 	setDefault(&c.ScrubBytesPerSec, d.ScrubBytesPerSec)
 	setDefault(&c.DiskFullThreshold, d.DiskFullThreshold)
 	setDefault(&c.DiskWritableThreshold, d.DiskWritableThreshold)
+	if c.MaxFrameSize == 0 {
+		// The default, cut to what the journal and storage sizes can
+		// take (a small bk local bookie has small ones): an explicit
+		// max_frame_size they cannot take is refused by Check instead.
+		fit := min(defaultMaxFrameSize, c.JournalSegmentSize, c.JournalQueueBytes, entrylog.MaxEntry(c.WriteCacheBytes, c.EntryLogSize))
+		c.MaxFrameSize = int(fit &^ (1<<10 - 1))
+	}
 	if c.FS == nil {
 		c.FS = vfs.Default
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/internal/pace"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/meta"
 )
@@ -33,7 +35,7 @@ import (
 // storageMu keeps a checkpoint from running between the record and the
 // storage delete, so the journal mark never passes a delete record whose
 // storage delete has not happened. Entry-log bytes come back through
-// compaction, which GC runs after deleting.
+// compaction: a scan that deleted ledgers runs a major compaction.
 
 // GCStats reports one garbage collection scan.
 type GCStats struct {
@@ -49,22 +51,128 @@ type GCResult struct {
 	Compaction entrylog.CompactStats `json:"compaction"`
 }
 
-// CollectNow runs a garbage collection scan and then compaction, now. A
-// ledger found garbage for the first time is deleted only by a scan at
-// least GCGracePeriod later, so one call may report it as garbage without
-// deleting it. A GC error (a metadata error, or no metadata store) returns
-// before compaction.
+// CollectNow runs a garbage collection scan and then a major compaction,
+// now. A ledger found garbage for the first time is deleted only by a scan
+// at least GCGracePeriod later, so one call may report it as garbage
+// without deleting it. A GC error (a metadata error, or no metadata store)
+// returns before compaction.
 func (b *Bookie) CollectNow(ctx context.Context) (GCResult, error) {
+	b.gcState.begin()
+	res, err := b.collect(ctx)
+	b.gcState.end(res, err)
+	return res, err
+}
+
+// StartCollect starts CollectNow in the background, unless a collection
+// runs already; it reports whether it started one. It stops with the bookie.
+func (b *Bookie) StartCollect() bool {
+	g := &b.gcState
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.running > 0 || g.closed {
+		return false
+	}
+	g.running++
+	b.wg.Add(1) // under g.mu: never after Close's Wait began
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := b.stopContext()
+		defer cancel()
+		res, err := b.collect(ctx)
+		b.gcState.end(res, err)
+	}()
+	return true
+}
+
+func (b *Bookie) collect(ctx context.Context) (GCResult, error) {
 	var res GCResult
 	var err error
 	if res.GC, err = b.GC(ctx); err != nil {
 		return res, err
 	}
 	res.Compaction, err = b.store.Compact(ctx)
-	if err == nil {
-		b.metrics.compactedBytes.Add(float64(res.Compaction.BytesFreed))
-	}
 	return res, err
+}
+
+// GCStatus is what GET /gc shows: the last collection asked for through
+// the admin API, the last scan and the next, and what compaction could
+// reclaim now.
+type GCStatus struct {
+	Running          bool                  `json:"running"`        // a collection asked for is running
+	Last             *GCResult             `json:"last,omitempty"` // the last collection asked for
+	LastError        string                `json:"lastError,omitempty"`
+	LastEnded        time.Time             `json:"lastEnded,omitzero"`
+	LastScan         time.Time             `json:"lastScan,omitzero"` // when the last scan (any) ended
+	NextScan         time.Time             `json:"nextScan,omitzero"` // the background scan's next run; zero when disabled
+	Interval         Duration              `json:"interval"`
+	GracePeriod      Duration              `json:"gracePeriod"`
+	EntryLogBytes    int64                 `json:"entryLogBytes"`
+	LiveBytes        int64                 `json:"liveBytes"`
+	ReclaimableBytes int64                 `json:"reclaimableBytes"` // entry-log bytes nothing points at
+	Compaction       entrylog.CompactStats `json:"compactionTotals"` // every compaction since start
+}
+
+// gcState records the collections and scans GCStatus reports.
+type gcState struct {
+	mu        sync.Mutex
+	running   int  // collections running
+	closed    bool // the bookie is closing: start nothing
+	last      *GCResult
+	lastErr   error
+	lastEnded time.Time
+	lastScan  time.Time
+	nextScan  time.Time
+	ended     chan struct{} // closed when a collection ends (then replaced)
+}
+
+func (g *gcState) begin() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.running++
+}
+
+func (g *gcState) end(res GCResult, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.running--
+	g.last, g.lastErr, g.lastEnded = &res, err, time.Now()
+	if g.ended != nil {
+		close(g.ended)
+		g.ended = nil
+	}
+}
+
+// nextEnd returns a channel closed when the next collection ends.
+func (g *gcState) nextEnd() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ended == nil {
+		g.ended = make(chan struct{})
+	}
+	return g.ended
+}
+
+func (g *gcState) set(f func(g *gcState)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f(g)
+}
+
+// GCStatus returns the garbage collection status.
+func (b *Bookie) GCStatus() GCStatus {
+	live, total := b.store.SpaceStats()
+	st := GCStatus{
+		Interval: b.cfg.GCInterval, GracePeriod: b.cfg.GCGracePeriod, EntryLogBytes: total, LiveBytes: live,
+		ReclaimableBytes: max(0, total-live), Compaction: b.store.CompactTotals(),
+	}
+	g := &b.gcState
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st.Running, st.Last, st.LastEnded, st.LastScan, st.NextScan = g.running > 0, g.last, g.lastEnded, g.lastScan, g.nextScan
+	if g.lastErr != nil {
+		st.LastError = g.lastErr.Error()
+	}
+	return st
 }
 
 // errNoMetadata is returned by GC on a bookie without a metadata store.
@@ -75,9 +183,11 @@ func (b *Bookie) gcLoop() {
 	defer b.wg.Done()
 	ctx, cancel := b.stopContext()
 	defer cancel()
-	t := time.NewTicker(time.Duration(b.cfg.GCInterval))
+	interval := time.Duration(b.cfg.GCInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		b.gcState.set(func(g *gcState) { g.nextScan = time.Now().Add(interval) })
 		select {
 		case <-b.stop:
 			return
@@ -90,11 +200,9 @@ func (b *Bookie) gcLoop() {
 		}
 		if st.Deleted > 0 {
 			b.log.Info("garbage collection", "deleted", st.Deleted, "garbage", st.Garbage, "ledgers", st.Ledgers, "took", st.Took)
-			cs, err := b.store.Compact(ctx)
-			if err != nil {
+			if _, err := b.store.Compact(ctx); err != nil && ctx.Err() == nil {
 				b.log.Warn("compaction after garbage collection failed", "err", err)
 			}
-			b.metrics.compactedBytes.Add(float64(cs.BytesFreed))
 		}
 	}
 }
@@ -113,18 +221,12 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	start := time.Now()
 	ids := b.heldLedgers()
 	self, stable := b.cfg.identity()
-	pace := time.Second / time.Duration(max(1, b.cfg.GCMetadataReadsPerSec))
-	next := time.Now()
+	pacer := pace.New(int64(b.cfg.GCMetadataReadsPerSec))
 	var doomed []uint64
 	for _, id := range ids {
-		if wait := time.Until(next); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-				return st, ctx.Err()
-			}
+		if err := pacer.Wait(ctx, 1); err != nil {
+			return st, err
 		}
-		next = time.Now().Add(pace)
 		st.Ledgers++
 		md, err := b.meta.GetLedger(ctx, id)
 		garbage := false
@@ -165,6 +267,7 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	}
 	st.Took = time.Since(start)
 	b.metrics.gcScans.Inc()
+	b.gcState.set(func(g *gcState) { g.lastScan = time.Now() })
 	return st, nil
 }
 

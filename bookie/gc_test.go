@@ -3,6 +3,8 @@ package bookie
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -141,4 +143,123 @@ func slicesContains(s []uint64, v uint64) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// testGauge returns the value of gauge name with label kind.
+func testGauge(t *testing.T, b *Bookie, name, kind string) float64 {
+	t.Helper()
+	mfs, err := b.metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == kind {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no metric %s{kind=%q}", name, kind)
+	return 0
+}
+
+// A ledger deleted from the metadata frees its disk: the admin API's
+// collection (POST /gc, here started in the background and followed through
+// GET /gc) deletes it and a major compaction rewrites the entry logs it
+// shared with a live ledger, whose entries all read back. The disk-bytes
+// metrics, the reclaimed-bytes counter and the status view agree.
+func TestCollectReclaimsDeletedLedgersDisk(t *testing.T) {
+	srv := metatest.StartServer(t)
+	store := metatest.Open(t, srv.Endpoint())
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir())
+	cfg.Listen = freePort(t)
+	cfg.Admin = "127.0.0.1:0"
+	cfg.Metadata = srv.Endpoint()
+	cfg.GCInterval = -1
+	cfg.GCGracePeriod = Duration(time.Nanosecond)
+	cfg.EntryLogSize = 256 << 10
+	cfg.CompactionBytesPerSec = -1
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+
+	dead, live := gcLedger(t, store, cfg.Listen), gcLedger(t, store, cfg.Listen)
+	payload := func(l uint64, e int64) []byte { return bytes.Repeat([]byte{byte(l), byte(e)}, 1000) }
+	const n = 400 // 2 x 400 x 2 KB: ~6 entry logs, each half dead, half live
+	for e := int64(0); e < n; e++ {
+		for _, l := range []uint64{dead, live} {
+			if s := c.add(testKey, 0, l, e, e-1, payload(l, e)); s != wire.StatusOK {
+				t.Fatalf("add %d/%d: %v", l, e, s)
+			}
+		}
+	}
+	if err := b.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	logsBefore := testGauge(t, b, "bookie_disk_bytes", "entrylog")
+	if testGauge(t, b, "bookie_disk_bytes", "journal") == 0 || testGauge(t, b, "bookie_disk_bytes", "index") == 0 || logsBefore == 0 {
+		t.Fatal("disk bytes by kind: a kind reads 0")
+	}
+	if err := store.DeleteLedger(ctx, dead, meta.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+
+	admin := "http://" + b.AdminAddr() + "/gc"
+	gcStatus := func() GCStatus {
+		t.Helper()
+		resp, err := http.Get(admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st GCStatus
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// Two collections: the first finds the ledger gone, the second deletes it.
+	for i := 0; i < 2; i++ {
+		ended := b.gcState.nextEnd()
+		resp, err := http.Post(admin+"?wait=false", "", nil)
+		if err != nil || resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("POST /gc?wait=false: %v, %v", resp, err)
+		}
+		resp.Body.Close()
+		<-ended
+		if st := gcStatus(); st.Running || st.Last == nil || st.LastError != "" {
+			t.Fatalf("collection %d: %+v", i, st)
+		}
+	}
+	st := gcStatus()
+	if st.Last.GC.Deleted != 1 || st.Last.Compaction.LogsCompacted == 0 || st.LastScan.IsZero() {
+		t.Fatalf("status after the deleting collection: %+v", st)
+	}
+	logsAfter := testGauge(t, b, "bookie_disk_bytes", "entrylog")
+	freed := logsBefore - logsAfter
+	// Half the entry-log bytes were the dead ledger's; at least 90 % of them
+	// come back (compaction keeps one log being written).
+	if freed < 0.9*logsBefore/2-float64(cfg.EntryLogSize) {
+		t.Fatalf("entry-log bytes on disk %.0f -> %.0f: freed %.0f, want most of half", logsBefore, logsAfter, freed)
+	}
+	if got := testCounter(t, b, "bookie_gc_reclaimed_bytes_total"); got < freed {
+		t.Fatalf("bookie_gc_reclaimed_bytes_total %.0f, disk bytes freed %.0f", got, freed)
+	}
+	if st.ReclaimableBytes > st.EntryLogBytes/10 {
+		t.Fatalf("after major compaction %d of %d entry-log bytes still reclaimable", st.ReclaimableBytes, st.EntryLogBytes)
+	}
+	for e := int64(0); e < n; e++ {
+		r, s := c.read(0, live, e)
+		if s != wire.StatusOK || !bytes.Equal(r.Entry.Payload, payload(live, e)) {
+			t.Fatalf("read %d/%d of the live ledger after compaction: %v", live, e, s)
+		}
+		if _, s := c.read(0, dead, e); s != wire.StatusNoSuchLedger && s != wire.StatusNoSuchEntry {
+			t.Fatalf("read %d/%d of the deleted ledger: %v", dead, e, s)
+		}
+	}
 }

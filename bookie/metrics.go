@@ -1,10 +1,12 @@
 package bookie
 
 import (
+	"path/filepath"
 	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -13,34 +15,33 @@ import (
 type metrics struct {
 	registry *prometheus.Registry
 
-	addLatency     prometheus.Histogram
-	readLatency    prometheus.Histogram
-	fsyncLatency   prometheus.Histogram
-	batchRecords   prometheus.Histogram
-	batchBytes     prometheus.Histogram
-	requests       *prometheus.CounterVec // by op
-	addOK          prometheus.Counter     // hot path: pre-resolved
-	requestsByOp   [16]prometheus.Counter // requests, pre-resolved by opcode
-	responses      *prometheus.CounterVec // by op and status
-	bytesIn        prometheus.Counter
-	bytesOut       prometheus.Counter
-	connections    prometheus.Gauge
-	inflightBytes  prometheus.Gauge
-	journalQueue   prometheus.Gauge
-	readQueue      prometheus.Gauge
-	pausedConns    prometheus.Counter
-	journalWaits   prometheus.Counter
-	gcScans        prometheus.Counter
-	gcDeleted      prometheus.Counter
-	compactedBytes prometheus.Counter
-	cutConns       *prometheus.CounterVec // by reason
-	readOnly       prometheus.Gauge
-	checkpoints    prometheus.Counter
-	checkpointDur  prometheus.Histogram
-	ledgers        prometheus.GaugeFunc
-	scrubBytes     prometheus.Counter
-	scrubDamaged   prometheus.Counter
-	scrubPasses    prometheus.Counter
+	addLatency    prometheus.Histogram
+	readLatency   prometheus.Histogram
+	fsyncLatency  prometheus.Histogram
+	batchRecords  prometheus.Histogram
+	batchBytes    prometheus.Histogram
+	requests      *prometheus.CounterVec // by op
+	addOK         prometheus.Counter     // hot path: pre-resolved
+	requestsByOp  [16]prometheus.Counter // requests, pre-resolved by opcode
+	responses     *prometheus.CounterVec // by op and status
+	bytesIn       prometheus.Counter
+	bytesOut      prometheus.Counter
+	connections   prometheus.Gauge
+	inflightBytes prometheus.Gauge
+	journalQueue  prometheus.Gauge
+	readQueue     prometheus.Gauge
+	pausedConns   prometheus.Counter
+	journalWaits  prometheus.Counter
+	gcScans       prometheus.Counter
+	gcDeleted     prometheus.Counter
+	cutConns      *prometheus.CounterVec // by reason
+	readOnly      prometheus.Gauge
+	checkpoints   prometheus.Counter
+	checkpointDur prometheus.Histogram
+	ledgers       prometheus.GaugeFunc
+	scrubBytes    prometheus.Counter
+	scrubDamaged  prometheus.Counter
+	scrubPasses   prometheus.Counter
 }
 
 func newMetrics(ledgerCount func() float64) *metrics {
@@ -92,9 +93,7 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		Name: "bookie_gc_scans_total", Help: "Completed garbage collection scans."})
 	m.gcDeleted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_gc_ledgers_deleted_total", Help: "Ledgers deleted by garbage collection (metadata gone, or closed without this bookie)."})
-	m.compactedBytes = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "bookie_gc_reclaimed_bytes_total", Help: "Entry-log bytes freed by the compactions that garbage collection ran."})
-	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted, m.compactedBytes)
+	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted)
 	m.scrubBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_bytes_total", Help: "Entry bytes re-read and verified by the scrubber."})
 	m.scrubDamaged = prometheus.NewCounter(prometheus.CounterOpts{
@@ -151,6 +150,80 @@ func opLabel(op wire.Op) string {
 		return op.String()
 	}
 	return "unknown"
+}
+
+// registerStorageMetrics adds the metrics read from the journal and the
+// ledger storage when scraped.
+func (b *Bookie) registerStorageMetrics() {
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	compaction := func(f func(entrylog.CompactStats) float64) func() float64 {
+		return func() float64 {
+			if b.store == nil {
+				return 0
+			}
+			return f(b.store.CompactTotals())
+		}
+	}
+	gauge := func(name, help, kind string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{"kind": kind}}, f)
+	}
+	const (
+		entryLogHelp = "Durable record bytes in the entry logs: total, and live (what the index still points at); compaction can reclaim the difference."
+		diskHelp     = "Bytes of the bookie's files on disk, by kind: journal segments (preallocated size), entry logs, index."
+	)
+	b.metrics.registry.MustRegister(
+		counter("bookie_journal_segments_preallocated_total", "Journal segments made by preallocating a new file (zero-filled): each costs a full write of the segment.",
+			func() float64 { return b.segments(true) }),
+		counter("bookie_journal_segments_recycled_total", "Journal segments made by reusing a file freed by a checkpoint.",
+			func() float64 { return b.segments(false) }),
+		gauge("bookie_entrylog_bytes", entryLogHelp, "total", func() float64 { return b.entryLogBytes(false) }),
+		gauge("bookie_entrylog_bytes", entryLogHelp, "live", func() float64 { return b.entryLogBytes(true) }),
+		gauge("bookie_disk_bytes", diskHelp, "journal", func() float64 { return b.dirBytes(b.cfg.JournalDir) }),
+		gauge("bookie_disk_bytes", diskHelp, "entrylog", func() float64 { return b.dirBytes(filepath.Join(b.cfg.LedgerDir, "logs")) }),
+		gauge("bookie_disk_bytes", diskHelp, "index", func() float64 { return b.dirBytes(filepath.Join(b.cfg.LedgerDir, "index")) }),
+		counter("bookie_gc_reclaimed_bytes_total", "Entry-log bytes freed by compaction (logs removed).",
+			compaction(func(c entrylog.CompactStats) float64 { return float64(c.BytesFreed) })),
+		counter("bookie_compaction_moved_bytes_total", "Live record bytes compaction copied to new entry logs.",
+			compaction(func(c entrylog.CompactStats) float64 { return float64(c.BytesMoved) })),
+		counter("bookie_compaction_logs_total", "Entry logs compaction removed.",
+			compaction(func(c entrylog.CompactStats) float64 { return float64(c.LogsCompacted) })),
+		counter("bookie_compaction_seconds_total", "Time spent in compaction passes; rate(moved bytes) / rate(seconds) is compaction's copy speed.",
+			compaction(func(c entrylog.CompactStats) float64 { return c.Took.Seconds() })),
+	)
+}
+
+func (b *Bookie) entryLogBytes(live bool) float64 {
+	if b.store == nil {
+		return 0
+	}
+	l, t := b.store.SpaceStats()
+	if live {
+		return float64(l)
+	}
+	return float64(t)
+}
+
+// dirBytes sums the sizes of the files in dir and its subdirectories; files
+// that go while it looks are skipped.
+func (b *Bookie) dirBytes(dir string) float64 {
+	names, err := b.cfg.FS.List(dir)
+	if err != nil {
+		return 0
+	}
+	var n float64
+	for _, name := range names {
+		fi, err := b.cfg.FS.Stat(filepath.Join(dir, name))
+		switch {
+		case err != nil:
+		case fi.IsDir():
+			n += b.dirBytes(filepath.Join(dir, name))
+		default:
+			n += float64(fi.Size())
+		}
+	}
+	return n
 }
 
 // MetricsRegisterer returns the registry the admin endpoint's /metrics serves, for a

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/internal/pace"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -79,7 +80,7 @@ type ScrubStats struct {
 func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 	var st ScrubStats
 	start := time.Now()
-	rate := float64(b.cfg.ScrubBytesPerSec)
+	pacer := pace.New(b.cfg.ScrubBytesPerSec)
 	buf := make([]byte, 0, 64<<10)
 	var ledgers []uint64
 	if err := b.store.Ledgers(func(id uint64) error { ledgers = append(ledgers, id); return nil }); err != nil {
@@ -113,17 +114,7 @@ func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 			st.Entries++
 			st.Bytes += int64(len(data))
 			b.metrics.scrubBytes.Add(float64(len(data)))
-			if rate > 0 {
-				// Pace: sleep until the bytes read so far fit the rate.
-				if ahead := time.Duration(float64(st.Bytes)/rate*float64(time.Second)) - time.Since(start); ahead > 0 {
-					select {
-					case <-time.After(ahead):
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-			}
-			return nil
+			return pacer.Wait(ctx, int64(len(data)))
 		})
 		if err != nil && !errors.Is(err, entrylog.ErrNoSuchLedger) {
 			return st, fmt.Errorf("bookie: scrub ledger %d: %w", id, err)

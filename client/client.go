@@ -343,9 +343,9 @@ func (c *Client) ListLedgers(ctx context.Context) ([]meta.LedgerMetadata, error)
 
 // DeleteLedger removes ledger id's metadata. Bookies drop its entries when they garbage
 // collect ledgers whose metadata is gone: within gc_interval + gc_grace_period (2 + 5
-// minutes by default, docs/operations.md), and its disk space comes back when compaction,
-// run right after, rewrites the entry logs it shared. It fails with meta.ErrNoSuchLedger if there is no
-// such ledger.
+// minutes by default, docs/operations.md), and its disk space comes back when the major
+// compaction run right after rewrites the entry logs it shared (paced at
+// compaction_bytes_per_sec). It fails with meta.ErrNoSuchLedger if there is no such ledger.
 func (c *Client) DeleteLedger(ctx context.Context, id uint64) error {
 	if err := c.store.DeleteLedger(ctx, id, meta.AnyVersion); err != nil {
 		return fmt.Errorf("client: delete ledger %d: %w", id, err)

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
+
+	"github.com/bookie-go/bookie/internal/pace"
 )
 
 // logUsage is the live-data estimate of one entry log. Live bytes are added
@@ -101,49 +104,100 @@ func (s *Store) DeleteLedger(ledger uint64) error {
 	return nil
 }
 
-// CompactStats says what one Compact call did.
+// CompactStats says what one compaction pass did.
 type CompactStats struct {
-	LogsCompacted int   `json:"logsCompacted"` // logs removed
-	EntriesMoved  int   `json:"entriesMoved"`  // live records copied to new logs
-	BytesMoved    int64 `json:"bytesMoved"`    // bytes of those records
-	BytesFreed    int64 `json:"bytesFreed"`    // durable bytes of the removed logs
+	LogsCompacted int           `json:"logsCompacted"` // logs removed
+	EntriesMoved  int           `json:"entriesMoved"`  // live records copied to new logs
+	BytesMoved    int64         `json:"bytesMoved"`    // bytes of those records
+	BytesFreed    int64         `json:"bytesFreed"`    // durable bytes of the removed logs
+	Took          time.Duration `json:"tookNanoseconds"`
 }
 
-// Compact rewrites every sealed log whose live fraction is below
-// CompactionThreshold: it copies the records the index still points at
-// into a new log, syncs it, points the index at the copies and syncs the
-// index, and only then removes the old log and syncs the directory. A crash
-// at any point leaves every indexed record readable. Compaction may use the
-// space flushes leave free (ReserveBytes).
+// compactTotals sums every pass since Open, for metrics read while a pass
+// runs (without compactMu).
+type compactTotals struct {
+	passes, logs, entries, moved, freed, nanos atomic.Int64
+}
+
+// CompactTotals returns what every compaction pass since Open did, summed.
+func (s *Store) CompactTotals() CompactStats {
+	t := &s.totals
+	return CompactStats{
+		LogsCompacted: int(t.logs.Load()), EntriesMoved: int(t.entries.Load()),
+		BytesMoved: t.moved.Load(), BytesFreed: t.freed.Load(), Took: time.Duration(t.nanos.Load()),
+	}
+}
+
+// Compact runs a major compaction now (MajorCompactionThreshold).
 func (s *Store) Compact(ctx context.Context) (CompactStats, error) {
-	var st CompactStats
+	return s.CompactBelow(ctx, s.opts.MajorCompactionThreshold)
+}
+
+// CompactBelow rewrites, one at a time and emptiest first, every sealed log
+// whose live fraction is below threshold (a negative threshold only deletes
+// fully dead logs): it copies the records the index still points at into a
+// new log, at most CompactionBytesPerSec, syncs it, points the index at the
+// copies and syncs the index, and only then removes the old log and syncs
+// the directory. A crash at any point leaves every indexed record readable.
+// It needs free space for one log's live records at most, and may use the
+// space flushes leave free (ReserveBytes).
+func (s *Store) CompactBelow(ctx context.Context, threshold float64) (st CompactStats, err error) {
 	if s.isClosed() {
 		return st, ErrClosed
 	}
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
+	start := time.Now()
+	pacer := pace.New(s.opts.CompactionBytesPerSec)
 	defer func() {
 		// The output logs are indexed now (or hold only dead records).
 		s.cw.close()
+		st.Took = time.Since(start)
+		t := &s.totals
+		t.passes.Add(1)
+		t.logs.Add(int64(st.LogsCompacted))
+		t.entries.Add(int64(st.EntriesMoved))
+		t.moved.Add(st.BytesMoved)
+		t.freed.Add(st.BytesFreed)
+		t.nanos.Add(int64(st.Took))
 	}()
-	for _, id := range s.candidates() {
-		if err := ctx.Err(); err != nil {
+	var noRoom error
+	for _, id := range s.candidates(threshold) {
+		if err = ctx.Err(); err != nil {
 			return st, err
 		}
-		if err := s.compactLog(ctx, id, &st); err != nil {
+		err = s.compactLog(ctx, id, pacer, &st)
+		var skip *noRoomError
+		switch {
+		case errors.As(err, &skip):
+			// Its live records do not fit the free space: a log with
+			// fewer may, and what it frees may let this one in later.
+			noRoom = err
+		case err != nil:
 			return st, err
 		}
+	}
+	if st.LogsCompacted == 0 && noRoom != nil {
+		return st, noRoom
 	}
 	return st, nil
 }
 
-// candidates returns the sealed logs under the threshold, emptiest first.
-func (s *Store) candidates() []uint32 {
+// noRoomError is compactLog's answer when a log's live records would not
+// fit the free space; nothing was written.
+type noRoomError struct{ err error }
+
+func (e *noRoomError) Error() string { return e.err.Error() }
+func (e *noRoomError) Unwrap() error { return e.err }
+
+// candidates returns the sealed logs whose live fraction is below
+// threshold, and those with no live record, emptiest first.
+func (s *Store) candidates(threshold float64) []uint32 {
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
 	var ids []uint32
 	for id, u := range s.usage {
-		if !u.writing && float64(u.live) < s.opts.CompactionThreshold*float64(u.data) || !u.writing && u.data == 0 {
+		if !u.writing && (u.live == 0 || float64(u.live) < threshold*float64(u.data)) {
 			ids = append(ids, id)
 		}
 	}
@@ -175,7 +229,7 @@ type move struct {
 // CompactionBatch records it syncs the output log and points the index at the
 // copies; the index is synced once, before the old log is removed.
 // Requires compactMu.
-func (s *Store) compactLog(ctx context.Context, id uint32, st *CompactStats) error {
+func (s *Store) compactLog(ctx context.Context, id uint32, pacer *pace.Pacer, st *CompactStats) error {
 	s.indexMu.Lock()
 	u := s.usage[id]
 	var end, live int64
@@ -190,7 +244,7 @@ func (s *Store) compactLog(ctx context.Context, id uint32, st *CompactStats) err
 		return nil
 	}
 	if err := s.checkSpace(uint64(live), 0); err != nil {
-		return err
+		return &noRoomError{err}
 	}
 
 	w := &s.cw
@@ -216,12 +270,13 @@ func (s *Store) compactLog(ctx context.Context, id uint32, st *CompactStats) err
 		if err != nil {
 			return err
 		}
-		moves = append(moves, move{rec.Ledger, rec.Entry, from, to, int64(RecordSize(len(rec.Data)))})
+		size := int64(RecordSize(len(rec.Data)))
+		moves = append(moves, move{rec.Ledger, rec.Entry, from, to, size})
+		if err := pacer.Wait(ctx, size); err != nil {
+			return err
+		}
 		if len(moves) < s.opts.CompactionBatch {
 			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
 		}
 		err = s.switchMoves(moves, st)
 		moves = moves[:0]
@@ -291,35 +346,50 @@ func (s *Store) switchMoves(moves []move, st *CompactStats) error {
 	return nil
 }
 
-// compactLoop runs Compact every CompactionInterval. Runs on its own goroutine.
+// compactLoop runs minor and major compaction on their intervals (a
+// negative interval: never). Runs on its own goroutine.
 func (s *Store) compactLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.opts.CompactionInterval)
-	defer t.Stop()
-	for {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
 		select {
 		case <-s.done:
-			return
-		case <-t.C:
+		case <-ctx.Done():
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			select {
-			case <-s.done:
-			case <-ctx.Done():
-			}
-			cancel()
-		}()
-		st, err := s.Compact(ctx)
 		cancel()
+	}()
+	minor, major := tickerOrNever(s.opts.MinorCompactionInterval), tickerOrNever(s.opts.MajorCompactionInterval)
+	defer minor.Stop()
+	defer major.Stop()
+	for {
+		level, threshold := "minor", s.opts.MinorCompactionThreshold
+		select {
+		case <-ctx.Done():
+			return
+		case <-minor.C:
+		case <-major.C:
+			level, threshold = "major", s.opts.MajorCompactionThreshold
+		}
+		st, err := s.CompactBelow(ctx, threshold)
 		switch {
 		case err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrClosed):
-			s.opts.Logger.Error("entrylog: compaction failed", "err", err, "logs_compacted", st.LogsCompacted)
+			s.opts.Logger.Error("entrylog: compaction failed", "level", level, "err", err, "logs_compacted", st.LogsCompacted)
 		case st.LogsCompacted > 0:
-			s.opts.Logger.Info("entrylog: compacted", "logs", st.LogsCompacted, "entries_moved", st.EntriesMoved,
-				"bytes_moved", st.BytesMoved, "bytes_freed", st.BytesFreed)
+			s.opts.Logger.Info("entrylog: compacted", "level", level, "logs", st.LogsCompacted, "entries_moved", st.EntriesMoved,
+				"bytes_moved", st.BytesMoved, "bytes_freed", st.BytesFreed, "took", st.Took)
 		}
 	}
+}
+
+// tickerOrNever returns a ticker every d, or one that never fires (d <= 0).
+func tickerOrNever(d time.Duration) *time.Ticker {
+	if d > 0 {
+		return time.NewTicker(d)
+	}
+	t := time.NewTicker(time.Hour)
+	t.Stop()
+	return t
 }
 
 // Usage returns the free and total bytes of the file system holding the

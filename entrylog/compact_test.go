@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/vfs"
@@ -263,5 +264,109 @@ func TestIndexLargerThanItsCache(t *testing.T) {
 	checkModel(t, s, want)
 	s.close(t)
 	s = open()
+	checkModel(t, s, want)
+}
+
+// Minor compaction leaves a half-live log alone, major compaction rewrites
+// it, and a log with nothing live goes at either level without a copy.
+// CompactTotals sums the passes.
+func TestCompactionLevels(t *testing.T) {
+	fs := vfs.NewMemFS()
+	s := mustOpen(t, fs, smallOpts())
+	defer func() { s.close(t) }()
+	want := map[[2]int64][]byte{}
+	fillLedgers(t, s, []uint64{1, 2}, 250, 300, want) // interleaved: ~5 logs, each half 1, half 2
+	fillLedgers(t, s, []uint64{3}, 250, 300, want)    // ~2.5 logs of ledger 3 alone
+	before := countLogs(t, fs)
+	for _, l := range []uint64{1, 3} {
+		if err := s.DeleteLedger(l); err != nil {
+			t.Fatal(err)
+		}
+		deleteFromModel(want, l)
+	}
+
+	minor, err := s.CompactBelow(context.Background(), s.opts.MinorCompactionThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The logs of ledger 3 went, and at most the one log shared by the last
+	// entries of 1 and 2 and the first of 3 was rewritten (if under 20 %
+	// live): not the half-live logs.
+	if minor.LogsCompacted < 2 || minor.EntriesMoved > 32<<10/300/5 {
+		t.Fatalf("minor compaction: %+v", minor)
+	}
+	checkModel(t, s, want)
+	mid := countLogs(t, fs)
+
+	major, err := s.Compact(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if major.LogsCompacted == 0 || major.EntriesMoved < 50 || countLogs(t, fs) >= mid {
+		t.Fatalf("major compaction of half-live logs: %+v, %d logs (was %d, %d at first)", major, countLogs(t, fs), mid, before)
+	}
+	checkModel(t, s, want)
+
+	tot := s.CompactTotals()
+	if tot.LogsCompacted != minor.LogsCompacted+major.LogsCompacted || tot.BytesMoved != minor.BytesMoved+major.BytesMoved ||
+		tot.BytesFreed != minor.BytesFreed+major.BytesFreed || tot.Took < minor.Took+major.Took {
+		t.Fatalf("totals %+v, passes %+v and %+v", tot, minor, major)
+	}
+}
+
+// Compaction copies at most CompactionBytesPerSec: moving B bytes takes at
+// least B/rate. (The bound that pacing guarantees; how much longer it takes
+// depends on the machine and is not asserted.)
+func TestCompactionIsPaced(t *testing.T) {
+	fs := vfs.NewMemFS()
+	opts := smallOpts()
+	opts.CompactionBytesPerSec = 200 << 10
+	s := mustOpen(t, fs, opts)
+	defer func() { s.close(t) }()
+	want := map[[2]int64][]byte{}
+	fillLedgers(t, s, []uint64{1, 2}, 100, 300, want)
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	deleteFromModel(want, 1)
+	st, err := s.Compact(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := time.Duration(float64(st.BytesMoved)/float64(opts.CompactionBytesPerSec)*float64(time.Second)) - 2*time.Millisecond
+	if st.BytesMoved < 20<<10 || st.Took < floor {
+		t.Fatalf("moved %d bytes in %v at %d B/s, want >= %v", st.BytesMoved, st.Took, opts.CompactionBytesPerSec, floor)
+	}
+	checkModel(t, s, want)
+}
+
+// A log whose live records do not fit the free space is skipped, not the
+// end of compaction: a log with fewer live bytes is still compacted, and
+// only when no log fits does Compact fail with ErrDiskFull.
+func TestCompactionSkipsLogsThatDoNotFit(t *testing.T) {
+	fs := &diskFS{FS: vfs.NewMemFS()}
+	fs.free.Store(diskTotal / 2)
+	s := mustOpen(t, fs, smallOpts())
+	defer s.close(t)
+	want := map[[2]int64][]byte{}
+	fillLedgers(t, s, []uint64{1, 2}, 100, 300, want) // half-live logs once 1 goes
+	fillLedgers(t, s, []uint64{3, 4, 5, 6}, 50, 300, want)
+	for _, l := range []uint64{1, 3, 4, 5} { // logs of 3-6: a quarter live
+		if err := s.DeleteLedger(l); err != nil {
+			t.Fatal(err)
+		}
+		deleteFromModel(want, l)
+	}
+	// Room for a quarter-live log's records, not a half-live one's.
+	fs.free.Store(32 << 10 * 3 / 8)
+	st, err := s.Compact(context.Background())
+	if err != nil || st.LogsCompacted == 0 {
+		t.Fatalf("Compact with room for the emptier logs only = %+v, %v", st, err)
+	}
+	checkModel(t, s, want)
+	fs.free.Store(100) // room for nothing
+	if st, err := s.Compact(context.Background()); !errors.Is(err, ErrDiskFull) || st.LogsCompacted != 0 {
+		t.Fatalf("Compact with no room = %+v, %v; want ErrDiskFull", st, err)
+	}
 	checkModel(t, s, want)
 }

@@ -14,7 +14,7 @@ import (
 // -race. Each writer owns a ledger; readers check every entry they can see.
 func TestConcurrentUse(t *testing.T) {
 	opts := smallOpts()
-	opts.CompactionInterval = time.Millisecond
+	opts.MinorCompactionInterval, opts.MajorCompactionInterval = time.Millisecond, 3*time.Millisecond
 	opts.FlushRetryDelay = time.Millisecond
 	s := mustOpen(t, vfs.NewMemFS(), opts)
 	defer s.close(t)

@@ -152,7 +152,7 @@ func TestCrashWithConcurrentCompaction(t *testing.T) {
 
 func testCrashes(t *testing.T, iterations int, concurrent bool) {
 	opts := smallOpts()
-	opts.CompactionThreshold = 0.7
+	opts.MajorCompactionThreshold = 0.7
 	var total int64
 	for seed := int64(0); seed < int64(iterations); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {

@@ -107,17 +107,22 @@
 //
 // DeleteLedger drops the ledger from the write cache and the index and syncs
 // the index. Space comes back through compaction: each log has an estimate
-// of its live bytes; a sealed log whose live fraction is under
-// Options.CompactionThreshold is read sequentially, every record the index
+// of its live bytes; a sealed log whose live fraction is under a threshold
+// is read sequentially, every record the index
 // still points at is copied to a new log, the new log is synced, the index
 // is pointed at the copies (if it still points at the originals; in batches
 // of Options.CompactionBatch records, so memory stays bounded) and synced,
 // and only then is the old log removed and the directory synced. A crash
 // anywhere in between leaves each entry readable from the old or the new
 // copy. A record that fails its checksum before the durable end stops the
-// compaction of that log with ErrCorrupt and the log is kept. Compaction
-// runs every Options.CompactionInterval (15 minutes by default) and when
-// Compact is called.
+// compaction of that log with ErrCorrupt and the log is kept. Logs are
+// compacted one at a time, emptiest first, the copying paced to
+// Options.CompactionBytesPerSec, so compaction needs free space for one
+// log's live records and leaves the disk to foreground work. There are two
+// levels: minor compaction (live fraction under 0.2, every 10 minutes by
+// default) costs little copying; major compaction (under 0.8, every hour,
+// and when Compact is called) reclaims more. A log with nothing live is
+// deleted by either without copying.
 //
 // Live bytes are not persisted. They are counted exactly as the index is
 // pointed at records, and rebuilt on Open by one scan over the index,

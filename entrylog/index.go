@@ -20,7 +20,7 @@ var (
 // Open opens the entry logs in dir (creating dir if needed), finding
 // entries through ix. It rebuilds each log's live-byte estimate by scanning
 // ix once (see rebuildUsage), and starts the background flusher (and
-// compactor, if Options.CompactionInterval is set). The caller keeps
+// compactor, if a compaction interval is set). The caller keeps
 // ownership of ix: close the Store before it.
 func Open(fs vfs.FS, dir string, ix *index.Index, opts Options) (*Store, error) {
 	return open(fs, dir, indexAdapter{ix}, opts)

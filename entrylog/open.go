@@ -50,7 +50,7 @@ func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.flushLoop()
-	if opts.CompactionInterval > 0 {
+	if opts.MinorCompactionInterval > 0 || opts.MajorCompactionInterval > 0 {
 		s.wg.Add(1)
 		go s.compactLoop()
 	}

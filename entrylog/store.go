@@ -57,12 +57,23 @@ type Options struct {
 	// PreallocBytes is how much of a log is preallocated at a time.
 	// Default 64 MiB (capped at LogSize).
 	PreallocBytes int64
-	// CompactionThreshold is the live fraction under which a log is
-	// compacted. Default 0.5. Negative disables compaction.
-	CompactionThreshold float64
-	// CompactionInterval runs Compact in the background this often.
-	// Default 15 minutes; negative runs it only when called.
-	CompactionInterval time.Duration
+	// Compaction rewrites a sealed log whose live fraction has fallen
+	// below a threshold, at two levels. Minor compaction
+	// (MinorCompactionThreshold, default 0.2, every
+	// MinorCompactionInterval, default 10 minutes) reclaims mostly dead
+	// logs for little copying; major compaction (MajorCompactionThreshold,
+	// default 0.8, every MajorCompactionInterval, default 1 hour, and on
+	// Compact) also rewrites logs still largely live. Fully dead logs are
+	// deleted by either; a negative threshold makes its level do only
+	// that, and a negative interval runs the level only when called.
+	MinorCompactionThreshold float64
+	MajorCompactionThreshold float64
+	MinorCompactionInterval  time.Duration
+	MajorCompactionInterval  time.Duration
+	// CompactionBytesPerSec paces the copying, so that compaction leaves
+	// the disk to foreground adds and reads. Default 32 MiB/s; negative:
+	// unpaced.
+	CompactionBytesPerSec int64
 	// CompactionBatch is how many copied records compaction points the
 	// index at in one step, bounding its memory whatever the record size.
 	// Default 65536.
@@ -119,8 +130,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PreallocBytes == 0 {
 		o.PreallocBytes = 64 << 20
 	}
-	if o.CompactionThreshold == 0 {
-		o.CompactionThreshold = 0.5
+	if o.MinorCompactionThreshold == 0 {
+		o.MinorCompactionThreshold = 0.2
+	}
+	if o.MajorCompactionThreshold == 0 {
+		o.MajorCompactionThreshold = 0.8
+	}
+	if o.CompactionBytesPerSec == 0 {
+		o.CompactionBytesPerSec = 32 << 20
 	}
 	if o.CompactionBatch <= 0 {
 		o.CompactionBatch = 1 << 16
@@ -131,8 +148,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.DirectWriteBytes <= 0 {
 		o.DirectWriteBytes = 64 << 10
 	}
-	if o.CompactionInterval == 0 {
-		o.CompactionInterval = 15 * time.Minute
+	if o.MinorCompactionInterval == 0 {
+		o.MinorCompactionInterval = 10 * time.Minute
+	}
+	if o.MajorCompactionInterval == 0 {
+		o.MajorCompactionInterval = time.Hour
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -153,8 +173,12 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("entrylog: WriteCacheBytes %d: a half of it is more than %d-bit offsets address", o.WriteCacheBytes, o.offsetBits)
 	case o.LogSize < 2*HeaderSize || o.LogSize > math.MaxUint32:
 		return o, fmt.Errorf("entrylog: LogSize %d out of range [%d, %d]", o.LogSize, 2*HeaderSize, uint64(math.MaxUint32))
-	case o.PreallocBytes < 0 || o.CompactionThreshold >= 1:
-		return o, fmt.Errorf("entrylog: bad PreallocBytes %d or CompactionThreshold %g", o.PreallocBytes, o.CompactionThreshold)
+	case o.PreallocBytes < 0:
+		return o, fmt.Errorf("entrylog: bad PreallocBytes %d", o.PreallocBytes)
+	case o.MinorCompactionThreshold >= 1 || o.MajorCompactionThreshold >= 1:
+		return o, fmt.Errorf("entrylog: compaction thresholds %g (minor) and %g (major) must be below 1", o.MinorCompactionThreshold, o.MajorCompactionThreshold)
+	case o.MajorCompactionThreshold > 0 && o.MinorCompactionThreshold > o.MajorCompactionThreshold:
+		return o, fmt.Errorf("entrylog: minor compaction threshold %g above the major one %g", o.MinorCompactionThreshold, o.MajorCompactionThreshold)
 	}
 	o.PreallocBytes = max(o.PreallocBytes, HeaderSize)
 	return o, nil
@@ -186,6 +210,7 @@ type Store struct {
 	cw        logWriter // the compaction writer; requires compactMu
 	scanBuf   []byte    // requires compactMu
 	moves     []move    // requires compactMu
+	totals    compactTotals
 
 	indexMu sync.Mutex
 	usage   map[uint32]*logUsage // requires indexMu
@@ -232,6 +257,14 @@ func (s *Store) Put(ledger uint64, entry int64, data []byte) error {
 // adds while flushes fail, so only what was in flight then overflows).
 func (s *Store) PutOverflow(ledger uint64, entry int64, data []byte) error {
 	return s.put(ledger, entry, data, true)
+}
+
+// MaxEntry returns the largest entry (its data bytes) a store with these
+// cache and log sizes can take: a record must fit one write cache half, and
+// one entry log after its header. The bookie refuses a configuration whose
+// largest frame is bigger, so that no journaled entry is unappliable.
+func MaxEntry(writeCacheBytes, logSize int64) int64 {
+	return min(writeCacheBytes/2-slotOverhead, logSize-HeaderSize) - RecordHeaderSize
 }
 
 func (s *Store) put(ledger uint64, entry int64, data []byte, overflow bool) error {

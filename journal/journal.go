@@ -80,7 +80,9 @@ type Options struct {
 	// for reuse beyond the active segment and the next (made before Open
 	// returns, at most RecycleSegments), so that a new journal's first segments are not zero-filled while it
 	// takes appends: zero-filling writes the whole segment once more, on
-	// the writer's disk and CPU. Spares are kept across restarts. Default 0.
+	// the writer's disk and CPU. Spares are kept across restarts. Default 0;
+	// negative makes none at all, not even the next segment (a start on a
+	// nearly full disk: only the active segment is made).
 	SpareSegments int
 	// MaxQueueBytes bounds the memory of records accepted but not yet
 	// completed (record bytes plus a fixed per-record cost). Append returns
@@ -233,9 +235,11 @@ func Open(fs vfs.FS, dir string, opts Options) (*Journal, error) {
 		return nil, err
 	}
 	// The active segment and the one prepared next come from the spares too.
-	if err := j.factory.fillSpares(min(opts.SpareSegments, opts.RecycleSegments) + 2); err != nil && !errors.Is(err, syscall.ENOSPC) {
-		return nil, err
-	} // a full disk leaves fewer spares; a start on a full disk must not fail for them
+	if opts.SpareSegments >= 0 {
+		if err := j.factory.fillSpares(min(opts.SpareSegments, opts.RecycleSegments) + 2); err != nil && !errors.Is(err, syscall.ENOSPC) {
+			return nil, err
+		} // a full disk leaves fewer spares; a start on a full disk must not fail for them
+	}
 	j.nextSeq = st.lastSeq + 1
 	j.durable = st.end
 	if j.active, err = j.factory.create(st.maxSegment + 1); err != nil {

@@ -117,6 +117,9 @@ type BookieInfo struct {
 	// Addr is the address clients dial, when it differs from ID (e.g.
 	// behind NAT); empty means ID. See DialAddr.
 	Addr string `json:"addr,omitempty"`
+	// Admin is the bookie's admin HTTP endpoint, "host:port", when it runs
+	// one: where bk bookie status, bk gc and the like find it.
+	Admin string `json:"admin,omitempty"`
 	// InstanceID identifies the bookie's storage (its cookie); it changes
 	// when the data directories are wiped or replaced. RegisterBookie uses
 	// it to tell a restart of the same bookie from a second bookie

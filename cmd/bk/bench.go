@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +28,16 @@ import (
 	"github.com/bookie-go/bookie/meta/embedded"
 	"golang.org/x/sys/unix"
 )
+
+// localSettings are the bookie settings of bk bench --local.
+type localSettings struct {
+	logLevel     string
+	entryLogSize int64 // 0: the bookie's default
+}
+
+// benchGCGrace is the gc_grace_period of the bookies bk bench --local starts, so the gc
+// workload's two scans are seconds apart, not the default minutes.
+const benchGCGrace = bookie.Duration(2 * time.Second)
 
 func init() {
 	register("bench", "benchmark bookies against the disk's own limit (BookKeeper and OpenMessaging workloads)", runBench)
@@ -41,6 +52,7 @@ func runBench(args []string) error {
 	duration := fs.Duration("duration", 0, "measured time of each workload (default: the workload's own, 10s; quick 3s; sustained 10m)")
 	warmup := fs.Duration("warmup", 0, "warm-up before each workload (default 2s; quick 1s)")
 	rate := fs.Float64("rate", 50000, "open-loop rate of the omb workload, adds per second over all its ledgers")
+	gcBytes := fs.Int64("gc-bytes", 0, "bytes the gc workload writes (default 2 GiB)")
 	refDur := fs.Duration("ref-duration", 2*time.Second, "duration of each raw disk reference run")
 	noRef := fs.Bool("no-ref", false, "skip the raw disk reference")
 	tcpRef := fs.Bool("tcp-ref", false, "also run a raw loopback TCP echo reference for each workload")
@@ -52,6 +64,7 @@ func runBench(args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each workload's measured part to PREFIX.WORKLOAD.prof (this process: with --local, client and bookies; with --procs, the bookies' too, from their /debug/pprof)")
 	procs := fs.Bool("procs", false, "with --local: run each bookie as a child 'bk bookie' process, so bookie CPU and RSS are measured apart from the client's")
 	logLevel := fs.String("log-level", "error", "bookie log level with --local")
+	entryLogSize := fs.Int64("entry-log-size", 0, "with --local: the bookies' entry_log_size in bytes (default: the bookie's 1 GiB; 128 MiB when the gc workload runs, so that little of what it deletes sits in the log being written, which compaction leaves alone)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bk bench (--local | --metadata URL) [flags]\n\nworkloads:\n%s\nflags:\n", bench.SuiteNames())
 		fs.PrintDefaults()
@@ -74,7 +87,7 @@ func runBench(args []string) error {
 	if *local == (*metadata != "") {
 		return errors.New("give exactly one of --local and --metadata")
 	}
-	ws, err := bench.Suite(*workloads, bench.Scale{Warmup: *warmup, Duration: *duration}, *rate)
+	ws, err := bench.Suite(*workloads, bench.Scale{Warmup: *warmup, Duration: *duration, GCBytes: *gcBytes}, *rate)
 	if err != nil {
 		return err
 	}
@@ -89,7 +102,11 @@ func runBench(args []string) error {
 		if *procs {
 			start = startLocalProcs
 		}
-		t, dir, closeFn, err := start(*data, n, *logLevel)
+		ls := localSettings{logLevel: *logLevel, entryLogSize: *entryLogSize}
+		if ls.entryLogSize == 0 && slices.ContainsFunc(ws, func(w bench.Workload) bool { return w.GC }) {
+			ls.entryLogSize = 128 << 20
+		}
+		t, dir, closeFn, err := start(*data, n, ls)
 		if err != nil {
 			return err
 		}
@@ -184,19 +201,23 @@ func runBench(args []string) error {
 // admin listeners on kernel-chosen ports, and returns the target, the
 // directory (for the raw reference: the same disk) and a cleanup that stops
 // the cluster and removes the directory.
-func startLocal(parent string, n int, logLevel string) (bench.Target, string, func(), error) {
+func startLocal(parent string, n int, ls localSettings) (bench.Target, string, func(), error) {
 	dir, err := os.MkdirTemp(parent, "bk-bench-")
 	if err != nil {
 		return bench.Target{}, "", nil, err
 	}
 	dir, _ = filepath.Abs(dir)
-	log, err := newLogger(logLevel)
+	log, err := newLogger(ls.logLevel)
 	if err != nil {
 		os.RemoveAll(dir)
 		return bench.Target{}, "", nil, err
 	}
 	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: n, Logger: log,
-		Configure: func(i int, cfg *bookie.Config) { cfg.Admin = "127.0.0.1:0" }})
+		Configure: func(i int, cfg *bookie.Config) {
+			cfg.Admin = "127.0.0.1:0"
+			cfg.GCGracePeriod = benchGCGrace
+			cfg.EntryLogSize = ls.entryLogSize
+		}})
 	if err != nil {
 		os.RemoveAll(dir)
 		return bench.Target{}, "", nil, err
@@ -370,7 +391,7 @@ func loadAverages() string {
 // this executable's 'bk bookie' on fixed loopback ports, its output in
 // DIR/bookie-N.log; etcd stays in this process. Cleanup stops the children
 // (SIGTERM, then SIGKILL after 10 s).
-func startLocalProcs(parent string, n int, logLevel string) (bench.Target, string, func(), error) {
+func startLocalProcs(parent string, n int, ls localSettings) (bench.Target, string, func(), error) {
 	dir, err := os.MkdirTemp(parent, "bk-bench-")
 	if err != nil {
 		return bench.Target{}, "", nil, err
@@ -409,6 +430,11 @@ func startLocalProcs(parent string, n int, logLevel string) (bench.Target, strin
 	if err != nil {
 		return fail(err)
 	}
+	benchConfig := filepath.Join(dir, "bookie.json")
+	cfgJSON, _ := json.Marshal(map[string]any{"gc_grace_period": benchGCGrace, "entry_log_size": ls.entryLogSize})
+	if err := os.WriteFile(benchConfig, cfgJSON, 0o644); err != nil {
+		return fail(err)
+	}
 	if etcd, err = embedded.Start(filepath.Join(dir, "etcd"), embedded.Options{}); err != nil {
 		return fail(fmt.Errorf("embedded etcd: %w", err))
 	}
@@ -429,7 +455,7 @@ func startLocalProcs(parent string, n int, logLevel string) (bench.Target, strin
 			return fail(err)
 		}
 		c := exec.Command(exe, "bookie", "--listen", listen, "--admin", admin, "--metadata", etcd.Endpoint(),
-			"--data", filepath.Join(dir, fmt.Sprintf("bookie-%d", i)), "--log-level", logLevel)
+			"--data", filepath.Join(dir, fmt.Sprintf("bookie-%d", i)), "--log-level", ls.logLevel, "--config", benchConfig)
 		c.Stdout, c.Stderr = logf, logf
 		err = c.Start()
 		logf.Close()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,82 +13,108 @@ import (
 )
 
 func init() {
-	register("gc", "garbage collect deleted ledgers and compact now, on the bookies given by admin address", runGC)
+	register("gc", "garbage collect deleted ledgers and compact now, or show GC status, on some or all bookies", runGC)
 }
 
-// gcRow is one bookie's answer to bk gc.
+// gcRow is one bookie's answer to bk gc: what a collection did
+// (Result), or the status (Status, with --status); nothing when started
+// without --wait.
 type gcRow struct {
 	Admin  string           `json:"admin"`
 	Result *bookie.GCResult `json:"result,omitempty"`
+	Status *bookie.GCStatus `json:"status,omitempty"`
 	Error  string           `json:"error,omitempty"`
 }
 
 func runGC(args []string) error {
 	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: bk gc [ADMIN-ADDRESS ...] [flags]\n\n"+
-			"Asks each bookie (POST /gc on its admin endpoint; default %s) to run a garbage\n"+
-			"collection scan and compaction now, waits for both and prints what they did. A\n"+
-			"ledger whose metadata is gone is deleted by the first scan at least gc_grace_period\n"+
-			"after the scan that first found it, so a first run may report it as garbage only.\n"+
-			"Exit 1 when a bookie is unreachable or its scan failed.\n\nflags:\n", defaultAdmin)
+		fmt.Fprintf(fs.Output(), "usage: bk gc [ADMIN-ADDRESS ... | --all | --bookie ID] [flags]\n\n"+
+			"Asks each bookie (POST /gc on its admin endpoint; default %s; --all and --bookie\n"+
+			"find them in the metadata store) to run a garbage collection scan and a major\n"+
+			"compaction now; with --wait (the default) waits for both and prints what they did\n"+
+			"and the bytes reclaimed. A ledger whose metadata is gone is deleted by the first\n"+
+			"scan at least gc_grace_period after the scan that first found it, so a first run\n"+
+			"may report it as garbage only. --status shows the last and next scan and what\n"+
+			"compaction could reclaim instead. Exit 1 when a bookie is unreachable or failed.\n\nflags:\n", defaultAdmin)
 		fs.PrintDefaults()
 	}
-	asJSON := fs.Bool("json", false, "print JSON: one object per bookie, {\"admin\", \"result\"|\"error\"}")
-	timeout := fs.Duration("timeout", 10*time.Minute, "time limit per bookie (a scan is paced at gc_metadata_reads_per_sec)")
-	var cluster clusterFlags
-	cluster.addSecret(fs)
-	addrs, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
-	}
-	if len(addrs) == 0 {
-		addrs = []string{defaultAdmin}
-	}
-	_, secret, err := cluster.resolve()
-	if err != nil {
+	var t adminTargets
+	t.add(fs, "print JSON: one object per bookie, {\"admin\", \"result\"|\"status\"|\"error\"}", 10*time.Minute)
+	wait := fs.Bool("wait", true, "wait for the collection to end and print what it did (false: start it and return)")
+	status := fs.Bool("status", false, "show each bookie's GC status (GET /gc) instead of collecting")
+	addrs, secret, err := t.parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	rows := make([]gcRow, len(addrs))
 	failed := 0
 	for i, a := range addrs {
 		rows[i] = gcRow{Admin: a}
-		var res bookie.GCResult
-		if err := adminDo(http.MethodPost, a, "/gc", secret, *timeout, &res); err != nil {
-			rows[i].Error = err.Error()
+		var err error
+		switch {
+		case *status:
+			rows[i].Status = new(bookie.GCStatus)
+			err = adminGet(a, "/gc", secret, t.timeout, rows[i].Status)
+		case *wait:
+			rows[i].Result = new(bookie.GCResult)
+			err = adminDo(http.MethodPost, a, "/gc", secret, t.timeout, rows[i].Result)
+		default:
+			err = adminDo(http.MethodPost, a, "/gc?wait=false", secret, t.timeout, nil)
+		}
+		if err != nil {
+			rows[i].Result, rows[i].Status, rows[i].Error = nil, nil, err.Error()
 			failed++
-		} else {
-			rows[i].Result = &res
 		}
 	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
+	if t.asJSON {
+		err = printJSONLines(rows)
 	} else {
-		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "BOOKIE\tLEDGERS\tGARBAGE\tDELETED\tLOGS COMPACTED\tRECLAIMED\tTOOK")
-		for _, r := range rows {
-			if r.Result == nil {
-				fmt.Fprintf(w, "%s\tFAILED: %s\t\t\t\t\t\n", r.Admin, r.Error)
-				continue
-			}
-			g, c := r.Result.GC, r.Result.Compaction
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%v\n", r.Admin, g.Ledgers, g.Garbage, g.Deleted, c.LogsCompacted,
-				sizeString(c.BytesFreed), g.Took.Round(time.Millisecond))
-		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
+		err = printGCTable(rows, *status, *wait)
+	}
+	if err != nil {
+		return err
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d bookies failed", failed, len(rows))
 	}
 	return nil
+}
+
+func printGCTable(rows []gcRow, status, wait bool) error {
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	switch {
+	case status:
+		fmt.Fprintln(w, "BOOKIE\tLAST SCAN\tNEXT SCAN\tENTRY LOGS\tLIVE\tRECLAIMABLE\tCOMPACTED\tRECLAIMED")
+	case wait:
+		fmt.Fprintln(w, "BOOKIE\tLEDGERS\tGARBAGE\tDELETED\tLOGS COMPACTED\tRECLAIMED\tTOOK")
+	default:
+		fmt.Fprintln(w, "BOOKIE\tGC")
+	}
+	when := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.Local().Format(time.DateTime)
+	}
+	for _, r := range rows {
+		switch {
+		case r.Error != "":
+			fmt.Fprintf(w, "%s\tFAILED: %s\n", r.Admin, r.Error)
+		case r.Status != nil:
+			s := r.Status
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d logs\t%s\n", r.Admin, when(s.LastScan), when(s.NextScan),
+				sizeString(s.EntryLogBytes), sizeString(s.LiveBytes), sizeString(s.ReclaimableBytes),
+				s.Compaction.LogsCompacted, sizeString(s.Compaction.BytesFreed))
+		case r.Result != nil:
+			g, c := r.Result.GC, r.Result.Compaction
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%v\n", r.Admin, g.Ledgers, g.Garbage, g.Deleted, c.LogsCompacted,
+				sizeString(c.BytesFreed), (g.Took + c.Took).Round(time.Millisecond))
+		default:
+			fmt.Fprintf(w, "%s\tstarted\n", r.Admin)
+		}
+	}
+	return w.Flush()
 }

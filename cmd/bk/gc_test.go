@@ -64,7 +64,8 @@ func TestGCCommand(t *testing.T) {
 	if g := row.Result.GC; g.Garbage != 1 || g.Deleted != 0 {
 		t.Fatalf("first bk gc: %+v, want the ledger found garbage and not deleted yet", g)
 	}
-	second := runBK(t, nil, nil, "gc", admin)
+	// The second run finds the bookie through its registration.
+	second := runBK(t, nil, nil, "gc", "--all", "--metadata", lc.Endpoint())
 	if second.code != 0 || !strings.Contains(second.stdout, "DELETED") {
 		t.Fatalf("second bk gc: exit %d, stdout %q, stderr %q", second.code, second.stdout, second.stderr)
 	}
@@ -74,6 +75,16 @@ func TestGCCommand(t *testing.T) {
 	}
 	if held := lc.Bookies[0].Ledgers(); len(held) != 0 {
 		t.Fatalf("the bookie still holds %+v after bk gc", held)
+	}
+	// --status shows the scans; --bookie picks one by its ID.
+	st := runBK(t, nil, nil, "gc", "--status", "--json", "--bookie", lc.Bookies[0].Addr(), "--metadata", lc.Endpoint())
+	row = gcRow{}
+	if st.code != 0 || json.Unmarshal([]byte(st.stdout), &row) != nil || row.Status == nil || row.Admin != admin ||
+		row.Status.LastScan.IsZero() || row.Status.Last == nil || row.Status.Last.GC.Deleted != 1 {
+		t.Fatalf("bk gc --status: exit %d, stdout %q, stderr %q", st.code, st.stdout, st.stderr)
+	}
+	if r := runBK(t, nil, nil, "gc", "--bookie", "127.0.0.1:1", "--metadata", lc.Endpoint()); r.code != 1 || !strings.Contains(r.stderr, "no live bookie 127.0.0.1:1") {
+		t.Fatalf("bk gc --bookie of an unknown id: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if r := runBK(t, nil, nil, "gc", freeAddr(t)); r.code != 1 || !strings.Contains(r.stdout, "FAILED") {
 		t.Fatalf("bk gc of an unreachable bookie: exit %d, stdout %q", r.code, r.stdout)

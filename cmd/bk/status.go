@@ -32,28 +32,19 @@ type bookieStatus struct {
 func runBookieStatus(args []string) error {
 	fs := flag.NewFlagSet("bookie status", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: bk bookie status [ADMIN-ADDRESS ...] [flags]\n\n"+
+		fmt.Fprintf(fs.Output(), "usage: bk bookie status [ADMIN-ADDRESS ... | --all | --bookie ID] [flags]\n\n"+
 			"Asks each bookie's admin endpoint (GET /info, host:port as given to bk bookie --admin;\n"+
-			"default %s) for its version, uptime, health, read-only state and why, disk, ledgers,\n"+
-			"data sizes and connections. Exit 1 when one is unreachable or unhealthy.\n\nflags:\n", defaultAdmin)
+			"default %s; --all and --bookie find them in the metadata store) for its version,\n"+
+			"uptime, health, read-only state and why, disk, ledgers, data sizes and connections.\n"+
+			"Exit 1 when one is unreachable or unhealthy.\n\nflags:\n", defaultAdmin)
 		fs.PrintDefaults()
 	}
-	asJSON := fs.Bool("json", false, "print JSON: one object per bookie, {\"admin\", \"status\"|\"error\"}")
-	timeout := fs.Duration("timeout", 5*time.Second, "time limit per bookie")
-	var cluster clusterFlags
-	cluster.addSecret(fs)
-	addrs, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
-	}
-	if len(addrs) == 0 {
-		addrs = []string{defaultAdmin}
-	}
-	_, secret, err := cluster.resolve()
-	if err != nil {
+	var t adminTargets
+	t.add(fs, "print JSON: one object per bookie, {\"admin\", \"status\"|\"error\"}", 5*time.Second)
+	addrs, secret, err := t.parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	rows := make([]bookieStatus, len(addrs))
@@ -61,7 +52,7 @@ func runBookieStatus(args []string) error {
 	for i, a := range addrs {
 		var s bookie.Status
 		rows[i] = bookieStatus{Admin: a}
-		if err := adminGet(a, "/info", secret, *timeout, &s); err != nil {
+		if err := adminGet(a, "/info", secret, t.timeout, &s); err != nil {
 			rows[i].Error = err.Error()
 		} else {
 			rows[i].Status = &s
@@ -70,14 +61,12 @@ func runBookieStatus(args []string) error {
 			failed++
 		}
 	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-	} else if err := printStatusTable(rows); err != nil {
+	if t.asJSON {
+		err = printJSONLines(rows)
+	} else {
+		err = printStatusTable(rows)
+	}
+	if err != nil {
 		return err
 	}
 	if failed > 0 {
@@ -118,7 +107,7 @@ func adminDo(method, addr, path string, secret []byte, timeout time.Duration, v 
 	}
 	defer resp.Body.Close()
 	switch resp.StatusCode {
-	case http.StatusOK:
+	case http.StatusOK, http.StatusAccepted:
 	case http.StatusUnauthorized:
 		return fmt.Errorf("%s %s: %s: the cluster has a secret (--secret-file, BK_CLUSTER_SECRET or the config file)", method, path, resp.Status)
 	case http.StatusNotFound:
@@ -129,6 +118,9 @@ func adminDo(method, addr, path string, secret []byte, timeout time.Duration, v 
 			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, msg)
 		}
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if v == nil {
+		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)

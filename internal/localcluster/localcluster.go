@@ -95,7 +95,8 @@ func Start(o Options) (*Cluster, error) {
 		cfg.Metadata = etcd.Endpoint()
 		cfg.Logger = o.Logger.With("bookie", i+1)
 		if o.Light {
-			cfg.JournalSegmentSize = 4 << 20
+			// Small segments, still taking a largest (8 MiB) entry.
+			cfg.JournalSegmentSize = 9 << 20
 			cfg.JournalSpareSegments = -1 // no spares: an empty cluster stays small
 			cfg.EntryLogSize = 16 << 20   // and so does the first entry log's preallocation
 		}
