@@ -340,7 +340,7 @@ func runBookieDecommission(args []string) error {
 	fs := flag.NewFlagSet("bookie decommission", flag.ExitOnError)
 	var cluster clusterFlags
 	cluster.add(fs)
-	admin := fs.String("admin", "", "the bookie's admin address, to make it read-only first (default: skip; it must be read-only or stopped)")
+	admin := fs.String("admin", "", "the bookie's admin address, to make it read-only first (default: the one it registered; none registered and the bookie must be read-only or stopped)")
 	timeout := fs.Duration("timeout", 24*time.Hour, "give up after this long")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -359,6 +359,15 @@ func runBookieDecommission(args []string) error {
 		return err
 	}
 	defer cl.Close()
+	if *admin == "" {
+		live, err := store.ListBookies(ctx)
+		if err != nil {
+			return err
+		}
+		if i := slices.IndexFunc(live, func(b meta.BookieInfo) bool { return b.ID == id }); i >= 0 {
+			*admin = live[i].Admin
+		}
+	}
 	if *admin != "" {
 		_, secret, _ := cluster.resolve()
 		var resp any

@@ -75,8 +75,9 @@ func TestDecommissionEmptiesBookie(t *testing.T) {
 
 	target := lc.Bookies[0]
 	id := meta.BookieID(target.Addr())
-	r = runBK(t, nil, nil, "bookie", "decommission", "--metadata", ep, "--admin", target.AdminAddr(), string(id))
-	if r.code != 0 || !strings.Contains(r.stdout, "cookie is deleted") {
+	// No --admin: the address the bookie registered is used to make it read-only.
+	r = runBK(t, nil, nil, "bookie", "decommission", "--metadata", ep, string(id))
+	if r.code != 0 || !strings.Contains(r.stdout, "is read-only") || !strings.Contains(r.stdout, "cookie is deleted") {
 		t.Fatalf("decommission: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	for md, err := range meta.AllLedgers(ctx, cl.Store()) {
