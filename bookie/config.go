@@ -167,6 +167,23 @@ type Config struct {
 	SecretFile string `json:"secret_file"`
 	Secret     []byte `json:"-"`
 
+	// Rack names the bookie's failure domain (rack, zone), announced in its
+	// registration for the clients' placement policy; empty: none.
+	Rack string `json:"rack"`
+	// DisableAutorecovery: bk bookie runs no autorecovery auditor and worker
+	// (package client/autorecovery) beside the bookie. The bookie package
+	// never runs them itself; the key is read by the program that does.
+	DisableAutorecovery bool `json:"disable_autorecovery"`
+	// AutorecoveryLostDelay is how long a bookie's registration must stay
+	// gone before the auditor declares it lost; 0 means autorecovery's
+	// default (60 s). Read by the program that runs the auditor.
+	AutorecoveryLostDelay Duration `json:"autorecovery_lost_delay"`
+	// PlacementMinRacks and PlacementEnforceRacks are the placement policy of
+	// the autorecovery worker beside the bookie (client.Config.MinRacks and
+	// EnforceRacks). Read by the program that runs it.
+	PlacementMinRacks     int  `json:"placement_min_racks"`
+	PlacementEnforceRacks bool `json:"placement_enforce_racks"`
+
 	// FS is the file system; tests inject faults through it. Default vfs.Default.
 	FS vfs.FS `json:"-"`
 	// Logger receives structured logs; default slog.Default().

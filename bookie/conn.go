@@ -81,8 +81,10 @@ type request struct {
 	ledger  uint64
 	entry   int64
 	prevLAC int64
-	size    int64 // bytes charged against the in-flight limits
-	start   time.Time
+	// maxRanges is a LIST_ENTRIES request's page size.
+	maxRanges uint32
+	size      int64 // bytes charged against the in-flight limits
+	start     time.Time
 	// led is the ledger of an ADD, found on the event loop so the journal
 	// writer need not look it up again. Only garbage collection removes a
 	// ledger from the table (its metadata is gone, so no writer should be

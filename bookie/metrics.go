@@ -225,3 +225,8 @@ func (b *Bookie) dirBytes(dir string) float64 {
 	}
 	return n
 }
+
+// MetricsRegisterer returns the registry the admin endpoint's /metrics serves, for a
+// program that runs other services beside the bookie (bk bookie's autorecovery) and
+// exports their metrics with the bookie's.
+func (b *Bookie) MetricsRegisterer() prometheus.Registerer { return b.metrics.registry }

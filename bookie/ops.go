@@ -62,6 +62,8 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 			return false
 		}
 		c.loopOut = wire.AppendPingResponse(c.loopOut, h.RequestID)
+	case wire.OpListEntries:
+		b.handleListEntries(c, &h, frame)
 	case wire.OpAuth:
 		// This bookie did not ask, or the connection is authenticated
 		// already: nothing changes and the connection goes on.
@@ -609,6 +611,10 @@ func (b *Bookie) readWorker() {
 
 // serveRead answers a READ (entry id or LastEntry) or a piggybacking long poll.
 func (b *Bookie) serveRead(r *request, buf []byte) []byte {
+	if r.op == wire.OpListEntries {
+		b.serveListEntries(r)
+		return buf
+	}
 	l := b.ledgers.get(r.ledger)
 	if r.op == wire.OpLongPollLAC {
 		b.answerPoll(r, l, buf)

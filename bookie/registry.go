@@ -75,7 +75,7 @@ func (b *Bookie) register() error {
 	defer cancel()
 	ro, _ := b.ReadOnly()
 	reg, err := b.meta.RegisterBookie(ctx, meta.BookieInfo{
-		ID: meta.BookieID(id), InstanceID: b.cookie.Instance, ReadOnly: ro, Version: Build,
+		ID: meta.BookieID(id), InstanceID: b.cookie.Instance, ReadOnly: ro, Version: Build, Rack: b.cfg.Rack,
 		Admin: advertisedAdmin(b.AdminAddr(), id),
 	}, time.Duration(b.cfg.RegistrationTTL))
 	if err != nil {

@@ -114,6 +114,14 @@ type Config struct {
 	// READ_BATCH (client/readbatch.go): for comparisons, and for a bookie suspected of
 	// serving batch reads wrongly.
 	NoBatchReads bool
+	// MinRacks, when > 0, makes new ensembles, ensemble changes, recovery's replacements
+	// and re-replication spread every write set over at least min(MinRacks, WriteQuorum)
+	// distinct racks (meta.BookieInfo.Rack) when the live bookies allow it
+	// (client/placement.go). 0: bookies are chosen at random.
+	MinRacks int
+	// EnforceRacks makes a choice that cannot reach MinRacks fail with ErrNotEnoughRacks
+	// instead of taking the most racks it can.
+	EnforceRacks bool
 }
 
 // Client talks to the bookies and the metadata store. It keeps one connection per bookie,
@@ -135,6 +143,8 @@ type Client struct {
 	quarantineTime  time.Duration // Config.QuarantineTime; 0: no quarantine
 	noBatchReads    bool          // Config.NoBatchReads
 	metaTimeout     time.Duration // Config.MetadataTimeout; 0: none
+	minRacks        int           // Config.MinRacks
+	enforceRacks    bool          // Config.EnforceRacks
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -164,6 +174,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		maxPendingAdds:  cfg.MaxPendingAdds,
 		maxPendingBytes: cfg.MaxPendingBytes,
 		appendWait:      cfg.AppendWait,
+		minRacks:        cfg.MinRacks,
+		enforceRacks:    cfg.EnforceRacks,
 	}
 	if c.maxPendingAdds <= 0 {
 		c.maxPendingAdds = 65536

@@ -40,18 +40,39 @@ func (w *Writer) Close(ctx context.Context) error {
 		return err
 	}
 
-	updated, err := metaCall(w.c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
-		return w.c.store.UpdateLedger(ctx, md)
-	})
-	if err != nil && errors.Is(err, meta.ErrBadVersion) {
-		// An earlier Close whose CAS went unanswered (ErrMetadataUnavailable) may have
-		// stored it after all, or a recovery closed the ledger meanwhile: either way, a
-		// ledger closed at exactly this LAC holds what this writer acknowledged.
-		if cur, gerr := metaCall(w.c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+	update := func() (meta.LedgerMetadata, error) {
+		return metaCall(w.c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+			return w.c.store.UpdateLedger(ctx, md)
+		})
+	}
+	get := func() (meta.LedgerMetadata, error) {
+		return metaCall(w.c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
 			return w.c.store.GetLedger(ctx, w.id)
-		}); gerr == nil && cur.State == meta.StateClosed && cur.LastEntryID == md.LastEntryID && cur.Length == md.Length {
-			updated, err = cur, nil
+		})
+	}
+	updated, err := update()
+	for try := 0; errors.Is(err, meta.ErrBadVersion) && try < maxRereplicationRetries; try++ {
+		cur, gerr := get()
+		if gerr != nil {
+			break
 		}
+		if cur.State == meta.StateClosed && cur.LastEntryID == md.LastEntryID && cur.Length == md.Length {
+			// An earlier Close whose CAS went unanswered (ErrMetadataUnavailable) may
+			// have stored it after all, or a recovery closed the ledger meanwhile:
+			// either way, a ledger closed at exactly this LAC holds what this writer
+			// acknowledged.
+			updated, err = cur, nil
+			break
+		}
+		// Re-replication (package autorecovery) may have replaced a bookie of an
+		// earlier fragment: close on top of that. Anything else is a takeover.
+		if !adoptRereplication(&md, &w.md, &cur) {
+			break
+		}
+		if err = w.setMetadataLocked(cur); err != nil {
+			break
+		}
+		updated, err = update()
 	}
 	if err != nil {
 		if errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) {

@@ -40,6 +40,7 @@ type request struct {
 	pollMs    uint32 // LONG_POLL_LAC timeout
 	maxCount  uint32 // READ_BATCH: at most this many entries (entry is the first id)
 	maxBytes  uint32 // READ_BATCH: at most this many entry bytes past the first
+	maxRanges uint32 // LIST_ENTRIES page size
 	timeout   time.Duration
 	done      completer // nil: the result is sent on wait
 	wait      chan *request
@@ -56,9 +57,10 @@ type request struct {
 	// copy of the entry a READ or LONG_POLL_LAC returned (owned by the caller).
 	err    error
 	status wire.Status
-	lac    int64
+	lac    int64 // LIST_ENTRIES: where the next page starts (wire.NoEntry: complete)
 	data   []byte
-	batch  []Entry // READ_BATCH: the entries, their Data aliasing data (readbatch.go)
+	batch  []Entry           // READ_BATCH: the entries, their Data aliasing data (readbatch.go)
+	ranges []wire.EntryRange // LIST_ENTRIES
 }
 
 var requestPool = sync.Pool{New: func() any { return &request{wait: make(chan *request, 1)} }}
@@ -400,6 +402,8 @@ func (r *request) appendFrame(dst []byte) []byte {
 		return wire.AppendForceRequest(dst, r.id, r.ledger)
 	case wire.OpGetInfo:
 		return wire.AppendGetInfoRequest(dst, r.id)
+	case wire.OpListEntries:
+		return wire.AppendListEntriesRequest(dst, r.id, r.ledger, r.entry, r.maxRanges)
 	default:
 		return wire.AppendPingRequest(dst, r.id)
 	}
@@ -502,6 +506,15 @@ func (r *request) decode(frame []byte, h wire.Header) error {
 	case wire.OpPing:
 		_, err := wire.DecodePingResponse(frame)
 		return err
+	case wire.OpListEntries:
+		resp, err := wire.DecodeListEntriesResponse(frame)
+		if err != nil {
+			return err
+		}
+		if resp.Status == wire.StatusOK && resp.Ledger != r.ledger {
+			return fmt.Errorf("%w: list entries response for ledger %d, sent %d", wire.ErrMalformed, resp.Ledger, r.ledger)
+		}
+		r.lac, r.ranges = resp.Next, resp.Ranges
 	}
 	return nil
 }

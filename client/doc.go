@@ -86,6 +86,16 @@
 // answered its fence when recovery ends is quarantined.
 // The loser of a close race re-reads the metadata and returns the winner's result.
 //
+// # After a bookie is lost: autorecovery and placement
+//
+// Package client/autorecovery copies the entries of a lost bookie's fragments elsewhere
+// and replaces it in the metadata, using ReadEntryFrom, AddRecoveryTo, ListEntriesFrom,
+// PickReplacement and RecoverLedger. A Writer whose ensemble-change or closing CAS fails
+// because a worker replaced a bookie of an earlier fragment (the ledger is still OPEN, the
+// last fragment unchanged) adopts that change and retries; any other change still means a
+// takeover (ErrFenced). Config.MinRacks and EnforceRacks spread write sets over racks
+// (placement.go).
+//
 // # Reading
 //
 // A Reader reads up to the last entry of a closed ledger, or up to the highest LAC the last

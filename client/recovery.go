@@ -574,8 +574,7 @@ func (wb *writeBack) handle(ctx context.Context, r *request) error {
 // position pos. The entries the old bookie stored there no longer count: the closing CAS
 // names the new bookie for them. cause is why the old one is replaced.
 func (wb *writeBack) replace(ctx context.Context, pos int, cause error) error {
-	exclude := append(slices.Clone(wb.ensemble), wb.failed...)
-	repl, err := wb.c.pickBookies(ctx, 1, exclude)
+	repl, err := wb.c.pickReplacements(ctx, wb.ensemble, []int{pos}, wb.md.WriteQuorum, wb.failed)
 	if err != nil {
 		return fmt.Errorf("%w: no replacement for a bookie of the last fragment: %w (%w)", ErrRecoveryIncomplete, err, cause)
 	}

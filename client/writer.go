@@ -140,7 +140,7 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 		key = *opts.MasterKey
 	}
 	md, err := metaCall(c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
-		ensemble, err := c.pickBookies(ctx, e, nil)
+		ensemble, err := c.pickEnsemble(ctx, e, wq)
 		if err != nil {
 			return meta.LedgerMetadata{}, err
 		}
@@ -692,6 +692,7 @@ func (w *Writer) changeEnsemble() {
 			return
 		}
 		md := w.md.Clone()
+		base := w.md.Clone()
 		lac := w.lac
 		var exclude []meta.BookieID
 		for bi, b := range w.bookies {
@@ -704,11 +705,11 @@ func (w *Writer) changeEnsemble() {
 		last := &md.Fragments[len(md.Fragments)-1]
 		exclude = append(exclude, last.Bookies...)
 		ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
-		repl, err := w.c.pickBookies(ctx, len(bad), exclude)
+		repl, err := w.c.pickReplacements(ctx, last.Bookies, bad, w.wq, exclude)
 		if errors.Is(err, ErrNotEnoughBookies) {
 			// A bookie that failed once (a timeout, a restart) may serve again.
 			exclude = slices.Clone(last.Bookies)
-			repl, err = w.c.pickBookies(ctx, len(bad), exclude)
+			repl, err = w.c.pickReplacements(ctx, last.Bookies, bad, w.wq, nil)
 		}
 		metaErr := err != nil && !errors.Is(err, ErrNotEnoughBookies) // the store did not answer
 		if err == nil {
@@ -748,8 +749,22 @@ func (w *Writer) changeEnsemble() {
 				backoff = w.c.cfg.minBackoff
 				continue
 			}
+			if errors.Is(err, meta.ErrBadVersion) {
+				// Re-replication (package autorecovery) may have replaced a bookie of an
+				// earlier fragment: adopt that and try again.
+				if cur, gerr := w.c.store.GetLedger(ctx, w.id); gerr == nil && onlyRereplicated(&base, &cur) {
+					w.mu.Lock()
+					err = w.setMetadataLocked(cur)
+					if err != nil {
+						w.failLocked(err)
+					}
+					w.mu.Unlock()
+					cancel()
+					continue
+				}
+			}
 			if errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) || errors.Is(err, meta.ErrNoSuchLedger) {
-				// Only a recovering client changes our ledger's metadata.
+				// Otherwise only a recovering client changes our ledger's metadata.
 				cancel()
 				w.mu.Lock()
 				w.failLocked(fmt.Errorf("%w: ledger %d: metadata changed under the writer: %v", ErrFenced, w.id, err))

@@ -128,6 +128,9 @@ type BookieInfo struct {
 	// ReadOnly bookies serve reads but accept no adds: do not put them in
 	// new ensembles.
 	ReadOnly bool `json:"readOnly"`
+	// Rack names the bookie's failure domain (rack, zone), for the client's placement
+	// policy (client/placement.go); empty: none.
+	Rack string `json:"rack,omitempty"`
 	// Version is the software version string, for operators.
 	Version string `json:"version,omitempty"`
 	// RegisteredAt is set by RegisterBookie.

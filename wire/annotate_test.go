@@ -157,6 +157,20 @@ func layout(m any) []field {
 	case WriteLACResponse:
 		return withBody(m.Header, 16, field{"ledger id", 8, fmt.Sprint(m.Ledger)},
 			field{"LAC", 8, fmt.Sprint(m.LAC)})
+	case ListEntriesRequest:
+		f := []field{{"ledger id", 8, fmt.Sprint(m.Ledger)}, {"first entry", 8, fmt.Sprint(m.First)},
+			{"max ranges", 4, fmt.Sprint(m.MaxRanges)}}
+		return append(headerFields(m.Header, bodyWidth(f)), f...)
+	case ListEntriesResponse:
+		if m.Status != StatusOK {
+			return headerFields(m.Header, 0)
+		}
+		f := []field{{"ledger id", 8, fmt.Sprint(m.Ledger)}, {"next", 8, nextValue(m.Next)},
+			{"ranges", 4, fmt.Sprint(len(m.Ranges))}}
+		for _, r := range m.Ranges {
+			f = append(f, field{"first", 8, fmt.Sprint(r.First)}, field{"last", 8, fmt.Sprint(r.Last)})
+		}
+		return append(headerFields(m.Header, bodyWidth(f)), f...)
 	case ForceRequest:
 		return append(headerFields(m.Header, 8), field{"ledger id", 8, fmt.Sprint(m.Ledger)})
 	case ForceResponse:
@@ -262,6 +276,13 @@ func flagNames(h Header) string {
 		return name
 	}
 	return fmt.Sprintf("0x%04x", uint16(h.Flags))
+}
+
+func nextValue(id int64) string {
+	if id == NoEntry {
+		return "-1 (complete)"
+	}
+	return fmt.Sprint(id)
 }
 
 func entryIDValue(id int64) string {

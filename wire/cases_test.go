@@ -37,6 +37,8 @@ var decoders = map[string]func([]byte) (any, error){
 	"auth-response":          func(b []byte) (any, error) { return DecodeAuthResponse(b) },
 	"read-batch-request":     func(b []byte) (any, error) { return DecodeReadBatchRequest(b) },
 	"read-batch-response":    func(b []byte) (any, error) { return DecodeReadBatchResponse(b) },
+	"list-entries-request":   func(b []byte) (any, error) { return DecodeListEntriesRequest(b) },
+	"list-entries-response":  func(b []byte) (any, error) { return DecodeListEntriesResponse(b) },
 }
 
 // kind returns the message kind of a case name: "add-request/recovery" -> "add-request".
@@ -159,5 +161,14 @@ func messageCases() []messageCase {
 
 		{"auth-response/unauthorized", AppendStatusResponse(nil, OpAuth, 9, StatusUnauthorized),
 			AuthResponse{Header: resp(OpAuth, 9, StatusUnauthorized)}},
+
+		{"list-entries-request", AppendListEntriesRequest(nil, 11, 42, 0, MaxListRanges),
+			ListEntriesRequest{Header: req(OpListEntries, 0, 11), Ledger: 42, First: 0, MaxRanges: MaxListRanges}},
+		{"list-entries-response", AppendListEntriesResponse(nil, 11, 42, NoEntry, []EntryRange{{0, 9}, {12, 12}}),
+			ListEntriesResponse{Header: resp(OpListEntries, 11, StatusOK), Ledger: 42, Next: NoEntry, Ranges: []EntryRange{{0, 9}, {12, 12}}}},
+		{"list-entries-response/page", AppendListEntriesResponse(nil, 11, 42, 100, []EntryRange{{20, 99}}),
+			ListEntriesResponse{Header: resp(OpListEntries, 11, StatusOK), Ledger: 42, Next: 100, Ranges: []EntryRange{{20, 99}}}},
+		{"list-entries-response/no-such-ledger", AppendStatusResponse(nil, OpListEntries, 11, StatusNoSuchLedger),
+			ListEntriesResponse{Header: resp(OpListEntries, 11, StatusNoSuchLedger)}},
 	}
 }

@@ -46,9 +46,10 @@ const (
 // same value with the response bit (0x80) set. Part of the format; never renumber.
 type Op uint8
 
-// The operations of protocol version 1. Codes 0x0B to 0x7F are free for later operations;
+// The operations of protocol version 1. Codes 0x0C to 0x7F are free for later operations;
 // a bookie answers one it does not know with StatusUnsupported. An operation added after the
-// first release is used only when the bookie's Hello accepts its feature.
+// first release is used only when the bookie's Hello accepts its feature, or, like
+// LIST_ENTRIES, by tools that answer StatusUnsupported with a clear error.
 const (
 	OpAdd         Op = 0x01 // store an entry
 	OpRead        Op = 0x02 // read an entry, or the last one; may fence
@@ -60,6 +61,7 @@ const (
 	OpPing        Op = 0x08 // liveness check
 	OpAuth        Op = 0x09 // the answer to the challenge in the bookie's Hello
 	OpReadBatch   Op = 0x0A // consecutive entries in one response (FeatureReadBatch)
+	OpListEntries Op = 0x0B // which entry ids of a ledger the bookie holds (listentries.go)
 
 	// responseBit marks a response in the opcode byte.
 	responseBit = 0x80
@@ -76,6 +78,7 @@ var opNames = [...]string{
 	OpPing:        "PING",
 	OpAuth:        "AUTH",
 	OpReadBatch:   "READ_BATCH",
+	OpListEntries: "LIST_ENTRIES",
 }
 
 // Known reports whether o is an operation of this protocol version.

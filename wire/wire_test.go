@@ -58,6 +58,10 @@ func reencode(t *testing.T, m any) []byte {
 		dst = AppendWriteLACRequest(dst, m.RequestID, m.Ledger, m.LAC, &m.MasterKey)
 	case WriteLACResponse:
 		dst = AppendWriteLACResponse(dst, m.RequestID, m.Ledger, m.LAC)
+	case ListEntriesRequest:
+		dst = AppendListEntriesRequest(dst, m.RequestID, m.Ledger, m.First, m.MaxRanges)
+	case ListEntriesResponse:
+		dst = AppendListEntriesResponse(dst, m.RequestID, m.Ledger, m.Next, m.Ranges)
 	case ForceRequest:
 		dst = AppendForceRequest(dst, m.RequestID, m.Ledger)
 	case ForceResponse:
@@ -157,6 +161,11 @@ func TestParseTarget(t *testing.T) {
 		"read-batch-request":                {42, 7, true},
 		"read-batch-response":               {42, 7, true},
 		"read-batch-response/no-such-entry": {0, NoEntry, false},
+		// LIST_ENTRIES names a ledger but no entry: fault rules do not target it.
+		"list-entries-request":                 {0, NoEntry, false},
+		"list-entries-response":                {0, NoEntry, false},
+		"list-entries-response/page":           {0, NoEntry, false},
+		"list-entries-response/no-such-ledger": {0, NoEntry, false},
 	}
 	for _, c := range messageCases() {
 		if kind(c.name) == "hello" {

@@ -72,7 +72,16 @@ func runBench(args []string) error {
 	}
 	replay := fs.String("report", "", "print the table (and --plot) of a JSON file written by --json, without running anything")
 	wide := fs.Bool("wide", false, "print every column (CPU, RSS, adds/fsync, the reference, load) and the per-workload details, not just the summary")
+	rerepl := addRereplFlags(fs)
 	fs.Parse(args)
+	if *workloads == "rereplication" { // bench_rerepl.go: needs --local, runs on its own
+		if !*local {
+			return errors.New("--workload rereplication needs --local: it stops a bookie for good")
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runBenchRerepl(ctx, rerepl, *data, os.Stdout)
+	}
 	if *replay != "" {
 		return replayReport(*replay, *plot, *wide)
 	}

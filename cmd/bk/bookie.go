@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/bookie-go/bookie/bookie"
 )
@@ -22,6 +23,7 @@ const bookieUsage = `usage: bk bookie [flags]                   run a bookie
        bk bookie config --check [flags]    validate the config and that its ports can be bound, then exit
        bk bookie status [ADMIN-ADDR ...]   health, version, uptime, read-only and why, disk, ledgers, sizes
        bk bookie ledgers [ADMIN-ADDR]      the ledgers one bookie holds: last entry, LAC, fenced, limbo
+       bk bookie decommission BOOKIE-ID    re-replicate everything a bookie holds elsewhere, then delete its cookie
 
 Run 'bk bookie -h' or 'bk bookie <config|status|ledgers> -h' for flags.`
 
@@ -34,6 +36,8 @@ func runBookie(args []string) error {
 			return runBookieStatus(args[1:])
 		case "ledgers":
 			return runBookieLedgers(args[1:])
+		case "decommission":
+			return runBookieDecommission(args[1:])
 		case "help":
 			fmt.Fprintln(os.Stderr, bookieUsage)
 			return nil
@@ -76,13 +80,39 @@ func runBookie(args []string) error {
 	if err := b.Start(); err != nil {
 		return err
 	}
+	// Autorecovery runs beside the bookie (the bookie package does not import the client).
+	var recovery *recoveryService
+	if !cfg.DisableAutorecovery && cfg.Metadata != "" {
+		secret := cfg.Secret
+		if secret == nil && cfg.SecretFile != "" {
+			if secret, err = loadSecret(cfg.SecretFile); err != nil {
+				b.Close()
+				return err
+			}
+		}
+		o := recoveryOptions{lostDelay: time.Duration(cfg.AutorecoveryLostDelay), name: b.Addr(),
+			minRacks: cfg.PlacementMinRacks, enforceRacks: cfg.PlacementEnforceRacks}
+		if recovery, err = startRecovery(cfg.Metadata, secret, o, cfg.Logger, b.MetricsRegisterer()); err != nil {
+			b.Close()
+			return err
+		}
+	}
 	sig := notifyShutdown() // before saying it is up: a signal sent after is handled
 	fmt.Printf("bookie listening on %s", b.Addr())
 	if a := b.AdminAddr(); a != "" {
 		fmt.Printf(", admin on http://%s", a)
 	}
+	if recovery != nil {
+		fmt.Printf(", autorecovery on")
+	}
 	fmt.Println()
-	return serveUntilSignal(sig, func() error { return b.Close() })
+	return serveUntilSignal(sig, func() error {
+		var rerr error
+		if recovery != nil {
+			rerr = recovery.Close()
+		}
+		return errors.Join(rerr, b.Close())
+	})
 }
 
 // bookieFlags are the flags that configure a bookie, shared by bk bookie
@@ -91,7 +121,7 @@ type bookieFlags struct {
 	configFile, logLevel                   *string
 	listen, advertise, data                *string
 	journalDir, ledgerDir, admin, metadata *string
-	secretFile                             *string
+	secretFile, rack                       *string
 	allowUnknown                           *bool
 }
 
@@ -108,6 +138,7 @@ func addBookieFlags(fs *flag.FlagSet) *bookieFlags {
 		admin:        fs.String("admin", "", "HTTP admin address for /metrics, /healthz, /readyz, /info, /debug/pprof (default "+cfg.Admin+"; 'off' disables)"),
 		metadata:     fs.String("metadata", "", "metadata store, etcd://host:port[,host:port...] (default: none, or $BK_METADATA)"),
 		secretFile:   fs.String("secret-file", "", "file holding the cluster secret clients must authenticate with (or set BK_CLUSTER_SECRET)"),
+		rack:         fs.String("rack", "", "the bookie's failure domain (rack, zone), for clients' placement across racks"),
 		allowUnknown: fs.Bool("allow-unknown-state", false, "start even if data directories were wiped or swapped, answering UnknownLedgerState instead of NoSuchEntry"),
 	}
 }
@@ -126,7 +157,8 @@ func (f *bookieFlags) config() (bookie.Config, error) {
 		cfg.Metadata = os.Getenv("BK_METADATA")
 	}
 	override := map[*string]*string{f.listen: &cfg.Listen, f.advertise: &cfg.Advertise, f.data: &cfg.DataDir,
-		f.journalDir: &cfg.JournalDir, f.ledgerDir: &cfg.LedgerDir, f.admin: &cfg.Admin, f.metadata: &cfg.Metadata}
+		f.journalDir: &cfg.JournalDir, f.ledgerDir: &cfg.LedgerDir, f.admin: &cfg.Admin, f.metadata: &cfg.Metadata,
+		f.rack: &cfg.Rack}
 	for flagVal, field := range override {
 		if *flagVal != "" {
 			*field = *flagVal

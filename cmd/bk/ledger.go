@@ -75,6 +75,7 @@ var ledgerVerbs = []ledgerVerb{
 			fs.StringVar(&o.state, "state", "", "only ledgers in this state: OPEN, IN_RECOVERY or CLOSED")
 		}, run: ledgerList},
 	{name: "info", args: "ID", needID: true, summary: "show a ledger's metadata", run: ledgerInfo},
+	{name: "underreplicated", summary: "list ledgers marked under-replicated, with the bookies to replace and why", run: ledgerUnderReplicated},
 }
 
 func ledgerUsage() string {

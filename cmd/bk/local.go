@@ -53,7 +53,7 @@ func runLocal(args []string) error {
 		return err
 	}
 	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
-		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full,
+		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full, Autorecovery: true, Secret: secret,
 		Logger: log, Configure: func(_ int, cfg *bookie.Config) { cfg.Secret = secret }})
 	if err != nil {
 		return explainLocalErr(err, dir, *metadataPort)

@@ -9,7 +9,8 @@
 //
 // The tests of this package are the scenario tests (fixed message traces: BookKeeper #2614, a late
 // fence, timeouts that are not negatives, concurrent recoverers, recovery after an
-// ensemble change, a bookie wiped during recovery), the randomized runs, and the crash
+// ensemble change, a bookie wiped during recovery, a bookie lost for good under load and
+// repaired by autorecovery), the randomized runs, and the crash
 // loops (SIGKILL of a bookie process, power loss through the vfs seam). docs/durability.md
 // maps each guarantee to the tests that check it.
 package chaos

@@ -3,14 +3,20 @@
 package localcluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/client/autorecovery"
+	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/embedded"
 )
 
@@ -23,6 +29,11 @@ type Cluster struct {
 	// or nil.
 	EtcdCluster *embedded.Cluster
 	Bookies     []*bookie.Bookie
+
+	// Autorecovery services, one per bookie when Options.Autorecovery is set.
+	stopRecovery context.CancelFunc
+	recoveryWG   sync.WaitGroup
+	recoveryCl   []*client.Client
 }
 
 // Options configure Start.
@@ -40,6 +51,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Configure, if set, adjusts each bookie's config before it starts.
 	Configure func(i int, cfg *bookie.Config)
+	// Autorecovery runs an auditor candidate and a worker beside each bookie (as bk
+	// bookie does), with their own client; ConfigureRecovery adjusts their config.
+	Autorecovery      bool
+	ConfigureRecovery func(i int, cfg *autorecovery.Config)
+	// Secret is the cluster secret the autorecovery clients authenticate with.
+	Secret []byte
 	// MetadataPort is etcd's client port on 127.0.0.1 (with several
 	// members, the first member's; the others follow); 0 lets the kernel
 	// choose.
@@ -118,12 +135,58 @@ func Start(o Options) (*Cluster, error) {
 		}
 		lc.Bookies = append(lc.Bookies, b)
 	}
+	if o.Autorecovery {
+		if err := lc.startRecovery(o); err != nil {
+			lc.Close()
+			return nil, err
+		}
+	}
 	return lc, nil
+}
+
+// startRecovery starts an auditor candidate and a worker per bookie, each pair with its
+// own client; Close stops them before the bookies.
+func (lc *Cluster) startRecovery(o Options) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	lc.stopRecovery = cancel
+	for i, b := range lc.Bookies {
+		octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
+		cl, err := client.New(octx, client.Config{Metadata: lc.Endpoint(), Secret: o.Secret})
+		ocancel()
+		if err != nil {
+			return fmt.Errorf("autorecovery %d: %w", i+1, err)
+		}
+		lc.recoveryCl = append(lc.recoveryCl, cl)
+		cfg := autorecovery.Config{Client: cl, Store: cl.Store().(*meta.EtcdStore), Name: b.Addr(),
+			Logger: o.Logger.With("autorecovery", i+1)}
+		if o.ConfigureRecovery != nil {
+			o.ConfigureRecovery(i, &cfg)
+		}
+		a, err := autorecovery.NewAuditor(cfg)
+		if err != nil {
+			return err
+		}
+		w, err := autorecovery.NewWorker(cfg)
+		if err != nil {
+			return err
+		}
+		lc.recoveryWG.Add(2)
+		go func() { defer lc.recoveryWG.Done(); a.Run(ctx) }()
+		go func() { defer lc.recoveryWG.Done(); w.Run(ctx) }()
+	}
+	return nil
 }
 
 // Close stops the bookies, then etcd.
 func (lc *Cluster) Close() error {
 	var errs []error
+	if lc.stopRecovery != nil {
+		lc.stopRecovery()
+		lc.recoveryWG.Wait()
+		for _, cl := range lc.recoveryCl {
+			errs = append(errs, cl.Close())
+		}
+	}
 	for _, b := range lc.Bookies {
 		errs = append(errs, b.Close())
 	}

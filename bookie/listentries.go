@@ -1,0 +1,54 @@
+package bookie
+
+import (
+	"errors"
+
+	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// handleListEntries decodes a LIST_ENTRIES request (docs/protocol.md) and hands it to a
+// read worker: listing scans the index, which may read pages from disk. Runs on the event
+// loop.
+func (b *Bookie) handleListEntries(c *conn, h *wire.Header, frame []byte) {
+	req, err := wire.DecodeListEntriesRequest(frame)
+	if err != nil {
+		c.answer(h, wire.StatusOf(err))
+		return
+	}
+	r := c.newRequest(h, len(frame))
+	r.ledger, r.entry, r.maxRanges = req.Ledger, req.First, req.MaxRanges
+	b.submitRead(r)
+}
+
+// serveListEntries answers a LIST_ENTRIES from storage (write cache and entry logs). A
+// ledger the bookie does not know is NoSuchLedger, or UnknownLedgerState in limbo: never a
+// list that could be missing entries. Runs on a read worker.
+func (b *Bookie) serveListEntries(r *request) {
+	l := b.ledgers.get(r.ledger)
+	if l == nil {
+		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
+		return
+	}
+	if st := b.negative(l, wire.StatusOK); st != wire.StatusOK {
+		b.finish(r, st, nil)
+		return
+	}
+	got, next, err := b.store.ListEntries(r.ledger, r.entry, int(r.maxRanges))
+	switch {
+	case errors.Is(err, entrylog.ErrNoSuchLedger):
+		b.finish(r, wire.StatusNoSuchLedger, nil)
+		return
+	case err != nil:
+		b.finish(r, b.readStatus(l, err), nil)
+		return
+	}
+	ranges := make([]wire.EntryRange, len(got))
+	for i, g := range got {
+		ranges[i] = wire.EntryRange{First: g.First, Last: g.Last}
+	}
+	id, ledger := r.id, r.ledger
+	b.finish(r, wire.StatusOK, func(dst []byte) []byte {
+		return wire.AppendListEntriesResponse(dst, id, ledger, next, ranges)
+	})
+}

@@ -1,0 +1,313 @@
+package autorecovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Auditor campaigns for the cluster's auditor role and, while elected, declares bookies
+// lost and marks their ledgers under-replicated. Create it with NewAuditor and run it with
+// Run; its methods are safe for concurrent use.
+type Auditor struct {
+	cfg Config
+
+	mu      sync.Mutex // protects the fields below
+	leading bool
+	audits  int // completed audits while leading, for tests and status
+	changed chan struct{}
+}
+
+// NewAuditor returns an auditor; cfg.Store is required.
+func NewAuditor(cfg Config) (*Auditor, error) {
+	if cfg.Store == nil {
+		return nil, errNoStore
+	}
+	return &Auditor{cfg: cfg.withDefaults(), changed: make(chan struct{})}, nil
+}
+
+// Leading reports whether this auditor is the elected one now.
+func (a *Auditor) Leading() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.leading
+}
+
+// Audits returns how many audits this auditor completed while elected.
+func (a *Auditor) Audits() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.audits
+}
+
+// Changed returns a channel closed at the next change of Leading or Audits.
+func (a *Auditor) Changed() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.changed
+}
+
+func (a *Auditor) update(f func()) {
+	a.mu.Lock()
+	f()
+	close(a.changed)
+	a.changed = make(chan struct{})
+	a.mu.Unlock()
+}
+
+// Run campaigns and audits while elected, until ctx ends; a lost session (etcd unreachable
+// for longer than SessionTTL) means a new session and a new campaign. It returns ctx's
+// error. Run owns its goroutine and the session; call it once.
+func (a *Auditor) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		if err := a.term(ctx); err != nil && ctx.Err() == nil {
+			a.cfg.Logger.Warn("autorecovery: auditor term ended", "name", a.cfg.Name, "err", err)
+			pause(ctx, a.cfg.RetryInterval)
+		}
+	}
+	return ctx.Err()
+}
+
+// term runs one session: campaign, then lead until the session or ctx ends.
+func (a *Auditor) term(ctx context.Context) error {
+	sess, err := a.cfg.Store.NewSession(ctx, a.cfg.SessionTTL)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	return a.campaignAndLead(ctx, sess)
+}
+
+// campaignAndLead campaigns on sess and leads once elected, until sess or ctx ends. Tests
+// call it with a session they close to kill the auditor.
+func (a *Auditor) campaignAndLead(ctx context.Context, sess *concurrency.Session) error {
+	el := a.cfg.Store.AuditorElection(sess)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sess.Done():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	if err := el.Campaign(cctx, a.cfg.Name); err != nil {
+		return fmt.Errorf("autorecovery: campaign: %w", err)
+	}
+	a.cfg.Logger.Info("autorecovery: elected auditor", "name", a.cfg.Name)
+	a.update(func() { a.leading = true })
+	defer a.update(func() { a.leading = false })
+	err := a.lead(cctx)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	el.Resign(rctx)
+	rcancel()
+	return err
+}
+
+// lead audits until ctx ends: at once, whenever the live set changes, when a gone bookie's
+// LostDelay is up, and every AuditInterval.
+func (a *Auditor) lead(ctx context.Context) error {
+	live, err := a.cfg.Store.WatchBookies(ctx)
+	if err != nil {
+		return err
+	}
+	st := &auditState{goneSince: make(map[meta.BookieID]time.Time)}
+	cur := <-live
+	tick := time.NewTicker(a.cfg.AuditInterval)
+	defer tick.Stop()
+	deep := true // at election and every AuditInterval: also ask bookies for their copies
+	for {
+		next, err := a.audit(ctx, st, cur, deep)
+		deep = false
+		if err != nil && ctx.Err() == nil {
+			a.cfg.Logger.Warn("autorecovery: audit failed", "err", err)
+			next = time.Now().Add(a.cfg.RetryInterval)
+		}
+		if err == nil {
+			a.update(func() { a.audits++ })
+		}
+		var watchErr error
+		var timer *time.Timer
+		var due <-chan time.Time
+		if !next.IsZero() {
+			timer = time.NewTimer(time.Until(next))
+			due = timer.C
+		}
+		select {
+		case <-ctx.Done():
+		case bs, ok := <-live:
+			if ok {
+				cur = bs
+			} else {
+				watchErr = fmt.Errorf("autorecovery: bookie watch ended")
+			}
+		case <-due:
+		case <-tick.C:
+			deep = true
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if watchErr != nil {
+			return watchErr
+		}
+	}
+}
+
+// auditState is what the elected auditor remembers between audits. Used by lead's
+// goroutine only.
+type auditState struct {
+	// goneSince is when each bookie named by some fragment was first seen unregistered by
+	// this auditor. An auditor that starts sees every gone bookie as gone since then: it
+	// waits a whole LostDelay before declaring it lost.
+	goneSince map[meta.BookieID]time.Time
+}
+
+// audit checks every ledger against the live set: a fragment bookie that is not
+// registered starts its LostDelay; one gone for LostDelay is lost and its ledgers are
+// marked. It returns when the next gone bookie's delay is up (zero: none waiting).
+//
+// A deep audit (at election and every AuditInterval, when Config.Client is set) also asks
+// each live bookie of every fragment the metadata vouches an end for which entries of the
+// ledger it holds (LIST_ENTRIES): a bookie missing a copy its fragment assigns it, or one
+// that cannot tell (its storage was wiped: UnknownLedgerState), is marked to be replaced
+// in that ledger. A bookie that does not answer is left for the next audit.
+func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieInfo, deep bool) (time.Time, error) {
+	if err := a.checkLeading(ctx); err != nil {
+		return time.Time{}, err
+	}
+	isLive := make(map[meta.BookieID]bool, len(live))
+	for _, b := range live {
+		isLive[b.ID] = true
+		delete(st.goneSince, b.ID)
+	}
+	now := time.Now()
+	var next time.Time
+	named := make(map[meta.BookieID]bool)
+	for md, err := range meta.AllLedgers(ctx, a.cfg.Store) {
+		if err != nil {
+			return time.Time{}, err
+		}
+		var lost []meta.BookieID
+		for _, f := range md.Fragments {
+			for _, b := range f.Bookies {
+				named[b] = true
+				if isLive[b] {
+					continue
+				}
+				since, ok := st.goneSince[b]
+				if !ok {
+					since = now
+					st.goneSince[b] = now
+				}
+				if now.Sub(since) >= a.cfg.LostDelay {
+					if !slices.Contains(lost, b) {
+						lost = append(lost, b)
+					}
+				} else if due := since.Add(a.cfg.LostDelay); next.IsZero() || due.Before(next) {
+					next = due
+				}
+			}
+		}
+		if len(lost) > 0 {
+			if err := a.cfg.Store.MarkUnderReplicated(ctx, md.ID, lost, "bookie lost: registration gone for "+a.cfg.LostDelay.String()); err != nil {
+				return time.Time{}, err
+			}
+		}
+		if deep && a.cfg.Client != nil {
+			if missing := a.missingCopies(ctx, &md, isLive, lost); len(missing) > 0 {
+				if err := a.cfg.Store.MarkUnderReplicated(ctx, md.ID, missing, "copies missing on a live bookie"); err != nil {
+					return time.Time{}, err
+				}
+			}
+		}
+	}
+	for b := range st.goneSince {
+		if !named[b] {
+			delete(st.goneSince, b) // no ledger names it any more
+		}
+	}
+	marks, err := a.cfg.Store.ListUnderReplicated(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	a.cfg.Metrics.UnderReplicated.Set(float64(len(marks)))
+	return next, nil
+}
+
+// checkLeading fails if ctx ended (the session was lost: another auditor may be elected).
+func (a *Auditor) checkLeading(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return errors.New("autorecovery: no longer the auditor")
+	}
+	return nil
+}
+
+// missingCopies returns the live bookies (not in skip) that lack a copy of an entry some
+// vouched fragment of md assigns them, or cannot tell (ErrUnknownLedgerState).
+func (a *Auditor) missingCopies(ctx context.Context, md *meta.LedgerMetadata, isLive map[meta.BookieID]bool, skip []meta.BookieID) []meta.BookieID {
+	held := make(map[meta.BookieID][]wire.EntryRange)
+	failed := make(map[meta.BookieID]bool)
+	var missing []meta.BookieID
+	e := int64(md.EnsembleSize)
+	for i, f := range md.Fragments {
+		end, ok := fragmentEnd(md, i)
+		if !ok || end < f.FirstEntry {
+			continue
+		}
+		for pos, b := range f.Bookies {
+			if !isLive[b] || failed[b] || slices.Contains(skip, b) || slices.Contains(missing, b) {
+				continue
+			}
+			ranges, seen := held[b]
+			if !seen {
+				var err error
+				ranges, err = a.cfg.Client.ListEntriesFrom(ctx, b, md.ID, 0)
+				switch {
+				case errors.Is(err, client.ErrNoSuchEntry):
+					ranges = nil
+				case errors.Is(err, client.ErrUnknownLedgerState):
+					missing = append(missing, b)
+					continue
+				case err != nil:
+					failed[b] = true // unreachable now: the next audit asks again
+					continue
+				}
+				held[b] = ranges
+			}
+			for id := f.FirstEntry; id <= end; id++ {
+				if (int64(pos)-id%e+e)%e < int64(md.WriteQuorum) && !holds(ranges, id) {
+					a.cfg.Logger.Warn("autorecovery: copy missing on a live bookie", "ledger", md.ID, "entry", id, "bookie", b)
+					missing = append(missing, b)
+					break
+				}
+			}
+		}
+	}
+	return missing
+}
+
+// holds reports whether sorted ranges contain id.
+func holds(ranges []wire.EntryRange, id int64) bool {
+	_, found := slices.BinarySearchFunc(ranges, id, func(r wire.EntryRange, id int64) int {
+		switch {
+		case r.Last < id:
+			return -1
+		case r.First > id:
+			return 1
+		}
+		return 0
+	})
+	return found
+}

@@ -1,0 +1,179 @@
+// Package autorecovery returns a lost bookie's ledgers to full replication by themselves.
+//
+// Two roles cooperate through etcd (keys in docs/metadata.md, "Autorecovery"):
+//
+//   - The Auditor, one per cluster, elected with etcd's concurrency.Election. It watches
+//     the bookie registrations; a bookie whose registration has been gone longer than
+//     Config.LostDelay is declared lost, and every ledger with a fragment naming it is
+//     marked under-replicated (meta.EtcdStore.MarkUnderReplicated). It runs the same
+//     check over every ledger each Config.AuditInterval, which also finds under-replication
+//     that happened while no auditor ran.
+//   - Workers, any number (one beside each bookie by default, or `bk autorecovery`). A
+//     Worker claims one marked ledger at a time with a lease-backed etcd concurrency.Mutex,
+//     copies each affected fragment's entries from surviving replicas to a replacement
+//     bookie (every checksum verified, a window of copies in flight, rate-limited in
+//     bytes/s), replaces the lost bookie in that fragment by compare-and-swap on the
+//     ledger's metadata, and removes the mark.
+//
+// Only entries the metadata vouches for are copied: a fragment before the last ends where
+// the next begins (its entries were acknowledged before the writer changed ensemble), and
+// a CLOSED ledger's last fragment ends at LastEntryID. A replica's unacknowledged tail is
+// never spread. An OPEN ledger whose last fragment names a lost bookie is left to its
+// writer's own ensemble change for Config.OpenLedgerGrace; after that its writer is taken
+// for gone and the ledger is recovered (fenced and closed) first.
+//
+// A worker that dies mid-copy leaves no harm: its lock goes with its session's lease,
+// another worker copies again (a bookie answers OK to the same bytes twice), and the
+// compare-and-swap replaces each lost bookie exactly once.
+package autorecovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/meta"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures an Auditor or a Worker. Zero fields take their defaults.
+type Config struct {
+	// Client talks to the bookies; required for a Worker.
+	Client *client.Client
+	// Store is the etcd metadata store; required.
+	Store *meta.EtcdStore
+	// Name identifies this process in the auditor election and in logs; default a random id.
+	Name string
+	// LostDelay is how long a bookie's registration must stay gone before the auditor
+	// declares it lost (a restart or a flap within it copies nothing); default 60 s.
+	LostDelay time.Duration
+	// AuditInterval is how often the auditor checks every ledger; default 5 min.
+	AuditInterval time.Duration
+	// OpenLedgerGrace is how long an OPEN ledger whose last fragment names a lost bookie is
+	// left to its writer before it is fenced and recovered; default 30 s.
+	OpenLedgerGrace time.Duration
+	// RetryInterval is how often a worker looks at the marks again without a wake-up (a
+	// ledger waiting for its grace period, a failed repair); default 5 s.
+	RetryInterval time.Duration
+	// SessionTTL is the lease of a worker's locks and of the auditor's leadership: how long
+	// after a crash another takes over; default 10 s.
+	SessionTTL time.Duration
+	// RateBytes bounds the bytes per second a worker copies; default 64 MiB/s, negative
+	// unlimited.
+	RateBytes int64
+	// Window is how many entry copies a worker keeps in flight; default 16.
+	Window int
+	// Logger receives structured logs; default slog.Default().
+	Logger *slog.Logger
+	// Metrics, when not nil, is where the counters are kept (see NewMetrics).
+	Metrics *Metrics
+}
+
+func (cfg *Config) withDefaults() Config {
+	c := *cfg
+	if c.Name == "" {
+		c.Name = meta.NewInstanceID()
+	}
+	setDefault(&c.LostDelay, 60*time.Second)
+	setDefault(&c.AuditInterval, 5*time.Minute)
+	setDefault(&c.OpenLedgerGrace, 30*time.Second)
+	setDefault(&c.RetryInterval, 5*time.Second)
+	setDefault(&c.SessionTTL, 10*time.Second)
+	if c.RateBytes == 0 {
+		c.RateBytes = 64 << 20
+	}
+	if c.Window <= 0 {
+		c.Window = 16
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	return c
+}
+
+func setDefault(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// Metrics are autorecovery's counters, exported to Prometheus when registered.
+type Metrics struct {
+	// UnderReplicated is the number of marked ledgers the auditor saw at its last check.
+	UnderReplicated prometheus.Gauge
+	// BytesCopied counts entry bytes a worker wrote to replacement bookies.
+	BytesCopied prometheus.Counter
+	// LedgersRepaired counts marks a worker removed after repairing their ledger.
+	LedgersRepaired prometheus.Counter
+	// FragmentsReplaced counts bookies replaced in a fragment by a worker's CAS.
+	FragmentsReplaced prometheus.Counter
+	// UnderReplicatedSeconds observes how long a ledger stayed marked, at repair.
+	UnderReplicatedSeconds prometheus.Histogram
+}
+
+// NewMetrics returns Metrics registered with reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		UnderReplicated: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "autorecovery_ledgers_under_replicated", Help: "Ledgers marked under-replicated at the auditor's last check.",
+		}),
+		BytesCopied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "autorecovery_bytes_copied_total", Help: "Entry bytes copied to replacement bookies.",
+		}),
+		LedgersRepaired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "autorecovery_ledgers_repaired_total", Help: "Under-replicated ledgers repaired and unmarked.",
+		}),
+		FragmentsReplaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "autorecovery_fragment_bookies_replaced_total", Help: "Bookies replaced in a fragment by re-replication.",
+		}),
+		UnderReplicatedSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "autorecovery_under_replicated_seconds", Help: "How long a ledger stayed under-replicated, observed at repair.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 16),
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.UnderReplicated, m.BytesCopied, m.LedgersRepaired, m.FragmentsReplaced, m.UnderReplicatedSeconds)
+	}
+	return m
+}
+
+// errNoStore is returned when Config.Store is nil.
+var errNoStore = errors.New("autorecovery: Config.Store is required")
+
+// pause waits d or until ctx ends, reporting whether ctx is still live.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// fragmentEnd returns the last entry fragment i of md holds that the metadata vouches for:
+// the entry before the next fragment, a CLOSED ledger's last entry for the last fragment.
+// ok is false for the last fragment of a ledger that is not CLOSED (its end is not known).
+func fragmentEnd(md *meta.LedgerMetadata, i int) (end int64, ok bool) {
+	if i+1 < len(md.Fragments) {
+		end = md.Fragments[i+1].FirstEntry - 1
+		if md.State == meta.StateClosed {
+			end = min(end, md.LastEntryID)
+		}
+		return end, true
+	}
+	if md.State != meta.StateClosed {
+		return 0, false
+	}
+	return md.LastEntryID, true
+}
+
+// describe formats a bookie list for logs.
+func describe(bs []meta.BookieID) string { return fmt.Sprint(bs) }

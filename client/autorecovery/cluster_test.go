@@ -1,0 +1,288 @@
+package autorecovery
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/metatest"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// cluster is an embedded etcd and real bookies on loopback, all in this process, with the
+// payloads every ledger's writer had acknowledged.
+type cluster struct {
+	t        *testing.T
+	endpoint string
+	store    *meta.EtcdStore
+	dirs     []string
+	addrs    []string
+	bookies  []*bookie.Bookie // nil while stopped
+	acked    map[uint64][][]byte
+	// allowUnknown starts bookies with AllowUnknownState (limbo after a wipe).
+	allowUnknown bool
+	// racks[i], if set, is bookie i's rack.
+	racks []string
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func startCluster(t *testing.T, n int, racks ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, endpoint: metatest.Start(t), acked: make(map[uint64][][]byte), racks: racks}
+	c.store = metatest.Open(t, c.endpoint).(*meta.EtcdStore)
+	for i := range n {
+		dir := filepath.Join(t.TempDir(), "bookie"+strconv.Itoa(i))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		c.dirs = append(c.dirs, dir)
+		c.addrs = append(c.addrs, addr)
+		c.bookies = append(c.bookies, nil)
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range c.bookies {
+			c.stop(i)
+		}
+	})
+	return c
+}
+
+func (c *cluster) config(i int) bookie.Config {
+	return bookie.Config{
+		Listen:             c.addrs[i],
+		DataDir:            c.dirs[i],
+		Metadata:           c.endpoint,
+		EventLoops:         1,
+		ReadWorkers:        2,
+		JournalSegmentSize: 4 << 20,
+		WriteCacheBytes:    8 << 20,
+		EntryLogSize:       16 << 20,
+		IndexCacheBytes:    1 << 20,
+		CheckpointInterval: bookie.Duration(time.Hour),
+		RegistrationTTL:    bookie.Duration(time.Second),
+		AllowUnknownState:  c.allowUnknown,
+		Rack:               c.rack(i),
+		Logger:             quietLogger(),
+	}
+}
+
+func (c *cluster) rack(i int) string {
+	if i < len(c.racks) {
+		return c.racks[i]
+	}
+	return ""
+}
+
+// start starts bookie i on its address and data (again, after stop).
+func (c *cluster) start(i int) {
+	c.t.Helper()
+	var err error
+	for try := 0; try < 50; try++ {
+		var b *bookie.Bookie
+		if b, err = bookie.New(c.config(i)); err == nil {
+			if err = b.Start(); err == nil {
+				c.bookies[i] = b
+				return
+			}
+			b.Close()
+		}
+		time.Sleep(50 * time.Millisecond) // the port may still be held by the last run
+	}
+	c.t.Fatalf("start bookie %d: %v", i, err)
+}
+
+// stop stops bookie i; its registration goes at once.
+func (c *cluster) stop(i int) {
+	if c.bookies[i] != nil {
+		c.bookies[i].Close()
+		c.bookies[i] = nil
+	}
+}
+
+func (c *cluster) index(id meta.BookieID) int {
+	c.t.Helper()
+	i := slices.Index(c.addrs, string(id))
+	if i < 0 {
+		c.t.Fatalf("no bookie %s", id)
+	}
+	return i
+}
+
+func (c *cluster) client() *client.Client {
+	c.t.Helper()
+	return c.clientWith(client.Config{})
+}
+
+// clientWith opens a client with cfg's placement fields.
+func (c *cluster) clientWith(cfg client.Config) *client.Client {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Metadata: c.endpoint, RequestTimeout: 2 * time.Second, MaxBackoff: 200 * time.Millisecond, QuarantineTime: -1,
+		MinRacks: cfg.MinRacks, EnforceRacks: cfg.EnforceRacks})
+	if err != nil {
+		c.t.Fatalf("client.New: %v", err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// writeLedger creates a ledger, appends n entries of distinct bytes, records them as acked
+// and closes it unless open.
+func (c *cluster) writeLedger(ctx context.Context, cl *client.Client, opts client.LedgerOptions, n int, open bool) *client.Writer {
+	c.t.Helper()
+	w, err := cl.CreateLedger(ctx, opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.appendN(ctx, w, n)
+	if !open {
+		if err := w.Close(ctx); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	return w
+}
+
+func (c *cluster) appendN(ctx context.Context, w *client.Writer, n int) {
+	c.t.Helper()
+	for range n {
+		k := len(c.acked[w.ID()])
+		data := bytes.Repeat([]byte(fmt.Sprintf("ledger %d entry %d|", w.ID(), k)), 20)
+		id, err := w.Append(ctx, data)
+		if err != nil {
+			c.t.Fatalf("append to ledger %d: %v", w.ID(), err)
+		}
+		if id != int64(k) {
+			c.t.Fatalf("append to ledger %d: entry id %d, want %d", w.ID(), id, k)
+		}
+		c.acked[w.ID()] = append(c.acked[w.ID()], data)
+	}
+}
+
+// checkFullyReplicated checks that ledger id is CLOSED (unless open is allowed), that no
+// fragment names a bookie of gone, and that every acknowledged entry up to the metadata's
+// last vouched entry is on each of the WriteQuorum bookies of its write set, byte-identical.
+func (c *cluster) checkFullyReplicated(ctx context.Context, cl *client.Client, id uint64, gone []meta.BookieID) meta.LedgerMetadata {
+	c.t.Helper()
+	md, err := c.store.GetLedger(ctx, id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, f := range md.Fragments {
+		for _, b := range f.Bookies {
+			if slices.Contains(gone, b) {
+				c.t.Fatalf("ledger %d: fragment at %d still names %s: %v", id, f.FirstEntry, b, md.Fragments)
+			}
+		}
+	}
+	acked := c.acked[id]
+	last := int64(len(acked)) - 1
+	if md.State == meta.StateClosed && md.LastEntryID < last {
+		c.t.Fatalf("ledger %d closed at %d, %d entries acknowledged", id, md.LastEntryID, len(acked))
+	}
+	e := int64(md.EnsembleSize)
+	for eid := int64(0); eid <= last; eid++ {
+		f := md.Fragments[md.FragmentAt(eid)]
+		for k := range md.WriteQuorum {
+			b := f.Bookies[(eid+int64(k))%e]
+			raw, err := cl.ReadEntryFrom(ctx, b, id, eid)
+			if err != nil {
+				c.t.Fatalf("ledger %d entry %d copy %d on %s: %v", id, eid, k, b, err)
+			}
+			en, err := wire.ParseEntry(raw)
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			if got := en.Payload; !bytes.Equal(got, acked[eid]) {
+				c.t.Fatalf("ledger %d entry %d on %s: payload %q, want %q", id, eid, b, got, acked[eid])
+			}
+		}
+	}
+	return md
+}
+
+// waitFor polls cond until it holds or the test's context ends.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// run starts f on its own goroutine, cancelled and joined when the test ends.
+func run(t *testing.T, f func(ctx context.Context) error) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return cancel
+}
+
+// fastConfig is a Config for tests: short delays, the given store and client.
+func (c *cluster) fastConfig(cl *client.Client, name string) Config {
+	return Config{
+		Client:          cl,
+		Store:           c.store,
+		Name:            name,
+		LostDelay:       300 * time.Millisecond,
+		AuditInterval:   time.Hour,
+		OpenLedgerGrace: time.Hour,
+		RetryInterval:   100 * time.Millisecond,
+		SessionTTL:      2 * time.Second,
+		RateBytes:       -1,
+		Logger:          quietLogger(),
+	}
+}
+
+// marked returns the ledgers marked now.
+func (c *cluster) marked(ctx context.Context) []meta.UnderReplicated {
+	c.t.Helper()
+	marks, err := c.store.ListUnderReplicated(ctx)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return marks
+}
+
+// namesAny reports whether some fragment of ledger id names one of bookies.
+func (c *cluster) namesAny(ctx context.Context, id uint64, bookies ...meta.BookieID) bool {
+	c.t.Helper()
+	md, err := c.store.GetLedger(ctx, id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return slices.ContainsFunc(md.Fragments, func(f meta.Fragment) bool { return names(f, bookies) })
+}

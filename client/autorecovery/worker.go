@@ -1,0 +1,347 @@
+package autorecovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Worker repairs under-replicated ledgers, one at a time. Create it with NewWorker and run
+// it with Run.
+type Worker struct {
+	cfg     Config
+	limiter *limiter
+}
+
+// NewWorker returns a worker; cfg.Client and cfg.Store are required.
+func NewWorker(cfg Config) (*Worker, error) {
+	if cfg.Store == nil {
+		return nil, errNoStore
+	}
+	if cfg.Client == nil {
+		return nil, errors.New("autorecovery: Config.Client is required for a worker")
+	}
+	c := cfg.withDefaults()
+	return &Worker{cfg: c, limiter: newLimiter(c.RateBytes)}, nil
+}
+
+// errPending means a ledger was repaired as far as possible now, but its mark must stay:
+// an OPEN ledger's last fragment still waits for its grace period.
+var errPending = errors.New("autorecovery: last fragment of an open ledger left to its writer for now")
+
+// Run repairs marked ledgers until ctx ends, and returns ctx's error. It holds one etcd
+// session for its locks, replaced when it is lost. Run owns its goroutine; call it once.
+func (w *Worker) Run(ctx context.Context) error {
+	wake := w.cfg.Store.WatchUnderReplicated(ctx)
+	for ctx.Err() == nil {
+		sess, err := w.cfg.Store.NewSession(ctx, w.cfg.SessionTTL)
+		if err != nil {
+			pause(ctx, w.cfg.RetryInterval)
+			continue
+		}
+		w.runSession(ctx, sess, wake)
+		sess.Close()
+	}
+	return ctx.Err()
+}
+
+// runSession repairs ledgers under sess until it or ctx ends.
+func (w *Worker) runSession(ctx context.Context, sess *concurrency.Session, wake <-chan struct{}) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sess.Done():
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	for sctx.Err() == nil {
+		if err := w.Pass(sctx, sess); err != nil && sctx.Err() == nil {
+			w.cfg.Logger.Warn("autorecovery: worker pass", "name", w.cfg.Name, "err", err)
+		}
+		t := time.NewTimer(w.cfg.RetryInterval)
+		select {
+		case <-sctx.Done():
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// Pass looks at every mark once, in random order, and repairs each ledger whose lock it
+// gets on sess (skipping those another worker holds). It does nothing while autorecovery
+// is disabled. It returns the first error other than a lock held elsewhere.
+func (w *Worker) Pass(ctx context.Context, sess *concurrency.Session) error {
+	st := w.cfg.Store
+	if on, err := st.AutorecoveryEnabled(ctx); err != nil || !on {
+		return err
+	}
+	marks, err := st.ListUnderReplicated(ctx)
+	if err != nil {
+		return err
+	}
+	rand.Shuffle(len(marks), func(i, j int) { marks[i], marks[j] = marks[j], marks[i] })
+	var first error
+	for _, m := range marks {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		err := w.claimAndRepair(ctx, sess, m.Ledger)
+		if err != nil && !errors.Is(err, meta.ErrLocked) && !errors.Is(err, errPending) && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// claimAndRepair takes ledger id's lock, re-reads its mark under it, repairs and unmarks.
+func (w *Worker) claimAndRepair(ctx context.Context, sess *concurrency.Session, id uint64) error {
+	st := w.cfg.Store
+	mu, err := st.TryLockLedger(ctx, sess, id)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		mu.Unlock(uctx)
+		cancel()
+	}()
+	// Re-read under the lock: another worker may have finished it meanwhile.
+	m, err := st.GetUnderReplicated(ctx, id)
+	if errors.Is(err, meta.ErrNotMarked) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := w.Repair(ctx, m); err != nil {
+		return fmt.Errorf("autorecovery: ledger %d: %w", id, err)
+	}
+	if err := st.UnmarkUnderReplicated(ctx, m); err != nil {
+		return err // the mark changed: the next pass repairs again
+	}
+	w.cfg.Metrics.LedgersRepaired.Inc()
+	w.cfg.Metrics.UnderReplicatedSeconds.Observe(time.Since(m.MarkedAt).Seconds())
+	w.cfg.Logger.Info("autorecovery: ledger repaired", "ledger", id, "bookies", describe(m.Bookies), "after", time.Since(m.MarkedAt))
+	return nil
+}
+
+// Repair replaces every bookie of m.Bookies in every fragment of m's ledger, copying the
+// entries first. The caller holds the ledger's lock (a lock lost meanwhile costs a
+// duplicate copy, never a second metadata change: every change is a CAS that re-checks
+// the fragment). It returns errPending when an OPEN ledger's last fragment must wait for
+// its grace period; nil when nothing names m.Bookies any more (also when the ledger is
+// gone).
+func (w *Worker) Repair(ctx context.Context, m meta.UnderReplicated) error {
+	st := w.cfg.Store
+	md, err := st.GetLedger(ctx, m.Ledger)
+	if errors.Is(err, meta.ErrNoSuchLedger) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pending := false
+	if md.State != meta.StateClosed && names(md.Fragments[len(md.Fragments)-1], m.Bookies) {
+		if time.Since(m.MarkedAt) < w.cfg.OpenLedgerGrace {
+			pending = true // a live writer changes its own ensemble
+		} else {
+			w.cfg.Logger.Info("autorecovery: recovering open ledger whose writer is gone", "ledger", md.ID)
+			if md, err = w.cfg.Client.RecoverLedger(ctx, md); err != nil {
+				return err
+			}
+		}
+	}
+	for i := 0; i < len(md.Fragments); i++ {
+		for pos := 0; pos < md.EnsembleSize; pos++ {
+			if !slices.Contains(m.Bookies, md.Fragments[i].Bookies[pos]) {
+				continue
+			}
+			if _, ok := fragmentEnd(&md, i); !ok {
+				continue // the open ledger's last fragment (pending)
+			}
+			if md, err = w.replace(ctx, md, i, pos); err != nil {
+				if errors.Is(err, meta.ErrNoSuchLedger) {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+	if pending {
+		return errPending
+	}
+	return nil
+}
+
+// names reports whether fragment f names one of bookies.
+func names(f meta.Fragment, bookies []meta.BookieID) bool {
+	return slices.ContainsFunc(f.Bookies, func(b meta.BookieID) bool { return slices.Contains(bookies, b) })
+}
+
+// replace copies fragment i's entries of ensemble position pos to a replacement bookie and
+// stores the replacement by CAS, and returns the metadata stored then. If the metadata
+// moved, the change is applied to the new value as long as fragment i still starts and
+// ends where it did and still names the lost bookie at pos; if another worker replaced it
+// already, nothing is written.
+func (w *Worker) replace(ctx context.Context, md meta.LedgerMetadata, i, pos int) (meta.LedgerMetadata, error) {
+	st := w.cfg.Store
+	lost := md.Fragments[i].Bookies[pos]
+	first := md.Fragments[i].FirstEntry
+	end, _ := fragmentEnd(&md, i)
+	target, err := w.cfg.Client.PickReplacement(ctx, md.Fragments[i].Bookies, pos, md.WriteQuorum)
+	if err != nil {
+		return md, fmt.Errorf("replacement for %s in fragment at %d: %w", lost, first, err)
+	}
+	if err := w.copyFragment(ctx, &md, i, pos, target); err != nil {
+		return md, fmt.Errorf("copy fragment at %d from %s to %s: %w", first, lost, target, err)
+	}
+	for {
+		next := md.Clone()
+		next.Fragments[i].Bookies[pos] = target
+		updated, err := st.UpdateLedger(ctx, next)
+		if err == nil {
+			w.cfg.Metrics.FragmentsReplaced.Inc()
+			w.cfg.Logger.Info("autorecovery: fragment re-replicated", "ledger", md.ID, "first", first, "lost", lost, "replacement", target)
+			return updated, nil
+		}
+		if !errors.Is(err, meta.ErrBadVersion) {
+			return md, err
+		}
+		cur, gerr := st.GetLedger(ctx, md.ID)
+		if gerr != nil {
+			return md, gerr
+		}
+		curEnd, ok := fragmentEnd(&cur, i)
+		switch {
+		case i >= len(cur.Fragments) || cur.Fragments[i].FirstEntry != first || !ok || curEnd != end:
+			return cur, fmt.Errorf("fragment at %d changed while copying: %w", first, errRetryLater)
+		case cur.Fragments[i].Bookies[pos] != lost:
+			return cur, nil // another worker finished it
+		case slices.Contains(cur.Fragments[i].Bookies, target):
+			return cur, fmt.Errorf("replacement %s joined fragment at %d meanwhile: %w", target, first, errRetryLater)
+		}
+		md = cur
+	}
+}
+
+// errRetryLater means the ledger changed in a way that needs a fresh look; the mark stays.
+var errRetryLater = errors.New("ledger changed, retry later")
+
+// copyFragment copies every entry of fragment i of md whose write set includes position pos
+// to target, reading each from another bookie of its write set (not one being replaced),
+// verifying checksum and ids, and writing it with the recovery flag. Up to Config.Window
+// copies are in flight; bytes pass through the rate limiter.
+func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, pos int, target meta.BookieID) error {
+	f := md.Fragments[i]
+	end, _ := fragmentEnd(md, i)
+	e := int64(md.EnsembleSize)
+	var ids []int64
+	for id := f.FirstEntry; id <= end; id++ {
+		if (int64(pos)-id%e+e)%e < int64(md.WriteQuorum) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if len(md.MasterKey) != wire.MasterKeySize {
+		return fmt.Errorf("master key of %d bytes", len(md.MasterKey))
+	}
+	key := wire.MasterKey(md.MasterKey)
+	bookies, err := w.cfg.Store.ListBookies(ctx)
+	if err != nil {
+		return err
+	}
+	live := make(map[meta.BookieID]bool, len(bookies))
+	for _, b := range bookies {
+		live[b.ID] = true
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan int64)
+	errs := make(chan error, w.cfg.Window)
+	for range min(w.cfg.Window, len(ids)) {
+		go func() {
+			var first error
+			for id := range work {
+				if first != nil {
+					continue
+				}
+				if err := w.copyEntry(cctx, md, f, pos, id, &key, target, live); err != nil {
+					first = err
+					cancel()
+				}
+			}
+			errs <- first
+		}()
+	}
+	workers := min(w.cfg.Window, len(ids))
+feed:
+	for _, id := range ids {
+		select {
+		case work <- id:
+		case <-cctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	var first error
+	for range workers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// copyEntry copies one entry to target from the first bookie of its write set that
+// returns a valid copy, asking registered bookies before the others (a lost machine may
+// cost a whole request timeout per entry).
+func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.Fragment, pos int, id int64, key *wire.MasterKey, target meta.BookieID, live map[meta.BookieID]bool) error {
+	e := int64(md.EnsembleSize)
+	var srcs []meta.BookieID
+	for k := range md.WriteQuorum {
+		if j := int((id + int64(k)) % e); j != pos {
+			srcs = append(srcs, f.Bookies[j])
+		}
+	}
+	slices.SortStableFunc(srcs, func(a, b meta.BookieID) int {
+		switch {
+		case live[a] == live[b]:
+			return 0
+		case live[a]:
+			return -1
+		}
+		return 1
+	})
+	var errs []error
+	for _, src := range srcs {
+		raw, err := w.cfg.Client.ReadEntryFrom(ctx, src, md.ID, id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := w.limiter.wait(ctx, len(raw)); err != nil {
+			return err
+		}
+		if err := w.cfg.Client.AddRecoveryTo(ctx, target, key, raw); err != nil {
+			return err
+		}
+		w.cfg.Metrics.BytesCopied.Add(float64(len(raw)))
+		return nil
+	}
+	return fmt.Errorf("entry %d: no surviving copy: %w", id, errors.Join(errs...))
+}

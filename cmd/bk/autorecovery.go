@@ -1,0 +1,405 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/client/autorecovery"
+	"github.com/bookie-go/bookie/meta"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func init() {
+	register("autorecovery", "run an autorecovery auditor and worker; autorecovery status|enable|disable", runAutorecovery)
+	register("cookie", "cookie delete ID: remove a decommissioned bookie's cookie", runCookie)
+}
+
+const autorecoveryUsage = `usage: bk autorecovery [flags]             run an auditor candidate and a worker until a signal
+       bk autorecovery status [flags]      the elected auditor, marked and locked ledgers, enabled or not
+       bk autorecovery enable|disable      start or stop every worker in the cluster
+
+bk bookie runs the same beside each bookie unless its config sets disable_autorecovery.`
+
+// recoveryOptions are the knobs of an autorecovery service run by bk.
+type recoveryOptions struct {
+	lostDelay, grace, auditInterval time.Duration
+	rate                            int64
+	name                            string
+	minRacks                        int
+	enforceRacks                    bool
+}
+
+func (o *recoveryOptions) add(fs *flag.FlagSet) {
+	fs.DurationVar(&o.lostDelay, "lost-delay", 60*time.Second, "how long a bookie's registration must stay gone before it is declared lost")
+	fs.DurationVar(&o.grace, "open-ledger-grace", 30*time.Second, "how long an open ledger's writer may replace a lost bookie itself before the ledger is fenced")
+	fs.DurationVar(&o.auditInterval, "audit-interval", 5*time.Minute, "how often the auditor checks every ledger")
+	fs.Int64Var(&o.rate, "rate", 64<<20, "bytes per second a worker copies (negative: unlimited)")
+	fs.IntVar(&o.minRacks, "min-racks", 0, "spread each write set over at least this many racks when choosing replacements (0: racks ignored)")
+	fs.BoolVar(&o.enforceRacks, "enforce-racks", false, "refuse a replacement that cannot reach --min-racks instead of taking the most racks possible")
+}
+
+// recoveryService is an auditor and a worker running on their own goroutines.
+type recoveryService struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	cl     *client.Client
+}
+
+// startRecovery starts an auditor candidate and a worker on the metadata store endpoint,
+// with metrics registered on reg (nil: none).
+func startRecovery(endpoint string, secret []byte, o recoveryOptions, log *slog.Logger, reg prometheus.Registerer) (*recoveryService, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret, MinRacks: o.minRacks, EnforceRacks: o.enforceRacks})
+	if err != nil {
+		return nil, fmt.Errorf("autorecovery: %w", err)
+	}
+	store, ok := cl.Store().(*meta.EtcdStore)
+	if !ok {
+		cl.Close()
+		return nil, errors.New("autorecovery needs an etcd metadata store")
+	}
+	cfg := autorecovery.Config{
+		Client: cl, Store: store, Name: o.name,
+		LostDelay: o.lostDelay, OpenLedgerGrace: o.grace, AuditInterval: o.auditInterval,
+		RateBytes: o.rate, Logger: log, Metrics: autorecovery.NewMetrics(reg),
+	}
+	a, err := autorecovery.NewAuditor(cfg)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	w, err := autorecovery.NewWorker(cfg)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	s := &recoveryService{cancel: rcancel, cl: cl}
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); a.Run(rctx) }()
+	go func() { defer s.wg.Done(); w.Run(rctx) }()
+	return s, nil
+}
+
+// Close stops the auditor and the worker (a repair in progress is abandoned: its lock
+// goes with the session, another worker finishes it) and closes the client.
+func (s *recoveryService) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	return s.cl.Close()
+}
+
+func runAutorecovery(args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "status":
+			return runAutorecoveryStatus(args[1:])
+		case "enable", "disable":
+			return runAutorecoverySet(args[0] == "enable", args[1:])
+		case "help", "-h", "--help":
+			fmt.Fprintln(os.Stderr, autorecoveryUsage)
+			return nil
+		}
+	}
+	fs := flag.NewFlagSet("autorecovery", flag.ExitOnError)
+	var cluster clusterFlags
+	cluster.add(fs)
+	var o recoveryOptions
+	o.add(fs)
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.name, "name", "", "name in the auditor election (default: host name and process id)")
+	fs.Parse(args)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q\n\n%s", fs.Arg(0), autorecoveryUsage)
+	}
+	endpoint, secret, err := cluster.resolve()
+	if err != nil {
+		return err
+	}
+	if o.name == "" {
+		host, _ := os.Hostname()
+		o.name = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	log, err := newLogger(*logLevel)
+	if err != nil {
+		return err
+	}
+	s, err := startRecovery(endpoint, secret, o, log, nil)
+	if err != nil {
+		return err
+	}
+	sig := notifyShutdown()
+	fmt.Printf("autorecovery %s running on %s\n", o.name, endpoint)
+	return serveUntilSignal(sig, s.Close)
+}
+
+// openEtcd opens a client on the cluster flags and returns its etcd store.
+func openEtcd(ctx context.Context, cluster *clusterFlags) (*client.Client, *meta.EtcdStore, error) {
+	cl, err := cluster.openClient(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, ok := cl.Store().(*meta.EtcdStore)
+	if !ok {
+		cl.Close()
+		return nil, nil, errors.New("needs an etcd metadata store")
+	}
+	return cl, store, nil
+}
+
+// recoveryStatus is what bk autorecovery status prints.
+type recoveryStatus struct {
+	Enabled         bool                   `json:"enabled"`
+	Auditor         string                 `json:"auditor"`
+	UnderReplicated []meta.UnderReplicated `json:"underReplicated"`
+	Locked          []uint64               `json:"locked"`
+}
+
+func runAutorecoveryStatus(args []string) error {
+	fs := flag.NewFlagSet("autorecovery status", flag.ExitOnError)
+	var cluster clusterFlags
+	cluster.add(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	fs.Parse(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, store, err := openEtcd(ctx, &cluster)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var st recoveryStatus
+	if st.Enabled, err = store.AutorecoveryEnabled(ctx); err != nil {
+		return err
+	}
+	if st.Auditor, err = store.Auditor(ctx); err != nil {
+		return err
+	}
+	if st.UnderReplicated, err = store.ListUnderReplicated(ctx); err != nil {
+		return err
+	}
+	if st.Locked, err = store.LockedLedgers(ctx); err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(os.Stdout).Encode(st)
+	}
+	state := "enabled"
+	if !st.Enabled {
+		state = "DISABLED (bk autorecovery enable)"
+	}
+	auditor := st.Auditor
+	if auditor == "" {
+		auditor = "none elected"
+	}
+	fmt.Printf("autorecovery:     %s\nauditor:          %s\nunder-replicated: %d ledgers (%d being repaired)\n",
+		state, auditor, len(st.UnderReplicated), len(st.Locked))
+	return nil
+}
+
+func runAutorecoverySet(enable bool, args []string) error {
+	fs := flag.NewFlagSet("autorecovery enable|disable", flag.ExitOnError)
+	var cluster clusterFlags
+	cluster.add(fs)
+	fs.Parse(args)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, store, err := openEtcd(ctx, &cluster)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := store.SetAutorecovery(ctx, enable); err != nil {
+		return err
+	}
+	if enable {
+		fmt.Println("autorecovery enabled")
+	} else {
+		fmt.Println("autorecovery disabled: workers finish the ledger they copy and take no other; the auditor still marks")
+	}
+	return nil
+}
+
+// ledgerUnderReplicated is bk ledger underreplicated: the marks, with reasons.
+func ledgerUnderReplicated(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
+	store, ok := cl.Store().(*meta.EtcdStore)
+	if !ok {
+		return errors.New("needs an etcd metadata store")
+	}
+	marks, err := store.ListUnderReplicated(ctx)
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		for _, m := range marks {
+			if err := o.emit(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	w := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "LEDGER\tBOOKIES\tSINCE\tREASON")
+	for _, m := range marks {
+		fmt.Fprintf(w, "%d\t%v\t%s\t%s\n", m.Ledger, m.Bookies, time.Since(m.MarkedAt).Round(time.Second), m.Reason)
+	}
+	return w.Flush()
+}
+
+func runCookie(args []string) error {
+	if len(args) == 0 || args[0] != "delete" {
+		return errors.New("usage: bk cookie delete [flags] BOOKIE-ID")
+	}
+	fs := flag.NewFlagSet("cookie delete", flag.ExitOnError)
+	var cluster clusterFlags
+	cluster.add(fs)
+	force := fs.Bool("force", false, "delete even if the bookie is registered or ledgers still name it")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: bk cookie delete [flags] BOOKIE-ID")
+	}
+	id := meta.BookieID(pos[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := cluster.openClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if !*force {
+		if err := checkUnused(ctx, cl.Store(), id); err != nil {
+			return fmt.Errorf("%w (--force deletes anyway)", err)
+		}
+	}
+	if err := cl.Store().DeleteCookie(ctx, id, meta.AnyVersion); err != nil {
+		return err
+	}
+	fmt.Printf("cookie of %s deleted: a bookie with new, empty storage may now register under this id\n", id)
+	return nil
+}
+
+// checkUnused fails if bookie id is registered or a ledger's fragment names it.
+func checkUnused(ctx context.Context, s meta.Store, id meta.BookieID) error {
+	live, err := s.ListBookies(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(live, func(b meta.BookieInfo) bool { return b.ID == id }) {
+		return fmt.Errorf("bookie %s is registered: stop it first", id)
+	}
+	n, err := ledgersNaming(ctx, s, id, nil)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("%d ledgers still name %s: decommission it first (bk bookie decommission)", n, id)
+	}
+	return nil
+}
+
+// ledgersNaming counts the ledgers with a fragment naming bookie id, calling each (if not
+// nil) with every such ledger.
+func ledgersNaming(ctx context.Context, s meta.Store, id meta.BookieID, each func(meta.LedgerMetadata) error) (int, error) {
+	n := 0
+	for md, err := range meta.AllLedgers(ctx, s) {
+		if err != nil {
+			return n, err
+		}
+		if !slices.ContainsFunc(md.Fragments, func(f meta.Fragment) bool { return slices.Contains(f.Bookies, id) }) {
+			continue
+		}
+		n++
+		if each != nil {
+			if err := each(md); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// runBookieDecommission is bk bookie decommission ID: read-only, mark every ledger naming
+// it, wait (printing progress) until none does, then delete its cookie.
+func runBookieDecommission(args []string) error {
+	fs := flag.NewFlagSet("bookie decommission", flag.ExitOnError)
+	var cluster clusterFlags
+	cluster.add(fs)
+	admin := fs.String("admin", "", "the bookie's admin address, to make it read-only first (default: the one it registered; none registered and the bookie must be read-only or stopped)")
+	timeout := fs.Duration("timeout", 24*time.Hour, "give up after this long")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: bk bookie decommission [flags] BOOKIE-ID")
+	}
+	id := meta.BookieID(pos[0])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	cl, store, err := openEtcd(ctx, &cluster)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if *admin == "" {
+		live, err := store.ListBookies(ctx)
+		if err != nil {
+			return err
+		}
+		if i := slices.IndexFunc(live, func(b meta.BookieInfo) bool { return b.ID == id }); i >= 0 {
+			*admin = live[i].Admin
+		}
+	}
+	if *admin != "" {
+		_, secret, _ := cluster.resolve()
+		var resp any
+		if err := adminDo("POST", *admin, "/read-only?on=true", secret, 10*time.Second, &resp); err != nil {
+			return fmt.Errorf("make %s read-only: %w", id, err)
+		}
+		fmt.Printf("%s is read-only\n", id)
+	}
+	total, err := ledgersNaming(ctx, store, id, func(md meta.LedgerMetadata) error {
+		return store.MarkUnderReplicated(ctx, md.ID, []meta.BookieID{id}, "decommission")
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d ledgers name %s; marked for re-replication\n", total, id)
+	if on, err := store.AutorecoveryEnabled(ctx); err == nil && !on {
+		fmt.Println("warning: autorecovery is disabled (bk autorecovery enable): nothing will be copied")
+	}
+	for left := total; left > 0; {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("decommission of %s: %d of %d ledgers still name it: %w", id, left, total, ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+		if left, err = ledgersNaming(ctx, store, id, nil); err != nil {
+			return err
+		}
+		fmt.Printf("%d of %d ledgers re-replicated\n", total-left, total)
+	}
+	if err := store.DeleteCookie(ctx, id, meta.AnyVersion); err != nil && !errors.Is(err, meta.ErrNoSuchCookie) {
+		return err
+	}
+	fmt.Printf("%s holds nothing the cluster needs; its cookie is deleted. Stop it now: its registration goes with its process.\n", id)
+	return nil
+}
