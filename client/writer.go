@@ -707,9 +707,21 @@ func (w *Writer) changeEnsemble() {
 		ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
 		repl, err := w.c.pickReplacements(ctx, last.Bookies, bad, w.wq, exclude)
 		if errors.Is(err, ErrNotEnoughBookies) {
-			// A bookie that failed once (a timeout, a restart) may serve again.
-			exclude = slices.Clone(last.Bookies)
-			repl, err = w.c.pickReplacements(ctx, last.Bookies, bad, w.wq, nil)
+			// A bookie outside the ensemble that failed once (a timeout, a restart) may
+			// serve again, but only one that answers a ping now: reused unasked, two
+			// silent bookies would be swapped for each other for ever.
+			var outside []meta.BookieID
+			for _, b := range exclude {
+				if !slices.Contains(last.Bookies, b) {
+					outside = append(outside, b)
+				}
+			}
+			pctx, pcancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
+			if w.reviveFailed(pctx, outside) {
+				exclude = append(w.failedOutside(last.Bookies), last.Bookies...)
+				repl, err = w.c.pickReplacements(ctx, last.Bookies, bad, w.wq, exclude)
+			}
+			pcancel()
 		}
 		metaErr := err != nil && !errors.Is(err, ErrNotEnoughBookies) // the store did not answer
 		if err == nil {
@@ -772,7 +784,10 @@ func (w *Writer) changeEnsemble() {
 				continue
 			}
 		}
-		if errors.Is(err, ErrNotEnoughBookies) && w.reviveFailed(ctx, last.Bookies) {
+		rctx, rcancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
+		revived := errors.Is(err, ErrNotEnoughBookies) && w.reviveFailed(rctx, last.Bookies)
+		rcancel()
+		if revived {
 			// Too few spares, but failed members answer again: keep them and
 			// resend what they missed (the loop sees fewer bad bookies).
 			cancel()
@@ -804,7 +819,20 @@ func (w *Writer) changeEnsemble() {
 	}
 }
 
-// reviveFailed clears the failed mark of every member of ensemble that is
+// failedOutside returns the bookies marked failed that are not in ensemble.
+func (w *Writer) failedOutside(ensemble []meta.BookieID) []meta.BookieID {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []meta.BookieID
+	for bi, b := range w.bookies {
+		if w.failed&(1<<bi) != 0 && !slices.Contains(ensemble, b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// reviveFailed clears the failed mark of every bookie in ensemble that is
 // registered, writable and answers a PING now, and reports whether it cleared
 // any. An ensemble change needs one spare per failed member; when there are
 // too few, members that failed for a moment (a timeout, a restart) are kept
