@@ -157,6 +157,9 @@ func explainOpen(err error, ep Endpoints, tc *tls.Config) error {
 		hint = "this etcd requires authentication: add user=NAME&password-file=PATH to the endpoint"
 	case errors.Is(err, rpctypes.ErrAuthFailed):
 		hint = fmt.Sprintf("check the password of user %q", ep.User)
+	case errors.Is(err, rpctypes.ErrPermissionDenied) && ep.User == "":
+		// etcd takes a client certificate's common name for the user.
+		hint = "this etcd requires authentication: add user=NAME&password-file=PATH to the endpoint, or use a client certificate whose common name is a user with a role on the prefix " + ep.Prefix + "/"
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
 		hint = fmt.Sprintf("user %q needs a role with readwrite permission on the prefix %s/", ep.User, ep.Prefix)
 	case tc != nil:

@@ -48,7 +48,7 @@ type clusterFlags struct {
 
 // add registers --metadata, --config and --secret-file on fs.
 func (f *clusterFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&f.metadata, "metadata", "", "metadata store, etcd://host:port[,...] (default: $BK_METADATA, the config file, else "+defaultMetadata+")")
+	fs.StringVar(&f.metadata, "metadata", "", "metadata store, etcd[s]://host:port[,...][/prefix][?ca=...&user=...] (default: $BK_METADATA, the config file, else "+defaultMetadata+")")
 	f.addSecret(fs)
 }
 
@@ -117,7 +117,8 @@ func firstNonEmpty(s ...string) string {
 // reachTimeout bounds checkReachable's TCP dial of each etcd address.
 const reachTimeout = 2 * time.Second
 
-// checkReachable dials each etcd address of endpoint over TCP and returns
+// checkReachable dials each etcd address of endpoint over TCP (TLS and
+// authentication, for etcds:// and a user, are meta.Open's) and returns
 // nil as soon as one accepts. Otherwise it names every address with its
 // dial error ("connection refused"), which etcd's client hides behind a
 // 10 s "context deadline exceeded".
