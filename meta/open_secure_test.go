@@ -150,3 +150,24 @@ func TestOpenAuth(t *testing.T) {
 	}
 	checkWorks(t, s)
 }
+
+// TestAuthTokenExpires: etcd drops an idle client's auth token after its
+// TTL; the store's next request must authenticate again by itself, as a
+// bookie idle for longer than the TTL (300 s by default) needs.
+func TestAuthTokenExpires(t *testing.T) {
+	t.Parallel()
+	pki := metatest.NewPKI(t)
+	base := metatest.StartSecure(t, metatest.SecureOptions{PKI: pki, User: "bk", Password: "pw", AuthTokenTTL: time.Second})
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("pw"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openWithin(t, base+"?ca="+pki.CAFile+"&user=bk&password-file="+pw, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWorks(t, s)
+	// Idle past the TTL: etcd's token keeper checks about once a second.
+	time.Sleep(3 * time.Second)
+	checkWorks(t, s)
+}

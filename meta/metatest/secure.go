@@ -129,6 +129,9 @@ type SecureOptions struct {
 	// write keys under meta.DefaultPrefix+"/" only; then a root user is
 	// created (etcd requires one) and authentication enabled.
 	User, Password string
+	// AuthTokenTTL is how long an idle etcd auth token lives; 0 means
+	// etcd's default, 300 s.
+	AuthTokenTTL time.Duration
 }
 
 // StartSecure starts an embedded etcd server that serves its clients TLS
@@ -151,6 +154,9 @@ func StartSecure(t testing.TB, opts SecureOptions) string {
 	cfg.ElectionMs = 100
 	cfg.UnsafeNoFsync = true
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	if opts.AuthTokenTTL > 0 {
+		cfg.AuthTokenTTL = uint((opts.AuthTokenTTL + time.Second - 1) / time.Second)
+	}
 	cfg.ClientTLSInfo.CertFile = opts.PKI.ServerCertFile
 	cfg.ClientTLSInfo.KeyFile = opts.PKI.ServerKeyFile
 	if opts.ClientCertAuth {
