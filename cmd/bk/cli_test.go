@@ -114,7 +114,7 @@ func TestUnreachableMetadata(t *testing.T) {
 		{"ledger", "read", "1"}, // BK_METADATA below
 		{"bookies", "--metadata", "etcds://" + strings.TrimPrefix(endpoint, "etcd://") + "?user=bk"},
 	} {
-		r := runBK(t, nil, []string{"BK_METADATA=" + endpoint}, args...)
+		r := runBK(t, nil, []string{"BK_METADATA=" + endpoint, "BK_ETCD_PASSWORD=pw"}, args...)
 		if r.code != 1 || !strings.Contains(r.stderr, "connection refused") || strings.Contains(r.stderr, "deadline") {
 			t.Errorf("bk %v: exit %d, stderr %q; want exit 1 and connection refused", args, r.code, r.stderr)
 		}

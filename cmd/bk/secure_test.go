@@ -72,3 +72,21 @@ func TestSecureMetadata(t *testing.T) {
 		t.Fatalf("bk bookies without credentials: exit %d, stderr %q; want one line saying the etcd requires authentication", r.code, r.stderr)
 	}
 }
+
+// TestMetadataFilesCheckedFirst: a TLS or password file the endpoint names
+// that cannot be read is reported in one line before etcd is dialed, not
+// as an unreachable store.
+func TestMetadataFilesCheckedFirst(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "ca.pem")
+	for _, tt := range []struct{ endpoint, want string }{
+		{"etcds://" + freeAddr(t) + "?ca=" + missing, "etcd CA file: open " + missing + ": no such file or directory"},
+		{"etcd://" + freeAddr(t) + "?user=bk", "has no password: add password-file=PATH to the endpoint or set $BK_ETCD_PASSWORD"},
+		{"etcds://" + freeAddr(t) + "?cert=/c.pem", "cert needs key"},
+	} {
+		r := runBK(t, nil, nil, "ledger", "list", "--metadata", tt.endpoint)
+		if r.code != 1 || !strings.Contains(r.stderr, tt.want) || strings.Contains(r.stderr, "cannot reach") ||
+			strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("bk ledger list --metadata %s: exit %d, stderr %q; want one line with %q", tt.endpoint, r.code, r.stderr, tt.want)
+		}
+	}
+}
