@@ -26,12 +26,14 @@ func TestRegistrationOutlivesAuthToken(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.Listen = freePort(t)
 	cfg.Metadata = endpoint
-	cfg.RegistrationTTL = Duration(time.Second)
+	// Renewed every 2/3 s: if renewals stopped once the token expired
+	// (after a second idle), the lease would be gone within 3.5 s.
+	cfg.RegistrationTTL = Duration(2 * time.Second)
 	b := startBookie(t, cfg)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		live, err := observer.ListBookies(ctx)
 		if err != nil || len(live) != 1 || live[0].InstanceID != b.Cookie().Instance {
 			t.Fatalf("live bookies = %+v, %v; want the one bookie throughout", live, err)

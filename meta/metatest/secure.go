@@ -153,6 +153,11 @@ func StartSecure(t testing.TB, opts SecureOptions) string {
 	cfg.TickMs = 10
 	cfg.ElectionMs = 100
 	cfg.UnsafeNoFsync = true
+	// bcrypt's least cost: etcd's client authenticates again for every
+	// new watch and lease keepalive stream, and at the default cost (10)
+	// each check takes over a second under the race detector, longer than
+	// the leases of tests.
+	cfg.BcryptCost = 4
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	if opts.AuthTokenTTL > 0 {
 		cfg.AuthTokenTTL = uint((opts.AuthTokenTTL + time.Second - 1) / time.Second)
