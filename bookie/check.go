@@ -20,7 +20,8 @@ func (c Config) Effective() Config { return c.withDefaults() }
 
 // Check validates c (with defaults filled in) without touching the data
 // directories or the network: addresses parse, sizes and thresholds are in
-// range, the secret file is readable. It returns every problem found,
+// range, the secret file and the files the metadata endpoint names (TLS
+// certificates, etcd password) are readable. It returns every problem found,
 // joined.
 func (c Config) Check() error {
 	c = c.withDefaults()
@@ -53,7 +54,11 @@ func (c Config) Check() error {
 		checkAddr("admin", c.Admin, true)
 	}
 	if c.Metadata != "" {
-		if _, err := meta.ParseEndpoints(c.Metadata); err != nil {
+		// ClientConfig reads the TLS and password files the endpoint
+		// names, so a bad path fails here, before anything is written.
+		if ep, err := meta.ParseEndpoints(c.Metadata); err != nil {
+			errs = append(errs, err)
+		} else if _, err := ep.ClientConfig(); err != nil {
 			errs = append(errs, err)
 		}
 	}

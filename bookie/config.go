@@ -29,7 +29,8 @@ type Config struct {
 	// Admin is the HTTP listener for /metrics, /healthz, /readyz and
 	// /debug/pprof; empty disables it.
 	Admin string `json:"admin"`
-	// Metadata is the metadata store, "etcd://host:port,..."; empty runs
+	// Metadata is the metadata store, "etcd://host:port,...", or etcds://
+	// with TLS and etcd user settings (see meta.ParseEndpoints); empty runs
 	// without one (no registration, cookies checked on disk only).
 	Metadata string `json:"metadata"`
 

@@ -55,8 +55,9 @@ var (
 
 // Config configures a Client. Zero fields take their defaults.
 type Config struct {
-	// Metadata is the metadata store endpoint, "etcd://host:port[,...][/prefix]". Ignored
-	// when Store is set.
+	// Metadata is the metadata store endpoint, "etcd://host:port[,...][/prefix]", or
+	// etcds:// with TLS and etcd user settings (see meta.ParseEndpoints). Ignored when
+	// Store is set.
 	Metadata string
 	// Store is an open metadata store to use instead of opening Metadata. The Client does not
 	// close it.

@@ -46,7 +46,7 @@ func init() {
 func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	local := fs.Bool("local", false, "start embedded etcd and bookies in a temp dir under --data (same disk as the working directory)")
-	metadata := fs.String("metadata", "", "benchmark existing bookies registered at etcd://host:port[,...]")
+	metadata := fs.String("metadata", "", "benchmark existing bookies registered at etcd[s]://host:port[,...][/prefix][?query]")
 	admins := fs.String("admin", "", "with --metadata: comma-separated admin addresses (host:port) of the bookies, in the order of their ids, for adds/fsync, CPU and RSS")
 	workloads := fs.String("workload", "quick", "comma-separated suites (below) or single workloads by name (e.g. size-64KiB, ledgers-1000-1KiB)")
 	duration := fs.Duration("duration", 0, "measured time of each workload (default: the workload's own, 10s; quick 3s; sustained 10m)")

@@ -136,7 +136,7 @@ func addBookieFlags(fs *flag.FlagSet) *bookieFlags {
 		journalDir:   fs.String("journal-dir", "", "journal directory (default DATA/journal)"),
 		ledgerDir:    fs.String("ledger-dir", "", "ledger storage directory (default DATA/ledgers)"),
 		admin:        fs.String("admin", "", "HTTP admin address for /metrics, /healthz, /readyz, /info, /debug/pprof (default "+cfg.Admin+"; 'off' disables)"),
-		metadata:     fs.String("metadata", "", "metadata store, etcd://host:port[,host:port...] (default: none, or $BK_METADATA)"),
+		metadata:     fs.String("metadata", "", "metadata store, etcd[s]://host:port[,host:port...][/prefix][?ca=...&user=...] (default: none, or $BK_METADATA)"),
 		secretFile:   fs.String("secret-file", "", "file holding the cluster secret clients must authenticate with (or set BK_CLUSTER_SECRET)"),
 		rack:         fs.String("rack", "", "the bookie's failure domain (rack, zone), for clients' placement across racks"),
 		allowUnknown: fs.Bool("allow-unknown-state", false, "start even if data directories were wiped or swapped, answering UnknownLedgerState instead of NoSuchEntry"),

@@ -112,8 +112,9 @@ func TestUnreachableMetadata(t *testing.T) {
 		{"ledger", "list", "--metadata", endpoint},
 		{"bookies", "--metadata", endpoint},
 		{"ledger", "read", "1"}, // BK_METADATA below
+		{"bookies", "--metadata", "etcds://" + strings.TrimPrefix(endpoint, "etcd://") + "?user=bk"},
 	} {
-		r := runBK(t, nil, []string{"BK_METADATA=" + endpoint}, args...)
+		r := runBK(t, nil, []string{"BK_METADATA=" + endpoint, "BK_ETCD_PASSWORD=pw"}, args...)
 		if r.code != 1 || !strings.Contains(r.stderr, "connection refused") || strings.Contains(r.stderr, "deadline") {
 			t.Errorf("bk %v: exit %d, stderr %q; want exit 1 and connection refused", args, r.code, r.stderr)
 		}
@@ -446,9 +447,10 @@ func TestBookieConfigPrintCheck(t *testing.T) {
 	if r := runBK(t, nil, nil, "bookie", "config", "--check", "--config", cfgFile, "--admin", "off"); r.code != 0 || r.stdout != "config OK\n" {
 		t.Fatalf("--check of a good config: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
-	os.WriteFile(cfgFile, []byte(`{"listen": "127.0.0.1", "disk_full_threshold": 0.5, "read_workers": -1}`), 0o600)
+	missingCA := filepath.Join(dir, "missing-ca.pem")
+	os.WriteFile(cfgFile, []byte(`{"listen": "127.0.0.1", "disk_full_threshold": 0.5, "read_workers": -1, "metadata": "etcds://127.0.0.1:2379?ca=`+missingCA+`"}`), 0o600)
 	r = runBK(t, nil, nil, "bookie", "config", "--check", "--config", cfgFile, "--admin", "off")
-	for _, want := range []string{"listen", "disk_writable_threshold", "read_workers"} {
+	for _, want := range []string{"listen", "disk_writable_threshold", "read_workers", "etcd CA file: open " + missingCA} {
 		if r.code != 1 || !strings.Contains(r.stderr, want) {
 			t.Errorf("--check of a bad config: exit %d, stderr %q, want %q named", r.code, r.stderr, want)
 		}

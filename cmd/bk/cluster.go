@@ -48,7 +48,7 @@ type clusterFlags struct {
 
 // add registers --metadata, --config and --secret-file on fs.
 func (f *clusterFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&f.metadata, "metadata", "", "metadata store, etcd://host:port[,...] (default: $BK_METADATA, the config file, else "+defaultMetadata+")")
+	fs.StringVar(&f.metadata, "metadata", "", "metadata store, etcd[s]://host:port[,...][/prefix][?ca=...&user=...] (default: $BK_METADATA, the config file, else "+defaultMetadata+")")
 	f.addSecret(fs)
 }
 
@@ -117,13 +117,18 @@ func firstNonEmpty(s ...string) string {
 // reachTimeout bounds checkReachable's TCP dial of each etcd address.
 const reachTimeout = 2 * time.Second
 
-// checkReachable dials each etcd address of endpoint over TCP and returns
-// nil as soon as one accepts. Otherwise it names every address with its
-// dial error ("connection refused"), which etcd's client hides behind a
-// 10 s "context deadline exceeded".
+// checkReachable first reads the TLS and password files endpoint names,
+// so a bad path is reported as such whether or not etcd is up. Then it
+// dials each etcd address over TCP (TLS and authentication are
+// meta.Open's) and returns nil as soon as one accepts. Otherwise it names
+// every address with its dial error ("connection refused"), which etcd's
+// client hides behind a 10 s "context deadline exceeded".
 func checkReachable(ctx context.Context, endpoint string) error {
 	ep, err := meta.ParseEndpoints(endpoint)
 	if err != nil {
+		return err
+	}
+	if _, err := ep.ClientConfig(); err != nil {
 		return err
 	}
 	var errs []string

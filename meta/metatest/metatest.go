@@ -1,6 +1,7 @@
 // Package metatest starts real metadata stores for tests of other
 // packages: an embedded etcd server per test, silent, without fsync,
-// stopped by t.Cleanup.
+// stopped by t.Cleanup. StartSecure serves one over TLS, with a throwaway
+// CA from NewPKI, optionally requiring client certificates and a password.
 package metatest
 
 import (
