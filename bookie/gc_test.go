@@ -145,28 +145,6 @@ func slicesContains(s []uint64, v uint64) (int, bool) {
 	return 0, false
 }
 
-// testGauge returns the value of gauge name with label kind.
-func testGauge(t *testing.T, b *Bookie, name, kind string) float64 {
-	t.Helper()
-	mfs, err := b.metrics.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no metric %s{kind=%q}", name, kind)
-	return 0
-}
 
 // A ledger deleted from the metadata frees its disk: the admin API's
 // collection (POST /gc, here started in the background and followed through
@@ -201,8 +179,8 @@ func TestCollectReclaimsDeletedLedgersDisk(t *testing.T) {
 	if err := b.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	logsBefore := testGauge(t, b, "bookie_disk_bytes", "entrylog")
-	if testGauge(t, b, "bookie_disk_bytes", "journal") == 0 || testGauge(t, b, "bookie_disk_bytes", "index") == 0 || logsBefore == 0 {
+	logsBefore := testCounterLabel(t, b, "bookie_disk_bytes", "entrylog")
+	if testCounterLabel(t, b, "bookie_disk_bytes", "journal") == 0 || testCounterLabel(t, b, "bookie_disk_bytes", "index") == 0 || logsBefore == 0 {
 		t.Fatal("disk bytes by kind: a kind reads 0")
 	}
 	if err := store.DeleteLedger(ctx, dead, meta.AnyVersion); err != nil {
@@ -240,7 +218,7 @@ func TestCollectReclaimsDeletedLedgersDisk(t *testing.T) {
 	if st.Last.GC.Deleted != 1 || st.Last.Compaction.LogsCompacted == 0 || st.LastScan.IsZero() {
 		t.Fatalf("status after the deleting collection: %+v", st)
 	}
-	logsAfter := testGauge(t, b, "bookie_disk_bytes", "entrylog")
+	logsAfter := testCounterLabel(t, b, "bookie_disk_bytes", "entrylog")
 	freed := logsBefore - logsAfter
 	// Half the entry-log bytes were the dead ledger's; at least 90 % of them
 	// come back (compaction keeps one log being written).

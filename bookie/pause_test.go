@@ -49,7 +49,8 @@ func TestJournalFullParsesEachAddOnce(t *testing.T) {
 	t.Logf("%d adds: %v parses, %v journal waits", n, parses, waits)
 }
 
-// testCounterLabel returns the value of counter name whose first label is value.
+// testCounterLabel returns the value of the counter or gauge name whose
+// first label is value.
 func testCounterLabel(t *testing.T, b *Bookie, name, value string) float64 {
 	mfs, err := b.metrics.registry.Gather()
 	if err != nil {
@@ -61,7 +62,7 @@ func testCounterLabel(t *testing.T, b *Bookie, name, value string) float64 {
 		}
 		for _, m := range mf.GetMetric() {
 			if len(m.GetLabel()) > 0 && m.GetLabel()[0].GetValue() == value {
-				return m.GetCounter().GetValue()
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue() // the other is 0
 			}
 		}
 	}
