@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -32,7 +33,26 @@ import (
 // localSettings are the bookie settings of bk bench --local.
 type localSettings struct {
 	logLevel     string
-	entryLogSize int64 // 0: the bookie's default
+	entryLogSize int64  // 0: the bookie's default
+	configFile   string // laid over the rest; "": none
+}
+
+// bookieConfigJSON returns the bookie config the local bookies run with, as
+// the JSON of a config file: the bench's settings, then ls.configFile's keys.
+func (ls localSettings) bookieConfigJSON() ([]byte, error) {
+	keys := map[string]any{"gc_grace_period": benchGCGrace, "entry_log_size": ls.entryLogSize}
+	if ls.configFile != "" {
+		data, err := os.ReadFile(ls.configFile)
+		if err != nil {
+			return nil, err
+		}
+		var over map[string]any
+		if err := json.Unmarshal(data, &over); err != nil {
+			return nil, fmt.Errorf("--bookie-config %s: %w", ls.configFile, err)
+		}
+		maps.Copy(keys, over)
+	}
+	return json.Marshal(keys)
 }
 
 // benchGCGrace is the gc_grace_period of the bookies bk bench --local starts, so the gc
@@ -65,6 +85,7 @@ func runBench(args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each workload's measured part to PREFIX.WORKLOAD.prof (this process: with --local, client and bookies; with --procs, the bookies' too, from their /debug/pprof)")
 	procs := fs.Bool("procs", false, "with --local: run each bookie as a child 'bk bookie' process, so bookie CPU and RSS are measured apart from the client's")
 	logLevel := fs.String("log-level", "error", "bookie log level with --local")
+	bookieConfig := fs.String("bookie-config", "", "with --local: a bookie config file (JSON, keys as in docs/operations.md) laid over the bench's bookie settings, e.g. {\"compaction_bytes_per_sec\": 8388608}")
 	entryLogSize := fs.Int64("entry-log-size", 0, "with --local: the bookies' entry_log_size in bytes (default: the bookie's 1 GiB; 128 MiB when the gc workload runs, so that little of what it deletes sits in the log being written, which compaction leaves alone)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: bk bench (--local | --metadata URL) [flags]\n\nworkloads:\n%s\nflags:\n", bench.SuiteNames())
@@ -103,7 +124,7 @@ func runBench(args []string) error {
 		if *procs {
 			start = startLocalProcs
 		}
-		ls := localSettings{logLevel: *logLevel, entryLogSize: *entryLogSize}
+		ls := localSettings{logLevel: *logLevel, entryLogSize: *entryLogSize, configFile: *bookieConfig}
 		if ls.entryLogSize == 0 && slices.ContainsFunc(ws, func(w bench.Workload) bool { return w.GC }) {
 			ls.entryLogSize = 128 << 20
 		}
@@ -209,6 +230,10 @@ func startLocal(parent string, n int, ls localSettings) (bench.Target, string, f
 	}
 	dir, _ = filepath.Abs(dir)
 	log, err := newLogger(ls.logLevel)
+	if err == nil && ls.configFile != "" {
+		var probe bookie.Config
+		err = probe.LoadConfigFile(ls.configFile)
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return bench.Target{}, "", nil, err
@@ -218,6 +243,9 @@ func startLocal(parent string, n int, ls localSettings) (bench.Target, string, f
 			cfg.Admin = "127.0.0.1:0"
 			cfg.GCGracePeriod = benchGCGrace
 			cfg.EntryLogSize = ls.entryLogSize
+			if ls.configFile != "" {
+				cfg.LoadConfigFile(ls.configFile) // checked below, before the cluster starts
+			}
 		}})
 	if err != nil {
 		os.RemoveAll(dir)
@@ -432,7 +460,10 @@ func startLocalProcs(parent string, n int, ls localSettings) (bench.Target, stri
 		return fail(err)
 	}
 	benchConfig := filepath.Join(dir, "bookie.json")
-	cfgJSON, _ := json.Marshal(map[string]any{"gc_grace_period": benchGCGrace, "entry_log_size": ls.entryLogSize})
+	cfgJSON, err := ls.bookieConfigJSON()
+	if err != nil {
+		return fail(err)
+	}
 	if err := os.WriteFile(benchConfig, cfgJSON, 0o644); err != nil {
 		return fail(err)
 	}
