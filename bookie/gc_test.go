@@ -145,7 +145,6 @@ func slicesContains(s []uint64, v uint64) (int, bool) {
 	return 0, false
 }
 
-
 // A ledger deleted from the metadata frees its disk: the admin API's
 // collection (POST /gc, here started in the background and followed through
 // GET /gc) deletes it and a major compaction rewrites the entry logs it
