@@ -370,3 +370,49 @@ func TestCompactionSkipsLogsThatDoNotFit(t *testing.T) {
 	}
 	checkModel(t, s, want)
 }
+
+// A compacted log goes through a dead name, shrunk before it is unlinked;
+// none is left after Compact, and one a crash left behind (here made by
+// hand) is deleted by Open without being read as a log.
+func TestCompactionRemovesDeadLogs(t *testing.T) {
+	fs := vfs.NewMemFS()
+	s := mustOpen(t, fs, smallOpts())
+	want := map[[2]int64][]byte{}
+	fillLedgers(t, s, []uint64{1, 2}, 100, 300, want)
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	deleteFromModel(want, 1)
+	if st, err := s.Compact(context.Background()); err != nil || st.LogsCompacted == 0 {
+		t.Fatalf("Compact = %+v, %v", st, err)
+	}
+	dead := func() int {
+		names, err := fs.List(testLogDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, name := range names {
+			if strings.HasSuffix(name, deadSuffix) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := dead(); n != 0 {
+		t.Fatalf("%d dead logs left after Compact", n)
+	}
+	s.close(t)
+	f, err := vfs.Create(fs, testLogDir+"/00000000.log"+deadSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("garbage a crash left"), 0)
+	f.Close()
+	s = mustOpen(t, fs, smallOpts())
+	defer s.close(t)
+	if n := dead(); n != 0 {
+		t.Fatalf("%d dead logs left after Open", n)
+	}
+	checkModel(t, s, want)
+}

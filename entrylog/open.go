@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"strings"
 
 	"github.com/bookie-go/bookie/vfs"
 )
@@ -69,6 +70,14 @@ func (s *Store) openLogs() (bad map[uint32]*logFile, err error) {
 	next := uint32(0)
 	buf := make([]byte, HeaderSize)
 	for _, name := range names {
+		if strings.HasSuffix(name, deadSuffix) {
+			// A log compaction was removing when the bookie stopped:
+			// nothing points into it.
+			if err := s.fs.Remove(path.Join(s.dir, name)); err != nil {
+				return bad, fmt.Errorf("entrylog: remove dead log %s: %w", name, err)
+			}
+			continue
+		}
 		id, ok := parseLogName(name)
 		if !ok {
 			continue
