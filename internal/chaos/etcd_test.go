@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -234,6 +235,7 @@ func TestEtcdMemberLoss(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var ledgers []uint64
+	created := map[uint64][]meta.BookieID{} // each ledger's ensemble when created
 	var errs []error
 	fail := func(err error) {
 		mu.Lock()
@@ -264,6 +266,7 @@ func TestEtcdMemberLoss(t *testing.T) {
 				acks.Track(lw.ID())
 				mu.Lock()
 				ledgers = append(ledgers, lw.ID())
+				created[lw.ID()] = slices.Clone(lw.Metadata().Fragments[0].Bookies)
 				mu.Unlock()
 				for i := range 20 {
 					data := fmt.Appendf(nil, "L%d-%d", lw.ID(), i)
@@ -329,7 +332,9 @@ func TestEtcdMemberLoss(t *testing.T) {
 		if md.State != meta.StateClosed {
 			continue // the writer stopped on an error above
 		}
-		if len(md.Fragments) > 1 {
+		// A change at a fragment's first entry replaces its ensemble in place (no new
+		// fragment): compare with the ensemble the ledger was created with.
+		if len(md.Fragments) > 1 || !slices.Equal(md.Fragments[0].Bookies, created[id]) {
 			changed++
 		}
 		check(t, ctx, c, cl, id, acks)
