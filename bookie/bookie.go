@@ -205,6 +205,7 @@ func New(cfg Config) (*Bookie, error) {
 			MinorCompactionInterval:  time.Duration(cfg.CompactionMinorInterval),
 			MajorCompactionInterval:  time.Duration(cfg.CompactionMajorInterval),
 			CompactionBytesPerSec:    cfg.CompactionBytesPerSec,
+			FlushSpread:              cfg.FlushSpread,
 		},
 		IndexCacheBytes: cfg.IndexCacheBytes,
 		IndexMustExist:  hadCookie && !cookie.Limbo,
@@ -680,6 +681,7 @@ func (b *Bookie) Close() error {
 		return nil
 	}
 	b.draining.Store(true)
+	b.store.Hurry() // a spread flush now finishes at disk speed
 	b.wakeAllForShutdown()
 	deadline := time.Now().Add(5 * time.Second)
 	for b.inflightBytes.Load() > 0 && time.Now().Before(deadline) {

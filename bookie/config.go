@@ -137,8 +137,8 @@ type Config struct {
 	GCMetadataReadsPerSec int      `json:"gc_metadata_reads_per_sec"`
 
 	// Compaction rewrites entry logs whose live fraction has fallen below
-	// a threshold, one log at a time, the copying paced to
-	// CompactionBytesPerSec (negative: unpaced). Minor compaction (default
+	// a threshold, one log at a time, reading it at CompactionBytesPerSec
+	// (dead and live bytes; negative: unpaced). Minor compaction (default
 	// under 0.2 live, every 10 minutes) is cheap; major compaction (under
 	// 0.8, every hour, after a GC scan that deleted ledgers, and on POST
 	// /gc) reclaims more. Logs with nothing live are deleted by either. A
@@ -148,6 +148,14 @@ type Config struct {
 	CompactionMinorInterval  Duration `json:"compaction_minor_interval"`
 	CompactionMajorInterval  Duration `json:"compaction_major_interval"`
 	CompactionBytesPerSec    int64    `json:"compaction_bytes_per_sec"`
+
+	// FlushSpread spreads each write-cache flush over time instead of
+	// writing it at disk speed, so the journal's fdatasyncs are not held
+	// behind a burst: a flush writes at the slowest rate (at least
+	// 32 MiB/s) that finishes before the next half of the write cache is
+	// this fraction full. 0 takes the default, 0.5; negative flushes at
+	// disk speed.
+	FlushSpread float64 `json:"flush_spread"`
 
 	// DiskStallThreshold: a journal fdatasync that has not returned after
 	// this long makes the bookie read-only ("journal disk stalled"), in

@@ -2,6 +2,7 @@ package entrylog
 
 import (
 	"slices"
+	"time"
 )
 
 // slotOverhead is what each cached entry is charged on top of its record:
@@ -112,12 +113,15 @@ func (ls *ledgerSlots) slot(entry int64) (*uint64, int) {
 // immutable (apart from deleted, see below) until the flush completes and it
 // is reset.
 type half struct {
-	budget   int64 // bytes it may hold, records plus slotOverhead per slot
-	used     int64
-	maxArena uint64 // the largest arena the offset width can address
-	arena    []byte
-	ledgers  map[uint64]*ledgerSlots
-	count    int // entries Put, a re-Put counting again
+	budget int64 // bytes it may hold, records plus slotOverhead per slot
+	// activeAt is when the half last became active, flushedAt when it was
+	// last handed to the flusher: the Put rate it was filled at.
+	activeAt, flushedAt time.Time
+	used                int64
+	maxArena            uint64 // the largest arena the offset width can address
+	arena               []byte
+	ledgers             map[uint64]*ledgerSlots
+	count               int // entries Put, a re-Put counting again
 
 	// The ledger of the previous Put, so consecutive Puts to one ledger
 	// skip the map.

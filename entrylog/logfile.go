@@ -206,6 +206,7 @@ type logWriter struct {
 	started int64 // writeback was started for [HeaderSize, started)
 	dropped int64 // the page cache of [0, dropped) was dropped (pages past the header's)
 	hdr     []byte
+	pace    *flushPacer // told of every record write; nil: unpaced
 	// filled lists logs this writer rotated away from since the last
 	// release: synced, but their index switch has not happened yet, so they
 	// are not yet compaction candidates.
@@ -257,19 +258,17 @@ func (w *logWriter) writeDirect(p []byte) error {
 	if err := w.ensureAlloc(w.bufOff + int64(len(p))); err != nil {
 		return err
 	}
-	// In pieces of WritebackBytes, so writeback starts as the run is written.
-	step := len(p)
-	if wb := w.s.opts.WritebackBytes; wb > 0 && wb < int64(step) {
-		step = int(wb)
-	}
+	// In pieces of writeChunk, so writeback starts as the run is written
+	// and a paced flush pauses between pieces.
 	for len(p) > 0 {
-		n := min(step, len(p))
+		n := min(writeChunk, len(p))
 		if _, err := w.lf.f.WriteAt(p[:n], w.bufOff); err != nil {
 			return fmt.Errorf("entrylog: write %s offset %d: %w", w.lf.name, w.bufOff, err)
 		}
 		w.bufOff += int64(n)
 		p = p[n:]
 		w.startWriteback()
+		w.pace.wrote(int64(n))
 	}
 	return nil
 }
@@ -316,9 +315,11 @@ func (w *logWriter) writeBuf() error {
 	if _, err := w.lf.f.WriteAt(w.buf, w.bufOff); err != nil {
 		return fmt.Errorf("entrylog: write %s offset %d: %w", w.lf.name, w.bufOff, err)
 	}
-	w.bufOff += int64(len(w.buf))
+	n := int64(len(w.buf))
+	w.bufOff += n
 	w.buf = w.buf[:0]
 	w.startWriteback()
+	w.pace.wrote(n)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/bookie-go/bookie/vfs"
 )
@@ -28,18 +29,21 @@ func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
 		}
 	}
 	s := &Store{
-		fs:    fs,
-		dir:   dir,
-		ix:    ix,
-		opts:  opts,
-		usage: make(map[uint32]*logUsage),
-		logs:  make(map[uint32]*logFile),
-		kick:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		fs:      fs,
+		dir:     dir,
+		ix:      ix,
+		opts:    opts,
+		usage:   make(map[uint32]*logUsage),
+		logs:    make(map[uint32]*logFile),
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		hurried: make(chan struct{}),
 	}
 	s.active = newHalf(opts.WriteCacheBytes/2, opts.offsetBits)
+	s.active.activeAt = time.Now()
 	s.spare = newHalf(opts.WriteCacheBytes/2, opts.offsetBits)
 	s.fw.s, s.cw.s = s, s
+	s.fp.s, s.fw.pace = s, &s.fp
 
 	bad, err := s.openLogs()
 	if err == nil {

@@ -70,9 +70,10 @@ type Options struct {
 	MajorCompactionThreshold float64
 	MinorCompactionInterval  time.Duration
 	MajorCompactionInterval  time.Duration
-	// CompactionBytesPerSec paces the copying, so that compaction leaves
-	// the disk to foreground adds and reads. Default 32 MiB/s; negative:
-	// unpaced.
+	// CompactionBytesPerSec paces compaction, so that it leaves the disk
+	// to foreground adds and reads: it counts the entry-log bytes read,
+	// dead or live (the live ones are also written, so compaction's disk
+	// traffic is at most twice this). Default 32 MiB/s; negative: unpaced.
 	CompactionBytesPerSec int64
 	// CompactionBatch is how many copied records compaction points the
 	// index at in one step, bounding its memory whatever the record size.
@@ -113,6 +114,16 @@ type Options struct {
 	// a stream instead of one burst at its fdatasync. Default 4 MiB;
 	// negative disables.
 	WritebackBytes int64
+
+	// FlushSpread spreads a background flush (and a checkpoint's) over
+	// time: it writes at the slowest rate that finishes before the active
+	// half is this fraction full at the current Put rate, so the journal's
+	// syncs are not held behind a burst (see flushpace.go). Default 0.5;
+	// negative: flushes go at disk speed.
+	FlushSpread float64
+	// FlushMinBytesPerSec is the slowest a spread flush writes. Default
+	// 32 MiB/s.
+	FlushMinBytesPerSec int64
 
 	// offsetBits is the width of a write cache offset; 0 means 63. Open
 	// refuses a cache whose halves it cannot address. Tests narrow it to
@@ -163,6 +174,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.WritebackBytes == 0 {
 		o.WritebackBytes = 4 << 20
 	}
+	if o.FlushSpread == 0 {
+		o.FlushSpread = 0.5
+	}
+	if o.FlushMinBytesPerSec <= 0 {
+		o.FlushMinBytesPerSec = 32 << 20
+	}
 	if o.offsetBits == 0 || o.offsetBits > defaultOffsetBits {
 		o.offsetBits = defaultOffsetBits
 	}
@@ -173,6 +190,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("entrylog: WriteCacheBytes %d: a half of it is more than %d-bit offsets address", o.WriteCacheBytes, o.offsetBits)
 	case o.LogSize < 2*HeaderSize || o.LogSize > math.MaxUint32:
 		return o, fmt.Errorf("entrylog: LogSize %d out of range [%d, %d]", o.LogSize, 2*HeaderSize, uint64(math.MaxUint32))
+	case o.FlushSpread >= 1:
+		return o, fmt.Errorf("entrylog: FlushSpread %g must be below 1", o.FlushSpread)
 	case o.PreallocBytes < 0:
 		return o, fmt.Errorf("entrylog: bad PreallocBytes %d", o.PreallocBytes)
 	case o.MinorCompactionThreshold >= 1 || o.MajorCompactionThreshold >= 1:
@@ -202,7 +221,10 @@ type Store struct {
 	closed   bool  // guarded by cacheMu
 
 	flushMu  sync.Mutex
-	fw       logWriter // the flush writer; requires flushMu
+	fw       logWriter  // the flush writer; requires flushMu
+	fp       flushPacer // paces fw; requires flushMu
+	hurry    atomic.Bool
+	hurried  chan struct{} // closed by Hurry
 	pending  []pendingPut
 	flushErr atomic.Pointer[error] // last background flush failure, nil after a success
 	// cacheChanged is closed (and cleared) when a half is freed or a
@@ -288,12 +310,20 @@ func (s *Store) put(ledger uint64, entry int64, data []byte, overflow bool) erro
 			s.kickFlusher()
 			return ErrCacheFull
 		}
-		s.flushing, s.active, s.spare = s.active, s.spare, nil
+		s.swapLocked()
 		s.kickFlusher()
 	}
 	s.active.put(ledger, entry, data)
 	s.cacheMu.Unlock()
 	return nil
+}
+
+// swapLocked hands the active half to the flusher and makes the spare
+// active. Requires cacheMu (write), flushing nil.
+func (s *Store) swapLocked() {
+	now := time.Now()
+	s.active.flushedAt, s.spare.activeAt = now, now
+	s.flushing, s.active, s.spare = s.active, s.spare, nil
 }
 
 func (s *Store) kickFlusher() {
@@ -405,7 +435,7 @@ func (s *Store) flush() error {
 	}
 	s.cacheMu.Lock()
 	if s.flushing == nil && !s.active.empty() {
-		s.flushing, s.active, s.spare = s.active, s.spare, nil
+		s.swapLocked()
 	}
 	s.cacheMu.Unlock()
 	if err := s.flushPending(); err != nil {
@@ -517,6 +547,8 @@ func (s *Store) writeHalf(h *half) error {
 		return err
 	}
 	w := &s.fw
+	s.fp.begin(h)
+	defer s.fp.end()
 	segments := make(chan []pendingPut, 64)
 	indexed := make(chan error, 1)
 	go func() { indexed <- s.indexSegments(h, segments) }()
@@ -645,6 +677,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.wakeCacheWaitersLocked() // their next Put fails with ErrClosed
 	s.cacheMu.Unlock()
+	s.Hurry()
 	close(s.done)
 	s.wg.Wait()
 	err := s.flush()
