@@ -236,7 +236,7 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 			w.Bookies, w.Failover, w.Runs = 4, true, 20
 			ws = []Workload{w}
 		case "gc":
-			w := single("gc-2GiB-64KiB", name, 64<<10, 4, 64)
+			w := single("gc-64KiB", name, 64<<10, 4, 64) // the output says how many bytes
 			w.GC, w.Bytes = true, 2<<30
 			ws = []Workload{w}
 		case "all":

@@ -252,6 +252,12 @@ func (s *Store) compactLog(ctx context.Context, id uint32, pacer *pace.Pacer, st
 	}
 	moves := s.moves[:0]
 	err := lf.scan(end, s.scanBuf, func(off int64, rec Record) error {
+		// Every byte read counts, dead or live: a mostly dead log would
+		// otherwise be read at disk speed while little is copied.
+		size := int64(RecordSize(len(rec.Data)))
+		if err := pacer.Wait(ctx, size); err != nil {
+			return err
+		}
 		from := makeLocation(id, off)
 		cur, err := s.ix.get(rec.Ledger, rec.Entry)
 		if absent(err) || err == nil && cur != from {
@@ -269,11 +275,7 @@ func (s *Store) compactLog(ctx context.Context, id uint32, pacer *pace.Pacer, st
 		if err != nil {
 			return err
 		}
-		size := int64(RecordSize(len(rec.Data)))
 		moves = append(moves, move{rec.Ledger, rec.Entry, from, to, size})
-		if err := pacer.Wait(ctx, size); err != nil {
-			return err
-		}
 		if len(moves) < s.opts.CompactionBatch {
 			return nil
 		}
