@@ -37,8 +37,9 @@ func (x *Index) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
 		p = new(page)
 	}
 	p.key, p.dirty, p.dropped = key, false, false
-	if no >= l.filePages {
-		// Never written: proven empty without I/O.
+	phys, mapped := l.physOf(no)
+	if !mapped {
+		// In no run: never held a mapping, proven empty without I/O.
 		p.slots = emptySlots
 		if cached {
 			x.pages[key] = p
@@ -60,7 +61,7 @@ func (x *Index) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
 	}
 	x.filesMu.RLock()
 	x.mu.Unlock()
-	err = x.readPage(f, l.id, no, &p.slots)
+	err = x.readPage(f, l.id, no, phys, &p.slots)
 	x.filesMu.RUnlock()
 	x.mu.Lock()
 	if cached {
@@ -119,15 +120,15 @@ func (x *Index) freePage(forWrite bool) (*page, error) {
 	return nil, errLedgerGone // mu was released: look again
 }
 
-// readPage reads page no of ledger from f and validates it into slots.
-// Runs without mu; the caller holds filesMu shared.
-func (x *Index) readPage(f vfs.File, ledgerID, no uint64, slots *[SlotsPerPage]uint64) error {
+// readPage reads page no of ledger from place phys of f and validates it
+// into slots. Runs without mu; the caller holds filesMu shared.
+func (x *Index) readPage(f vfs.File, ledgerID, no, phys uint64, slots *[SlotsPerPage]uint64) error {
 	bp, _ := x.bufs.Get().(*[PageSize]byte)
 	if bp == nil {
 		bp = new([PageSize]byte)
 	}
 	defer x.bufs.Put(bp)
-	off := int64(no) * PageSize
+	off := int64(phys) * PageSize
 	if _, err := f.ReadAt(bp[:], off); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
