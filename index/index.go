@@ -17,8 +17,9 @@ var (
 	// validated (or was deleted since).
 	ErrNoSuchLedger = errors.New("index: no such ledger")
 	// ErrNoSuchEntry is returned when the index proves the entry is absent:
-	// the entry id is beyond the ledger's last entry, its page was never
-	// written, or its slot is empty in a page that was read and validated.
+	// the entry id is beyond the ledger's last entry, its page is in none of
+	// the ledger's runs (it never held an entry), or its slot is empty in a
+	// page that was read and validated.
 	ErrNoSuchEntry = errors.New("index: no such entry")
 	// ErrLimbo is returned instead of ErrNoSuchEntry for a ledger whose
 	// state is marked Limbo: it may have lost data, so absence proves nothing.
