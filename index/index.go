@@ -322,7 +322,7 @@ func (x *Index) Get(ledgerID uint64, entry int64) (Location, error) {
 		if l == nil {
 			return 0, fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
 		}
-		if entry > l.st.LastEntry || !l.hasPage(no) {
+		if entry > l.st.LastEntry {
 			return 0, x.absent(l, entry)
 		}
 		p, err := x.cachedPage(l, no, false)

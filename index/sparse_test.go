@@ -426,3 +426,30 @@ func TestPlaceRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestFarReadsTakeNoCacheSlot checks that reads of pages a ledger does not
+// store (a client probing far entry ids) neither read the file nor evict
+// cached pages.
+func TestFarReadsTakeNoCacheSlot(t *testing.T) {
+	fs := newCountFS(vfs.NewMemFS())
+	x := openT(t, fs, Options{CacheBytes: minCachePages * PageSize})
+	defer x.Close()
+	mustPut(t, x, 1, 0, loc(1, 0))
+	mustPut(t, x, 1, 1<<40, loc(1, 1<<40))
+	mustSync(t, x)
+	x.mu.Lock()
+	cached := len(x.pages)
+	x.mu.Unlock()
+	fs.reset()
+	for i := int64(1); i <= 10*minCachePages; i++ {
+		if _, err := x.Get(1, i*SlotsPerPage*1000); !errors.Is(err, ErrNoSuchEntry) {
+			t.Fatalf("Get(%d) = %v, want ErrNoSuchEntry", i*SlotsPerPage*1000, err)
+		}
+	}
+	x.mu.Lock()
+	after := len(x.pages)
+	x.mu.Unlock()
+	if after != cached || fs.get(fs.reads, "idx") != 0 {
+		t.Errorf("far reads: %d cached pages, was %d; %d page reads", after, cached, fs.get(fs.reads, "idx"))
+	}
+}
