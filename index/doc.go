@@ -210,7 +210,12 @@
 // Time: Get and Put are O(1) for a dense ledger: a map probe, plus one 4 KiB
 // pread on a miss (finding the place checks the ledger's last run first);
 // for a sparse ledger, finding the place is a binary search of its runs, in
-// memory. A writeback batch costs one sequential double-write write and fsync
+// memory. A Put's first touch of a page appends to the last run or adds one
+// at the end, except for a page below a ledger's highest run (recovery
+// filling a gap), which inserts its run: a copy of 24 bytes per run above
+// it, under mu. Pages touched in descending order make that quadratic in
+// the runs (about 24 MB copied per Put at 10^6 runs): bounded by the pages
+// the same client wrote, not by one request, and not fixed here. A writeback batch costs one sequential double-write write and fsync
 // (only if it rewrites synced pages), one pwrite per dirty page and one fsync
 // per index file rewritten; nothing else, so a Put at any entry id costs at
 // most one page of writeback (TestFarEntryCostsOnePage). Scan reads only
