@@ -7,9 +7,14 @@ import (
 	"github.com/bookie-go/bookie/vfs"
 )
 
+// unmappedPage is what cachedPage returns to a read of a page that is in
+// none of its ledger's runs: empty, outside the cache. Never written to.
+var unmappedPage page
+
 // cachedPage returns page no of l, from the cache or loaded into it. For a
-// read (forWrite false) when no cached page can be evicted, it returns a
-// page outside the cache. A read from the file runs with mu released (other
+// read (forWrite false) of a page in none of l's runs, or when no cached
+// page can be evicted, it returns a page outside the cache, which the
+// caller only reads. A read from the file runs with mu released (other
 // callers of the same page wait for it); if l was deleted meanwhile it
 // returns errLedgerGone. Requires mu held; returns with mu held.
 func (x *Index) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
@@ -28,6 +33,13 @@ func (x *Index) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
 			return nil, errLedgerGone
 		}
 	}
+	phys, mapped := l.physOf(no)
+	if !mapped && !forWrite {
+		// In no run: it never held a mapping, proven empty without I/O
+		// and without taking a cache slot (a read at a far entry id
+		// evicts nothing).
+		return &unmappedPage, nil
+	}
 	p, err := x.freePage(forWrite)
 	if err != nil {
 		return nil, err
@@ -37,8 +49,8 @@ func (x *Index) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
 		p = new(page)
 	}
 	p.key, p.dirty, p.dropped = key, false, false
-	if no >= l.filePages {
-		// Never written: proven empty without I/O.
+	if !mapped {
+		// For a Put: a new page, empty.
 		p.slots = emptySlots
 		if cached {
 			x.pages[key] = p
@@ -60,7 +72,7 @@ func (x *Index) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
 	}
 	x.filesMu.RLock()
 	x.mu.Unlock()
-	err = x.readPage(f, l.id, no, &p.slots)
+	err = x.readPage(f, l.id, no, phys, &p.slots)
 	x.filesMu.RUnlock()
 	x.mu.Lock()
 	if cached {
@@ -119,15 +131,15 @@ func (x *Index) freePage(forWrite bool) (*page, error) {
 	return nil, errLedgerGone // mu was released: look again
 }
 
-// readPage reads page no of ledger from f and validates it into slots.
-// Runs without mu; the caller holds filesMu shared.
-func (x *Index) readPage(f vfs.File, ledgerID, no uint64, slots *[SlotsPerPage]uint64) error {
+// readPage reads page no of ledger from place phys of f and validates it
+// into slots. Runs without mu; the caller holds filesMu shared.
+func (x *Index) readPage(f vfs.File, ledgerID, no, phys uint64, slots *[SlotsPerPage]uint64) error {
 	bp, _ := x.bufs.Get().(*[PageSize]byte)
 	if bp == nil {
 		bp = new([PageSize]byte)
 	}
 	defer x.bufs.Put(bp)
-	off := int64(no) * PageSize
+	off := int64(phys) * PageSize
 	if _, err := f.ReadAt(bp[:], off); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF

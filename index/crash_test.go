@@ -217,6 +217,11 @@ func workload(t fataler, rng *rand.Rand, x *Index, c *crashTracker, n int, onSyn
 				e := next[id]
 				if rng.Intn(50) == 0 {
 					e += int64(rng.Intn(3 * SlotsPerPage)) // a gap
+					if rng.Intn(4) == 0 {
+						// A far one: the pages in between are never
+						// written (issue 16).
+						e += 1 << (24 + rng.Intn(17))
+					}
 				}
 				next[id] = e + 1
 				l := MakeLocation(uint32(rng.Intn(1000)+1), uint32(rng.Int31()))

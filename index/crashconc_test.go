@@ -151,6 +151,9 @@ func crashConcurrentRound(t *testing.T, rng, crashRng *rand.Rand, mem *vfs.MemFS
 			e := next[id]
 			if rng.Intn(50) == 0 {
 				e += int64(rng.Intn(2 * SlotsPerPage))
+				if rng.Intn(4) == 0 {
+					e += 1 << (24 + rng.Intn(17)) // far: issue 16
+				}
 			}
 			next[id] = e + 1
 			op = concOp{key: pageKey{id, uint64(e)}, loc: MakeLocation(uint32(rng.Intn(1000)+1), uint32(i))}

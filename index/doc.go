@@ -16,8 +16,21 @@
 // slot is computed, not searched: lookup is one hash-map probe of the page
 // cache and, on a miss, one 4 KiB pread at offset (entry/510)*4096. No
 // background compaction, no read amplification, and deleting a ledger removes
-// one file. The cost is space for gaps (an absent entry id below the last one
-// still has its 8-byte slot) and one file per ledger.
+// one file. The cost is space for small gaps (an absent entry id on a page
+// that holds others still has its 8-byte slot) and one file per ledger.
+//
+// Why pages go to places in first-touch order rather than at offset
+// (page number)*4096: ledgers are not always dense. One reaches a bookie
+// only after an ensemble change, starting at a high id; a bookie dropped
+// from an ensemble and added back sees a big gap inside one ledger; and a
+// hostile ADD can name entry 2^40. Computing the offset would make the file
+// (and the writeback that fills it, under the write lock) as long as the
+// highest id. Instead, the first Put on a page gives it the next free place
+// in the file, and the file's runs (page number -> place, below) say where
+// each page is. Pages appended in order extend one run, so a dense ledger
+// has a single run from page 0, the identity mapping: its lookup, file and
+// state record are as before. A far entry id costs one page and, for a
+// sparse ledger, a 16-byte run in the state file.
 //
 // Why a double-write file rather than trusting sector atomicity: a 4 KiB
 // page spans eight 512-byte sectors, so rewriting one in place is safe only
@@ -42,9 +55,13 @@
 //
 // # Index file
 //
-// An array of pages; page n holds entries [n*510, n*510+510). Every page below
-// the file's durable extent (recorded in the state file) is a whole, valid
-// page; pages at or beyond the extent are ignored (see crash safety).
+// An array of places, each holding one page; page n holds entries
+// [n*510, n*510+510) and sits at the place its ledger's runs give it (byte
+// offset place*4096): place n for every page of a dense ledger. Every place
+// below the file's durable extent (recorded in the state file) holds a whole,
+// valid page; places at or beyond the extent are ignored (see crash safety).
+// A page in none of the runs holds no entry: it is never read, and costs
+// nothing.
 //
 // Page (PageSize = 4096 bytes, all integers little-endian):
 //
@@ -63,22 +80,42 @@
 //
 // # State file
 //
-// Header (32 bytes) then one 96-byte record per ledger, ascending by ledger id:
+// Header (32 bytes) then, per ledger ascending by ledger id, a 96-byte record
+// followed by its runs (16 bytes each):
 //
 //	 0          8     10    12      16             24       28      32
 //	+----------+-----+-----+-------+--------------+--------+-------+
 //	|"BKIXSTAT"| ver | 0   | count | next file id | crc32c |   0   |
 //	+----------+-----+-----+-------+--------------+--------+-------+
-//	crc32c covers bytes 0..23. ver = 1. The file is exactly 32+96*count bytes.
+//	crc32c covers bytes 0..23. ver = 2 (1 is still read, see below).
+//	count: records. The file ends exactly after the last record's runs.
 //
-//	 0        8         16      24          32    40            48     52  56           88  92
-//	+--------+---------+-------+-----------+-----+-------------+------+---+------------+---+--------+
-//	| ledger | file id | pages | lastEntry | LAC | explicitLAC |flags | 0 | master key | 0 | crc32c |
-//	+--------+---------+-------+-----------+-----+-------------+------+---+------------+---+--------+
-//	file id: 0 = no index file. pages: the file's durable extent.
+//	 0        8         16      24          32    40            48     52     56           88  92
+//	+--------+---------+-------+-----------+-----+-------------+------+------+------------+---+--------+
+//	| ledger | file id | pages | lastEntry | LAC | explicitLAC |flags | runs | master key | 0 | crc32c |
+//	+--------+---------+-------+-----------+-----+-------------+------+------+------------+---+--------+
+//	then runs x:
+//	 0             8          16
+//	+-------------+----------+
+//	| first page  |  pages   |
+//	+-------------+----------+
+//	file id: 0 = no index file. pages: the file's durable extent, in places.
 //	lastEntry, LAC, explicitLAC: int64, -1 = none.
 //	flags: bit 0 has master key, bit 1 fenced, bit 2 limbo; others must be 0.
-//	crc32c covers bytes 0..91 of the record.
+//	runs: how many runs follow the record (uint32).
+//	crc32c: CRC-32C of bytes 0..91 of the record followed by its runs.
+//
+// The runs are listed in the order of their places: the first covers places
+// 0..pages-1 of its own count, the next the places after it, and so on; run
+// (first page f, pages k) at place p says page f+i is at place p+i. They must
+// cover exactly the places below the extent, map each page number at most
+// once (below 2^63/510), and be in the one form the index writes: no runs
+// for the identity mapping (page n at place n for every n < pages, a dense
+// ledger), and no run that continues the previous one in both page number
+// and place. Version 1 has no runs (bytes 52..55 are 0): every version 1
+// file is identity-mapped, so Open reads it as is and the next Sync writes
+// version 2; nothing else changed, and pages and the double-write file keep
+// version 1.
 //
 // # Double-write file
 //
@@ -95,17 +132,25 @@
 //	hdr crc covers header bytes 0..27; body crc covers every record.
 //	Bytes after the last record (an earlier, larger batch) are ignored.
 //
+// A record names the page number; its place comes from the runs of the
+// durable state file, which never change for a page inside the extent (runs
+// only grow, at places at or beyond the extent).
+//
 // # Crash safety
 //
 // The journal is the truth until a checkpoint; the index must keep every
 // mapping and state that a completed Sync made durable, whatever a crash
 // does to a later Sync (writes lost, reordered, or torn at any granularity).
 //
-//   - New pages (at or beyond the durable extent) are written, gaps filled
-//     with empty pages, and the file fsynced; only then does a new state file
-//     raise the extent to cover them. A crash before that leaves them outside
-//     the extent, where Open ignores them (it resets the in-memory extent to
-//     the durable one and overwrites them later).
+//   - New pages (at places at or beyond the durable extent) are written and
+//     the file fsynced; only then does a new state file raise the extent, and
+//     record the runs, to cover them. A Sync captures each ledger's count of
+//     places in the critical section that captures the dirty pages: every
+//     place below it holds a page already written or one of this writeback,
+//     so the new extent has no hole. A crash before the state file leaves the
+//     new pages outside the extent and their runs unrecorded, where Open
+//     ignores them (it resets the in-memory places and runs to the durable
+//     ones and gives those places again later).
 //   - A page inside the extent may hold synced mappings, and a torn write
 //     would destroy them, so it is never overwritten unprotected: the batch
 //     of such pages is written to the double-write file and fsynced, then
@@ -133,38 +178,53 @@
 //
 // What is trusted: a sector that was fsynced reads back as written, or fails
 // its checksum. What proves absence: no record in the validated state file
-// (ErrNoSuchLedger); an entry id above the ledger's LastEntry, a page at or
-// beyond the extent, or an empty slot in a validated page (ErrNoSuchEntry),
-// except for a ledger in limbo (ErrLimbo). A ledger whose state names pages
-// but whose index file is missing or short is corrupt.
+// (ErrNoSuchLedger); an entry id above the ledger's LastEntry, a page in none
+// of the runs of the validated state file (or, since Open, of the runs Puts
+// added in memory), or an empty slot in a validated page (ErrNoSuchEntry),
+// except for a ledger in limbo (ErrLimbo). A file's contents never prove
+// absence: a hole or a zeroed place reads as an invalid page, ErrCorrupt. A
+// ledger whose state names pages but whose index file is missing or short
+// is corrupt.
 //
 // # Costs
 //
-// Disk: 8 bytes per entry id from 0 to the ledger's last entry (plus a
-// 16-byte header per 510 slots: 8.03 bytes), so 10^9 dense entries take
-// about 8.0 GB; ids skipped within a ledger (a bookie in a striped ensemble
-// stores WQ/E of them) still take their slot. Per ledger: one file (its last
-// page partly used, up to 4 KiB) and a 96-byte state record.
+// Disk: one 4 KiB page per 510-id range that holds at least one entry: 8
+// bytes per entry id (plus a 16-byte header per 510 slots: 8.03 bytes) for a
+// dense ledger, so 10^9 dense entries take about 8.0 GB; ids skipped within
+// a page (a bookie in a striped ensemble stores WQ/E of them) still take
+// their slot, ranges with none take nothing. Worst case, one entry per page:
+// 4 KiB per entry stored, whatever the ids. Per ledger: one file (its last
+// page partly used, up to 4 KiB), a 96-byte state record, and 16 bytes per
+// run beyond the first (a sparse ledger: one run per stretch of pages first
+// touched in order; none for a dense ledger).
 //
 // Memory: at most CacheBytes of pages (a cached page costs about 4.2 KiB:
-// a 4,136-byte struct plus its map entry, for 510 entries), plus about 180
-// bytes per known ledger (a 152-byte struct and its map entry); nothing per
-// entry. 10^5 ledgers cost about 18 MB whatever their size. A Sync
+// a 4,136-byte struct plus its map entry, for 510 entries), plus about 230
+// bytes per known ledger (a 176-byte struct, its first run and its map
+// entry) and 24 bytes per further run; nothing per entry. 10^5 dense
+// ledgers cost about 23 MB whatever their size. A Sync
 // allocates about 320 bytes per ledger while it runs (the captured state
 // and its encoding). Writeback needs one 4,128-byte buffer per dirty page in
 // a batch (at most half the cache, reused).
 //
-// Time: Get and Put are O(1): a map probe, plus one 4 KiB pread on a miss. A
-// writeback batch costs one sequential double-write write and fsync (only if
-// it rewrites synced pages), one pwrite per page and one fsync per index file
-// rewritten. Sync fsyncs every file written since the last Sync and rewrites
-// the state file: O(ledgers), 96 bytes each (10 MB at 10^5 ledgers). At
-// most MaxOpenFiles index files stay open; beyond that, a writeback fsyncs
-// and closes the excess.
-//
-// Not bounded: a Put far beyond a ledger's last entry makes the next
-// writeback fill the gap with empty pages (8 bytes per skipped id, written,
-// not held in memory), so the bookie should refuse absurd entry ids.
+// Time: Get and Put are O(1) for a dense ledger: a map probe, plus one 4 KiB
+// pread on a miss (finding the place checks the ledger's last run first);
+// for a sparse ledger, finding the place is a binary search of its runs, in
+// memory. A Put's first touch of a page appends to the last run or adds one
+// at the end, except for a page below a ledger's highest run (recovery
+// filling a gap), which inserts its run: a copy of 24 bytes per run above
+// it, under mu. Pages touched in descending order make that quadratic in
+// the runs (about 24 MB copied per Put at 10^6 runs): bounded by the pages
+// the same client wrote, not by one request, and not fixed here. A writeback batch costs one sequential double-write write and fsync
+// (only if it rewrites synced pages), one pwrite per dirty page and one fsync
+// per index file rewritten; nothing else, so a Put at any entry id costs at
+// most one page of writeback (TestFarEntryCostsOnePage). Scan reads only
+// pages that are in a run. Sync fsyncs every file written since the last
+// Sync and rewrites the state file: O(ledgers + runs), 96 bytes per ledger
+// (10 MB at 10^5 ledgers) and 16 per run of a sparse ledger (each run holds
+// a page holding an entry, so at most 16 bytes per entry stored). At most
+// MaxOpenFiles index files stay open; beyond that, a writeback fsyncs and
+// closes the excess.
 //
 // # Concurrency
 //

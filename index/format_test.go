@@ -2,8 +2,10 @@ package index
 
 import (
 	"bytes"
+	"encoding/binary"
 	"flag"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,13 +27,31 @@ func goldenPage() []byte {
 	return buf
 }
 
+// goldenState is a version 1 state file, which the index still reads.
 func goldenState() []byte {
 	st := LedgerState{HasMasterKey: true, Fenced: true, LAC: 1529, ExplicitLAC: -1, LastEntry: 1531}
 	copy(st.MasterKey[:], "master-key-of-ledger-0102030405\x00")
-	return appendState(nil, &stateFile{nextFileID: 9, records: []stateRecord{
+	return appendState(nil, &stateFile{version: 1, nextFileID: 9, records: []stateRecord{
 		{ledger: 7, fileID: 0, pages: 0, st: NewLedgerState()},
 		{ledger: goldenLedger, fileID: 8, pages: 4, st: st},
 		{ledger: 1 << 63, fileID: 3, pages: 1, st: LedgerState{LAC: -1, ExplicitLAC: 17, LastEntry: 0, Limbo: true}},
+	}})
+}
+
+// goldenStateV2 is a version 2 state file: a dense ledger (no runs), a
+// ledger that started at entry 25,500,000 and later got entries 0 to 1,019
+// (page 50,000 at place 0, pages 0 and 1 at places 1 and 2), and one with a
+// gap (pages 0 and 1, then page 2^40/510).
+func goldenStateV2() []byte {
+	st := LedgerState{HasMasterKey: true, Fenced: true, LAC: 1529, ExplicitLAC: -1, LastEntry: 1531}
+	copy(st.MasterKey[:], "master-key-of-ledger-0102030405\x00")
+	return appendState(nil, &stateFile{nextFileID: 12, records: []stateRecord{
+		{ledger: 7, fileID: 0, pages: 0, st: NewLedgerState()},
+		{ledger: 9, fileID: 10, pages: 3, runs: []pageRun{{first: 50_000, phys: 0, n: 1}, {first: 0, phys: 1, n: 2}},
+			st: LedgerState{LAC: 25_500_000, ExplicitLAC: -1, LastEntry: 25_500_000}},
+		{ledger: 10, fileID: 11, pages: 3, runs: []pageRun{{first: 0, phys: 0, n: 2}, {first: 1 << 40 / SlotsPerPage, phys: 2, n: 1}},
+			st: LedgerState{LAC: -1, ExplicitLAC: -1, LastEntry: 1 << 40}},
+		{ledger: goldenLedger, fileID: 8, pages: 4, st: st},
 	}})
 }
 
@@ -68,6 +88,28 @@ func TestGolden(t *testing.T) {
 				return fmt.Errorf("re-encoding differs")
 			}
 			if r := sf.records[1]; r.ledger != goldenLedger || r.pages != 4 || !r.st.Fenced || r.st.LAC != 1529 {
+				return fmt.Errorf("record %+v", r)
+			}
+			if sf.version != 1 {
+				return fmt.Errorf("version %d", sf.version)
+			}
+			return nil
+		}},
+		{"state_v2.golden", goldenStateV2(), func(b []byte) error {
+			sf, err := decodeState(b)
+			if err != nil {
+				return err
+			}
+			if got := appendState(nil, sf); !bytes.Equal(got, b) {
+				return fmt.Errorf("re-encoding differs")
+			}
+			if sf.version != 2 || len(sf.records) != 4 {
+				return fmt.Errorf("version %d, %d records", sf.version, len(sf.records))
+			}
+			if r := sf.records[1]; r.ledger != 9 || r.pages != 3 || len(r.runs) != 2 || r.runs[0] != (pageRun{50_000, 0, 1}) || r.runs[1] != (pageRun{0, 1, 2}) {
+				return fmt.Errorf("record %+v", r)
+			}
+			if r := sf.records[3]; r.ledger != goldenLedger || r.pages != 4 || r.runs != nil || !r.st.Fenced {
 				return fmt.Errorf("record %+v", r)
 			}
 			return nil
@@ -118,11 +160,25 @@ func TestDecodersReject(t *testing.T) {
 		"state: header":      func() error { _, err := decodeState(flipped(state, 12)); return err }(),
 		"state: record":      func() error { _, err := decodeState(flipped(state, stateHeaderSize+stateRecordSize+60)); return err }(),
 		"state: empty":       func() error { _, err := decodeState(nil); return err }(),
-		"dw: flipped image":  func() error { _, err := decodeDW(flipped(dw, dwHeaderSize+dwRecordHeaderSize+200)); return err }(),
-		"dw: flipped header": func() error { _, err := decodeDW(flipped(dw, 13)); return err }(),
-		"dw: torn":           func() error { _, err := decodeDW(dw[:len(dw)-512]); return err }(),
-		"dw: flipped record": func() error { _, err := decodeDW(flipped(dw, dwHeaderSize+17)); return err }(),
-		"dw: short header":   func() error { _, err := decodeDW(dw[:20]); return err }(),
+		"state: v1 with runs": func() error {
+			return decodeStateBytes(setVersion(goldenStateV2(), 1))
+		}(),
+		"state v2: short":         decodeStateBytes(goldenStateV2()[:len(goldenStateV2())-1]),
+		"state v2: long":          decodeStateBytes(append(goldenStateV2(), 0)),
+		"state v2: flipped run":   decodeStateBytes(flipped(goldenStateV2(), stateHeaderSize+2*stateRecordSize+3)),
+		"state v2: runs overlap":  runsState(4, pageRun{first: 0, n: 3}, pageRun{first: 2, n: 1}),
+		"state v2: runs short":    runsState(4, pageRun{first: 5, n: 3}),
+		"state v2: runs long":     runsState(2, pageRun{first: 5, n: 3}),
+		"state v2: identity":      runsState(3, pageRun{first: 0, n: 3}),
+		"state v2: not merged":    runsState(3, pageRun{first: 5, n: 1}, pageRun{first: 6, n: 2}),
+		"state v2: empty run":     runsState(3, pageRun{first: 5, n: 3}, pageRun{first: 9, n: 0}),
+		"state v2: past maxPages": runsState(3, pageRun{first: maxPages - 1, n: 3}),
+		"state v2: no pages":      runsState(0, pageRun{first: 5, n: 1}),
+		"dw: flipped image":       func() error { _, err := decodeDW(flipped(dw, dwHeaderSize+dwRecordHeaderSize+200)); return err }(),
+		"dw: flipped header":      func() error { _, err := decodeDW(flipped(dw, 13)); return err }(),
+		"dw: torn":                func() error { _, err := decodeDW(dw[:len(dw)-512]); return err }(),
+		"dw: flipped record":      func() error { _, err := decodeDW(flipped(dw, dwHeaderSize+17)); return err }(),
+		"dw: short header":        func() error { _, err := decodeDW(dw[:20]); return err }(),
 	} {
 		if err == nil {
 			t.Errorf("%s: accepted", name)
@@ -131,6 +187,31 @@ func TestDecodersReject(t *testing.T) {
 	if recs, err := decodeDW(append(goldenDW(), make([]byte, 5000)...)); err != nil || len(recs) != 1 {
 		t.Errorf("dw with a stale tail: %v, %v", recs, err)
 	}
+}
+
+func decodeStateBytes(b []byte) error { _, err := decodeState(b); return err }
+
+// setVersion returns a copy of state file b with its version set to v and
+// its header checksum fixed.
+func setVersion(b []byte, v uint16) []byte {
+	c := bytes.Clone(b)
+	binary.LittleEndian.PutUint16(c[8:10], v)
+	binary.LittleEndian.PutUint32(c[24:28], crc32.Checksum(c[0:24], castagnoli))
+	return c
+}
+
+// runsState returns the decoding error of a state file with one ledger of
+// pages places holding runs, encoded as given (valid or not).
+func runsState(pages uint64, runs ...pageRun) error {
+	var phys uint64
+	for i := range runs {
+		runs[i].phys = phys
+		phys += runs[i].n
+	}
+	b := appendState(nil, &stateFile{nextFileID: 2, records: []stateRecord{
+		{ledger: 1, fileID: 1, pages: pages, runs: runs, st: LedgerState{LAC: -1, ExplicitLAC: -1, LastEntry: int64(maxPages-1) * SlotsPerPage}},
+	}})
+	return decodeStateBytes(b)
 }
 
 func flipped(b []byte, off int) []byte {
@@ -178,9 +259,11 @@ func TestFuzzCorpus(t *testing.T) {
 		"wrong-number": {page, uint64(goldenLedger), uint64(4)},
 	})
 	writeCorpus(t, "FuzzDecodeState", map[string][]any{
-		"golden": {state},
-		"empty":  {appendState(nil, &stateFile{nextFileID: 1})},
-		"torn":   {state[:len(state)-40]},
+		"golden":    {state},
+		"golden-v2": {goldenStateV2()},
+		"torn-v2":   {goldenStateV2()[:len(goldenStateV2())-10]},
+		"empty":     {appendState(nil, &stateFile{nextFileID: 1})},
+		"torn":      {state[:len(state)-40]},
 	})
 	writeCorpus(t, "FuzzDecodeDW", map[string][]any{
 		"golden":     {dw},

@@ -17,8 +17,9 @@ var (
 	// validated (or was deleted since).
 	ErrNoSuchLedger = errors.New("index: no such ledger")
 	// ErrNoSuchEntry is returned when the index proves the entry is absent:
-	// the entry id is beyond the ledger's last entry, its page was never
-	// written, or its slot is empty in a page that was read and validated.
+	// the entry id is beyond the ledger's last entry, its page is in none of
+	// the ledger's runs (it never held an entry), or its slot is empty in a
+	// page that was read and validated.
 	ErrNoSuchEntry = errors.New("index: no such entry")
 	// ErrLimbo is returned instead of ErrNoSuchEntry for a ledger whose
 	// state is marked Limbo: it may have lost data, so absence proves nothing.
@@ -91,13 +92,12 @@ type Index struct {
 	mustExist    bool
 
 	// writeMu serialises writebacks and Syncs, which do their I/O without
-	// mu. It guards dw, dwBuf, extBuf and gapBuf. Lock order: writeMu, mu,
+	// mu. It guards dw, dwBuf and extBuf. Lock order: writeMu, mu,
 	// filesMu.
 	writeMu sync.Mutex
 	dw      vfs.File // the double-write file
 	dwBuf   []byte   // double-write batch
 	extBuf  []byte   // images of pages beyond their durable extent
-	gapBuf  []byte   // image of an empty page filling a gap
 
 	// filesMu is held shared while a page is read from an index file
 	// without mu, and exclusively (with mu held) to close index files, so
@@ -135,10 +135,17 @@ type ledger struct {
 	st           LedgerState
 	fileID       uint64 // 0: no index file yet
 	durablePages uint64 // the extent recorded in the last synced state file
-	filePages    uint64 // pages written to the file (>= durablePages)
-	unsynced     bool   // the file has writes not yet fsynced
-	busy         int    // pins: the file is in use by I/O without mu
-	deleted      bool   // deleted: close the file when busy drops to 0
+	// filePages is the number of places in the file given to pages
+	// (>= durablePages); every place below it holds a page written back
+	// or a dirty cached page waiting to be.
+	filePages uint64
+	// runs maps page numbers to places, ascending by page number: a page
+	// gets the next place when a Put first touches it. A page in no run
+	// holds no mapping.
+	runs     []pageRun
+	unsynced bool // the file has writes not yet fsynced
+	busy     int  // pins: the file is in use by I/O without mu
+	deleted  bool // deleted: close the file when busy drops to 0
 	// maskFrom is st.LastEntry+1 as loaded by Open, until the page holding
 	// it is written back; -1 after. That page may hold slots beyond the
 	// last entry from Puts a crash half-kept (the journal replays them);
@@ -242,6 +249,11 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 			return err
 		}
 	}
+	if _, ok := l.physOf(no); !ok {
+		// First touch: the page gets the next place in the file, so a
+		// far entry id costs one page, not the pages up to it.
+		l.place(no)
+	}
 	p.slots[slot] = uint64(loc)
 	x.markDirty(p)
 	if entry > l.st.LastEntry {
@@ -279,7 +291,7 @@ func (x *Index) markDirty(p *page) {
 // the disk before a state file with the higher LastEntry does (Sync writes
 // pages before the state). Requires mu held.
 func (x *Index) unmask(l *ledger) error {
-	if no, _ := pageOf(l.maskFrom); no < l.filePages {
+	if no, _ := pageOf(l.maskFrom); l.hasPage(no) {
 		p, err := x.cachedPage(l, no, true)
 		if err != nil {
 			return err
@@ -374,6 +386,19 @@ func (x *Index) Scan(ledgerID uint64, from int64, fn func(entry int64, loc Locat
 			return nil
 		}
 		no, first := pageOf(from)
+		next, ok := l.nextPage(no)
+		if !ok {
+			x.mu.Unlock()
+			return nil // no page at or after from holds a mapping
+		}
+		if next != no {
+			// Skip the pages in no run: a gap costs nothing to scan.
+			no, first = next, 0
+			if int64(no) > last/SlotsPerPage {
+				x.mu.Unlock()
+				return nil
+			}
+		}
 		p, err := x.cachedPage(l, no, false)
 		if err == errLedgerGone {
 			x.mu.Unlock()

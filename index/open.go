@@ -48,7 +48,13 @@ func (x *Index) open() error {
 		}
 		x.nextFileID = sf.nextFileID
 		for _, r := range sf.records {
-			x.ledgers[r.ledger] = &ledger{id: r.ledger, st: r.st, fileID: r.fileID, durablePages: r.pages, filePages: r.pages, maskFrom: r.st.LastEntry + 1}
+			l := &ledger{id: r.ledger, st: r.st, fileID: r.fileID, durablePages: r.pages, filePages: r.pages, maskFrom: r.st.LastEntry + 1}
+			if r.runs == nil {
+				l.runs = identityRuns(r.pages)
+			} else {
+				l.runs = sortedRuns(r.runs)
+			}
+			x.ledgers[r.ledger] = l
 		}
 	}
 	if slices.Contains(names, stateFileName+".tmp") {
@@ -95,8 +101,12 @@ func (x *Index) replayDW() error {
 	var slots [SlotsPerPage]uint64
 	for i, r := range recs {
 		l := x.ledgers[r.ledger]
-		if l == nil || l.fileID != r.fileID || r.no >= l.durablePages {
-			continue // deleted since, or beyond the extent: never read
+		if l == nil || l.fileID != r.fileID {
+			continue // deleted since
+		}
+		phys, ok := l.physOf(r.no)
+		if !ok || phys >= l.durablePages {
+			continue // beyond the extent: never read
 		}
 		if err := decodePage(r.image, r.ledger, r.no, &slots); err != nil {
 			return fmt.Errorf("index: %s record %d: %w: %w", x.dw.Name(), i, ErrCorrupt, err)
@@ -105,8 +115,8 @@ func (x *Index) replayDW() error {
 		if err != nil {
 			continue // the missing file is reported by the reads that need it
 		}
-		if _, err := f.WriteAt(r.image, int64(r.no)*PageSize); err != nil {
-			return fmt.Errorf("index: write %s at offset %d: %w", f.Name(), int64(r.no)*PageSize, err)
+		if _, err := f.WriteAt(r.image, int64(phys)*PageSize); err != nil {
+			return fmt.Errorf("index: write %s at offset %d: %w", f.Name(), int64(phys)*PageSize, err)
 		}
 		l.unsynced = true
 	}

@@ -47,6 +47,8 @@ type LedgerInfo struct {
 	Path   string
 	Pages  uint64
 	State  LedgerState
+
+	runs []pageRun // ascending by page number
 }
 
 type dwKey struct{ ledger, fileID, no uint64 }
@@ -68,7 +70,10 @@ func OpenView(fs vfs.FS, dir string) (*View, error) {
 	v.NextFileID = sf.nextFileID
 	known := make(map[string]bool, len(sf.records))
 	for _, r := range sf.records {
-		li := LedgerInfo{Ledger: r.ledger, FileID: r.fileID, Pages: r.pages, State: r.st}
+		li := LedgerInfo{Ledger: r.ledger, FileID: r.fileID, Pages: r.pages, State: r.st, runs: identityRuns(r.pages)}
+		if r.runs != nil {
+			li.runs = sortedRuns(r.runs)
+		}
 		if r.fileID != 0 {
 			li.Path = v.filePath(r.ledger, r.fileID)
 			known[li.Path] = true
@@ -132,31 +137,73 @@ func (v *View) Ledger(ledger uint64) (LedgerInfo, bool) {
 	return v.Ledgers[i], true
 }
 
-// PageCount returns how many pages of l can hold entries the index
-// answers for: those inside the durable extent up to the one holding
-// l.State.LastEntry.
+// PageCount returns one more than the highest page number of l that can
+// hold entries the index answers for (a page in the durable extent, at or
+// below the one holding l.State.LastEntry), or 0. Pages below it that l
+// does not store read as empty; for a sparse ledger (Sparse) iterate
+// PageNumbers instead, which visits only the pages l stores.
 func (l LedgerInfo) PageCount() uint64 {
 	if l.State.LastEntry < 0 {
 		return 0
 	}
 	no, _ := pageOf(l.State.LastEntry)
-	return min(no+1, l.Pages)
+	var count uint64
+	for _, r := range l.runs {
+		if r.first <= no {
+			count = max(count, min(r.first+r.n, no+1))
+		}
+	}
+	return count
 }
 
-// PageOffset returns the byte offset of page no in an index file.
+// Sparse reports whether l's index file does not hold page n at byte
+// offset n*PageSize for every page below PageCount (its state record
+// carries runs): a ledger that started at a high entry id or has a gap.
+func (l LedgerInfo) Sparse() bool {
+	return !(len(l.runs) == 0 || len(l.runs) == 1 && l.runs[0].first == 0)
+}
+
+// PageNumbers calls fn, in ascending order, with the number of every page
+// of l that the index answers for (those PageCount counts that l stores),
+// until fn returns false.
+func (l LedgerInfo) PageNumbers(fn func(no uint64) bool) {
+	count := l.PageCount()
+	for _, r := range l.runs {
+		for no := r.first; no < r.first+r.n && no < count; no++ {
+			if !fn(no) {
+				return
+			}
+		}
+	}
+}
+
+// PageOffset returns the byte offset of page no in an index file whose
+// pages are at their own places (LedgerInfo.Sparse false; every version 1
+// file). LedgerInfo.Offset gives it for any ledger.
 func PageOffset(no uint64) int64 { return int64(no) * PageSize }
+
+// Offset returns the byte offset of page no in l's index file, and false
+// if l stores no such page (it reads as empty).
+func (l LedgerInfo) Offset(no uint64) (int64, bool) {
+	phys, ok := (&ledger{runs: l.runs}).physOf(no)
+	if !ok || phys >= l.Pages {
+		return 0, false
+	}
+	return int64(phys) * PageSize, true
+}
 
 // Page reads page no of l (preferring the double-write file's image, as
 // Open would) and stores its slots, with the slots of entries beyond
-// l.State.LastEntry cleared (the index never answers for them). A page
-// beyond the durable extent is empty. An unreadable or invalid page is an
-// error wrapping ErrCorrupt that names the file and offset.
+// l.State.LastEntry cleared (the index never answers for them). A page l
+// does not store (beyond the durable extent, or in none of its runs) is
+// empty. An unreadable or invalid page is an error wrapping ErrCorrupt
+// that names the file and offset.
 func (v *View) Page(f vfs.File, l LedgerInfo, no uint64, slots *[SlotsPerPage]uint64) error {
 	*slots = emptySlots
-	if no >= l.Pages {
+	off, ok := l.Offset(no)
+	if !ok {
 		return nil
 	}
-	off := PageOffset(no)
 	var buf []byte
 	if img, ok := v.dw[dwKey{l.Ledger, l.FileID, no}]; ok {
 		buf = img
@@ -215,18 +262,19 @@ func (v *View) Scan(l LedgerInfo, fn func(entry int64, loc Location) error) erro
 		defer f.Close()
 	}
 	var slots [SlotsPerPage]uint64
-	for no := range l.PageCount() {
-		if err := v.Page(f, l, no, &slots); err != nil {
-			return err
+	l.PageNumbers(func(no uint64) bool {
+		if err = v.Page(f, l, no, &slots); err != nil {
+			return false
 		}
 		base := int64(no) * SlotsPerPage
 		for i, s := range slots {
 			if s != 0 {
-				if err := fn(base+int64(i), Location(s)); err != nil {
-					return err
+				if err = fn(base+int64(i), Location(s)); err != nil {
+					return false
 				}
 			}
 		}
-	}
-	return nil
+		return true
+	})
+	return err
 }

@@ -90,7 +90,6 @@ func (x *Index) Sync() error {
 	}
 	changed := snap.stateGen != x.stateSynced
 	for _, c := range snap.ledgers {
-		c.pages = c.l.filePages
 		changed = changed || c.pages != c.l.durablePages
 	}
 	var data []byte
@@ -137,26 +136,35 @@ type capturedLedger struct {
 	id     uint64
 	fileID uint64
 	st     LedgerState
-	pages  uint64   // filled after the writeback
-	file   vfs.File // set while the file is being fsynced
+	// pages is the new extent: every place below it holds a page that is
+	// clean or in the writeback captured with this state.
+	pages uint64
+	file  vfs.File // set while the file is being fsynced
 }
 
-// captureState captures every ledger's state. Requires mu held.
+// captureState captures every ledger's state, in the critical section that
+// captured the writeback of every dirty page. Requires mu held.
 func (x *Index) captureState() *stateSnapshot {
 	snap := &stateSnapshot{nextFileID: x.nextFileID, stateGen: x.stateGen, removals: len(x.removals)}
 	snap.ledgers = make([]*capturedLedger, 0, len(x.ledgers))
 	for _, l := range x.ledgers {
-		snap.ledgers = append(snap.ledgers, &capturedLedger{l: l, id: l.id, fileID: l.fileID, st: l.st})
+		snap.ledgers = append(snap.ledgers, &capturedLedger{l: l, id: l.id, fileID: l.fileID, st: l.st, pages: l.filePages})
 	}
 	slices.SortFunc(snap.ledgers, func(a, b *capturedLedger) int { return cmp.Compare(a.id, b.id) })
 	return snap
 }
 
-// file returns the state file of the snapshot.
+// file returns the state file of the snapshot. Requires mu held (it reads
+// the ledgers' runs, cut to the captured extents).
 func (snap *stateSnapshot) file() *stateFile {
 	sf := &stateFile{nextFileID: snap.nextFileID, records: make([]stateRecord, len(snap.ledgers))}
 	for i, c := range snap.ledgers {
 		sf.records[i] = stateRecord{ledger: c.id, fileID: c.fileID, pages: c.pages, st: c.st}
+		if r := c.l.runs; len(r) > 1 || len(r) == 1 && r[0].first != 0 {
+			if runs := c.l.durableRuns(c.pages); !isIdentity(runs) {
+				sf.records[i].runs = runs
+			}
+		}
 	}
 	return sf
 }
@@ -255,8 +263,9 @@ func (x *Index) flush() error {
 // and their files fsynced before the double-write file is ever overwritten.
 // A crash that tears an in-place write leaves a valid image in the
 // double-write file, which Open writes again. A page beyond the durable
-// extent is simply written (with empty pages filling any gap): until a state
-// file covers it, Open ignores it.
+// extent is simply written at its place: until a state file covers it, Open
+// ignores it. Nothing else is written: a page far beyond the others costs
+// one page.
 //
 // Errors after the double-write file was synced are fatal; errors writing
 // pages beyond the extent are not (the pages stay dirty). Requires writeMu
@@ -335,6 +344,7 @@ type wbPage struct {
 	l     *ledger
 	f     vfs.File
 	key   pageKey
+	phys  uint64 // the page's place in the file
 	gen   uint64
 	image []byte
 	done  bool // written (and, for a rewrite, fsynced)
@@ -342,11 +352,10 @@ type wbPage struct {
 
 // wbBatch is a writeback: captured under mu, written without it.
 type wbBatch struct {
-	rewrites  []wbPage // inside the durable extent: through the double-write file
-	extends   []wbPage // beyond it
-	dw        []byte   // the double-write batch with the rewrites' images
-	filePages map[*ledger]uint64
-	pinned    []*ledger
+	rewrites []wbPage // inside the durable extent: through the double-write file
+	extends  []wbPage // beyond it
+	dw       []byte   // the double-write batch with the rewrites' images
+	pinned   map[*ledger]bool
 }
 
 func byKey(a, b wbPage) int {
@@ -360,14 +369,19 @@ func byKey(a, b wbPage) int {
 // to write and pinning their ledgers so that the files stay open. Requires
 // mu and writeMu held.
 func (x *Index) captureBatch() (*wbBatch, error) {
-	b := &wbBatch{filePages: make(map[*ledger]uint64)}
+	b := &wbBatch{pinned: make(map[*ledger]bool)}
 	for p := x.lru.next; p != &x.lru; p = p.next {
 		if !p.dirty {
 			continue
 		}
 		l := x.ledgers[p.key.ledger]
-		w := wbPage{p: p, l: l, key: p.key, gen: p.gen}
-		if p.key.no < l.durablePages {
+		phys, ok := l.physOf(p.key.no)
+		if !ok {
+			// A page is placed before it is first dirtied.
+			panic(fmt.Sprintf("index: dirty page %d of ledger %d has no place", p.key.no, l.id))
+		}
+		w := wbPage{p: p, l: l, key: p.key, phys: phys, gen: p.gen}
+		if phys < l.durablePages {
 			b.rewrites = append(b.rewrites, w)
 		} else {
 			b.extends = append(b.extends, w)
@@ -384,10 +398,9 @@ func (x *Index) captureBatch() (*wbBatch, error) {
 				return nil, err
 			}
 			w.f = f
-			if _, ok := b.filePages[w.l]; !ok {
-				b.filePages[w.l] = w.l.filePages
+			if !b.pinned[w.l] {
+				b.pinned[w.l] = true
 				w.l.busy++
-				b.pinned = append(b.pinned, w.l)
 			}
 		}
 	}
@@ -429,7 +442,7 @@ func (x *Index) writeBatch(b *wbBatch) error {
 		}
 		for i := range b.rewrites {
 			w := &b.rewrites[i]
-			off := int64(w.key.no) * PageSize
+			off := int64(w.phys) * PageSize
 			if _, err := w.f.WriteAt(w.image, off); err != nil {
 				return fatal{fmt.Errorf("index: write %s at offset %d: %w", w.f.Name(), off, err)}
 			}
@@ -446,24 +459,12 @@ func (x *Index) writeBatch(b *wbBatch) error {
 			b.rewrites[i].done = true
 		}
 	}
-	if cap(x.gapBuf) < PageSize {
-		x.gapBuf = make([]byte, PageSize)
-	}
-	gap := x.gapBuf[:PageSize]
 	for i := range b.extends {
 		w := &b.extends[i]
-		for fp := b.filePages[w.l]; fp < w.key.no; fp = b.filePages[w.l] {
-			encodePage(gap, w.l.id, fp, &emptySlots)
-			if _, err := w.f.WriteAt(gap, int64(fp)*PageSize); err != nil {
-				return fmt.Errorf("index: write %s at offset %d: %w", w.f.Name(), int64(fp)*PageSize, err)
-			}
-			b.filePages[w.l] = fp + 1
-		}
-		off := int64(w.key.no) * PageSize
+		off := int64(w.phys) * PageSize
 		if _, err := w.f.WriteAt(w.image, off); err != nil {
 			return fmt.Errorf("index: write %s at offset %d: %w", w.f.Name(), off, err)
 		}
-		b.filePages[w.l] = max(b.filePages[w.l], w.key.no+1)
 		w.done = true
 	}
 	return nil
@@ -485,21 +486,16 @@ func (x *Index) finishBatch(b *wbBatch) {
 			}
 		}
 	}
-	for l, fp := range b.filePages {
-		if fp > l.filePages {
-			l.filePages = fp
-		}
-	}
 	for i := range b.extends {
-		if w := &b.extends[i]; w.done || b.filePages[w.l] > w.l.durablePages {
-			w.l.unsynced = true
-		}
+		// Written, or perhaps partly: either way the file has writes to
+		// fsync before a state file covers them.
+		b.extends[i].l.unsynced = true
 	}
 	x.unpinBatch(b)
 }
 
 func (x *Index) unpinBatch(b *wbBatch) {
-	for _, l := range b.pinned {
+	for l := range b.pinned {
 		x.unpin(l)
 	}
 	b.pinned = nil

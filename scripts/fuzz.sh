@@ -6,6 +6,9 @@
 # Targets are found by name (every func Fuzz* in a _test.go file), among them
 # wire's FuzzReadBatch for the READ_BATCH codec:
 #   go test ./wire -run '^$' -fuzz '^FuzzReadBatch$' -fuzztime 1m
+# and index's FuzzDecodeState for the state file, version 2 with its page
+# runs (sparse ledgers, issue 16) and version 1:
+#   go test ./index -run '^$' -fuzz '^FuzzDecodeState$' -fuzztime 1m
 # New crashers land in the package's testdata/fuzz/ and fail `go test` until fixed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
