@@ -46,9 +46,9 @@ func fixturePayload(ledger uint64, entry int64) []byte {
 	return fmt.Appendf(nil, "ledger %d entry %d %0200d", ledger, entry, entry)
 }
 
-func buildFixture(dir string) error {
-	data := filepath.Join(dir, "live")
-	cfg := bookie.Config{
+// fixtureConfig is the small bookie the fixtures are written by.
+func fixtureConfig(data string) bookie.Config {
+	return bookie.Config{
 		Listen:             "127.0.0.1:0",
 		DataDir:            data,
 		Admin:              "",
@@ -60,6 +60,11 @@ func buildFixture(dir string) error {
 		CheckpointInterval: bookie.Duration(time.Hour),
 		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+}
+
+func buildFixture(dir string) error {
+	data := filepath.Join(dir, "live")
+	cfg := fixtureConfig(data)
 	b, err := bookie.New(cfg)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/vfs"
 )
@@ -205,5 +206,47 @@ func TestVerifyTornTailIsANote(t *testing.T) {
 	jr, err := Journal(vfs.Default, d.Journal, nil)
 	if err != nil || jr.TornAt == nil || jr.Tail != "torn tail" {
 		t.Fatalf("inspect journal: %+v, %v", jr, err)
+	}
+}
+
+// A sparse ledger (an entry at a far id) is verified page by stored page:
+// both entries are checked, and the index phase counts two pages, not the
+// two million below the far one.
+func TestVerifySparseLedger(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	b, err := bookie.New(fixtureConfig(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dialRaw(b.Addr())
+	if err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	const far = int64(1) << 30
+	for _, e := range []int64{0, far} {
+		if err := c.add(7, e, -1, fixturePayload(7, e)); err != nil {
+			b.Close()
+			t.Fatal(err)
+		}
+	}
+	c.nc.Close()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var pages int64
+	r := Verify(vfs.Default, DirsFor(data, "", ""), VerifyOptions{Progress: func(p Progress) {
+		if p.Phase == "index" {
+			pages = p.Total
+		}
+	}})
+	if !r.OK || r.Index.Entries != 2 {
+		t.Fatalf("verify of a sparse ledger: ok %v, %d index entries, problems %v", r.OK, r.Index.Entries, r.Problems)
+	}
+	if pages != 2 {
+		t.Fatalf("index phase over %d pages, want the 2 stored", pages)
 	}
 }
