@@ -285,8 +285,13 @@ func openLoop(ctx context.Context, wr *client.Writer, w Workload, rec *Recorder,
 }
 
 // runTail runs the tail workload: a writer at w.Rate and a follower from entry 0.
+// The writer sends its LAC as soon as it is idle (ExplicitLACDelay < 0), as a writer
+// with tailing readers would be configured: otherwise the reader learns entry n from entry
+// n+1, one add interval later.
 func (r *Runner) runTail(ctx context.Context, cl *client.Client, w Workload, rr *ReadResult) error {
-	wr, err := cl.CreateLedger(ctx, r.ledgerOptions(w))
+	opts := r.ledgerOptions(w)
+	opts.ExplicitLACDelay = -1
+	wr, err := cl.CreateLedger(ctx, opts)
 	if err != nil {
 		return err
 	}

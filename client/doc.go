@@ -28,7 +28,9 @@
 // Entry e of a fragment with ensemble size E goes to the WriteQuorum bookies
 // ensemble[(e+i) mod E]. The writer keeps, per entry, the set of bookies that stored it, and
 // acknowledges entries strictly in id order once AckQuorum bookies of the entry's current
-// write set have it; every add carries the writer's LAC at the time it was encoded.
+// write set have it; every add carries the writer's LAC at the time it was encoded. Once
+// every add is acknowledged the writer also sends its LAC with WRITE_LAC, after
+// LedgerOptions.ExplicitLACDelay (20 ms; negative: at once, for tailing readers).
 //
 // A bookie that fails a request (timeout, I/O error, ReadOnly, broken connection, any
 // unexpected status) is replaced: the writer holds every ack, stores a new fragment starting

@@ -236,3 +236,51 @@ func TestFollow(t *testing.T) {
 }
 
 var errStopFollow = errors.New("stop")
+
+// A writer with ExplicitLACDelay < 0 sends its LAC as soon as it goes idle, so a follower
+// gets every entry without waiting for the next add: here each Append waits for the
+// follower to deliver the entry before the next is sent.
+func TestFollowExplicitLACAtOnce(t *testing.T) {
+	c := startCluster(t, 2)
+	cl := c.client(nil)
+	ctx := testCtx(t)
+	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2, ExplicitLACDelay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.lacDelay != 0 {
+		t.Fatalf("lacDelay %v for ExplicitLACDelay -1, want 0 (at once)", w.lacDelay)
+	}
+	r, err := cl.OpenLedger(ctx, w.ID(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Entry)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go r.Follow(fctx, 0, func(e Entry) error {
+		select {
+		case got <- e:
+		case <-fctx.Done():
+		}
+		return nil
+	})
+	for i := range int64(5) {
+		if _, err := w.Append(ctx, payload(i)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e := <-got:
+			checkEntries(t, []Entry{e}, i, 1)
+		case <-ctx.Done():
+			t.Fatalf("entry %d not delivered while the writer was idle", i)
+		}
+	}
+	w2, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w2.lacDelay != defaultExplicitLACDelay {
+		t.Fatalf("default lacDelay %v, want %v", w2.lacDelay, defaultExplicitLACDelay)
+	}
+}

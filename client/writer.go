@@ -34,6 +34,12 @@ type LedgerOptions struct {
 	MasterKey *wire.MasterKey
 	// CustomMetadata is stored with the ledger's metadata.
 	CustomMetadata map[string][]byte
+	// ExplicitLACDelay is how long the writer waits, once every add is acknowledged, before
+	// it sends the ensemble its LAC with WRITE_LAC (adds piggyback the LAC, so a tailing
+	// reader otherwise learns that entry n is committed only from entry n+1). 0 means 20 ms;
+	// negative means at once: a reader following the ledger gets each entry as soon as it
+	// is acknowledged, at the cost of one WRITE_LAC per bookie whenever the writer goes idle.
+	ExplicitLACDelay time.Duration
 }
 
 // Writer appends to a ledger it created. It is the ledger's only writer; its methods are safe
@@ -44,6 +50,8 @@ type Writer struct {
 	key    wire.MasterKey
 	e      int
 	wq, aq int
+	// lacDelay is LedgerOptions.ExplicitLACDelay resolved: 0 is at once.
+	lacDelay time.Duration
 
 	mu         sync.Mutex // protects everything below
 	md         meta.LedgerMetadata
@@ -159,8 +167,15 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 	if err != nil {
 		return nil, fmt.Errorf("client: create ledger: %w", err)
 	}
+	lacDelay := opts.ExplicitLACDelay
+	switch {
+	case lacDelay == 0:
+		lacDelay = defaultExplicitLACDelay
+	case lacDelay < 0:
+		lacDelay = 0
+	}
 	w := &Writer{
-		c: c, id: md.ID, key: key, e: e, wq: wq, aq: aq,
+		c: c, id: md.ID, key: key, e: e, wq: wq, aq: aq, lacDelay: lacDelay,
 		md: md, index: make(map[meta.BookieID]int),
 		lastAdded: wire.NoEntry, lac: wire.NoEntry, lacSent: wire.NoEntry,
 		finalize: make(chan struct{}),
@@ -356,10 +371,11 @@ func (w *Writer) sendAll(reqs []*request) {
 	}
 }
 
-// explicitLACDelay is how long the writer waits, once every add is acknowledged, before it
-// tells the ensemble its LAC with WRITE_LAC, so that readers see the last entries without
-// further adds. Adds piggyback the LAC; this covers a writer that went quiet.
-const explicitLACDelay = 20 * time.Millisecond
+// defaultExplicitLACDelay is how long the writer waits by default, once every add is
+// acknowledged, before it tells the ensemble its LAC with WRITE_LAC, so that readers see
+// the last entries without further adds (LedgerOptions.ExplicitLACDelay). Adds piggyback
+// the LAC; this covers a writer that went quiet.
+const defaultExplicitLACDelay = 20 * time.Millisecond
 
 // scheduleLACLocked arms the explicit LAC timer when the writer is idle with a LAC the
 // bookies have not been sent. Requires mu held.
@@ -368,7 +384,7 @@ func (w *Writer) scheduleLACLocked() {
 		return
 	}
 	w.lacTimer = true
-	time.AfterFunc(explicitLACDelay, w.writeLAC)
+	time.AfterFunc(w.lacDelay, w.writeLAC)
 }
 
 // writeLAC sends WRITE_LAC to the current ensemble if the writer is still idle.
