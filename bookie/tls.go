@@ -90,15 +90,21 @@ func (b *Bookie) TLSAddr() string {
 
 func (s *tlsServer) accept() {
 	defer s.wg.Done()
+	var backoff time.Duration
 	for {
 		nc, err := s.ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return // closed
+		if errors.Is(err, net.ErrClosed) {
+			return
 		}
+		if err != nil {
+			// Out of file descriptors and the like: wait and go on, as
+			// net/http does, rather than stop serving TLS for good.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.b.log.Warn("TLS listener: accept failed", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
@@ -180,7 +186,6 @@ func (t *tlsConn) serve() {
 		// Over a connection limit: closed before the TLS handshake, so
 		// the client sees the handshake fail, not a refusal Hello.
 		t.Close()
-		t.forget()
 		return
 	}
 	closeNow := true
@@ -191,11 +196,12 @@ func (t *tlsConn) serve() {
 			t.closeWhenSent()
 		}
 		b.closeConn(c)
-		t.forget()
 	}()
 	// The handshake timeout covers the TLS handshake too; the sweeper
 	// also closes a connection whose bookie Hello is late.
-	t.raw.SetDeadline(time.Now().Add(time.Duration(b.cfg.HandshakeTimeout)))
+	if d := time.Duration(b.cfg.HandshakeTimeout); d > 0 {
+		t.raw.SetDeadline(time.Now().Add(d))
+	}
 	if err := t.tc.Handshake(); err != nil {
 		b.metrics.cutConns.WithLabelValues("tls_handshake").Inc()
 		b.log.Info("closing connection: TLS handshake failed", "remote", t.addr, "err", err)
@@ -256,7 +262,9 @@ func (t *tlsConn) read() (int, error) {
 	return n, err
 }
 
-// forget removes t from the server's set.
+// forget removes t from the server's set. Runs on the writer as it ends, so
+// that tlsServer.close still finds (and closes) a connection whose last
+// answers are being sent.
 func (t *tlsConn) forget() {
 	t.s.mu.Lock()
 	delete(t.s.conns, t)
@@ -267,6 +275,7 @@ func (t *tlsConn) forget() {
 // AsyncWrite callbacks after their buffer is sent.
 func (t *tlsConn) writeLoop() {
 	defer t.s.wg.Done()
+	defer t.forget()
 	for {
 		select {
 		case <-t.kick:

@@ -64,7 +64,9 @@ func (b *Bookie) boundUnparsed(c *conn, buffered int) (closeIt bool) {
 		victim = c
 	}
 	b.metrics.cutConns.WithLabelValues("unparsed_overflow").Inc()
-	b.log.Warn("closing connection: unparsed bytes of all connections over max_unparsed_bytes", "remote", victim.gc.RemoteAddr(),
+	// victim.ip, not victim.gc.RemoteAddr(): a gnet.Conn's address may be
+	// read only on its own event loop.
+	b.log.Warn("closing connection: unparsed bytes of all connections over max_unparsed_bytes", "remote_ip", victim.ip,
 		"unparsed", victim.unparsed.Load(), "total", b.unparsedBytes.Load())
 	if victim == c {
 		return true
