@@ -220,7 +220,8 @@ func (c *conn) flush() {
 // written is the AsyncWrite callback (bound once to c.onWritten so flushing
 // does not allocate): recycle the buffer, cut a client that does not read its
 // replies, and send what queued meanwhile. Runs on the event loop (for a
-// TLS connection, on its writer goroutine); gc is nil for a TLS connection.
+// TLS connection, inside AsyncWrite, on the goroutine that flushed); gc is
+// nil for a TLS connection.
 func (c *conn) written(_ gnet.Conn, err error) error {
 	gc := c.gc
 	c.mu.Lock()

@@ -149,23 +149,16 @@ type tlsConn struct {
 	start int
 
 	mu       sync.Mutex
-	loopOut  []byte        // bytes from Write; protected by mu
-	async    []asyncWrite  // buffers from AsyncWrite, in order; protected by mu
-	queued   int           // bytes in loopOut, async and the write in progress; protected by mu
+	out      []byte        // bytes from Write and AsyncWrite, not yet taken by the writer; protected by mu
+	queued   int           // bytes in out and in the write in progress; protected by mu
 	isClosed bool          // Close ran; protected by mu
 	draining bool          // close once everything queued is sent; protected by mu
 	kick     chan struct{} // tells the writer there is work; capacity 1
 	done     chan struct{} // closed by Close
 	once     sync.Once
 
-	spare   []byte       // the writer's other loopOut buffer; owned by the writer
-	pending []asyncWrite // the writer's batch; owned by the writer
-	addr    net.Addr
-}
-
-type asyncWrite struct {
-	buf []byte
-	cb  gnet.AsyncCallback
+	spare []byte // the writer's other out buffer; owned by the writer
+	addr  net.Addr
 }
 
 func newTLSConn(s *tlsServer, nc net.Conn) *tlsConn {
@@ -271,8 +264,7 @@ func (t *tlsConn) forget() {
 	t.s.mu.Unlock()
 }
 
-// writeLoop sends what Write and AsyncWrite queue, in batches, and runs the
-// AsyncWrite callbacks after their buffer is sent.
+// writeLoop sends what Write and AsyncWrite queue, in batches.
 func (t *tlsConn) writeLoop() {
 	defer t.s.wg.Done()
 	defer t.forget()
@@ -280,35 +272,24 @@ func (t *tlsConn) writeLoop() {
 		select {
 		case <-t.kick:
 		case <-t.done:
-			t.failPending()
 			return
 		}
 		t.mu.Lock()
-		out := t.loopOut
-		t.loopOut = t.spare[:0]
-		t.pending = append(t.pending[:0], t.async...)
-		clear(t.async)
-		t.async = t.async[:0]
+		out := t.out
+		t.out = t.spare[:0]
 		t.mu.Unlock()
 		var err error
 		if len(out) > 0 {
 			_, err = t.tc.Write(out)
-			t.sent(len(out))
-		}
-		t.spare = out
-		for i, w := range t.pending {
-			if err == nil {
-				_, err = t.tc.Write(w.buf)
-			}
-			t.sent(len(w.buf))
-			if w.cb != nil {
-				w.cb(nil, err)
-			}
-			t.pending[i] = asyncWrite{}
 		}
 		t.mu.Lock()
-		last := t.draining && len(t.loopOut) == 0 && len(t.async) == 0
+		t.queued -= len(out)
+		last := t.draining && len(t.out) == 0
 		t.mu.Unlock()
+		if cap(out) > 1<<20 {
+			out = nil // do not keep a burst's buffer
+		}
+		t.spare = out
 		if err != nil || last {
 			t.Close()
 		}
@@ -328,26 +309,6 @@ func (t *tlsConn) closeWhenSent() {
 // closeWriteTimeout bounds how long a closing TLS connection's last
 // answers may take to send.
 const closeWriteTimeout = 5 * time.Second
-
-// failPending runs the callbacks of writes that will never be sent, so
-// their buffers are recycled. Runs on the writer, after Close.
-func (t *tlsConn) failPending() {
-	t.mu.Lock()
-	async := t.async
-	t.async = nil
-	t.mu.Unlock()
-	for _, w := range async {
-		if w.cb != nil {
-			w.cb(nil, net.ErrClosed)
-		}
-	}
-}
-
-func (t *tlsConn) sent(n int) {
-	t.mu.Lock()
-	t.queued -= n
-	t.mu.Unlock()
-}
 
 func (t *tlsConn) signal() {
 	select {
@@ -383,7 +344,7 @@ func (t *tlsConn) Discard(n int) (int, error) {
 // connection is in conn.written. Runs on the reader.
 func (t *tlsConn) Write(p []byte) (int, error) {
 	t.mu.Lock()
-	t.loopOut = append(t.loopOut, p...)
+	t.out = append(t.out, p...)
 	t.queued += len(p)
 	over := t.queued > t.s.b.cfg.MaxOutboundBytes
 	t.mu.Unlock()
@@ -396,18 +357,24 @@ func (t *tlsConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// AsyncWrite implements transport: buf is sent by the writer, which then
-// calls callback (with a nil gnet.Conn). Runs anywhere.
+// AsyncWrite implements transport: buf is copied into the outbound buffer,
+// as gnet copies it into a connection's, and callback runs at once (with a
+// nil gnet.Conn), on the caller's goroutine, so that conn.written sees
+// OutboundBuffered grow and cuts a client that does not read even while
+// the writer is blocked on it. Runs anywhere.
 func (t *tlsConn) AsyncWrite(buf []byte, callback gnet.AsyncCallback) error {
 	t.mu.Lock()
 	if t.isClosed {
 		t.mu.Unlock()
 		return net.ErrClosed
 	}
-	t.async = append(t.async, asyncWrite{buf, callback})
+	t.out = append(t.out, buf...)
 	t.queued += len(buf)
 	t.mu.Unlock()
 	t.signal()
+	if callback != nil {
+		callback(nil, nil)
+	}
 	return nil
 }
 

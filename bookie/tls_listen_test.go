@@ -250,3 +250,58 @@ func TestTLSRegistered(t *testing.T) {
 		t.Fatalf("live bookies = %+v, %v; want TLSAddr %s", live, err, b.TLSAddr())
 	}
 }
+
+// TestTLSBackpressure: over its in-flight limit a TLS connection is paused
+// (not read) and resumed as replies drain, like a gnet one; every add is
+// answered.
+func TestTLSBackpressure(t *testing.T) {
+	p := metatest.NewPKI(t)
+	cfg := tlsTestConfig(t, p, false)
+	cfg.MaxConnInflight = 8
+	b := startBookie(t, cfg)
+	c := dialTLS(t, b.TLSAddr(), &tls.Config{RootCAs: p.Roots, ServerName: "localhost"})
+	var all []byte
+	const n = 500
+	for e := int64(0); e < n; e++ {
+		all = wire.AppendAddRequest(all, uint64(e+1), 0, &testKey, wire.AppendEntry(nil, 1, e, e-1, []byte("p")))
+	}
+	go c.nc.Write(all)
+	c.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for i := 0; i < n; i++ {
+		if r, err := wire.DecodeAddResponse(c.readFrame()); err != nil || r.Status != wire.StatusOK {
+			t.Fatalf("add %d: %v %v", i, err, r.Status)
+		}
+	}
+	if got := testCounter(t, b, "bookie_backpressure_pauses_total"); got == 0 {
+		t.Fatal("the TLS connection was never paused")
+	}
+}
+
+// TestTLSSlowReaderIsCut: a TLS client that sends reads but never reads
+// the replies is cut once they pass max_outbound_bytes, although the
+// bookie's writer is blocked on it; another TLS client goes on.
+func TestTLSSlowReaderIsCut(t *testing.T) {
+	p := metatest.NewPKI(t)
+	cfg := tlsTestConfig(t, p, false)
+	cfg.MaxOutboundBytes = 256 << 10
+	b := startBookie(t, cfg)
+	tcfg := &tls.Config{RootCAs: p.Roots, ServerName: "localhost"}
+	good := dialTLS(t, b.TLSAddr(), tcfg)
+	bad := dialTLS(t, b.TLSAddr(), tcfg)
+	big := make([]byte, 60<<10)
+	if s := good.add(testKey, 0, 1, 0, -1, big); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	var req []byte
+	for i := 0; i < 2000; i++ {
+		req = wire.AppendReadRequest(req, uint64(i), 0, 1, 0, &testKey)
+	}
+	go func() {
+		bad.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		bad.nc.Write(req) // fails once the bookie cuts it
+	}()
+	waitUntil(t, func() bool { return cutCount(t, b, "slow_reader") > 0 })
+	if r, s := good.read(0, 1, 0); s != wire.StatusOK || len(r.Entry.Payload) != len(big) {
+		t.Fatalf("good TLS client after the cut: %v", s)
+	}
+}

@@ -15,8 +15,9 @@ import (
 // event loop, or the TLS connection's reader goroutine. InboundBuffered,
 // Peek, Discard and Write run only there; AsyncWrite, OutboundBuffered,
 // Wake, Close and RemoteAddr run anywhere. An AsyncWrite callback gets the
-// gnet.Conn from gnet and nil from a tlsConn, so callbacks use the conn's
-// own transport.
+// gnet.Conn on its event loop from gnet, and nil at once, inside
+// AsyncWrite, from a tlsConn; so callbacks use the conn's own transport
+// and are safe on any goroutine.
 type transport interface {
 	InboundBuffered() int
 	Peek(n int) ([]byte, error)
