@@ -66,7 +66,7 @@ func (r *Runner) runGC(ctx context.Context, w Workload, res *Result) error {
 	g := &GCResult{Ledgers: w.Ledgers, ForegroundRate: gcForegroundRate}
 	res.GC = g
 	start := time.Now()
-	cl, err := client.New(ctx, client.Config{Store: store})
+	cl, err := client.New(ctx, client.Config{Store: store, TLS: r.opts.TLS})
 	if err != nil {
 		return err
 	}

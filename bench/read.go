@@ -76,7 +76,7 @@ func (r *Runner) runRead(ctx context.Context, w Workload, res *Result) error {
 	if err != nil {
 		return err
 	}
-	cl, err := client.New(ctx, client.Config{Store: store})
+	cl, err := client.New(ctx, client.Config{Store: store, TLS: r.opts.TLS})
 	if err != nil {
 		return err
 	}

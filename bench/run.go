@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,10 @@ type Options struct {
 	Measuring func(w Workload, start bool)
 	// Password of the benchmark's ledgers.
 	Password []byte
+	// TLS, when set, makes every client of the workloads speak TLS to the
+	// bookies' TLS listeners (client.Config.TLS). Failover workloads, whose
+	// fault proxies sit in front of the plain listeners, refuse it.
+	TLS *tls.Config
 }
 
 // Runner runs workloads against a Target.
@@ -184,6 +189,9 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 		return res, err
 	}
 	if w.Failover {
+		if r.opts.TLS != nil {
+			return res, errors.New("bench: failover workloads run over plain TCP only: their fault proxies front the plain listeners")
+		}
 		err := r.runFailover(ctx, w, &res)
 		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
 		return res, err
@@ -258,7 +266,7 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 	if err != nil {
 		return err
 	}
-	cl, err := client.New(ctx, client.Config{Store: store})
+	cl, err := client.New(ctx, client.Config{Store: store, TLS: r.opts.TLS})
 	if err != nil {
 		return err
 	}

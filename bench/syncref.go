@@ -24,7 +24,7 @@ func (r *Runner) syncReference(ctx context.Context, w Workload, ref *Reference) 
 	if err != nil {
 		return err
 	}
-	cl, err := client.New(ctx, client.Config{Store: store})
+	cl, err := client.New(ctx, client.Config{Store: store, TLS: r.opts.TLS})
 	if err != nil {
 		return err
 	}

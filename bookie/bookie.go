@@ -65,9 +65,12 @@ type Bookie struct {
 	damage damage // entries the scrubber found damaged
 
 	inflightBytes atomic.Int64
-	// Connections that stopped parsing, by reason (see pause.go).
-	waitLimits  pauseSet
-	waitJournal pauseSet
+	unparsedBytes atomic.Int64 // bytes received and not parsed, all connections (unparsed.go)
+	// Connections that stopped parsing, by reason (see pause.go), and TLS
+	// connections that stopped reading on MaxUnparsedBytes (unparsed.go).
+	waitLimits   pauseSet
+	waitJournal  pauseSet
+	waitUnparsed pauseSet
 
 	readq  chan *request
 	batch  *batchReader // READ_BATCH workers and read-ahead (readbatch.go)
@@ -106,6 +109,7 @@ type Bookie struct {
 
 	eng      gnet.Engine
 	addr     string
+	tls      *tlsServer // the TLS listener (tls.go); nil without Config.TLSListen
 	serving  atomic.Bool
 	draining atomic.Bool
 	admin    *adminServer
@@ -139,6 +143,7 @@ func New(cfg Config) (*Bookie, error) {
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
 	b.batch = newBatchReader(b)
 	b.registerStorageMetrics()
+	b.registerUnparsedMetrics()
 	fs := cfg.FS
 	if b.secret = cfg.Secret; b.secret == nil && cfg.SecretFile != "" {
 		data, err := os.ReadFile(cfg.SecretFile)
@@ -569,6 +574,12 @@ func (b *Bookie) Start() error {
 		go b.gcLoop()
 	}
 	b.started = time.Now()
+	if b.cfg.TLSListen != "" {
+		if err := b.startTLS(); err != nil {
+			b.Close()
+			return err
+		}
+	}
 	if b.cfg.Admin != "" { // before registering: the registration names it
 		a, err := startAdmin(b, b.cfg.Admin)
 		if err != nil {
@@ -584,7 +595,7 @@ func (b *Bookie) Start() error {
 		}
 	}
 	b.serving.Store(true)
-	b.log.Info("bookie serving", "addr", b.addr, "journal", b.cfg.JournalDir, "ledgers", b.cfg.LedgerDir,
+	b.log.Info("bookie serving", "addr", b.addr, "tls_addr", b.TLSAddr(), "journal", b.cfg.JournalDir, "ledgers", b.cfg.LedgerDir,
 		"instance", b.cookie.Instance)
 	return nil
 }
@@ -693,6 +704,9 @@ func (b *Bookie) Close() error {
 	}
 	if b.admin != nil {
 		b.admin.close()
+	}
+	if b.tls != nil {
+		b.tls.close()
 	}
 	if b.addr != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -53,6 +53,14 @@ func (c Config) Check() error {
 	if c.Admin != "" {
 		checkAddr("admin", c.Admin, true)
 	}
+	if c.TLSListen != "" {
+		checkAddr("tls_listen", c.TLSListen, true)
+		if _, err := c.tlsConfig(); err != nil {
+			errs = append(errs, err)
+		}
+	} else if c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSClientCAFile != "" {
+		bad("tls_cert_file, tls_key_file and tls_client_ca_file need tls_listen (--tls-listen)")
+	}
 	if c.Metadata != "" {
 		// ClientConfig reads the TLS and password files the endpoint
 		// names, so a bad path fails here, before anything is written.
@@ -75,6 +83,9 @@ func (c Config) Check() error {
 		"write_cache_bytes": c.WriteCacheBytes, "entry_log_size": c.EntryLogSize,
 		"index_cache_bytes": c.IndexCacheBytes, "registration_ttl": int64(c.RegistrationTTL),
 		"checkpoint_interval": int64(c.CheckpointInterval),
+	}
+	if c.MaxUnparsedBytes < 2*int64(c.MaxFrameSize) {
+		bad("max_unparsed_bytes %d is smaller than 2 x max_frame_size %d: a largest frame and the start of the next would not fit", c.MaxUnparsedBytes, c.MaxFrameSize)
 	}
 	for _, k := range sortedKeys(positive) {
 		if positive[k] <= 0 {
@@ -113,7 +124,7 @@ func (c Config) Check() error {
 // A port taken between this check and Start still fails Start.
 func (c Config) CheckListeners() error {
 	c = c.withDefaults()
-	addrs := []struct{ name, addr string }{{"listen", c.Listen}, {"admin", c.Admin}}
+	addrs := []struct{ name, addr string }{{"listen", c.Listen}, {"admin", c.Admin}, {"tls_listen", c.TLSListen}}
 	for _, a := range addrs {
 		if a.addr == "" {
 			continue

@@ -21,6 +21,16 @@ type Config struct {
 	Listen string `json:"listen"`
 	// Advertise is the bookie's id and the address clients dial; default Listen.
 	Advertise string `json:"advertise"`
+	// TLSListen, when set, is a second listener that serves the same
+	// protocol over TLS (crypto/tls on a net.Listener, beside gnet's plain
+	// one). Its address is registered (meta.BookieInfo.TLSAddr, an
+	// unspecified host replaced by the bookie id's host). It needs
+	// TLSCertFile and TLSKeyFile (PEM); with TLSClientCAFile, every TLS
+	// client must present a certificate signed by one of that file's CAs.
+	TLSListen       string `json:"tls_listen"`
+	TLSCertFile     string `json:"tls_cert_file"`
+	TLSKeyFile      string `json:"tls_key_file"`
+	TLSClientCAFile string `json:"tls_client_ca_file"`
 	// DataDir holds journal/ and ledgers/ unless those are set.
 	DataDir string `json:"data"`
 	// JournalDir and LedgerDir override the two data directories.
@@ -53,6 +63,14 @@ type Config struct {
 	MaxConnInflightBytes int64 `json:"max_conn_inflight_bytes"`
 	// MaxInflightBytes bounds the same across all connections.
 	MaxInflightBytes int64 `json:"max_inflight_bytes"`
+	// MaxUnparsedBytes bounds the bytes received on all connections
+	// together and not yet parsed (partial frames, and frames a paused
+	// connection has not parsed yet). Over it, TLS connections stop being
+	// read until the total is under half, and the gnet connection holding
+	// the most unparsed bytes is closed, since gnet cannot stop reading a
+	// socket (see docs/security.md, "Limits"). Default max_inflight_bytes,
+	// and at least 2 x max_frame_size.
+	MaxUnparsedBytes int64 `json:"max_unparsed_bytes"`
 	// MaxOutboundBytes is how many reply bytes may wait for a client that
 	// does not read them before the connection is cut.
 	MaxOutboundBytes int `json:"max_outbound_bytes"`
@@ -334,6 +352,9 @@ func (c Config) withDefaults() Config {
 		// max_frame_size they cannot take is refused by Check instead.
 		fit := min(defaultMaxFrameSize, c.JournalSegmentSize, c.JournalQueueBytes, entrylog.MaxEntry(c.WriteCacheBytes, c.EntryLogSize))
 		c.MaxFrameSize = int(fit &^ (1<<10 - 1))
+	}
+	if c.MaxUnparsedBytes == 0 {
+		c.MaxUnparsedBytes = max(c.MaxInflightBytes, 2*int64(c.MaxFrameSize))
 	}
 	if c.FS == nil {
 		c.FS = vfs.Default

@@ -15,10 +15,10 @@ import (
 )
 
 // conn is the bookie's state for one client connection, kept as the gnet
-// connection's context.
+// connection's context (or by the TLS listener's tlsConn).
 type conn struct {
 	b  *Bookie
-	gc gnet.Conn
+	gc transport // the gnet.Conn, or a *tlsConn
 
 	ip       string        // remote IP, for per-source limits
 	registry registryState // protected by b.conns.mu
@@ -47,6 +47,11 @@ type conn struct {
 	onWritten gnet.AsyncCallback
 	closed    bool     // protected by mu
 	verdict   *verdict // the existence check's answer for the head frame; protected by mu
+
+	// unparsed is the bytes buffered on the connection and not parsed,
+	// as of the end of its last traffic; counted in b.unparsedBytes.
+	// Written on the event loop.
+	unparsed atomic.Int64
 
 	inflight      atomic.Int64 // requests parsed and not answered
 	inflightBytes atomic.Int64
@@ -214,8 +219,11 @@ func (c *conn) flush() {
 
 // written is the AsyncWrite callback (bound once to c.onWritten so flushing
 // does not allocate): recycle the buffer, cut a client that does not read its
-// replies, and send what queued meanwhile. Runs on the event loop.
-func (c *conn) written(gc gnet.Conn, err error) error {
+// replies, and send what queued meanwhile. Runs on the event loop (for a
+// TLS connection, inside AsyncWrite, on the goroutine that flushed); gc is
+// nil for a TLS connection.
+func (c *conn) written(_ gnet.Conn, err error) error {
+	gc := c.gc
 	c.mu.Lock()
 	replyPool.Put(c.inWrite)
 	c.inWrite = nil
@@ -268,21 +276,30 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 // (limits.go). Runs on the event loop.
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := newConn(h.b, gc)
-	ok, reason, evicted := h.b.conns.admit(c, h.b.cfg.MaxConnections, h.b.cfg.MaxHandshakingPerIP)
-	if !ok {
-		h.b.metrics.cutConns.WithLabelValues(reason).Inc()
+	if !h.b.openConn(c) {
 		return refusalHello(), gnet.Close
 	}
-	if evicted != nil {
-		h.b.metrics.cutConns.WithLabelValues("handshake_evicted").Inc()
-		evicted.gc.Close()
-	}
 	gc.SetContext(c)
-	h.b.metrics.connections.Inc()
 	return nil, gnet.None
 }
 
-func newConn(b *Bookie, gc gnet.Conn) *conn {
+// openConn registers a new connection under the connection limits; false:
+// it is over one and must be refused. Runs on the event loop of c.
+func (b *Bookie) openConn(c *conn) bool {
+	ok, reason, evicted := b.conns.admit(c, b.cfg.MaxConnections, b.cfg.MaxHandshakingPerIP)
+	if !ok {
+		b.metrics.cutConns.WithLabelValues(reason).Inc()
+		return false
+	}
+	if evicted != nil {
+		b.metrics.cutConns.WithLabelValues("handshake_evicted").Inc()
+		evicted.gc.Close()
+	}
+	b.metrics.connections.Inc()
+	return true
+}
+
+func newConn(b *Bookie, gc transport) *conn {
 	c := &conn{b: b, gc: gc, out: replyPool.Get(), ip: remoteIP(gc.RemoteAddr())}
 	c.onWritten = c.written
 	now := time.Now().UnixNano()
@@ -298,25 +315,42 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 	if c == nil {
 		return gnet.None
 	}
-	h.b.metrics.connections.Dec()
-	h.b.conns.remove(c)
+	h.b.closeConn(c)
+	return gnet.None
+}
+
+// closeConn drops a closed connection's state. Runs on the event loop of c,
+// once.
+func (b *Bookie) closeConn(c *conn) {
+	b.metrics.connections.Dec()
+	b.conns.remove(c)
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	h.b.waitLimits.remove(c)
-	h.b.waitJournal.remove(c)
-	if h.b.batch.ahead != nil {
-		h.b.batch.ahead.forget(c)
+	b.setUnparsed(c, 0)
+	b.waitLimits.remove(c)
+	b.waitJournal.remove(c)
+	b.waitUnparsed.remove(c)
+	if b.batch.ahead != nil {
+		b.batch.ahead.forget(c)
+	}
+}
+
+// OnTraffic runs traffic for a gnet connection. Runs on the event loop.
+func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
+	if h.traffic(gc.Context().(*conn)) {
+		return gnet.Close
 	}
 	return gnet.None
 }
 
-// OnTraffic parses every whole frame buffered on the connection, unless
-// in-flight limits say to wait. Bytes from Peek are used only before the
-// matching Discard: whatever outlives the frame (the journal record, request
-// fields) is copied out first. Runs on the event loop.
-func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
-	c := gc.Context().(*conn)
+// traffic parses every whole frame buffered on the connection, unless
+// in-flight limits say to wait, and reports whether to close it. Bytes from
+// Peek are used only before the matching Discard: whatever outlives the
+// frame (the journal record, request fields) is copied out first. It is the
+// one frame path of both listeners. Runs on the event loop.
+func (h *handler) traffic(c *conn) (closeIt bool) {
+	gc := c.gc
 	b := h.b
 	c.now = time.Now()
 	now := c.now.UnixNano()
@@ -400,15 +434,16 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 		c.loopOut = c.loopOut[:0]
 	}
 	if c.closing {
-		return gnet.Close
+		return true
 	}
 	// A client that keeps sending while paused is cut off once more than a
 	// frame's worth past its byte budget is buffered.
-	if gc.InboundBuffered() > int(b.cfg.MaxConnInflightBytes)+b.cfg.MaxFrameSize {
+	buffered := gc.InboundBuffered()
+	if buffered > int(b.cfg.MaxConnInflightBytes)+b.cfg.MaxFrameSize {
 		b.metrics.cutConns.WithLabelValues("inbound_overflow").Inc()
-		return gnet.Close
+		return true
 	}
-	return gnet.None
+	return b.boundUnparsed(c, buffered)
 }
 
 // refuseStream handles a length prefix the bookie does not accept: over

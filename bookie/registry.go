@@ -76,7 +76,7 @@ func (b *Bookie) register() error {
 	ro, _ := b.ReadOnly()
 	reg, err := b.meta.RegisterBookie(ctx, meta.BookieInfo{
 		ID: meta.BookieID(id), InstanceID: b.cookie.Instance, ReadOnly: ro, Version: Build, Rack: b.cfg.Rack,
-		Admin: advertisedAdmin(b.AdminAddr(), id),
+		Admin: advertisedAdmin(b.AdminAddr(), id), TLSAddr: advertisedAdmin(b.TLSAddr(), id),
 	}, time.Duration(b.cfg.RegistrationTTL))
 	if err != nil {
 		return fmt.Errorf("bookie: register in metadata store: %w", err)
@@ -106,9 +106,9 @@ func (b *Bookie) announceReadOnly() {
 
 func first[A, B any](a A, _ B) A { return a }
 
-// advertisedAdmin returns the admin address to register: the listener's,
+// advertisedAdmin returns the admin (or TLS) address to register: the listener's,
 // with an unspecified host (0.0.0.0, ::) replaced by the bookie id's host.
-// Empty without an admin listener.
+// Empty without such a listener.
 func advertisedAdmin(listen, id string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -66,6 +67,13 @@ type Config struct {
 	// Linux, TCP_USER_TIMEOUT, both about RequestTimeout (see docs/durability.md,
 	// "Blackholes"). Tests inject faults here.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// TLS, when set, makes the client speak TLS to every bookie: it dials the
+	// TLS listener a bookie registers (meta.BookieInfo.TLSAddr) over Dial and
+	// verifies the bookie's certificate with this config (RootCAs; ServerName,
+	// default the host of the address dialed; Certificates for bookies that
+	// require client certificates). A bookie registered without a TLS
+	// listener is not dialed at all. See TLSConfig and docs/security.md.
+	TLS *tls.Config
 	// DialTimeout bounds a connection attempt and its handshake; default 3 s.
 	DialTimeout time.Duration
 	// RequestTimeout is how long a request may wait for its response before it fails with
@@ -146,6 +154,7 @@ type Client struct {
 	metaTimeout     time.Duration // Config.MetadataTimeout; 0: none
 	minRacks        int           // Config.MinRacks
 	enforceRacks    bool          // Config.EnforceRacks
+	tls             bool          // Config.TLS is set: dial bookies' TLS addresses
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -202,6 +211,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.cfg.dial = func(ctx context.Context, addr string) (net.Conn, error) {
 			return d.DialContext(ctx, "tcp", addr)
 		}
+	}
+	if cfg.TLS != nil {
+		c.tls = true
+		c.cfg.dial = dialTLS(c.cfg.dial, cfg.TLS)
 	}
 	if c.store == nil {
 		s, err := meta.Open(ctx, cfg.Metadata)
@@ -330,6 +343,9 @@ func (c *Client) dialAddr(ctx context.Context, id string) string {
 	}
 	for _, b := range live {
 		if string(b.ID) == id {
+			if c.tls {
+				return tlsDialAddr(b)
+			}
 			return b.DialAddr()
 		}
 	}

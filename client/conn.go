@@ -214,7 +214,7 @@ func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, wire
 	}
 	nc, err := c.cfg.dial(ctx, addr)
 	if err != nil {
-		if addr != c.addr {
+		if addr != c.addr && addr != noTLSAddr {
 			err = fmt.Errorf("registered address %s: %w", addr, err)
 		}
 		return nil, nil, 0, err

@@ -117,6 +117,10 @@ type BookieInfo struct {
 	// Addr is the address clients dial, when it differs from ID (e.g.
 	// behind NAT); empty means ID. See DialAddr.
 	Addr string `json:"addr,omitempty"`
+	// TLSAddr is the "host:port" of the bookie's TLS listener, when it runs
+	// one (bookie Config.TLSListen): clients configured for TLS dial it
+	// instead of DialAddr. Optional; older readers ignore it.
+	TLSAddr string `json:"tlsAddr,omitempty"`
 	// Admin is the bookie's admin HTTP endpoint, "host:port", when it runs
 	// one: where bk bookie status, bk gc and the like find it.
 	Admin string `json:"admin,omitempty"`

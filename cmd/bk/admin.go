@@ -25,7 +25,7 @@ type adminTargets struct {
 }
 
 func (a *adminTargets) add(fs *flag.FlagSet, jsonHelp string, timeout time.Duration) {
-	a.cluster.add(fs)
+	a.cluster.addMetadata(fs)
 	fs.BoolVar(&a.all, "all", false, "every live bookie registered in the metadata store, at the admin address it registered")
 	fs.StringVar(&a.bookie, "bookie", "", "the bookie with this ID (host:port), found in the metadata store")
 	fs.BoolVar(&a.asJSON, "json", false, jsonHelp)

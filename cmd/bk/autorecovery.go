@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -39,6 +40,7 @@ type recoveryOptions struct {
 	name                            string
 	minRacks                        int
 	enforceRacks                    bool
+	tls                             *tls.Config // the client's TLS to the bookies; nil: plain
 }
 
 func (o *recoveryOptions) add(fs *flag.FlagSet) {
@@ -62,7 +64,7 @@ type recoveryService struct {
 func startRecovery(endpoint string, secret []byte, o recoveryOptions, log *slog.Logger, reg prometheus.Registerer) (*recoveryService, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret, MinRacks: o.minRacks, EnforceRacks: o.enforceRacks})
+	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret, MinRacks: o.minRacks, EnforceRacks: o.enforceRacks, TLS: o.tls})
 	if err != nil {
 		return nil, fmt.Errorf("autorecovery: %w", err)
 	}
@@ -127,6 +129,9 @@ func runAutorecovery(args []string) error {
 	}
 	endpoint, secret, err := cluster.resolve()
 	if err != nil {
+		return err
+	}
+	if o.tls, err = cluster.bookieTLS.config(); err != nil {
 		return err
 	}
 	if o.name == "" {

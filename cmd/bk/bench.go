@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -24,7 +25,9 @@ import (
 
 	"github.com/bookie-go/bookie/bench"
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/pki"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/embedded"
 	"golang.org/x/sys/unix"
@@ -33,8 +36,9 @@ import (
 // localSettings are the bookie settings of bk bench --local.
 type localSettings struct {
 	logLevel     string
-	entryLogSize int64  // 0: the bookie's default
-	configFile   string // laid over the rest; "": none
+	entryLogSize int64    // 0: the bookie's default
+	configFile   string   // laid over the rest; "": none
+	tls          *pki.PKI // with --tls: the bookies also listen on TLS with its server certificate
 }
 
 // bookieConfigJSON returns the bookie config the local bookies run with, as
@@ -93,6 +97,9 @@ func runBench(args []string) error {
 	}
 	replay := fs.String("report", "", "print the table (and --plot) of a JSON file written by --json, without running anything")
 	wide := fs.Bool("wide", false, "print every column (CPU, RSS, adds/fsync, the reference, load) and the per-workload details, not just the summary")
+	tlsRun := fs.Bool("tls", false, "run each workload twice, over the bookies' plain and then their TLS listeners (WORKLOAD and WORKLOAD+tls), to measure TLS's cost; with --local the bookies get a throwaway certificate, with --metadata give --bookie-tls-ca (and -cert/-key); failover workloads run in plain only")
+	var benchTLS bookieTLSFlags
+	benchTLS.add(fs)
 	rerepl := addRereplFlags(fs)
 	fs.Parse(args)
 	if *workloads == "rereplication" { // bench_rerepl.go: needs --local, runs on its own
@@ -118,13 +125,39 @@ func runBench(args []string) error {
 
 	opts := bench.Options{RefDuration: *refDur, TCPRef: *tcpRef, Password: []byte("bk-bench")}
 	var cleanup func()
+	var ls localSettings
+	var tlsOpts *tls.Config // the TLS runs' client config; nil: no TLS runs
+	if *tlsRun && *local {
+		dir, err := os.MkdirTemp(*data, "bk-bench-tls-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if ls.tls, err = pki.Write(dir, "bk bench"); err != nil {
+			return err
+		}
+		if tlsOpts, err = client.TLSConfig(ls.tls.CAFile, "", "", ""); err != nil {
+			return err
+		}
+	} else if !*tlsRun {
+		if c, err := benchTLS.config(); err != nil || c != nil {
+			return errors.Join(err, errors.New("--bookie-tls-* are for --tls --metadata"))
+		}
+	} else {
+		if tlsOpts, err = benchTLS.config(); err != nil {
+			return err
+		}
+		if tlsOpts == nil {
+			return errors.New("--tls with --metadata needs --bookie-tls-ca (the CA of the bookies' TLS certificates)")
+		}
+	}
 	if *local {
 		n := max(*nBookies, bench.MaxBookies(ws))
 		start := startLocal
 		if *procs {
 			start = startLocalProcs
 		}
-		ls := localSettings{logLevel: *logLevel, entryLogSize: *entryLogSize, configFile: *bookieConfig}
+		ls.logLevel, ls.entryLogSize, ls.configFile = *logLevel, *entryLogSize, *bookieConfig
 		if ls.entryLogSize == 0 && slices.ContainsFunc(ws, func(w bench.Workload) bool { return w.GC }) {
 			ls.entryLogSize = 128 << 20
 		}
@@ -184,8 +217,17 @@ func runBench(args []string) error {
 		rep.Note = "--local: etcd, the bookies and the client run in this one process; cpu is theirs together"
 	}
 	r := bench.NewRunner(opts)
+	// The TLS runs have their own runner (its own closed-loop maximum for
+	// the workloads that run at a fraction of it) and skip the disk and
+	// TCP references, which the plain runs already measure.
+	var rTLS *bench.Runner
+	if tlsOpts != nil {
+		o := opts
+		o.TLS, o.RefDir, o.TCPRef = tlsOpts, "", false
+		rTLS = bench.NewRunner(o)
+	}
 	var runErr error
-	for _, w := range ws {
+	run := func(r *bench.Runner, w bench.Workload) bool {
 		if opts.Progress != nil {
 			fmt.Fprintf(os.Stderr, "running %s (warm-up %v, %v)\n", w, w.Warmup, w.Duration)
 		}
@@ -193,9 +235,18 @@ func runBench(args []string) error {
 		if res.Elapsed > 0 {
 			rep.Results = append(rep.Results, res) // measured, even if it then failed
 		}
-		if err != nil {
-			runErr = err
+		runErr = err
+		return err == nil
+	}
+	for _, w := range ws {
+		if !run(r, w) {
 			break
+		}
+		if rTLS != nil && !w.Failover {
+			w.Name += "+tls"
+			if !run(rTLS, w) {
+				break
+			}
 		}
 	}
 	var out io.Writer = os.Stdout
@@ -241,6 +292,9 @@ func startLocal(parent string, n int, ls localSettings) (bench.Target, string, f
 	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: n, Logger: log,
 		Configure: func(i int, cfg *bookie.Config) {
 			cfg.Admin = "127.0.0.1:0"
+			if ls.tls != nil {
+				cfg.TLSListen, cfg.TLSCertFile, cfg.TLSKeyFile = "127.0.0.1:0", ls.tls.ServerCertFile, ls.tls.ServerKeyFile
+			}
 			cfg.GCGracePeriod = benchGCGrace
 			cfg.EntryLogSize = ls.entryLogSize
 			if ls.configFile != "" {
@@ -477,7 +531,7 @@ func startLocalProcs(parent string, n int, ls localSettings) (bench.Target, stri
 	}
 	t := bench.Target{Store: store}
 	for i := 1; i <= n; i++ {
-		ports, err := freePorts(2)
+		ports, err := freePorts(3)
 		if err != nil {
 			return fail(err)
 		}
@@ -488,6 +542,10 @@ func startLocalProcs(parent string, n int, ls localSettings) (bench.Target, stri
 		}
 		c := exec.Command(exe, "bookie", "--listen", listen, "--admin", admin, "--metadata", etcd.Endpoint(),
 			"--data", filepath.Join(dir, fmt.Sprintf("bookie-%d", i)), "--log-level", ls.logLevel, "--config", benchConfig)
+		if ls.tls != nil {
+			c.Args = append(c.Args, "--tls-listen", fmt.Sprintf("127.0.0.1:%d", ports[2]),
+				"--tls-cert", ls.tls.ServerCertFile, "--tls-key", ls.tls.ServerKeyFile)
+		}
 		c.Stdout, c.Stderr = logf, logf
 		err = c.Start()
 		logf.Close()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,5 +44,32 @@ func TestBenchReportWidth(t *testing.T) {
 	}
 	if !strings.Contains(wide.stdout, "rss MiB") || !strings.Contains(wide.stdout, "raw pwrite+fdatasync") {
 		t.Errorf("--wide lacks the full table:\n%s", wide.stdout)
+	}
+}
+
+// TestBenchTLS: bk bench --local --tls runs each workload over the plain
+// and the TLS listeners of the same bookies, in one report.
+func TestBenchTLS(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.json")
+	r := runBK(t, nil, nil, "bench", "--local", "--tls", "--workload", "journal", "--duration", "1s", "--warmup", "200ms",
+		"--no-ref", "--data", t.TempDir(), "--json", path)
+	if r.code != 0 {
+		t.Fatalf("bk bench --tls: exit %d, stderr %q", r.code, r.stderr)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 || rep.Results[1].Workload.Name != rep.Results[0].Workload.Name+"+tls" {
+		t.Fatalf("results %+v, want WORKLOAD and WORKLOAD+tls", rep.Results)
+	}
+	for _, res := range rep.Results {
+		if res.Adds == 0 || res.Errors != 0 {
+			t.Fatalf("%s: %d adds, %d errors", res.Workload.Name, res.Adds, res.Errors)
+		}
 	}
 }

@@ -99,6 +99,9 @@ func runBookie(args []string) error {
 	}
 	sig := notifyShutdown() // before saying it is up: a signal sent after is handled
 	fmt.Printf("bookie listening on %s", b.Addr())
+	if a := b.TLSAddr(); a != "" {
+		fmt.Printf(", TLS on %s", a)
+	}
 	if a := b.AdminAddr(); a != "" {
 		fmt.Printf(", admin on http://%s", a)
 	}
@@ -122,6 +125,7 @@ type bookieFlags struct {
 	listen, advertise, data                *string
 	journalDir, ledgerDir, admin, metadata *string
 	secretFile, rack                       *string
+	tlsListen, tlsCert, tlsKey, tlsCA      *string
 	allowUnknown                           *bool
 }
 
@@ -139,6 +143,10 @@ func addBookieFlags(fs *flag.FlagSet) *bookieFlags {
 		metadata:     fs.String("metadata", "", "metadata store, etcd[s]://host:port[,host:port...][/prefix][?ca=...&user=...] (default: none, or $BK_METADATA)"),
 		secretFile:   fs.String("secret-file", "", "file holding the cluster secret clients must authenticate with (or set BK_CLUSTER_SECRET)"),
 		rack:         fs.String("rack", "", "the bookie's failure domain (rack, zone), for clients' placement across racks"),
+		tlsListen:    fs.String("tls-listen", "", "also serve the protocol over TLS on this address (needs --tls-cert and --tls-key)"),
+		tlsCert:      fs.String("tls-cert", "", "the TLS listener's certificate chain (PEM)"),
+		tlsKey:       fs.String("tls-key", "", "the TLS listener's private key (PEM)"),
+		tlsCA:        fs.String("tls-client-ca", "", "require TLS clients to present a certificate signed by a CA in this PEM file"),
 		allowUnknown: fs.Bool("allow-unknown-state", false, "start even if data directories were wiped or swapped, answering UnknownLedgerState instead of NoSuchEntry"),
 	}
 }
@@ -158,7 +166,8 @@ func (f *bookieFlags) config() (bookie.Config, error) {
 	}
 	override := map[*string]*string{f.listen: &cfg.Listen, f.advertise: &cfg.Advertise, f.data: &cfg.DataDir,
 		f.journalDir: &cfg.JournalDir, f.ledgerDir: &cfg.LedgerDir, f.admin: &cfg.Admin, f.metadata: &cfg.Metadata,
-		f.rack: &cfg.Rack}
+		f.rack: &cfg.Rack, f.tlsListen: &cfg.TLSListen, f.tlsCert: &cfg.TLSCertFile, f.tlsKey: &cfg.TLSKeyFile,
+		f.tlsCA: &cfg.TLSClientCAFile}
 	for flagVal, field := range override {
 		if *flagVal != "" {
 			*field = *flagVal

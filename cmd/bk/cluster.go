@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -44,10 +45,45 @@ func defaultCLIConfigPath() string {
 // clusterFlags are the flags every command that talks to a cluster takes.
 type clusterFlags struct {
 	metadata, config, secretFile string
+	bookieTLS                    bookieTLSFlags
 }
 
-// add registers --metadata, --config and --secret-file on fs.
+// bookieTLSFlags are the flags that make a command's client speak TLS to
+// the bookies (client.Config.TLS), shared by every command that dials them.
+type bookieTLSFlags struct {
+	ca, cert, key, serverName string
+}
+
+func (f *bookieTLSFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.ca, "bookie-tls-ca", "", "dial the bookies' TLS listeners, verifying them with the CAs in this PEM file")
+	fs.StringVar(&f.cert, "bookie-tls-cert", "", "client certificate (PEM) for bookies that require one; implies TLS")
+	fs.StringVar(&f.key, "bookie-tls-key", "", "key (PEM) of --bookie-tls-cert")
+	fs.StringVar(&f.serverName, "bookie-tls-server-name", "", "name the bookies' certificates must carry (default: the host dialed); implies TLS")
+}
+
+// config returns the client TLS config the flags ask for, nil for none.
+func (f *bookieTLSFlags) config() (*tls.Config, error) {
+	if f.ca == "" && f.cert == "" && f.key == "" && f.serverName == "" {
+		return nil, nil
+	}
+	cfg, err := client.TLSConfig(f.ca, f.cert, f.key, f.serverName)
+	if err != nil {
+		return nil, fmt.Errorf("--bookie-tls-*: %w", err)
+	}
+	return cfg, nil
+}
+
+// add registers --metadata, --config, --secret-file and the --bookie-tls-*
+// flags on fs, for commands that dial bookies.
 func (f *clusterFlags) add(fs *flag.FlagSet) {
+	f.addMetadata(fs)
+	f.bookieTLS.add(fs)
+}
+
+// addMetadata registers --metadata, --config and --secret-file only, for
+// commands that read the metadata store but never dial a bookie's protocol
+// port (those that talk to admin endpoints).
+func (f *clusterFlags) addMetadata(fs *flag.FlagSet) {
 	fs.StringVar(&f.metadata, "metadata", "", "metadata store, etcd[s]://host:port[,...][/prefix][?ca=...&user=...] (default: $BK_METADATA, the config file, else "+defaultMetadata+")")
 	f.addSecret(fs)
 }
@@ -158,12 +194,16 @@ func (f *clusterFlags) openClient(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsCfg, err := f.bookieTLS.config()
+	if err != nil {
+		return nil, err
+	}
 	if err := checkReachable(ctx, endpoint); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret})
+	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret, TLS: tlsCfg})
 	if err != nil {
 		// Drop client's and meta's prefixes, which repeat the endpoint.
 		for _, p := range []string{"client: ", "meta: "} {

@@ -2,21 +2,12 @@ package metatest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/pki"
 	"github.com/bookie-go/bookie/meta"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -24,98 +15,20 @@ import (
 )
 
 // PKI is a throwaway certificate authority and two certificates it signed,
-// as PEM files (ECDSA P-256, valid for an hour) in a test's temporary
-// directory: a server certificate for 127.0.0.1 and localhost, and a
-// client certificate.
-type PKI struct {
-	CAFile                        string
-	ServerCertFile, ServerKeyFile string
-	ClientCertFile, ClientKeyFile string
-
-	roots  *x509.CertPool
-	client tls.Certificate
-}
+// as PEM files (ECDSA P-256) in a test's temporary directory: a server
+// certificate for 127.0.0.1 and localhost, and a client certificate (see
+// internal/pki, which makes them).
+type PKI = pki.PKI
 
 // NewPKI creates a PKI. Each call makes a new CA, which trusts none of the
 // others' certificates.
 func NewPKI(t testing.TB) *PKI {
 	t.Helper()
-	dir := t.TempDir()
-	p := &PKI{
-		CAFile:         filepath.Join(dir, "ca.pem"),
-		ServerCertFile: filepath.Join(dir, "server.pem"),
-		ServerKeyFile:  filepath.Join(dir, "server-key.pem"),
-		ClientCertFile: filepath.Join(dir, "client.pem"),
-		ClientKeyFile:  filepath.Join(dir, "client-key.pem"),
-		roots:          x509.NewCertPool(),
-	}
-	now := time.Now()
-	caKey := newKey(t)
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "metatest CA"},
-		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.Add(time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatalf("metatest: CA certificate: %v", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
+	p, err := pki.Write(t.TempDir(), "metatest")
 	if err != nil {
 		t.Fatalf("metatest: %v", err)
 	}
-	p.roots.AddCert(ca)
-	writePEM(t, p.CAFile, "CERTIFICATE", caDER)
-
-	issue := func(serial int64, name string, usage x509.ExtKeyUsage, certFile, keyFile string) tls.Certificate {
-		key := newKey(t)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: name},
-			NotBefore:    now.Add(-time.Minute),
-			NotAfter:     now.Add(time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		}
-		if usage == x509.ExtKeyUsageServerAuth {
-			tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-			tmpl.DNSNames = []string{"localhost"}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatalf("metatest: %s certificate: %v", name, err)
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatalf("metatest: %v", err)
-		}
-		writePEM(t, certFile, "CERTIFICATE", der)
-		writePEM(t, keyFile, "PRIVATE KEY", keyDER)
-		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	}
-	issue(2, "metatest server", x509.ExtKeyUsageServerAuth, p.ServerCertFile, p.ServerKeyFile)
-	p.client = issue(3, "metatest client", x509.ExtKeyUsageClientAuth, p.ClientCertFile, p.ClientKeyFile)
 	return p
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatalf("metatest: %v", err)
-	}
-	return key
-}
-
-func writePEM(t testing.TB, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatalf("metatest: %v", err)
-	}
 }
 
 // SecureOptions configures StartSecure.
@@ -193,7 +106,7 @@ func StartSecure(t testing.TB, opts SecureOptions) string {
 // root user, and turns authentication on.
 func enableAuth(t testing.TB, addr string, opts SecureOptions) {
 	t.Helper()
-	tc := &tls.Config{RootCAs: opts.PKI.roots, Certificates: []tls.Certificate{opts.PKI.client}}
+	tc := &tls.Config{RootCAs: opts.PKI.Roots, Certificates: []tls.Certificate{opts.PKI.Client}}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, TLS: tc, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatalf("metatest: %v", err)
