@@ -337,6 +337,14 @@ func (b *Bookie) handleWriteLAC(c *conn, h *wire.Header, frame []byte) (retry bo
 		return retry
 	}
 	defer l.mu.Unlock()
+	// Readers see the LAC at once, before its record is synced: every entry
+	// up to it is acknowledged already (AckQuorum bookies stored it), so it
+	// is a hint a crash may only lower, never a promise of this bookie's.
+	// A tailing reader's long poll then answers one fdatasync sooner.
+	if req.LAC > l.explicitLAC {
+		l.explicitLAC = req.LAC
+		b.wakePollers(l)
+	}
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.prevLAC = req.Ledger, req.LAC
 	var buf [16]byte // journal.Append copies the payload

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,4 +93,39 @@ func TestStalledDiskGoesReadOnlyAndBack(t *testing.T) {
 		t.Fatalf("the add held by the stalled sync: %v %v", err, r.Status)
 	}
 	waitUntil(t, func() bool { ro, _ := b.ReadOnly(); return !ro })
+}
+
+// A WRITE_LAC is visible to readers before its record is synced (it is a hint: the entries
+// it covers were acknowledged already), and answered only after the sync.
+func TestWriteLACVisibleBeforeSync(t *testing.T) {
+	gate := make(chan struct{})
+	var hold atomic.Bool
+	inject := func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && strings.Contains(name, "journal") && hold.Load() {
+			<-gate
+		}
+		return nil
+	}
+	cfg := testConfig(t.TempDir())
+	cfg.FS = vfs.NewFaultFS(vfs.Default, inject)
+	b := startBookie(t, cfg)
+	var once sync.Once
+	release := func() { once.Do(func() { hold.Store(false); close(gate) }) }
+	defer release() // a failure must not leave the bookie's journal stuck for its cleanup
+	w := dial(t, b.Addr())
+	if s := w.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	hold.Store(true)
+	w.send(func(dst []byte, id uint64) []byte { return wire.AppendWriteLACRequest(dst, id, 1, 7, &testKey) })
+	waitUntil(t, func() bool { return b.journal.SyncStalled() > 0 })
+	r := dial(t, b.Addr())
+	if lac, s := r.readLAC(0, 1, testKey); s != wire.StatusOK || lac != 7 {
+		t.Fatalf("READ_LAC while the WRITE_LAC's sync is held: %d %v, want 7", lac, s)
+	}
+	release()
+	resp, err := wire.DecodeWriteLACResponse(w.reply())
+	if err != nil || resp.Status != wire.StatusOK || resp.LAC != 7 {
+		t.Fatalf("WRITE_LAC answer after the sync: %+v %v", resp, err)
+	}
 }
