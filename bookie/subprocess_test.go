@@ -25,9 +25,15 @@ func TestMain(m *testing.M) {
 		cfg := testConfig(dir)
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		cfg.CheckpointInterval = Duration(200 * time.Millisecond) // checkpoints race the kills
+		if ep := os.Getenv("BOOKIE_CHILD_METADATA"); ep != "" {
+			gcChildConfig(&cfg, ep) // TestGCAndCompactionSurviveSIGKILL
+		}
 		b, err := New(cfg)
 		if err == nil {
 			err = b.Start()
+		}
+		if err == nil && cfg.Admin != "" {
+			err = os.WriteFile(dir+".admin", []byte(b.AdminAddr()), 0o644)
 		}
 		if err != nil {
 			fmt.Println("error:", err)
@@ -44,10 +50,10 @@ type child struct {
 	addr string
 }
 
-func startChild(t *testing.T, dir string) *child {
+func startChild(t *testing.T, dir string, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "BOOKIE_CHILD_DIR="+dir)
+	cmd.Env = append(append(os.Environ(), "BOOKIE_CHILD_DIR="+dir), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

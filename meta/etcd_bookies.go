@@ -139,11 +139,18 @@ func (s *EtcdStore) StoreCookie(ctx context.Context, c Cookie) (Cookie, error) {
 	if c.Version == 0 {
 		cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 	}
-	resp, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(value))).Commit()
+	resp, err := s.cli.Txn(ctx).If(cmp, s.notDecommissioned(c.BookieID)).Then(
+		clientv3.OpPut(key, string(value)),
+	).Else(
+		clientv3.OpGet(s.decommissionedKey(c.BookieID), clientv3.WithKeysOnly()),
+	).Commit()
 	if err != nil {
 		return Cookie{}, fmt.Errorf("meta: store cookie %s: %w", c.BookieID, err)
 	}
 	if !resp.Succeeded {
+		if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
+			return Cookie{}, fmt.Errorf("meta: store cookie %s: %w", c.BookieID, ErrDecommissioned)
+		}
 		return Cookie{}, fmt.Errorf("meta: store cookie %s: %w: expected version %d", c.BookieID, ErrBadVersion, c.Version)
 	}
 	c.Version = resp.Header.Revision
@@ -321,7 +328,8 @@ type etcdRegistration struct {
 // registerLocked grants a lease, writes the registration attached to it
 // and starts keeping the lease alive. The key is written only if it is
 // absent or held by the same InstanceID (a restart within the TTL of the
-// previous registration). Requires r.mu held.
+// previous registration), and never for a decommissioned bookie
+// (ErrDecommissioned). Requires r.mu held.
 func (r *etcdRegistration) registerLocked(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 	cli := r.store.cli
 	value, err := json.Marshal(bookieRecord{Format: jsonFormat, BookieInfo: r.info})
@@ -344,16 +352,20 @@ func (r *etcdRegistration) registerLocked(ctx context.Context) (<-chan *clientv3
 		if modRev == 0 {
 			cmp = clientv3.Compare(clientv3.CreateRevision(r.key), "=", 0)
 		}
-		resp, err := cli.Txn(ctx).If(cmp).Then(
+		resp, err := cli.Txn(ctx).If(cmp, r.store.notDecommissioned(r.info.ID)).Then(
 			clientv3.OpPut(r.key, string(value), clientv3.WithLease(grant.ID)),
 		).Else(
 			clientv3.OpGet(r.key),
+			clientv3.OpGet(r.store.decommissionedKey(r.info.ID), clientv3.WithKeysOnly()),
 		).Commit()
 		if err != nil {
 			return fail(err)
 		}
 		if resp.Succeeded {
 			break
+		}
+		if len(resp.Responses[1].GetResponseRange().Kvs) > 0 {
+			return fail(ErrDecommissioned)
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
@@ -385,8 +397,8 @@ func (r *etcdRegistration) registerLocked(ctx context.Context) (<-chan *clientv3
 const reregisterTimeout = 5 * time.Second
 
 // run drains the keepalive responses and re-registers when the lease is
-// lost, until Close or the store's client closes. It runs on its own
-// goroutine.
+// lost, until Close, the store's client closes, or the bookie is found
+// decommissioned. It runs on its own goroutine.
 func (r *etcdRegistration) run(kach <-chan *clientv3.LeaseKeepAliveResponse) {
 	defer close(r.done)
 	for {
@@ -409,6 +421,11 @@ func (r *etcdRegistration) run(kach <-chan *clientv3.LeaseKeepAliveResponse) {
 			cancel()
 			if err == nil {
 				break
+			}
+			if errors.Is(err, ErrDecommissioned) {
+				// Decommission removed the registration for good: trying again
+				// could only fail, or undo it once the marker is cleared.
+				return
 			}
 			backoff = min(2*backoff, time.Duration(r.ttl)*time.Second)
 		}

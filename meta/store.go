@@ -81,7 +81,9 @@ type Store interface {
 	// Registration is closed. If the process dies the registration vanishes
 	// after ttl. If the lease is lost (e.g. etcd unreachable for longer
 	// than ttl) it is re-registered when possible. It fails with
-	// ErrBookieRegistered if another instance holds info.ID.
+	// ErrBookieRegistered if another instance holds info.ID, and with
+	// ErrDecommissioned (also stopping re-registration) once the id is
+	// decommissioned.
 	RegisterBookie(ctx context.Context, info BookieInfo, ttl time.Duration) (Registration, error)
 	// ListBookies returns the live bookies, sorted by ID.
 	ListBookies(ctx context.Context) ([]BookieInfo, error)
@@ -97,7 +99,8 @@ type Store interface {
 	GetCookie(ctx context.Context, id BookieID) (Cookie, error)
 	// StoreCookie writes c if the stored cookie's version is c.Version (0:
 	// no cookie may exist yet) and returns c with its new Version. It fails
-	// with ErrBadVersion otherwise.
+	// with ErrBadVersion otherwise, and with ErrDecommissioned for a
+	// decommissioned bookie id.
 	StoreCookie(ctx context.Context, c Cookie) (Cookie, error)
 	// DeleteCookie removes bookie id's cookie if its version is version (or
 	// version is AnyVersion); ErrNoSuchCookie if there is none, ErrBadVersion

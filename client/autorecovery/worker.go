@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -199,6 +200,18 @@ func (w *Worker) replace(ctx context.Context, md meta.LedgerMetadata, i, pos int
 	first := md.Fragments[i].FirstEntry
 	end, _ := fragmentEnd(&md, i)
 	target, err := w.cfg.Client.PickReplacement(ctx, md.Fragments[i].Bookies, pos, md.WriteQuorum)
+	if errors.Is(err, client.ErrNotEnoughBookies) && w.writable(ctx, lost) {
+		// No bookie outside the fragment can take the copies, but the marked one is
+		// registered and writable again (it came back after it was declared lost, or a
+		// deep audit found copies missing on it): fill in what it lacks, in place. Copies
+		// are read from the other bookies of each write set; a copy it holds already is
+		// answered OK. The metadata does not change.
+		if err := w.copyFragment(ctx, &md, i, pos, lost); err != nil {
+			return md, fmt.Errorf("refill fragment at %d on %s: %w", first, lost, err)
+		}
+		w.cfg.Logger.Info("autorecovery: fragment refilled in place", "ledger", md.ID, "first", first, "bookie", lost)
+		return md, nil
+	}
 	if err != nil {
 		return md, fmt.Errorf("replacement for %s in fragment at %d: %w", lost, first, err)
 	}
@@ -232,6 +245,15 @@ func (w *Worker) replace(ctx context.Context, md meta.LedgerMetadata, i, pos int
 		}
 		md = cur
 	}
+}
+
+// writable reports whether bookie id is registered now and not read-only.
+func (w *Worker) writable(ctx context.Context, id meta.BookieID) bool {
+	bookies, err := w.cfg.Store.ListBookies(ctx)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(bookies, func(b meta.BookieInfo) bool { return b.ID == id && !b.ReadOnly })
 }
 
 // errRetryLater means the ledger changed in a way that needs a fresh look; the mark stays.
@@ -309,7 +331,8 @@ feed:
 
 // copyEntry copies one entry to target from the first bookie of its write set that
 // returns a valid copy, asking registered bookies before the others (a lost machine may
-// cost a whole request timeout per entry).
+// cost a whole request timeout per entry) and the bookie being replaced only last, if it
+// is registered.
 func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.Fragment, pos int, id int64, key *wire.MasterKey, target meta.BookieID, live map[meta.BookieID]bool) error {
 	e := int64(md.EnsembleSize)
 	var srcs []meta.BookieID
@@ -327,6 +350,13 @@ func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.
 		}
 		return 1
 	})
+	// Last, the marked bookie itself when it is registered: one declared lost may have
+	// come back, and one being decommissioned still serves; for an entry whose write set
+	// has no other surviving copy, it is the only source (every read is checksummed). In
+	// an in-place refill (target is that bookie) this finds the copies it holds already.
+	if b := f.Bookies[pos]; live[b] {
+		srcs = append(srcs, b)
+	}
 	var errs []error
 	for _, src := range srcs {
 		raw, err := w.cfg.Client.ReadEntryFrom(ctx, src, md.ID, id)

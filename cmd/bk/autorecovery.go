@@ -340,7 +340,8 @@ func ledgersNaming(ctx context.Context, s meta.Store, id meta.BookieID, each fun
 }
 
 // runBookieDecommission is bk bookie decommission ID: read-only, mark every ledger naming
-// it, wait (printing progress) until none does, then delete its cookie.
+// it, wait (printing progress) until none does, then mark it decommissioned and delete
+// its registration and cookie (meta.EtcdStore.Decommission).
 func runBookieDecommission(args []string) error {
 	fs := flag.NewFlagSet("bookie decommission", flag.ExitOnError)
 	var cluster clusterFlags
@@ -402,9 +403,52 @@ func runBookieDecommission(args []string) error {
 		}
 		fmt.Printf("%d of %d ledgers re-replicated\n", total-left, total)
 	}
-	if err := store.DeleteCookie(ctx, id, meta.AnyVersion); err != nil && !errors.Is(err, meta.ErrNoSuchCookie) {
+	// Metadata, not the progress count, is the proof: read every ledger again.
+	if left, err := ledgersNaming(ctx, store, id, nil); err != nil {
+		return err
+	} else if left > 0 {
+		return fmt.Errorf("decommission of %s: %d ledgers name it again; run the command again", id, left)
+	}
+	// One transaction writes the decommission marker and deletes the registration and the
+	// cookie; the marker keeps the live process from registering again under a new lease
+	// and a restart from republishing its cookie.
+	if err := store.Decommission(ctx, id); err != nil {
 		return err
 	}
-	fmt.Printf("%s holds nothing the cluster needs; its cookie is deleted. Stop it now: its registration goes with its process.\n", id)
+	fmt.Printf("%s holds nothing the cluster needs; its registration and cookie are deleted and it may not register again.\n"+
+		"Stop its process now (it still answers on its port); to reuse the id on new storage: bk bookie recommission %s\n", id, id)
+	return nil
+}
+
+// runBookieRecommission is bk bookie recommission ID: remove the decommission marker so
+// a bookie may register under the id again.
+func runBookieRecommission(args []string) error {
+	fs := flag.NewFlagSet("bookie recommission", flag.ExitOnError)
+	var cluster clusterFlags
+	cluster.add(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("usage: bk bookie recommission [flags] BOOKIE-ID")
+	}
+	id := meta.BookieID(pos[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, store, err := openEtcd(ctx, &cluster)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if _, ok, err := store.GetDecommissioned(ctx, id); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("%s is not decommissioned", id)
+	}
+	if err := store.ClearDecommissioned(ctx, id); err != nil {
+		return err
+	}
+	fmt.Printf("%s may register again: start it on new, empty storage\n", id)
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,13 +19,24 @@ import (
 )
 
 // TestDecommissionEmptiesBookie: bk bookie decommission makes the bookie read-only, the
-// workers beside the bookies copy everything it held elsewhere, and its cookie goes; the
-// ledgers read back whole. bk autorecovery status and disable/enable and bk ledger
-// underreplicated work on the same cluster.
+// workers beside the bookies copy everything it held elsewhere, and its registration and
+// cookie go for good: the live process does not come back, a restart is refused, and only
+// bk bookie recommission lets the id register again; the ledgers read back whole. bk
+// autorecovery status and disable/enable and bk ledger underreplicated work on the same
+// cluster.
 func TestDecommissionEmptiesBookie(t *testing.T) {
+	// The target listens on a fixed port, so its id is stable and its cookie is published
+	// (a port-0 bookie has neither).
+	var targetCfg bookie.Config
 	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 4, Light: true,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Configure:    func(_ int, cfg *bookie.Config) { cfg.Admin = "127.0.0.1:0" },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Configure: func(i int, cfg *bookie.Config) {
+			cfg.Admin = "127.0.0.1:0"
+			if i == 0 {
+				cfg.Listen = freeAddr(t)
+				targetCfg = *cfg
+			}
+		},
 		Autorecovery: true,
 		ConfigureRecovery: func(_ int, cfg *autorecovery.Config) {
 			cfg.RetryInterval = 100 * time.Millisecond
@@ -75,9 +87,13 @@ func TestDecommissionEmptiesBookie(t *testing.T) {
 
 	target := lc.Bookies[0]
 	id := meta.BookieID(target.Addr())
+	store := cl.Store().(*meta.EtcdStore)
+	if _, err := store.GetCookie(ctx, id); err != nil {
+		t.Fatalf("the target's cookie before decommission: %v", err)
+	}
 	// No --admin: the address the bookie registered is used to make it read-only.
 	r = runBK(t, nil, nil, "bookie", "decommission", "--metadata", ep, string(id))
-	if r.code != 0 || !strings.Contains(r.stdout, "is read-only") || !strings.Contains(r.stdout, "cookie is deleted") {
+	if r.code != 0 || !strings.Contains(r.stdout, "is read-only") || !strings.Contains(r.stdout, "registration and cookie are deleted") {
 		t.Fatalf("decommission: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	for md, err := range meta.AllLedgers(ctx, cl.Store()) {
@@ -90,11 +106,30 @@ func TestDecommissionEmptiesBookie(t *testing.T) {
 			}
 		}
 	}
-	if _, err := cl.Store().GetCookie(ctx, id); err == nil {
-		t.Fatal("cookie still stored after decommission")
+	if _, err := store.GetCookie(ctx, id); !errors.Is(err, meta.ErrNoSuchCookie) {
+		t.Fatalf("cookie after decommission: %v, want ErrNoSuchCookie", err)
+	}
+	if _, ok, err := store.GetDecommissioned(ctx, id); err != nil || !ok {
+		t.Fatalf("no decommission marker: %v %v", ok, err)
+	}
+	// The bookie still runs, but its registration is gone: Decommission deleted it in the
+	// transaction that wrote the marker, and the re-registration its revoked lease set off
+	// is refused by the marker.
+	if live, err := store.ListBookies(ctx); err != nil || slices.ContainsFunc(live, func(b meta.BookieInfo) bool { return b.ID == id }) {
+		t.Fatalf("%s still registered after decommission: %+v %v", id, live, err)
 	}
 	// Reading needs no copy on the decommissioned bookie: stop it first.
 	target.Close()
+	// Restarted on its old data, it may neither republish its cookie nor register.
+	if b, err := bookie.New(targetCfg); !errors.Is(err, meta.ErrDecommissioned) {
+		if err == nil {
+			b.Close()
+		}
+		t.Fatalf("restart of a decommissioned bookie: %v, want ErrDecommissioned", err)
+	}
+	if _, err := store.GetCookie(ctx, id); !errors.Is(err, meta.ErrNoSuchCookie) {
+		t.Fatalf("cookie after the refused restart: %v, want ErrNoSuchCookie", err)
+	}
 	for lid, entries := range want {
 		rd, err := cl.OpenLedger(ctx, lid, false)
 		if err != nil {
@@ -112,6 +147,28 @@ func TestDecommissionEmptiesBookie(t *testing.T) {
 	}
 	if r := runBK(t, nil, nil, "ledger", "underreplicated", "--metadata", ep); r.code != 0 || strings.Count(r.stdout, "\n") != 1 {
 		t.Fatalf("underreplicated after decommission: exit %d, %q (want the header only)", r.code, r.stdout)
+	}
+
+	// Recommissioned, the id serves again on new storage.
+	if r := runBK(t, nil, nil, "bookie", "recommission", "--metadata", ep, string(id)); r.code != 0 {
+		t.Fatalf("recommission: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if r := runBK(t, nil, nil, "bookie", "recommission", "--metadata", ep, string(id)); r.code == 0 {
+		t.Fatalf("recommission of an id not decommissioned succeeded: %s", r.stdout)
+	}
+	fresh := targetCfg
+	fresh.DataDir = t.TempDir()
+	fresh.JournalDir, fresh.LedgerDir = "", ""
+	b, err := bookie.New(fresh)
+	if err != nil {
+		t.Fatalf("new bookie under the recommissioned id: %v", err)
+	}
+	defer b.Close()
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := store.ListBookies(ctx); err != nil || !slices.ContainsFunc(live, func(b meta.BookieInfo) bool { return b.ID == id }) {
+		t.Fatalf("%s not registered after recommission: %+v %v", id, live, err)
 	}
 }
 

@@ -23,7 +23,8 @@ const bookieUsage = `usage: bk bookie [flags]                   run a bookie
        bk bookie config --check [flags]    validate the config and that its ports can be bound, then exit
        bk bookie status [ADMIN-ADDR ...]   health, version, uptime, read-only and why, disk, ledgers, sizes
        bk bookie ledgers [ADMIN-ADDR]      the ledgers one bookie holds: last entry, LAC, fenced, limbo
-       bk bookie decommission BOOKIE-ID    re-replicate everything a bookie holds elsewhere, then delete its cookie
+       bk bookie decommission BOOKIE-ID    re-replicate everything a bookie holds elsewhere, then remove its registration and cookie for good
+       bk bookie recommission BOOKIE-ID    let a decommissioned id register again (new storage)
 
 Run 'bk bookie -h' or 'bk bookie <config|status|ledgers> -h' for flags.`
 
@@ -38,6 +39,8 @@ func runBookie(args []string) error {
 			return runBookieLedgers(args[1:])
 		case "decommission":
 			return runBookieDecommission(args[1:])
+		case "recommission":
+			return runBookieRecommission(args[1:])
 		case "help":
 			fmt.Fprintln(os.Stderr, bookieUsage)
 			return nil

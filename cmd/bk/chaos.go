@@ -33,6 +33,7 @@ func runChaos(args []string) error {
 	etcdMembers := fs.Int("etcd-members", 1, "etcd members (3 or 5: the etcd-* faults kill and restart them)")
 	crashes := fs.Int("crashes", 0, "go on past --duration until this many bookie crashes (a crash loop: --faults crash --crashes 100)")
 	bookies := fs.Int("bookies", 4, "bookies in the cluster (ensembles of 3)")
+	maxLosses := fs.Int("max-losses", 2, "'lose' faults (a bookie lost for good, replaced by a fresh one, autorecovery running) per run at most")
 	writers := fs.Int("writers", 2, "concurrent writer clients")
 	checkpoint := fs.Duration("checkpoint-interval", 250*time.Millisecond, "bookie checkpoint interval (small: checkpoints race the crashes)")
 	dir := fs.String("dir", "", "work directory (default a temporary one, removed afterwards)")
@@ -120,6 +121,7 @@ func runChaos(args []string) error {
 			Process:            process,
 			CheckpointInterval: *checkpoint,
 			Faults:             kinds,
+			MaxLosses:          *maxLosses,
 		}
 		if *verbose {
 			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }

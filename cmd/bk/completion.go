@@ -21,7 +21,7 @@ func subcommands() map[string][]string {
 	}
 	return map[string][]string{
 		"ledger":  verbs,
-		"bookie":  {"config", "status", "ledgers"},
+		"bookie":  {"config", "status", "ledgers", "decommission", "recommission"},
 		"inspect": {"journal", "entrylog", "index", "ledger", "cookie"},
 	}
 }

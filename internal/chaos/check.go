@@ -136,6 +136,17 @@ func (v Violation) String() string {
 //
 // Every bookie must be up. An error means the check itself could not run.
 func (c *Cluster) CheckLedger(ctx context.Context, cl *client.Client, ledger uint64, acks *Acks) ([]Violation, error) {
+	return c.checkLedger(ctx, cl, ledger, acks, false)
+}
+
+// CheckLedgerFull is CheckLedger, and every entry up to lastEntryId must be on every
+// bookie of its write set (WriteQuorum copies, not just AckQuorum), none of them a bookie
+// Lose took out: what autorecovery restores after a loss.
+func (c *Cluster) CheckLedgerFull(ctx context.Context, cl *client.Client, ledger uint64, acks *Acks) ([]Violation, error) {
+	return c.checkLedger(ctx, cl, ledger, acks, true)
+}
+
+func (c *Cluster) checkLedger(ctx context.Context, cl *client.Client, ledger uint64, acks *Acks, full bool) ([]Violation, error) {
 	md, err := cl.Store().GetLedger(ctx, ledger)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: check ledger %d: %w", ledger, err)
@@ -180,6 +191,18 @@ func (c *Cluster) CheckLedger(ctx context.Context, cl *client.Client, ledger uin
 	}
 	asked := map[meta.BookieID][]slot{}
 	results := make([][]ReadResult, md.LastEntryID+1)
+	namesLost := false
+	for i, f := range md.Fragments {
+		for _, b := range f.Bookies {
+			if full && slices.Contains(c.Lost(), b) {
+				bad(-1, "fragment %d still names %s, a bookie lost for good", i, b)
+				namesLost = true
+			}
+		}
+	}
+	if namesLost {
+		return out, nil // its copies cannot be asked for
+	}
 	for e := int64(0); e <= md.LastEntryID; e++ {
 		f := md.Fragments[md.FragmentAt(e)]
 		results[e] = make([]ReadResult, md.WriteQuorum)
@@ -239,7 +262,9 @@ func (c *Cluster) CheckLedger(ctx context.Context, cl *client.Client, ledger uin
 				bad(e, "bookie %s holds %q, acknowledged %q", id, trim(r.Payload), trim(want))
 			}
 		}
-		if copies < md.AckQuorum {
+		if full && copies < md.WriteQuorum {
+			bad(e, "on %d bookies of its write set in %v, want all WQ %d", copies, f.Bookies, md.WriteQuorum)
+		} else if copies < md.AckQuorum {
 			bad(e, "on %d bookies of its write set in %v, want >= AQ %d", copies, f.Bookies, md.AckQuorum)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,7 +59,11 @@ type Cluster struct {
 	etcd        *embedded.Etcd
 	etcdCluster *embedded.Cluster
 	endpoint    string
-	Nodes       []*Node
+	// Nodes are the cluster's bookies. Lose replaces a node in place; nothing else
+	// changes the slice.
+	Nodes []*Node
+	// lost are the nodes Lose took out, for good; their proxies refuse connections.
+	lost []*Node
 }
 
 // Node is one bookie and its proxy.
@@ -80,6 +85,8 @@ type Node struct {
 	procAddr string
 	// allowUnknown is set for the restarts after a wipe.
 	allowUnknown bool
+	// lost is set by Cluster.Lose: the bookie never starts again.
+	lost bool
 	// What the bookie acknowledged through its proxy: entries (with their payloads) and
 	// fences. VerifyAcked checks they survived.
 	sent   map[entryKey][]byte
@@ -141,21 +148,8 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 		return nil, fmt.Errorf("chaos: etcd: %w", err)
 	}
 	for i := range o.Bookies {
-		n := &Node{Index: i, c: c, dir: filepath.Join(o.Dir, fmt.Sprintf("bookie-%d", i+1)),
-			sent: make(map[entryKey][]byte), acked: make(map[entryKey][]byte), fenced: make(map[uint64]bool)}
-		if o.MemFS {
-			n.mem = vfs.NewMemFS()
-			n.dir = fmt.Sprintf("/bookie-%d", i+1)
-		}
-		opts := faultproxy.Options{Seed: uint64(i + 1)}
-		opts.Trace = func(f *faultproxy.Frame, a faultproxy.Action) {
-			n.record(f, a)
-			if o.Trace != nil {
-				o.Trace(i, f, a)
-			}
-		}
-		// The target is set once the bookie listens.
-		if n.Proxy, err = faultproxy.Listen("127.0.0.1:0", "127.0.0.1:1", opts); err != nil {
+		n, err := c.newNode(i)
+		if err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -166,6 +160,30 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// newNode returns node i with its proxy listening and its bookie not started yet.
+func (c *Cluster) newNode(i int) (*Node, error) {
+	o := c.opts
+	n := &Node{Index: i, c: c, dir: filepath.Join(o.Dir, fmt.Sprintf("bookie-%d", i+1)),
+		sent: make(map[entryKey][]byte), acked: make(map[entryKey][]byte), fenced: make(map[uint64]bool)}
+	if o.MemFS {
+		n.mem = vfs.NewMemFS()
+		n.dir = fmt.Sprintf("/bookie-%d", i+1)
+	}
+	opts := faultproxy.Options{Seed: uint64(i + 1)}
+	opts.Trace = func(f *faultproxy.Frame, a faultproxy.Action) {
+		n.record(f, a)
+		if o.Trace != nil {
+			o.Trace(i, f, a)
+		}
+	}
+	// The target is set once the bookie listens.
+	var err error
+	if n.Proxy, err = faultproxy.Listen("127.0.0.1:0", "127.0.0.1:1", opts); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // Endpoint returns the metadata endpoint.
@@ -211,7 +229,7 @@ func (c *Cluster) ClearRules() {
 // Close stops the proxies, the bookies and etcd.
 func (c *Cluster) Close() error {
 	var errs []error
-	for _, n := range c.Nodes {
+	for _, n := range append(slices.Clone(c.Nodes), c.lost...) {
 		errs = append(errs, n.Proxy.Close())
 		n.Stop()
 	}
@@ -373,6 +391,9 @@ func (n *Node) Kill() {
 		proc.Wait()
 		return
 	}
+	if n.c.opts.Process != nil {
+		return // down already (Stop would call Kill again)
+	}
 	n.Stop()
 }
 
@@ -382,6 +403,12 @@ func (n *Node) Start() error {
 	// the proxy's lock (Node.record), so the reverse order would deadlock.
 	n.life.Lock()
 	defer n.life.Unlock()
+	n.mu.Lock()
+	lost := n.lost
+	n.mu.Unlock()
+	if lost {
+		return fmt.Errorf("chaos: start bookie %d: %w", n.Index+1, ErrLost)
+	}
 	if n.c.opts.Process != nil {
 		return n.startProcess()
 	}

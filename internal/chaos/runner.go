@@ -60,6 +60,8 @@ type RunConfig struct {
 	Process func(configPath string) *exec.Cmd
 	// Faults restricts the schedule to these kinds (FaultKinds); empty means all.
 	Faults []string
+	// MaxLosses bounds the "lose" faults of a run; default 2.
+	MaxLosses int
 	// Logf, when set, receives one line per fault and per phase.
 	Logf func(format string, args ...any)
 	// Logger receives the bookies' logs; default none.
@@ -82,10 +84,17 @@ var FaultKinds = []string{"drop-add", "drop-add-response", "drop-fence", "delay"
 //   - "crash-all": every bookie crashes at the same instant (Cluster.PowerLossAll with
 //     PowerLoss);
 //   - "etcd-leader", "etcd-follower": the etcd leader, or a follower, is killed for a while;
-//   - "etcd-quorum": all but one etcd member are killed for a while (no quorum).
+//   - "etcd-quorum": all but one etcd member are killed for a while (no quorum);
+//   - "lose": one bookie is lost for good (Cluster.Lose: killed, never started again, a
+//     fresh empty bookie takes its place, so the cluster keeps its size), at most
+//     RunConfig.MaxLosses times. A run drawing it runs autorecovery (an auditor and a
+//     worker, RecoveryConfig) throughout; once healed it runs autorecovery until the
+//     cluster is fully replicated (Cluster.Converge) and checks every ledger that had a
+//     fragment on a lost bookie with CheckLedgerFull: WriteQuorum copies on live bookies,
+//     acknowledged bytes unchanged.
 //
 // The etcd faults need RunConfig.EtcdMembers >= 3.
-var MoreFaultKinds = []string{"blackhole", "vanish", "crash-two", "crash-all", "etcd-leader", "etcd-follower", "etcd-quorum"}
+var MoreFaultKinds = []string{"blackhole", "vanish", "crash-two", "crash-all", "etcd-leader", "etcd-follower", "etcd-quorum", "lose"}
 
 // AllFaultKinds is FaultKinds and MoreFaultKinds: what bk chaos --faults all draws from.
 var AllFaultKinds = append(slices.Clone(FaultKinds), MoreFaultKinds...)
@@ -103,8 +112,11 @@ type Result struct {
 	// CloseFailures counts writers whose Close failed (fenced out, or stuck); their ledgers
 	// were recovered by another client.
 	CloseFailures int
-	Violations    []Violation
-	Elapsed       time.Duration
+	// FullyReplicated counts the ledgers that had a fragment on a bookie lost for good and
+	// were checked for WriteQuorum copies after autorecovery ("lose").
+	FullyReplicated int
+	Violations      []Violation
+	Elapsed         time.Duration
 }
 
 // Summary is the result in one line.
@@ -114,8 +126,8 @@ func (r Result) Summary() string {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
 	}
 	sort.Strings(kinds)
-	return fmt.Sprintf("seed %d: %d ledgers, %d acked, %d read, %d recovered (%d retries), %d failed closes, %d re-verified, faults [%s], %d violations, %v",
-		r.Seed, r.Ledgers, r.Acked, r.Reads, r.Recoveries, r.Retries, r.CloseFailures, r.Verified, strings.Join(kinds, " "), len(r.Violations), r.Elapsed.Round(time.Millisecond))
+	return fmt.Sprintf("seed %d: %d ledgers, %d acked, %d read, %d recovered (%d retries), %d failed closes, %d re-verified, %d fully re-replicated, faults [%s], %d violations, %v",
+		r.Seed, r.Ledgers, r.Acked, r.Reads, r.Recoveries, r.Retries, r.CloseFailures, r.Verified, r.FullyReplicated, strings.Join(kinds, " "), len(r.Violations), r.Elapsed.Round(time.Millisecond))
 }
 
 // runner is the state of one Run.
@@ -133,6 +145,12 @@ type runner struct {
 	crash     []chan struct{} // per writer: crash your client now
 	kinds     []string
 	res       Result
+
+	// rec is the autorecovery running during a run that loses bookies (nil otherwise);
+	// onLost are the ledgers that named a lost bookie when it was lost. Used by the
+	// schedule goroutine, then by run after it.
+	rec    *Recovery
+	onLost map[uint64]bool
 }
 
 // Run starts a cluster, runs writers under a random fault schedule for cfg.Duration, heals
@@ -194,7 +212,21 @@ func Run(ctx context.Context, cfg RunConfig) (Result, error) {
 	for range cfg.Writers {
 		r.crash = append(r.crash, make(chan struct{}, 1))
 	}
+	if cfg.MaxLosses <= 0 {
+		r.cfg.MaxLosses = 2
+	}
+	if slices.Contains(r.kinds, "lose") {
+		rc := RecoveryConfig()
+		rc.Logger = cfg.Logger
+		if r.rec, err = c.StartRecovery(ctx, rc, true); err != nil {
+			return Result{}, err
+		}
+		r.onLost = make(map[uint64]bool)
+	}
 	err = r.run(ctx)
+	if r.rec != nil {
+		r.rec.Stop() // stopped by run already unless it failed first; Stop is idempotent
+	}
 	r.res.Faults = r.faults
 	r.res.Acked = r.acks.Count()
 	r.res.Elapsed = time.Since(start)
@@ -269,6 +301,9 @@ func (r *runner) run(ctx context.Context) error {
 			}
 		}
 	}
+	if err := r.converge(ctx, cl); err != nil {
+		return err
+	}
 	// Check the ledgers, and re-verify the bookies, a few at a time.
 	var cwg sync.WaitGroup
 	sem := make(chan struct{}, 4)
@@ -278,7 +313,11 @@ func (r *runner) run(ctx context.Context) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; cwg.Done() }()
-			vs, err := r.c.CheckLedger(ctx, cl, id, r.acks)
+			check := r.c.CheckLedger
+			if r.onLost[id] {
+				check = r.c.CheckLedgerFull
+			}
+			vs, err := check(ctx, cl, id, r.acks)
 			errs[i] = err
 			r.mu.Lock()
 			r.res.Violations = append(r.res.Violations, vs...)
@@ -791,6 +830,18 @@ func (r *runner) schedule(ctx context.Context) {
 				continue
 			}
 			name = r.crashTogether(r.c.Nodes, crashSeed)
+		case "lose":
+			// One bookie at a time, never with etcd impaired: the fresh bookie must register.
+			if down >= 0 || etcdImpaired || injected["lose"] >= r.cfg.MaxLosses {
+				continue
+			}
+			// The victim is a bookie of the newest ledger's ensemble, so that the loss
+			// leaves something to re-replicate.
+			if bi = r.loseVictim(ctx, bi); bi < 0 {
+				continue
+			}
+			name = "lose"
+			r.lose(ctx, bi)
 		case "etcd-leader", "etcd-follower", "etcd-quorum":
 			e := r.c.Etcd()
 			if e == nil || e.Members() < 3 || etcdImpaired {

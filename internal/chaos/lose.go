@@ -1,0 +1,281 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/client/autorecovery"
+	"github.com/bookie-go/bookie/meta"
+)
+
+// ErrLost is returned by Node.Start for a node Cluster.Lose took out.
+var ErrLost = errors.New("chaos: bookie lost for good")
+
+// Lose takes node i out of the cluster for good, as a machine that dies and never comes
+// back: its proxy is cut off (and stays so), the bookie is killed (SIGKILL in process mode)
+// and never started again, and a fresh, empty bookie behind a new proxy takes its place in
+// Nodes, so the cluster keeps its size. It returns the lost node. Lose must not run
+// concurrently with anything else that reads Nodes (in Run: the fault schedule runs it).
+func (c *Cluster) Lose(i int) (*Node, error) {
+	old := c.Nodes[i]
+	old.Proxy.Partition()
+	old.mu.Lock()
+	old.lost = true
+	old.mu.Unlock()
+	old.Kill()
+	c.lost = append(c.lost, old)
+	fresh, err := c.newNode(len(c.Nodes) + len(c.lost) - 1)
+	if err != nil {
+		return old, err
+	}
+	c.Nodes[i] = fresh
+	return old, fresh.Start()
+}
+
+// Lost returns the ids of the bookies Lose took out.
+func (c *Cluster) Lost() []meta.BookieID {
+	ids := make([]meta.BookieID, len(c.lost))
+	for i, n := range c.lost {
+		ids[i] = n.ID()
+	}
+	return ids
+}
+
+// Recovery is an autorecovery auditor candidate and worker running on a cluster, with
+// their own client, as bk bookie runs beside each bookie.
+type Recovery struct {
+	cl       *client.Client
+	Auditor  *autorecovery.Auditor
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// RecoveryConfig is the autorecovery configuration chaos runs use: a bookie gone for
+// 500 ms is lost, an open ledger is left to its writer for a second, copies are unpaced.
+func RecoveryConfig() autorecovery.Config {
+	return autorecovery.Config{
+		LostDelay:       500 * time.Millisecond,
+		OpenLedgerGrace: time.Second,
+		RetryInterval:   100 * time.Millisecond,
+		SessionTTL:      2 * time.Second,
+		RateBytes:       -1,
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+// StartRecovery starts an auditor candidate and, with worker set, a worker with cfg (its
+// Client and Store are the Recovery's own), until Stop.
+func (c *Cluster) StartRecovery(ctx context.Context, cfg autorecovery.Config, worker bool) (*Recovery, error) {
+	cl, err := c.Client(ctx, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Client, cfg.Store = cl, cl.Store().(*meta.EtcdStore)
+	a, err := autorecovery.NewAuditor(cfg)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	var w *autorecovery.Worker
+	if worker {
+		if w, err = autorecovery.NewWorker(cfg); err != nil {
+			cl.Close()
+			return nil, err
+		}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	r := &Recovery{cl: cl, Auditor: a, cancel: cancel}
+	r.wg.Add(1)
+	go func() { defer r.wg.Done(); a.Run(rctx) }()
+	if w != nil {
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); w.Run(rctx) }()
+	}
+	return r, nil
+}
+
+// Stop stops the auditor and the worker and closes their client. Idempotent.
+func (r *Recovery) Stop() {
+	r.stopOnce.Do(func() {
+		r.cancel()
+		r.wg.Wait()
+		r.cl.Close()
+	})
+}
+
+// WaitAudit waits until the auditor has completed n audits while elected.
+func (r *Recovery) WaitAudit(ctx context.Context, n int) error {
+	for {
+		ch := r.Auditor.Changed()
+		if r.Auditor.Audits() >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: waiting for audit %d: %w", n, ctx.Err())
+		}
+	}
+}
+
+// LedgersNaming returns the ledgers with a fragment naming one of bookies.
+func LedgersNaming(ctx context.Context, s meta.Store, bookies []meta.BookieID) ([]uint64, error) {
+	var ids []uint64
+	for md, err := range meta.AllLedgers(ctx, s) {
+		if err != nil {
+			return ids, err
+		}
+		if slices.ContainsFunc(md.Fragments, func(f meta.Fragment) bool {
+			return slices.ContainsFunc(f.Bookies, func(b meta.BookieID) bool { return slices.Contains(bookies, b) })
+		}) {
+			ids = append(ids, md.ID)
+		}
+	}
+	return ids, nil
+}
+
+// Converge runs autorecovery until the cluster is fully replicated: no ledger names a lost
+// bookie, and a fresh auditor's first audit, which is deep (it asks every live bookie
+// which entries it holds), finds nothing to mark. Each round starts a fresh auditor alone;
+// if its audit leaves marks or lost bookies named, a worker repairs until neither is left,
+// and another round checks. Every ledger must be closed (a deep audit vouches only for
+// closed fragments). It returns the rounds it took.
+func (c *Cluster) Converge(ctx context.Context, cfg autorecovery.Config, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cl, err := c.Client(ctx, 2*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	store := cl.Store().(*meta.EtcdStore)
+	lost := c.Lost()
+	pending := func() (marks int, named []uint64, err error) {
+		m, err := store.ListUnderReplicated(ctx)
+		if err != nil {
+			return 0, nil, err
+		}
+		named, err = LedgersNaming(ctx, store, lost)
+		return len(m), named, err
+	}
+	for round := 1; ; round++ {
+		a, err := c.StartRecovery(ctx, cfg, false)
+		if err != nil {
+			return round, err
+		}
+		err = a.WaitAudit(ctx, 1)
+		a.Stop()
+		if err != nil {
+			return round, err
+		}
+		marks, named, err := pending()
+		if err != nil {
+			return round, err
+		}
+		if marks == 0 && len(named) == 0 {
+			return round, nil
+		}
+		rec, err := c.StartRecovery(ctx, cfg, true)
+		if err != nil {
+			return round, err
+		}
+		for marks > 0 || len(named) > 0 {
+			select {
+			case <-ctx.Done():
+				rec.Stop()
+				return round, fmt.Errorf("chaos: autorecovery did not converge: %d ledgers marked, ledgers %v name lost bookies %v: %w",
+					marks, named, lost, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+			if marks, named, err = pending(); err != nil {
+				rec.Stop()
+				return round, err
+			}
+		}
+		rec.Stop()
+	}
+}
+
+// lose loses bookie bi for good (Cluster.Lose) and notes the ledgers that name it, which
+// the final check holds to WriteQuorum copies. Runs on the schedule goroutine.
+func (r *runner) lose(ctx context.Context, bi int) {
+	old, err := r.c.Lose(bi)
+	if err != nil {
+		r.logf("seed %d: lose bookie %d: %v", r.cfg.Seed, old.Index+1, err)
+	}
+	r.noteLost(ctx, r.rec.cl.Store())
+	r.logf("seed %d: bookie %d (%s) lost for good; bookie %d takes its place", r.cfg.Seed, old.Index+1, old.ID(), r.c.Nodes[bi].Index+1)
+}
+
+// loseVictim returns the index in Nodes of a bookie the newest ledger's last fragment
+// names (the draw picks which), or -1 while there is no such ledger or etcd does not
+// answer. Runs on the schedule goroutine.
+func (r *runner) loseVictim(ctx context.Context, draw int) int {
+	r.mu.Lock()
+	var id uint64
+	if k := len(r.ledgers); k > 0 {
+		id = r.ledgers[k-1]
+	}
+	r.mu.Unlock()
+	if id == 0 || r.acks.Count() == 0 {
+		return -1
+	}
+	gctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	md, err := r.rec.cl.Store().GetLedger(gctx, id)
+	if err != nil {
+		return -1
+	}
+	f := md.Fragments[len(md.Fragments)-1]
+	b := f.Bookies[draw%len(f.Bookies)]
+	return slices.IndexFunc(r.c.Nodes, func(n *Node) bool { return n.ID() == b })
+}
+
+// noteLost adds the ledgers naming a lost bookie to r.onLost. A failed metadata read (etcd
+// may be impaired) is logged: the final pass, with etcd healed, reads them again.
+func (r *runner) noteLost(ctx context.Context, s meta.Store) {
+	ids, err := LedgersNaming(ctx, s, r.c.Lost())
+	if err != nil {
+		r.logf("seed %d: ledgers naming lost bookies: %v", r.cfg.Seed, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		r.onLost[id] = true
+	}
+}
+
+// converge, in a run that lost bookies, stops the autorecovery that ran during the faults
+// and runs it until the cluster is fully replicated (Cluster.Converge). Every ledger must
+// be closed. A cluster that does not get there is a violation.
+func (r *runner) converge(ctx context.Context, cl *client.Client) error {
+	if r.rec == nil {
+		return nil
+	}
+	r.rec.Stop()
+	r.noteLost(ctx, cl.Store())
+	r.res.FullyReplicated = len(r.onLost)
+	if len(r.c.Lost()) == 0 {
+		return nil
+	}
+	rc := RecoveryConfig()
+	rc.Logger = r.cfg.Logger
+	rounds, err := r.c.Converge(ctx, rc, 2*time.Minute)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		r.res.Violations = append(r.res.Violations, Violation{Entry: -1, What: err.Error()})
+		return nil
+	}
+	r.logf("seed %d: fully replicated after %d autorecovery rounds; %d ledgers named lost bookies", r.cfg.Seed, rounds, len(r.onLost))
+	return nil
+}
