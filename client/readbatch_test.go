@@ -248,8 +248,8 @@ func TestFollowExplicitLACAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.lacDelay != 0 {
-		t.Fatalf("lacDelay %v for ExplicitLACDelay -1, want 0 (at once)", w.lacDelay)
+	if d := w.explicitLACDelay(); d != 0 {
+		t.Fatalf("explicit LAC delay %v for ExplicitLACDelay -1, want 0 (at once)", d)
 	}
 	r, err := cl.OpenLedger(ctx, w.ID(), false)
 	if err != nil {
@@ -280,7 +280,7 @@ func TestFollowExplicitLACAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w2.lacDelay != defaultExplicitLACDelay {
-		t.Fatalf("default lacDelay %v, want %v", w2.lacDelay, defaultExplicitLACDelay)
+	if d := w2.explicitLACDelay(); d != defaultExplicitLACDelay {
+		t.Fatalf("default explicit LAC delay %v, want %v", d, defaultExplicitLACDelay)
 	}
 }

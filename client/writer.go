@@ -50,7 +50,7 @@ type Writer struct {
 	key    wire.MasterKey
 	e      int
 	wq, aq int
-	// lacDelay is LedgerOptions.ExplicitLACDelay resolved: 0 is at once.
+	// lacDelay is LedgerOptions.ExplicitLACDelay (see explicitLACDelay).
 	lacDelay time.Duration
 
 	mu         sync.Mutex // protects everything below
@@ -167,15 +167,8 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 	if err != nil {
 		return nil, fmt.Errorf("client: create ledger: %w", err)
 	}
-	lacDelay := opts.ExplicitLACDelay
-	switch {
-	case lacDelay == 0:
-		lacDelay = defaultExplicitLACDelay
-	case lacDelay < 0:
-		lacDelay = 0
-	}
 	w := &Writer{
-		c: c, id: md.ID, key: key, e: e, wq: wq, aq: aq, lacDelay: lacDelay,
+		c: c, id: md.ID, key: key, e: e, wq: wq, aq: aq, lacDelay: opts.ExplicitLACDelay,
 		md: md, index: make(map[meta.BookieID]int),
 		lastAdded: wire.NoEntry, lac: wire.NoEntry, lacSent: wire.NoEntry,
 		finalize: make(chan struct{}),
@@ -384,7 +377,19 @@ func (w *Writer) scheduleLACLocked() {
 		return
 	}
 	w.lacTimer = true
-	time.AfterFunc(w.lacDelay, w.writeLAC)
+	time.AfterFunc(w.explicitLACDelay(), w.writeLAC)
+}
+
+// explicitLACDelay resolves LedgerOptions.ExplicitLACDelay: 0 is the default, negative is
+// at once.
+func (w *Writer) explicitLACDelay() time.Duration {
+	switch {
+	case w.lacDelay == 0:
+		return defaultExplicitLACDelay
+	case w.lacDelay < 0:
+		return 0
+	}
+	return w.lacDelay
 }
 
 // writeLAC sends WRITE_LAC to the current ensemble if the writer is still idle.
