@@ -167,12 +167,11 @@ type Config struct {
 	CompactionMajorInterval  Duration `json:"compaction_major_interval"`
 	CompactionBytesPerSec    int64    `json:"compaction_bytes_per_sec"`
 
-	// FlushSpread spreads each write-cache flush over time instead of
-	// writing it at disk speed, so the journal's fdatasyncs are not held
-	// behind a burst: a flush writes at the slowest rate (at least
-	// 32 MiB/s) that finishes before the next half of the write cache is
-	// this fraction full. 0 takes the default, 0.5; negative flushes at
-	// disk speed.
+	// FlushSpread, when positive, spreads each write-cache flush over time
+	// instead of writing it at disk speed: a flush writes at the slowest
+	// rate (at least 32 MiB/s) that finishes before the next half of the
+	// write cache is this fraction full. 0 (the default) or negative: disk
+	// speed, which measured better in the OMB workload (docs/benchmarks.md).
 	FlushSpread float64 `json:"flush_spread"`
 
 	// DiskStallThreshold: a journal fdatasync that has not returned after

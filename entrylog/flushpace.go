@@ -15,6 +15,11 @@ import (
 // FlushMinBytesPerSec; once the active half is fuller than that the flush
 // goes at disk speed, so spreading never makes a Put find the cache full.
 // Close and Hurry turn spreading off, so shutdown is never slowed.
+//
+// Off by default: in the OMB workload (docs/benchmarks.md, 2026-12-02 23:37)
+// spreading raised the median add latency (4.5 -> 9.4 ms) without a better
+// tail, since a disk written to without pause slows every journal sync a
+// little instead of some of them a lot.
 
 // flushPacer paces the flush writer's record writes. Owned by the flusher
 // (requires flushMu).
@@ -63,7 +68,7 @@ func (p *flushPacer) wrote(n int64) {
 		return
 	}
 	p.remaining = max(p.remaining-n, 0)
-	if p.s.hurry.Load() || p.s.opts.FlushSpread < 0 {
+	if p.s.hurry.Load() || p.s.opts.FlushSpread <= 0 {
 		return
 	}
 	// Pause in steps of at most maxPaceSleep, re-reading the active half's

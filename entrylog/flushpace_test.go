@@ -43,7 +43,7 @@ func TestPaceDelay(t *testing.T) {
 // and Close hurries on its own: neither waits for the pace.
 func TestHurryEndsASpreadFlush(t *testing.T) {
 	for _, viaClose := range []bool{false, true} {
-		opts := Options{WriteCacheBytes: 16 << 20, FlushMinBytesPerSec: 1} // a flush of a half would take weeks
+		opts := Options{WriteCacheBytes: 16 << 20, FlushSpread: 0.5, FlushMinBytesPerSec: 1} // a flush of a half would take weeks
 		s := mustOpen(t, vfs.NewMemFS(), opts)
 		for e := int64(0); e < 1000; e++ {
 			if err := s.Put(1, e, payload(1, e, 4000)); err != nil {

@@ -115,11 +115,11 @@ type Options struct {
 	// negative disables.
 	WritebackBytes int64
 
-	// FlushSpread spreads a background flush (and a checkpoint's) over
-	// time: it writes at the slowest rate that finishes before the active
-	// half is this fraction full at the current Put rate, so the journal's
-	// syncs are not held behind a burst (see flushpace.go). Default 0.5;
-	// negative: flushes go at disk speed.
+	// FlushSpread, when positive, spreads a background flush (and a
+	// checkpoint's) over time: it writes at the slowest rate that finishes
+	// before the active half is this fraction full at the current Put rate
+	// (see flushpace.go). Default 0: flushes go at disk speed, which
+	// measured better (flushpace.go says why).
 	FlushSpread float64
 	// FlushMinBytesPerSec is the slowest a spread flush writes. Default
 	// 32 MiB/s.
@@ -173,9 +173,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.WritebackBytes == 0 {
 		o.WritebackBytes = 4 << 20
-	}
-	if o.FlushSpread == 0 {
-		o.FlushSpread = 0.5
 	}
 	if o.FlushMinBytesPerSec <= 0 {
 		o.FlushMinBytesPerSec = 32 << 20
