@@ -205,14 +205,18 @@ func (c *Cluster) Converge(ctx context.Context, cfg autorecovery.Config, timeout
 }
 
 // lose loses bookie bi for good (Cluster.Lose) and notes the ledgers that name it, which
-// the final check holds to WriteQuorum copies. Runs on the schedule goroutine.
-func (r *runner) lose(ctx context.Context, bi int) {
+// the final check holds to WriteQuorum copies. It returns how many ledgers named it: none
+// when the writer replaced the victim in place (an ensemble change at a fragment's first
+// entry) between the pick and the loss, and then the loss tests nothing of autorecovery.
+// Runs on the schedule goroutine.
+func (r *runner) lose(ctx context.Context, bi int) int {
 	old, err := r.c.Lose(bi)
 	if err != nil {
 		r.logf("seed %d: lose bookie %d: %v", r.cfg.Seed, old.Index+1, err)
 	}
-	r.noteLost(ctx, r.rec.cl.Store())
-	r.logf("seed %d: bookie %d (%s) lost for good; bookie %d takes its place", r.cfg.Seed, old.Index+1, old.ID(), r.c.Nodes[bi].Index+1)
+	named := r.noteLost(ctx, r.rec.cl.Store())
+	r.logf("seed %d: bookie %d (%s) lost for good, named by %d ledgers; bookie %d takes its place", r.cfg.Seed, old.Index+1, old.ID(), named, r.c.Nodes[bi].Index+1)
+	return named
 }
 
 // loseVictim returns the index in Nodes of a bookie the newest ledger's last fragment
@@ -239,9 +243,10 @@ func (r *runner) loseVictim(ctx context.Context, draw int) int {
 	return slices.IndexFunc(r.c.Nodes, func(n *Node) bool { return n.ID() == b })
 }
 
-// noteLost adds the ledgers naming a lost bookie to r.onLost. A failed metadata read (etcd
-// may be impaired) is logged: the final pass, with etcd healed, reads them again.
-func (r *runner) noteLost(ctx context.Context, s meta.Store) {
+// noteLost adds the ledgers naming a lost bookie to r.onLost and returns how many name
+// one. A failed metadata read (etcd may be impaired) is logged: the final pass, with etcd
+// healed, reads them again.
+func (r *runner) noteLost(ctx context.Context, s meta.Store) int {
 	ids, err := LedgersNaming(ctx, s, r.c.Lost())
 	if err != nil {
 		r.logf("seed %d: ledgers naming lost bookies: %v", r.cfg.Seed, err)
@@ -251,6 +256,7 @@ func (r *runner) noteLost(ctx context.Context, s meta.Store) {
 	for _, id := range ids {
 		r.onLost[id] = true
 	}
+	return len(ids)
 }
 
 // converge, in a run that lost bookies, stops the autorecovery that ran during the faults

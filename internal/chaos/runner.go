@@ -841,7 +841,11 @@ func (r *runner) schedule(ctx context.Context) {
 				continue
 			}
 			name = "lose"
-			r.lose(ctx, bi)
+			if r.lose(ctx, bi) == 0 {
+				// Nothing named it by the time it was lost: not a loss that counts
+				// towards MaxLosses or Require.
+				name = "lose-unnamed"
+			}
 		case "etcd-leader", "etcd-follower", "etcd-quorum":
 			e := r.c.Etcd()
 			if e == nil || e.Members() < 3 || etcdImpaired {
