@@ -877,7 +877,9 @@ func (r *runner) schedule(ctx context.Context) {
 			}, bookie: -1, etcd: true, noQuorum: kind == "etcd-quorum"})
 		}
 		r.faults[name]++
-		injected[kind]++
+		if name != "lose-unnamed" {
+			injected[kind]++
+		}
 		if kind == "crash" || kind == "crash-two" || kind == "crash-all" {
 			crashes++
 		}
