@@ -12,6 +12,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/bookie-go/bookie/internal/pace"
 )
 
 // Key layout under the prefix P (default "/bookie-go"); see docs/metadata.md.
@@ -239,7 +241,7 @@ func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 		}
 		updated, err := s.casLedger(ctx, md, value)
 		if retryable(ctx, err) {
-			if !pause(ctx, retryMinPause) {
+			if !pace.Sleep(ctx, retryMinPause) {
 				return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, err)
 			}
 			continue // re-read: did it land?

@@ -8,6 +8,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/bookie-go/bookie/internal/pace"
 )
 
 // attemptTimeout bounds one etcd request of a ledger operation. A request
@@ -66,25 +68,9 @@ func retry(ctx context.Context, op func(ctx context.Context, again bool) error) 
 		if !retryable(ctx, err) {
 			return err
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pace.Sleep(ctx, pause) {
 			return err
 		}
 		pause = min(2*pause, retryMaxPause)
-	}
-}
-
-// pause waits d and reports whether ctx is still live.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/pace"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -70,7 +71,7 @@ func (a *Auditor) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if err := a.term(ctx); err != nil && ctx.Err() == nil {
 			a.cfg.Logger.Warn("autorecovery: auditor term ended", "name", a.cfg.Name, "err", err)
-			pause(ctx, a.cfg.RetryInterval)
+			pace.Sleep(ctx, a.cfg.RetryInterval)
 		}
 	}
 	return ctx.Err()

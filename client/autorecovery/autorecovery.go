@@ -28,7 +28,6 @@
 package autorecovery
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -145,18 +144,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // errNoStore is returned when Config.Store is nil.
 var errNoStore = errors.New("autorecovery: Config.Store is required")
-
-// pause waits d or until ctx ends, reporting whether ctx is still live.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 // fragmentEnd returns the last entry fragment i of md holds that the metadata vouches for:
 // the entry before the next fragment, a CLOSED ledger's last entry for the last fragment.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/pace"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -44,7 +45,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		sess, err := w.cfg.Store.NewSession(ctx, w.cfg.SessionTTL)
 		if err != nil {
-			pause(ctx, w.cfg.RetryInterval)
+			pace.Sleep(ctx, w.cfg.RetryInterval)
 			continue
 		}
 		w.runSession(ctx, sess, wake)

@@ -55,3 +55,16 @@ func (p *Pacer) Wait(ctx context.Context, n int64) error {
 		return ctx.Err()
 	}
 }
+
+// Sleep waits d or until ctx ends, and reports whether ctx is still live:
+// the pause of a retry loop.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

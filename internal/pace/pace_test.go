@@ -52,3 +52,15 @@ func TestWaitEndsWithContext(t *testing.T) {
 		t.Fatalf("Wait = %v, want context.Canceled", err)
 	}
 }
+
+// Sleep sleeps, and returns false at once on a context that has ended.
+func TestSleep(t *testing.T) {
+	if !Sleep(context.Background(), time.Millisecond) {
+		t.Fatal("Sleep on a live context reported it ended")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if Sleep(ctx, time.Hour) {
+		t.Fatal("Sleep on a cancelled context reported it live")
+	}
+}
