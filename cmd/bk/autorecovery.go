@@ -272,14 +272,10 @@ func runCookie(args []string) error {
 	var cluster clusterFlags
 	cluster.add(fs)
 	force := fs.Bool("force", false, "delete even if the bookie is registered or ledgers still name it")
-	pos, err := parseInterleaved(fs, args[1:])
+	id, err := oneBookieID(fs, args[1:], "usage: bk cookie delete [flags] BOOKIE-ID")
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return errors.New("usage: bk cookie delete [flags] BOOKIE-ID")
-	}
-	id := meta.BookieID(pos[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := cluster.openClient(ctx)
@@ -348,14 +344,10 @@ func runBookieDecommission(args []string) error {
 	cluster.add(fs)
 	admin := fs.String("admin", "", "the bookie's admin address, to make it read-only first (default: the one it registered; none registered and the bookie must be read-only or stopped)")
 	timeout := fs.Duration("timeout", 24*time.Hour, "give up after this long")
-	pos, err := parseInterleaved(fs, args)
+	id, err := oneBookieID(fs, args, "usage: bk bookie decommission [flags] BOOKIE-ID")
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return errors.New("usage: bk bookie decommission [flags] BOOKIE-ID")
-	}
-	id := meta.BookieID(pos[0])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -426,14 +418,10 @@ func runBookieRecommission(args []string) error {
 	fs := flag.NewFlagSet("bookie recommission", flag.ExitOnError)
 	var cluster clusterFlags
 	cluster.add(fs)
-	pos, err := parseInterleaved(fs, args)
+	id, err := oneBookieID(fs, args, "usage: bk bookie recommission [flags] BOOKIE-ID")
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return errors.New("usage: bk bookie recommission [flags] BOOKIE-ID")
-	}
-	id := meta.BookieID(pos[0])
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, store, err := openEtcd(ctx, &cluster)
@@ -451,4 +439,17 @@ func runBookieRecommission(args []string) error {
 	}
 	fmt.Printf("%s may register again: start it on new, empty storage\n", id)
 	return nil
+}
+
+// oneBookieID parses fs from args and returns its one positional argument, a bookie ID,
+// or an error carrying usage.
+func oneBookieID(fs *flag.FlagSet, args []string, usage string) (meta.BookieID, error) {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", errors.New(usage)
+	}
+	return meta.BookieID(pos[0]), nil
 }
