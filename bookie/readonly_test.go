@@ -63,23 +63,17 @@ func TestReadOnlyReasonsAreASet(t *testing.T) {
 // ("journal disk stalled", visible to writers through GET_INFO and the
 // registration) while it hangs, and writable again once it returns.
 func TestStalledDiskGoesReadOnlyAndBack(t *testing.T) {
-	gate := make(chan struct{})
-	var hold atomic.Bool
-	inject := func(op vfs.Op, name string) error {
-		if op == vfs.OpSync && strings.Contains(name, "journal") && hold.Load() {
-			<-gate
-		}
-		return nil
-	}
+	g := newJournalSyncGate()
+	defer g.release()
 	cfg := testConfig(t.TempDir())
-	cfg.FS = vfs.NewFaultFS(vfs.Default, inject)
+	cfg.FS = vfs.NewFaultFS(vfs.Default, g.inject)
 	cfg.DiskStallThreshold = Duration(50 * time.Millisecond)
 	b := startBookie(t, cfg)
 	c := dial(t, b.Addr())
 	if s := c.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
 		t.Fatal(s)
 	}
-	hold.Store(true)
+	g.hold.Store(true)
 	c.next++
 	c.nc.Write(wire.AppendAddRequest(nil, c.next, 0, &testKey, wire.AppendEntry(nil, 1, 1, 0, []byte("y"))))
 	waitUntil(t, func() bool { return b.journal.SyncStalled() > 0 })
@@ -87,8 +81,7 @@ func TestStalledDiskGoesReadOnlyAndBack(t *testing.T) {
 	if _, why := b.ReadOnly(); !strings.Contains(why, "journal disk stalled") {
 		t.Fatalf("read-only reason %q", why)
 	}
-	hold.Store(false)
-	close(gate)
+	g.release()
 	if r, err := wire.DecodeAddResponse(c.readFrame()); err != nil || r.Status != wire.StatusOK {
 		t.Fatalf("the add held by the stalled sync: %v %v", err, r.Status)
 	}
@@ -98,34 +91,50 @@ func TestStalledDiskGoesReadOnlyAndBack(t *testing.T) {
 // A WRITE_LAC is visible to readers before its record is synced (it is a hint: the entries
 // it covers were acknowledged already), and answered only after the sync.
 func TestWriteLACVisibleBeforeSync(t *testing.T) {
-	gate := make(chan struct{})
-	var hold atomic.Bool
-	inject := func(op vfs.Op, name string) error {
-		if op == vfs.OpSync && strings.Contains(name, "journal") && hold.Load() {
-			<-gate
-		}
-		return nil
-	}
+	g := newJournalSyncGate()
+	defer g.release()
 	cfg := testConfig(t.TempDir())
-	cfg.FS = vfs.NewFaultFS(vfs.Default, inject)
+	cfg.FS = vfs.NewFaultFS(vfs.Default, g.inject)
 	b := startBookie(t, cfg)
-	var once sync.Once
-	release := func() { once.Do(func() { hold.Store(false); close(gate) }) }
-	defer release() // a failure must not leave the bookie's journal stuck for its cleanup
 	w := dial(t, b.Addr())
 	if s := w.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
 		t.Fatal(s)
 	}
-	hold.Store(true)
+	g.hold.Store(true)
 	w.send(func(dst []byte, id uint64) []byte { return wire.AppendWriteLACRequest(dst, id, 1, 7, &testKey) })
 	waitUntil(t, func() bool { return b.journal.SyncStalled() > 0 })
 	r := dial(t, b.Addr())
 	if lac, s := r.readLAC(0, 1, testKey); s != wire.StatusOK || lac != 7 {
 		t.Fatalf("READ_LAC while the WRITE_LAC's sync is held: %d %v, want 7", lac, s)
 	}
-	release()
+	g.release()
 	resp, err := wire.DecodeWriteLACResponse(w.reply())
 	if err != nil || resp.Status != wire.StatusOK || resp.LAC != 7 {
 		t.Fatalf("WRITE_LAC answer after the sync: %+v %v", resp, err)
 	}
+}
+
+// journalSyncGate holds the journal's fdatasyncs while hold is set, until release. A test
+// defers release (defers run before the bookie's t.Cleanup), so that a failing test never
+// leaves the bookie's Close waiting on a held sync.
+type journalSyncGate struct {
+	hold atomic.Bool
+	gate chan struct{}
+	once sync.Once
+}
+
+func newJournalSyncGate() *journalSyncGate { return &journalSyncGate{gate: make(chan struct{})} }
+
+func (g *journalSyncGate) inject(op vfs.Op, name string) error {
+	if op == vfs.OpSync && strings.Contains(name, "journal") && g.hold.Load() {
+		<-g.gate
+	}
+	return nil
+}
+
+func (g *journalSyncGate) release() {
+	g.once.Do(func() {
+		g.hold.Store(false)
+		close(g.gate)
+	})
 }
