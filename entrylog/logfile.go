@@ -258,10 +258,14 @@ func (w *logWriter) writeDirect(p []byte) error {
 	if err := w.ensureAlloc(w.bufOff + int64(len(p))); err != nil {
 		return err
 	}
-	// In pieces of writeChunk, so writeback starts as the run is written
-	// and a paced flush pauses between pieces.
+	// In pieces of WritebackBytes, so writeback starts as the run is
+	// written (and a spread flush pauses between pieces).
+	step := len(p)
+	if wb := w.s.opts.WritebackBytes; wb > 0 && wb < int64(step) {
+		step = int(wb)
+	}
 	for len(p) > 0 {
-		n := min(writeChunk, len(p))
+		n := min(step, len(p))
 		if _, err := w.lf.f.WriteAt(p[:n], w.bufOff); err != nil {
 			return fmt.Errorf("entrylog: write %s offset %d: %w", w.lf.name, w.bufOff, err)
 		}
