@@ -68,6 +68,11 @@ func WriteTable(w io.Writer, results []Result) error {
 				fmt.Fprintf(w, "; bare synchronous client p50 %s (%.0f adds/s), Go client p50 %+.0fus from it",
 					fmtDur(ref.SyncP50), ref.SyncAddsPerSec, float64(r.Latency.P50-ref.SyncP50)/1e3)
 			}
+			if sh, al := ref.Shared, ref.Alone; sh != nil && al != nil {
+				fmt.Fprintf(w, "; raw journals sharing this disk (%d loops, %.0f syncs/s of %.1f KiB each): sync p50 %s p99 %s p99.9 %s max %s, one loop alone at their total rate: p50 %s p99 %s p99.9 %s max %s",
+					sh.Loops, sh.SyncsPerSec()/float64(sh.Loops), float64(sh.Batch)/1024, fmtDur(sh.P50), fmtDur(sh.P99), fmtDur(sh.P999), fmtDur(sh.Max),
+					fmtDur(al.P50), fmtDur(al.P99), fmtDur(al.P999), fmtDur(al.Max))
+			}
 			if ref.TCPMsgsPerSec > 0 {
 				fmt.Fprintf(w, "; loopback TCP echo %.0f msgs/s (x ref %.2f), p50 %s",
 					ref.TCPMsgsPerSec, r.AddsPerSec/ref.TCPMsgsPerSec, fmtDur(ref.TCPP50))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/diskref"
+	"github.com/bookie-go/bookie/wire"
 )
 
 // Options configure a Runner.
@@ -34,6 +35,11 @@ type Options struct {
 	Measuring func(w Workload, start bool)
 	// Password of the benchmark's ledgers.
 	Password []byte
+	// SharedDisk says that every bookie's journal is on RefDir's disk (bk
+	// bench --local): an open-loop run on several bookies is then followed
+	// by the SharedDisk reference, one sync loop per bookie at the rate and
+	// batch its journal ran at.
+	SharedDisk bool
 	// TLS, when set, makes every client of the workloads speak TLS to the
 	// bookies' TLS listeners (client.Config.TLS). Failover workloads, whose
 	// fault proxies sit in front of the plain listeners, refuse it.
@@ -90,6 +96,14 @@ type Reference struct {
 	// depth-1 workloads on one bookie (syncReference).
 	SyncP50        time.Duration `json:",omitempty"`
 	SyncAddsPerSec float64       `json:",omitempty"`
+	// Shared is the disk's own latency for an open-loop run's journals when
+	// they share it (Options.SharedDisk): one sync loop per bookie, each at
+	// its journal's syncs per second and bytes per sync. Alone is one loop
+	// doing the same syncs and bytes by itself. A bookie's add waits for its
+	// journal's sync, so Shared's tail is the floor under the run's tail on
+	// this disk, and Alone's what the same work costs with a disk per bookie.
+	Shared *diskref.SharedResult `json:",omitempty"`
+	Alone  *diskref.SharedResult `json:",omitempty"`
 }
 
 // Result is one workload's outcome.
@@ -227,8 +241,39 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 			}
 			ref.AtBatch = &Reference{PerBatch: n, AddsPerSec: d.RecordsPerSec(), MBPerSec: d.MBPerSec(), P50: d.P50, P99: d.P99}
 		}
+		if r.opts.SharedDisk && !w.Closed() && w.Ensemble > 1 {
+			if err := r.sharedReference(w, &res); err != nil {
+				return res, err
+			}
+		}
 	}
 	return res, err
+}
+
+// sharedReference measures Reference.Shared and Alone after an open-loop run
+// on w.Ensemble bookies: each bookie's journal synced AddsPerSec x
+// WriteQuorum / Ensemble records a second, AddsPerSync at a time. Stalls are
+// rare and the tail is what it is for, so each loop runs three times
+// RefDuration.
+func (r *Runner) sharedReference(w Workload, res *Result) error {
+	perBookie := res.AddsPerSec * float64(w.WriteQuorum) / float64(w.Ensemble)
+	if perBookie <= 0 {
+		return nil
+	}
+	n := max(1, int(res.AddsPerSync+0.5))
+	batch := min(n*wire.EntrySize(w.Size), 8<<20)
+	interval := time.Duration(float64(n) / perBookie * 1e9)
+	d := 3 * r.opts.RefDuration
+	shared, err := diskref.Shared(r.opts.RefDir, w.Ensemble, batch, interval, d)
+	if err != nil {
+		return fmt.Errorf("bench: shared-disk reference: %w", err)
+	}
+	alone, err := diskref.Shared(r.opts.RefDir, 1, batch, interval/time.Duration(w.Ensemble), d)
+	if err != nil {
+		return fmt.Errorf("bench: shared-disk reference: %w", err)
+	}
+	res.Reference.Shared, res.Reference.Alone = &shared, &alone
+	return nil
 }
 
 func (r *Runner) reference(w Workload) (*Reference, error) {

@@ -166,7 +166,7 @@ func runBench(args []string) error {
 			return err
 		}
 		cleanup = closeFn
-		opts.Target, opts.RefDir = t, dir
+		opts.Target, opts.RefDir, opts.SharedDisk = t, dir, true
 	} else {
 		store, err := meta.Open(ctx, *metadata)
 		if err != nil {

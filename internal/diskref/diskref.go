@@ -44,21 +44,12 @@ const fileSize = 128 << 20
 // durable write; a large perBatch is the throughput ceiling of group commit.
 func GroupCommit(dir string, recordSize, perBatch int, d time.Duration) (Result, error) {
 	path := filepath.Join(dir, fmt.Sprintf("diskref-%d.tmp", os.Getpid()))
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+	defer os.Remove(path)
+	fd, err := zeroFilled(path, fileSize)
 	if err != nil {
 		return Result{}, err
 	}
-	defer os.Remove(path)
 	defer unix.Close(fd)
-	zeros := make([]byte, 1<<20)
-	for off := int64(0); off < fileSize; off += int64(len(zeros)) {
-		if _, err := unix.Pwrite(fd, zeros, off); err != nil {
-			return Result{}, err
-		}
-	}
-	if err := unix.Fsync(fd); err != nil {
-		return Result{}, err
-	}
 	batch := make([]byte, recordSize*perBatch)
 	for i := range batch {
 		batch[i] = byte(i)

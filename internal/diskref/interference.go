@@ -71,22 +71,12 @@ func (r InterferenceResult) String() string {
 func Interference(dir string, bg Background, bgRate int64, interval, d time.Duration) (InterferenceResult, error) {
 	res := InterferenceResult{Background: bg.Name}
 	jpath := filepath.Join(dir, fmt.Sprintf("diskref-j-%d.tmp", os.Getpid()))
-	jfd, err := unix.Open(jpath, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+	defer os.Remove(jpath)
+	jfd, err := zeroFilled(jpath, journalFileSize)
 	if err != nil {
 		return res, err
 	}
-	defer os.Remove(jpath)
 	defer unix.Close(jfd)
-	const jsize = 64 << 20
-	zeros := make([]byte, 1<<20)
-	for off := int64(0); off < jsize; off += int64(len(zeros)) {
-		if _, err := unix.Pwrite(jfd, zeros, off); err != nil {
-			return res, err
-		}
-	}
-	if err := unix.Fsync(jfd); err != nil {
-		return res, err
-	}
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -113,35 +103,12 @@ func Interference(dir string, bg Background, bgRate int64, interval, d time.Dura
 		}()
 	}
 
-	rec := make([]byte, 4096)
-	var lat []time.Duration
-	var off int64
-	start := time.Now()
-	next := start
-	for time.Since(start) < d {
-		if w := time.Until(next); w > 0 {
-			time.Sleep(w)
-		}
-		next = next.Add(interval)
-		if off+int64(len(rec)) > jsize {
-			off = 0
-		}
-		t0 := time.Now()
-		if _, err := unix.Pwrite(jfd, rec, off); err != nil {
-			close(stop)
-			wg.Wait()
-			return res, err
-		}
-		if err := unix.Fdatasync(jfd); err != nil {
-			close(stop)
-			wg.Wait()
-			return res, err
-		}
-		lat = append(lat, time.Since(t0))
-		off += int64(len(rec))
-	}
+	lat, err := syncLoop(jfd, 4096, time.Now(), interval, d)
 	close(stop)
 	wg.Wait()
+	if err != nil {
+		return res, err
+	}
 	if bgErr != nil {
 		return res, bgErr
 	}
