@@ -214,7 +214,7 @@ func (r *Runner) dropPageCache() (bool, string) {
 }
 
 // catchUpChunk is how many entries one Reader.Read of the catch-up asks for.
-const catchUpChunk = 1024
+const catchUpChunk = 16384
 
 // catchUp reads entries 0..last of ledger id from the start, into rr's catch-up fields.
 func catchUp(ctx context.Context, cl *client.Client, id uint64, last int64, rr *ReadResult) error {

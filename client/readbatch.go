@@ -34,7 +34,7 @@ const clientFeatures = wire.FeatureReadBatch
 const (
 	batchEntries  = 256     // entries asked per READ_BATCH
 	batchBytes    = 1 << 20 // entry bytes asked per READ_BATCH
-	batchPipeline = 4       // READ_BATCHes in flight per range read
+	batchPipeline = 8       // READ_BATCHes in flight per range read
 )
 
 // decodeReadBatch fills r's result from a READ_BATCH response: r.batch holds the entries,
