@@ -45,6 +45,10 @@ type ReadResult struct {
 	// read; CacheNote how, or why it could not be.
 	CacheDropped bool
 	CacheNote    string
+	// ProcessCPU is the CPU-seconds this process used during the catch-up read (with
+	// bookies in process, theirs too); BookieCPU the bookies' in other processes, or -1.
+	// Per GB read they are steadier than MB/s on a shared machine.
+	ProcessCPU, BookieCPU float64
 	// Raw is the raw sequential read reference of the same disk, when run.
 	Raw *diskref.ReadResult `json:",omitempty"`
 	// Tail: the delay from an add's send to its delivery by Reader.Follow, and the adds'
@@ -72,7 +76,7 @@ func (r *ReadResult) P99Ratio() float64 {
 
 // runRead runs read workload w.
 func (r *Runner) runRead(ctx context.Context, w Workload, res *Result) error {
-	store, _, err := r.opts.Target.view(max(w.Bookies, w.Ensemble))
+	store, bookies, err := r.opts.Target.view(max(w.Bookies, w.Ensemble))
 	if err != nil {
 		return err
 	}
@@ -99,7 +103,18 @@ func (r *Runner) runRead(ctx context.Context, w Workload, res *Result) error {
 			rr.Raw = &raw
 		}
 		rr.CacheDropped, rr.CacheNote = r.dropPageCache()
-		return catchUp(ctx, cl, id, last, rr)
+		if r.opts.Measuring != nil {
+			r.opts.Measuring(w, true)
+			defer r.opts.Measuring(w, false)
+		}
+		before, cpu0 := scrapeAll(ctx, bookies), processCPU()
+		err = catchUp(ctx, cl, id, last, rr)
+		rr.ProcessCPU, rr.BookieCPU = (processCPU() - cpu0).Seconds(), -1
+		after := scrapeAll(ctx, bookies)
+		if c, ok := bookieCPU(bookies, before, after); ok {
+			rr.BookieCPU = c * after.at.Sub(before.at).Seconds() // cores over the scrapes' span
+		}
+		return err
 	case ReadTail:
 		return r.runTail(ctx, cl, w, rr)
 	case ReadMixed:
@@ -350,6 +365,13 @@ func writeReadResults(w io.Writer, results []Result) {
 				}
 			}
 			fmt.Fprintf(w, "\n  %s\n", rr.CacheNote)
+			if gb := float64(rr.Bytes) / 1e9; gb > 0 {
+				fmt.Fprintf(w, "  CPU per GB read: %.2f s in this process", rr.ProcessCPU/gb)
+				if rr.BookieCPU >= 0 {
+					fmt.Fprintf(w, ", %.2f s in the bookies", rr.BookieCPU/gb)
+				}
+				fmt.Fprintln(w)
+			}
 		case ReadTail:
 			fmt.Fprintf(w, "%s: writer %.0f adds/s; add to delivery at the follower p50 %s p99 %s max %s (%d delivered); add p50 %s p99 %s\n",
 				wl.Name, wl.Rate, fmtDur(rr.Delay.P50), fmtDur(rr.Delay.P99), fmtDur(rr.Delay.Max), rr.Delay.Count, fmtDur(rr.Adds.P50), fmtDur(rr.Adds.P99))
