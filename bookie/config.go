@@ -96,9 +96,10 @@ type Config struct {
 	// ReadBatchWorkers serve READ_BATCH, apart from the read workers: at
 	// most this many batch reads are served at a time (bookie/readbatch.go).
 	ReadBatchWorkers int `json:"read_batch_workers"`
-	// ReadCacheBytes bounds the read cache that batch reads of readers
-	// catching up are read ahead into (bookie/readahead.go); negative
-	// disables read-ahead.
+	// ReadCacheBytes bounds the entry bytes read ahead for batch reads of
+	// readers catching up and not yet served, all readers together (read
+	// into the kernel's page cache, bookie/readahead.go); negative disables
+	// read-ahead.
 	ReadCacheBytes int64 `json:"read_cache_bytes"`
 	// MaxQueuedBatchReads is how many batch reads may wait for a batch
 	// worker, all connections together; zero means 1024, what

@@ -1,11 +1,8 @@
 package bookie
 
 import (
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
-
-	"github.com/bookie-go/bookie/wire"
 )
 
 // Read-ahead for readers that catch up on a ledger.
@@ -13,96 +10,30 @@ import (
 // A reader that fell behind the write cache reads entries from the entry
 // logs, one READ_BATCH after another, each starting where the last one
 // ended. Once a connection's batch reads of a ledger are seen to follow each
-// other (a stream), and the last one read from the entry logs, the entries
-// after it are read into the read cache in the background, up to two batches
-// ahead, so the reader's next batch is served from memory while the disk
-// reads the one after. The read-ahead runs on its own goroutine, never on the
-// batch worker that answers the reader (BookKeeper's synchronous read-ahead
-// is the problem issue 19 names), and a task that finds its queue full is
-// dropped: read-ahead is an optimization, never owed.
+// other (a stream), and the last one read from the entry logs, the kernel is
+// asked to read the entries after it into the page cache (posix_fadvise
+// WILLNEED, entrylog.Store.Prefetch), up to two batches ahead, so the
+// reader's next batch is copied from memory while the disk reads the one
+// after. The asking runs on its own goroutine, never on the batch worker that
+// answers the reader (BookKeeper's synchronous read-ahead is the problem
+// issue 19 names), and a task that finds its queue full is dropped:
+// read-ahead is an optimization, never owed.
 //
-// The cache is not polluted by readers that follow the writer closely: their
-// entries are still in the write cache, batches served from there start no
-// read-ahead, and read-ahead stops at the first entry the write cache holds.
-// A catch-up reader reads each entry once, so an entry leaves the cache when
-// it is served (take), and the cache evicts its oldest entries past its
-// budget (Config.ReadCacheBytes).
-
-// readCacheKey names a cached entry.
-type readCacheKey struct {
-	ledger uint64
-	entry  int64
-}
-
-// readCache is a bounded FIFO of entries read ahead, each taken at most once.
-// Safe for concurrent use.
-type readCache struct {
-	budget int64
-
-	mu      sync.Mutex
-	entries map[readCacheKey][]byte // protected by mu
-	order   []readCacheKey          // insertion order; keys already taken are skipped; protected by mu
-	head    int                     // order[head:] is live; protected by mu
-	used    atomic.Int64            // bytes in entries; written under mu
-}
-
-func newReadCache(budget int64) *readCache {
-	return &readCache{budget: budget, entries: make(map[readCacheKey][]byte)}
-}
-
-// insert adds data (which the cache keeps: the caller must not reuse it),
-// evicting the oldest entries past the budget. An entry larger than the
-// budget, or one already cached, is not added.
-func (rc *readCache) insert(k readCacheKey, data []byte) {
-	size := int64(len(data))
-	if size > rc.budget {
-		return
-	}
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if _, ok := rc.entries[k]; ok {
-		return
-	}
-	for rc.used.Load()+size > rc.budget && rc.head < len(rc.order) {
-		old := rc.order[rc.head]
-		rc.head++
-		if d, ok := rc.entries[old]; ok {
-			delete(rc.entries, old)
-			rc.used.Add(-int64(len(d)))
-		}
-	}
-	if rc.head > len(rc.order)/2 {
-		n := copy(rc.order, rc.order[rc.head:])
-		rc.order = rc.order[:n]
-		rc.head = 0
-	}
-	rc.entries[k] = data
-	rc.order = append(rc.order, k)
-	rc.used.Add(size)
-}
-
-// has reports whether k is cached.
-func (rc *readCache) has(k readCacheKey) bool {
-	rc.mu.Lock()
-	_, ok := rc.entries[k]
-	rc.mu.Unlock()
-	return ok
-}
-
-// take appends the cached data of k to dst and removes it from the cache.
-func (rc *readCache) take(k readCacheKey, dst []byte) ([]byte, bool) {
-	rc.mu.Lock()
-	d, ok := rc.entries[k]
-	if ok {
-		delete(rc.entries, k)
-		rc.used.Add(-int64(len(d)))
-	}
-	rc.mu.Unlock()
-	if !ok {
-		return dst, false
-	}
-	return append(dst, d...), true
-}
+// Why the page cache and not a cache of our own: one was built (entries read
+// ahead into a map, each taken once) and measured. Its copies and map
+// operations cost more than the disk time it hid, and a batch worker that
+// got ahead of it read the same bytes again: catch-up reads were x0.39-0.46
+// of the raw sequential read with it, x0.44-0.51 without read-ahead at all,
+// and x0.50-0.54 with the prefetch (docs/benchmarks.md, 2026-12-03).
+//
+// Bounds: a stream is read ahead by at most two of its batches, and all
+// streams together by at most Config.ReadCacheBytes of entries not yet
+// served; past that a task is not queued. The page cache holds what was read
+// ahead until the reader takes it or the kernel needs the memory.
+//
+// Readers that follow the writer closely do not start read-ahead: their
+// entries are still in the write cache, batches served from there start
+// none, and read-ahead stops at the first entry the write cache holds.
 
 // readStreamKey is one connection's reading of one ledger.
 type readStreamKey struct {
@@ -110,11 +41,12 @@ type readStreamKey struct {
 	ledger uint64
 }
 
-// readStream is where a stream's next batch is expected to start and how far
-// read-ahead has been asked for.
+// readStream is where a stream's next batch is expected to start, how far
+// read-ahead has been asked for, and the bytes asked for and not yet served.
 type readStream struct {
 	next      int64 // the id after the last batch's last entry
 	requested int64 // read-ahead has been queued for entries below this id
+	ahead     int64 // bytes of read-ahead queued and not yet served (counted in readAhead.ahead)
 }
 
 // maxReadStreams bounds the streams remembered; past it the table is cleared
@@ -125,33 +57,34 @@ const maxReadStreams = 4096
 const readAheadQueue = 64
 
 // readAheadTask asks for entries [from, to) of ledger, at most maxBytes of
-// them, to be read into the cache.
+// them, to be read into the page cache.
 type readAheadTask struct {
 	stream   readStreamKey
 	from, to int64
-	maxBytes int
+	maxBytes int64
 }
 
 // readAhead decides when to read ahead and does it.
 type readAhead struct {
-	b     *Bookie
-	cache *readCache
-	tasks chan readAheadTask
+	b      *Bookie
+	budget int64 // Config.ReadCacheBytes
+	tasks  chan readAheadTask
 
 	mu      sync.Mutex
 	streams map[readStreamKey]*readStream // protected by mu
+	ahead   atomic.Int64                  // the streams' ahead bytes, in all; written under mu
 }
 
 func newReadAhead(b *Bookie, budget int64) *readAhead {
-	return &readAhead{b: b, cache: newReadCache(budget), tasks: make(chan readAheadTask, readAheadQueue),
+	return &readAhead{b: b, budget: budget, tasks: make(chan readAheadTask, readAheadQueue),
 		streams: make(map[readStreamKey]*readStream)}
 }
 
 // served notes that c's batch read of ledger returned entries [first, end),
-// totalling bytes, fromLogs of them read from the entry logs or the read
-// cache rather than the write cache, and queues read-ahead when the batch
-// continued the stream's previous one and came from the logs. Runs on a
-// batch worker.
+// totalling bytes, fromLogs of them read from the entry logs rather than the
+// write cache, and queues read-ahead when the batch continued the stream's
+// previous one, came from the logs, and the budget allows. Runs on a batch
+// worker.
 func (ra *readAhead) served(c *conn, ledger uint64, first, end int64, bytes int, fromLogs int) {
 	k := readStreamKey{c, ledger}
 	ra.mu.Lock()
@@ -159,19 +92,26 @@ func (ra *readAhead) served(c *conn, ledger uint64, first, end int64, bytes int,
 	if s == nil {
 		if len(ra.streams) >= maxReadStreams {
 			clear(ra.streams)
+			ra.ahead.Store(0)
 		}
 		s = &readStream{}
 		ra.streams[k] = s
 	}
 	sequential := s.next == first && first > 0
 	s.next = end
+	if first < s.requested { // some of it was read ahead
+		ra.unreserve(s, int64(bytes))
+	}
 	var task readAheadTask
 	if sequential && fromLogs > 0 {
 		count := end - first
 		from, to := max(end, s.requested), end+2*count
-		if from < to {
-			task = readAheadTask{stream: k, from: from, to: to, maxBytes: 2 * bytes}
+		size := 2 * int64(bytes)
+		if from < to && ra.ahead.Load()+size <= ra.budget {
+			task = readAheadTask{stream: k, from: from, to: to, maxBytes: size}
 			s.requested = to
+			s.ahead += size
+			ra.ahead.Add(size)
 		}
 	}
 	ra.mu.Unlock()
@@ -180,15 +120,29 @@ func (ra *readAhead) served(c *conn, ledger uint64, first, end int64, bytes int,
 		case ra.tasks <- task:
 		default:
 			ra.b.batch.metrics.readAheadDropped.Add(1)
+			ra.mu.Lock()
+			if ra.streams[k] == s {
+				ra.unreserve(s, task.maxBytes)
+			}
+			ra.mu.Unlock()
 		}
 	}
+}
+
+// unreserve takes up to n bytes off s's read-ahead and the total. Called
+// with mu held.
+func (ra *readAhead) unreserve(s *readStream, n int64) {
+	n = min(n, s.ahead)
+	s.ahead -= n
+	ra.ahead.Add(-n)
 }
 
 // forget drops c's streams. Runs on the event loop (OnClose).
 func (ra *readAhead) forget(c *conn) {
 	ra.mu.Lock()
-	for k := range ra.streams {
+	for k, s := range ra.streams {
 		if k.conn == c {
+			ra.unreserve(s, s.ahead)
 			delete(ra.streams, k)
 		}
 	}
@@ -208,43 +162,17 @@ func (ra *readAhead) run() {
 	}
 }
 
-// fill reads the entries of t into the cache, stopping at the first one the
-// write cache holds (the reader has caught up with the writer), one it cannot
-// read, or t's byte budget. Entries the reader has passed meanwhile (it read
-// them itself before the read-ahead got to them) are skipped: they would only
-// wait in the cache for eviction.
+// fill asks the kernel to read the entries of t into the page cache,
+// starting past those the reader has passed meanwhile, and not when the
+// write cache holds the first of them (the reader has caught up with the
+// writer).
 func (ra *readAhead) fill(t readAheadTask) {
-	store, ledger := ra.b.store, t.stream.ledger
-	bytes := 0
-	for id := t.from; id < t.to && bytes < t.maxBytes; id++ {
-		id = max(id, ra.next(t.stream))
-		if id >= t.to {
-			return
-		}
-		k := readCacheKey{ledger, id}
-		if ra.cache.has(k) {
-			continue
-		}
-		if store.InWriteCache(ledger, id) || ra.b.damage.has(ledger, id) {
-			return
-		}
-		// As many entries as lie back to back in the log, in one pread; each is
-		// a wire entry, 36 bytes plus its payload length (at offset 24).
-		run, n, err := store.GetRun(ledger, id, int(t.to-id), t.maxBytes-bytes, true, nil)
-		if err != nil || n == 0 {
-			return // Get, on the reader's own batch, will say why
-		}
-		for i := range n {
-			size := wire.EntryOverhead + int(binary.BigEndian.Uint32(run[24:]))
-			if size > len(run) || ra.b.damage.has(ledger, id+int64(i)) {
-				return
-			}
-			ra.cache.insert(readCacheKey{ledger, id + int64(i)}, run[:size:size])
-			run = run[size:]
-			bytes += size
-		}
-		ra.b.batch.metrics.readAheadEntries.Add(int64(n))
-		id += int64(n) - 1
+	from := max(t.from, ra.next(t.stream))
+	if from >= t.to || ra.b.store.InWriteCache(t.stream.ledger, from) {
+		return
+	}
+	if ra.b.store.Prefetch(t.stream.ledger, from, t.to-1, t.maxBytes) > 0 {
+		ra.b.batch.metrics.readAheadEntries.Add(t.to - from)
 	}
 }
 

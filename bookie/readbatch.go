@@ -24,8 +24,8 @@ import (
 //     them are answered, so one reader cannot fill the queue.
 //
 // Each entry is taken from the write cache when it is there (a reader
-// following the writer), else from the read cache (read ahead for a reader
-// catching up, readahead.go), else from the entry logs.
+// following the writer), else from the entry logs (for a reader catching up,
+// read ahead into the page cache, readahead.go).
 
 // Batch read limits. docs/protocol.md states them; change both together.
 const (
@@ -72,7 +72,7 @@ type batchReader struct {
 // batchMetrics count what batch reads do; newBatchReader exports them.
 type batchMetrics struct {
 	queued           atomic.Int64
-	entries          [3]atomic.Int64 // by source: write cache, read cache, entry log
+	entries          [2]atomic.Int64 // by source: write cache, entry log
 	readAheadEntries atomic.Int64
 	readAheadDropped atomic.Int64
 }
@@ -80,7 +80,6 @@ type batchMetrics struct {
 // Where a batch read found an entry: indexes of batchMetrics.entries.
 const (
 	fromWriteCache = iota
-	fromReadCache
 	fromEntryLog
 )
 
@@ -95,19 +94,19 @@ func newBatchReader(b *Bookie) *batchReader {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bookie_read_batch_queue", Help: "Batch reads waiting for a batch worker."}, load(&m.queued)),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "bookie_read_ahead_entries_total", Help: "Entries read ahead into the read cache."}, load(&m.readAheadEntries)),
+			Name: "bookie_read_ahead_entries_total", Help: "Entries asked to be read ahead into the page cache."}, load(&m.readAheadEntries)),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "bookie_read_ahead_dropped_total", Help: "Read-ahead tasks dropped because their queue was full."}, load(&m.readAheadDropped)),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "bookie_read_cache_bytes", Help: "Entry bytes read ahead and not yet served."},
+			Name: "bookie_read_ahead_bytes", Help: "Entry bytes asked to be read ahead and not yet served (read_cache_bytes bounds them)."},
 			func() float64 {
 				if br.ahead == nil {
 					return 0
 				}
-				return float64(br.ahead.cache.used.Load())
+				return float64(br.ahead.ahead.Load())
 			}),
 	}
-	for src, name := range []string{"write_cache", "read_cache", "entry_log"} {
+	for src, name := range []string{"write_cache", "entry_log"} {
 		collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "bookie_read_batch_entries_total", Help: "Entries returned by batch reads, by where they were found.",
 			ConstLabels: prometheus.Labels{"source": name}}, load(&m.entries[src])))
@@ -191,7 +190,7 @@ func (br *batchReader) serve(q *batchRead, buf []byte) []byte {
 	maxCount := int64(min(q.maxCount, maxBatchEntries))
 	first := r.entry
 	var count, fromLogs int64
-	var sources [3]int
+	var sources [2]int
 	status := wire.StatusOK
 	for id := first; count < maxCount; id++ {
 		if count > 0 && id > last {
@@ -203,7 +202,7 @@ func (br *batchReader) serve(q *batchRead, buf []byte) []byte {
 			}
 			break
 		}
-		if !b.store.InWriteCache(r.ledger, id) && (br.ahead == nil || !br.ahead.cache.has(readCacheKey{r.ledger, id})) {
+		if !b.store.InWriteCache(r.ledger, id) {
 			// Entries in the entry logs: as many as lie back to back, in one pread.
 			var n int
 			var err error
@@ -235,12 +234,7 @@ func (br *batchReader) serve(q *batchRead, buf []byte) []byte {
 			break
 		}
 		if count > 0 && len(buf) > limit {
-			// Over the caller's budget: not sent. An entry read from the
-			// logs goes to the read cache for the next batch.
-			if src != fromWriteCache && br.ahead != nil {
-				br.ahead.cache.insert(readCacheKey{r.ledger, id}, append([]byte(nil), buf[start:]...))
-			}
-			buf = buf[:start]
+			buf = buf[:start] // over the caller's budget: not sent
 			break
 		}
 		sources[src]++
@@ -284,17 +278,12 @@ func (b *Bookie) undamaged(ledger uint64, id int64, run []byte, n int) (int, int
 }
 
 // entry appends entry id of ledgerID to buf, and says where it found it:
-// fromWriteCache, fromReadCache or fromEntryLog. A status other than OK is
+// fromWriteCache or fromEntryLog. A status other than OK is
 // what a READ of the entry would be answered.
 func (br *batchReader) entry(l *ledger, ledgerID uint64, id int64, buf []byte) (_ []byte, src int, _ wire.Status) {
 	b := br.b
 	if out, ok := b.store.GetCached(ledgerID, id, buf); ok {
 		return out, fromWriteCache, wire.StatusOK
-	}
-	if br.ahead != nil {
-		if out, ok := br.ahead.cache.take(readCacheKey{ledgerID, id}, buf); ok {
-			return out, fromReadCache, wire.StatusOK
-		}
 	}
 	out, err := b.store.Get(ledgerID, id, buf)
 	if err != nil {

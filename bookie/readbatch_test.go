@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -316,11 +317,14 @@ func dialRaw(t *testing.T, addr string) *testClient {
 }
 
 // TestReadBatchReadAhead shows read-ahead: a reader catching up from the entry logs in
-// consecutive batches gets the entries after its second batch read into the read cache,
-// and its next batch is served from there, each entry once; a reader following the writer
-// (its entries in the write cache) starts no read-ahead and leaves the cache empty.
+// consecutive batches gets the entries after its second batch asked of the kernel
+// (prefetched into the page cache), and its next batch is still served from the logs; a
+// reader following the writer (its entries in the write cache) starts no read-ahead.
 func TestReadBatchReadAhead(t *testing.T) {
-	b := startBookie(t, testConfig(t.TempDir()))
+	rec := &vfs.PrefetchRecorder{FS: vfs.Default}
+	cfg := testConfig(t.TempDir())
+	cfg.FS = rec
+	b := startBookie(t, cfg)
 	w := dial(t, b.Addr())
 	for e := int64(0); e < 100; e++ {
 		if s := w.add(testKey, 0, 1, e, e-1, batchPayload(e)); s != wire.StatusOK {
@@ -338,7 +342,14 @@ func TestReadBatchReadAhead(t *testing.T) {
 	c := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
 	source := func(src int) int64 { return b.batch.metrics.entries[src].Load() }
 	readAhead := func() int64 { return b.batch.metrics.readAheadEntries.Load() }
-	cache := b.batch.ahead.cache
+	logPrefetches := func() (out []vfs.Prefetch) {
+		for _, p := range rec.Calls() {
+			if strings.HasSuffix(p.Name, ".log") {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
 
 	// The tailing reader: batches of ledger 2 from the write cache.
 	for first := int64(0); first < 40; first += 10 {
@@ -347,47 +358,76 @@ func TestReadBatchReadAhead(t *testing.T) {
 	if n := source(fromWriteCache); n != 40 {
 		t.Fatalf("%v entries from the write cache, want 40", n)
 	}
-	if len(b.batch.ahead.tasks) != 0 || cache.used.Load() != 0 || readAhead() != 0 {
+	if len(b.batch.ahead.tasks) != 0 || b.batch.ahead.ahead.Load() != 0 || readAhead() != 0 || len(logPrefetches()) != 0 {
 		t.Fatal("a reader served from the write cache started read-ahead")
 	}
 
 	// The catching-up reader: its first batch is not yet a stream; its second continues
-	// it, from the logs, and reads entries 20-39 ahead.
+	// it, from the logs, and entries 20-39 are asked for: 20 records back to back.
 	checkBatch(t, "catch-up 1", c.readBatch(1, 0, 10, 1<<20), 0, 10, 98, batchPayload)
+	if len(logPrefetches()) != 0 {
+		t.Fatal("a first batch started read-ahead")
+	}
 	checkBatch(t, "catch-up 2", c.readBatch(1, 10, 10, 1<<20), 10, 10, 98, batchPayload)
 	waitUntil(t, func() bool { return readAhead() == 20 })
-	for e := int64(20); e < 40; e++ {
-		if !cache.has(readCacheKey{1, e}) {
-			t.Fatalf("entry %d not read ahead", e)
-		}
+	record := int64(entrylog.RecordHeaderSize + wire.EntryOverhead + len(batchPayload(0)))
+	if p := logPrefetches(); len(p) != 1 || p[0].Off != entrylog.HeaderSize+20*record || p[0].N != 20*record {
+		t.Fatalf("prefetched %+v, want %d bytes at offset %d", p, 20*record, entrylog.HeaderSize+20*record)
+	}
+	if n := b.batch.ahead.ahead.Load(); n != 2*10*int64(wire.EntryOverhead+len(batchPayload(0))) {
+		t.Fatalf("%d bytes counted as read ahead, want two batches' worth", n)
 	}
 	fromLogs := source(fromEntryLog)
 	checkBatch(t, "catch-up 3", c.readBatch(1, 20, 10, 1<<20), 20, 10, 98, batchPayload)
-	if n := source(fromReadCache); n != 10 {
-		t.Fatalf("%v entries from the read cache, want 10", n)
+	if source(fromEntryLog) != fromLogs+10 {
+		t.Fatal("batch 3 was not served from the entry logs")
 	}
-	if source(fromEntryLog) != fromLogs {
-		t.Fatal("batch 3 read the entry logs although its entries were read ahead")
-	}
-	if cache.has(readCacheKey{1, 20}) || !cache.has(readCacheKey{1, 30}) {
-		t.Fatal("served entries stay cached, or entries not yet served were dropped")
+	// Batch 3 was served from what was read ahead, and asks for 40-49: two batches past
+	// it, less what the stream had asked for already.
+	waitUntil(t, func() bool { return readAhead() == 30 })
+	if p := logPrefetches(); len(p) != 2 || p[1].Off != entrylog.HeaderSize+40*record {
+		t.Fatalf("prefetched %+v, want a second range at offset %d", p, entrylog.HeaderSize+40*record)
 	}
 }
 
-func TestReadCacheBudget(t *testing.T) {
-	rc := newReadCache(100)
-	for i := range 5 {
-		rc.insert(readCacheKey{1, int64(i)}, make([]byte, 30))
+// The bytes read ahead and not yet served are bounded by read_cache_bytes, all streams
+// together: a stream whose read-ahead would pass it asks for nothing, and a stream's
+// bytes are given back when its connection closes.
+func TestReadAheadBudget(t *testing.T) {
+	rec := &vfs.PrefetchRecorder{FS: vfs.Default}
+	cfg := testConfig(t.TempDir())
+	cfg.FS = rec
+	entry := int64(wire.EntryOverhead + len(batchPayload(0)))
+	cfg.ReadCacheBytes = 30 * entry // one stream's two batches of 10, not two streams'
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	for e := int64(0); e < 100; e++ {
+		if s := w.add(testKey, 0, 1, e, e-1, batchPayload(e)); s != wire.StatusOK {
+			t.Fatalf("add %d: %v", e, s)
+		}
 	}
-	// 5 x 30 bytes in a 100-byte cache: the two oldest were evicted.
-	if rc.used.Load() != 90 || rc.has(readCacheKey{1, 1}) || !rc.has(readCacheKey{1, 2}) {
-		t.Fatalf("used %d; entry 1 cached %v, entry 2 %v", rc.used.Load(), rc.has(readCacheKey{1, 1}), rc.has(readCacheKey{1, 2}))
+	if err := b.checkpoint(); err != nil {
+		t.Fatal(err)
 	}
-	if got, ok := rc.take(readCacheKey{1, 3}, []byte("x")); !ok || len(got) != 31 || rc.has(readCacheKey{1, 3}) || rc.used.Load() != 60 {
-		t.Fatalf("take: %d bytes, %v; used %d", len(got), ok, rc.used.Load())
+	ahead := func() int64 { return b.batch.ahead.ahead.Load() }
+	c1 := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
+	c2 := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
+	for _, first := range []int64{0, 10} {
+		checkBatch(t, "reader 1", c1.readBatch(1, first, 10, 1<<20), first, 10, 98, batchPayload)
 	}
-	rc.insert(readCacheKey{1, 9}, make([]byte, 101)) // larger than the budget: not kept
-	if rc.has(readCacheKey{1, 9}) {
-		t.Fatal("an entry over the budget was cached")
+	if ahead() != 20*entry {
+		t.Fatalf("%d bytes read ahead for reader 1, want %d", ahead(), 20*entry)
+	}
+	for _, first := range []int64{50, 60} {
+		checkBatch(t, "reader 2", c2.readBatch(1, first, 10, 1<<20), first, 10, 98, batchPayload)
+	}
+	if ahead() != 20*entry {
+		t.Fatalf("%d bytes read ahead with reader 2, want reader 1's %d only", ahead(), 20*entry)
+	}
+	c1.nc.Close()
+	waitUntil(t, func() bool { return ahead() == 0 })
+	checkBatch(t, "reader 2", c2.readBatch(1, 70, 10, 1<<20), 70, 10, 98, batchPayload)
+	if ahead() != 20*entry {
+		t.Fatalf("%d bytes read ahead for reader 2 once reader 1 left, want %d", ahead(), 20*entry)
 	}
 }

@@ -4,8 +4,8 @@ package entrylog
 // true when the write cache holds the entry; otherwise it returns dst and
 // false without reading the entry logs or the index. The bookie serves
 // readers that follow a ledger closely from it (the entries they ask for are
-// still in the write cache) and keeps its read-ahead for readers that fell
-// behind it. Safe for concurrent use; it does not allocate when dst has room.
+// still in the write cache) and keeps its read-ahead (Prefetch) for readers
+// that fell behind it. Safe for concurrent use; it does not allocate when dst has room.
 func (s *Store) GetCached(ledger uint64, entry int64, dst []byte) ([]byte, bool) {
 	s.cacheMu.RLock()
 	defer s.cacheMu.RUnlock()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/bookie-go/bookie/vfs"
 )
 
 // maxRunRead caps the bytes one GetRun reads; runChunk is how much it reads at a time.
@@ -90,4 +92,58 @@ func (s *Store) GetRun(ledger uint64, first int64, maxCount, maxBytes int, first
 		return dst[:start], 0, fmt.Errorf("entrylog: read %s offset %d: %w", lf.name, loc.offset(), rerr)
 	}
 	return dst[:out], n, nil
+}
+
+// Prefetch asks the kernel to start reading the records of entries first..last of ledger
+// into the page cache, at most maxBytes of entry data (and their record headers), without
+// waiting for them, and returns the
+// bytes it asked for: 0 when first is not in the entry logs or the file cannot prefetch.
+// It covers the entries from first that lie in first's entry log after it (found by a
+// binary search for the last such entry, so a range past the ledger's end or across logs
+// is cut short, not refused). What a reader moving forward will read next is then read
+// from the disk while it is served what it asked for.
+func (s *Store) Prefetch(ledger uint64, first, last int64, maxBytes int64) int64 {
+	a, err := s.ix.get(ledger, first)
+	if err != nil || last < first || maxBytes <= 0 {
+		return 0
+	}
+	follows := func(id int64) (location, bool) { // id lies after first in first's log
+		l, err := s.ix.get(ledger, id)
+		return l, err == nil && l.log() == a.log() && l.offset() >= a.offset()
+	}
+	b, ok := follows(last)
+	if !ok {
+		lo, hi := first, last-1 // the last id in [lo, hi] that follows; lo does
+		b = a
+		for lo < hi {
+			mid := lo + (hi-lo+1)/2
+			if l, in := follows(mid); in {
+				lo, b = mid, l
+			} else {
+				hi = mid - 1
+			}
+		}
+		last = lo
+	}
+	s.logsMu.RLock()
+	defer s.logsMu.RUnlock()
+	lf := s.logs[a.log()]
+	if lf == nil {
+		return 0
+	}
+	p, ok := lf.f.(vfs.Prefetcher)
+	if !ok {
+		return 0
+	}
+	// The last record's size is not known without reading it: one average record more, or
+	// all of maxBytes when the range is one entry.
+	n := maxBytes + (last-first+1)*RecordHeaderSize
+	if last > first {
+		span := b.offset() - a.offset()
+		n = min(n, span+span/(last-first))
+	}
+	if p.Prefetch(a.offset(), n) != nil {
+		return 0
+	}
+	return n
 }

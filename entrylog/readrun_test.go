@@ -122,3 +122,87 @@ func TestGetRunStopsAtDamage(t *testing.T) {
 		t.Fatalf("GetRun after the damaged record: %d entries, want 2", n)
 	}
 }
+
+// Prefetch asks the file of first's entry log for the records of first..last, cut short
+// at the last entry of the range in that log, and at maxBytes of data; it asks nothing for an
+// entry the logs do not hold.
+func TestPrefetch(t *testing.T) {
+	rec := &vfs.PrefetchRecorder{FS: vfs.NewMemFS()}
+	s := mustOpen(t, rec, smallOpts()) // 32 KiB logs: 200 B entries span several
+	defer s.close(t)
+	for e := int64(0); e < 300; e++ {
+		if e == 150 {
+			continue // a hole
+		}
+		if e%50 == 0 {
+			if err := s.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Put(1, e, payload(1, e, 200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(1, 300, payload(1, 300, 200)); err != nil { // in the write cache
+		t.Fatal(err)
+	}
+	loc := func(e int64) (uint32, int64) {
+		l, err := s.ix.Get(1, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Log(), int64(l.Offset())
+	}
+	// The last entry of first's log, in first..last.
+	lastIn := func(first, last int64) int64 {
+		log0, _ := loc(first)
+		end := first
+		for e := first + 1; e <= last; e++ {
+			if l, err := s.ix.Get(1, e); err == nil && l.Log() == log0 {
+				end = e
+			}
+		}
+		return end
+	}
+	check := func(first, last, maxBytes, wantN int64) {
+		t.Helper()
+		before := len(rec.Calls())
+		n := s.Prefetch(1, first, last, maxBytes)
+		calls := rec.Calls()[before:]
+		if n != wantN {
+			t.Fatalf("Prefetch(%d, %d, %d) = %d, want %d", first, last, maxBytes, n, wantN)
+		}
+		if wantN == 0 {
+			if len(calls) != 0 {
+				t.Fatalf("Prefetch(%d, %d) asked %+v", first, last, calls)
+			}
+			return
+		}
+		log0, off := loc(first)
+		if len(calls) != 1 || calls[0].Off != off || calls[0].N != wantN || calls[0].Name != path.Join(testLogDir, logName(log0)) {
+			t.Fatalf("Prefetch(%d, %d): calls %+v, want one of %d bytes at %s offset %d", first, last, calls, wantN, logName(log0), off)
+		}
+	}
+	span := func(first, last int64) int64 { // the records first..last, the last one estimated
+		_, a := loc(first)
+		_, b := loc(last)
+		return b - a + (b-a)/(last-first)
+	}
+	check(0, 9, 1<<20, span(0, 9))
+	if span(0, 9) != 10*(RecordHeaderSize+int64(len(payload(1, 0, 200)))) {
+		t.Fatalf("10 back-to-back records span %d bytes", span(0, 9))
+	}
+	check(0, 9, 100, 100+10*RecordHeaderSize) // maxBytes of data, and the records' headers
+	end := lastIn(0, 299)
+	if end == 299 {
+		t.Fatal("the entries do not span several logs")
+	}
+	check(0, 299, 1<<20, span(0, end)) // cut at the end of entry 0's log
+	check(200, 400, 1<<20, span(200, lastIn(200, 299)))
+	check(299, 299, 5000, 5000+RecordHeaderSize) // one entry: maxBytes
+	check(150, 160, 1<<20, 0)                    // the hole
+	check(300, 310, 1<<20, 0)                    // in the write cache, not the logs
+}

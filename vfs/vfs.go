@@ -61,6 +61,14 @@ type CacheDropper interface {
 	DropCache(off, n int64) error
 }
 
+// Prefetcher is implemented by files that can start reading a range into
+// the page cache without waiting for it (posix_fadvise POSIX_FADV_WILLNEED),
+// so that a later read finds it there. It is advice: callers type-assert and
+// ignore errors.
+type Prefetcher interface {
+	Prefetch(off, n int64) error
+}
+
 // FS opens files and changes directories.
 type FS interface {
 	// OpenFile opens name with os.O_* flags, like os.OpenFile.

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // exercise runs the same checks against any FS.
@@ -169,5 +174,75 @@ func TestDefaultStartsWriteback(t *testing.T) {
 	}
 	if err := ws.StartWriteback(4<<20, 1<<20); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The real file system's Prefetch reads a range into the page cache without being read:
+// a file written, synced and dropped from the cache is resident again after it (mincore),
+// eventually, since the reading is asynchronous. On a file system that keeps every page
+// in memory (tmpfs) the drop does nothing and the test shows only that Prefetch is accepted.
+func TestDefaultPrefetches(t *testing.T) {
+	const size = 4 << 20
+	f, err := Create(Default, t.TempDir()+"/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(bytes.Repeat([]byte{7}, size), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.(CacheDropper).DropCache(0, size); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := f.(Prefetcher)
+	if !ok {
+		t.Fatal("the default file system's files do not prefetch")
+	}
+	fd := f.(interface{ Fd() int }).Fd()
+	m, err := unix.Mmap(fd, 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	resident := func() int {
+		vec := make([]byte, size/os.Getpagesize())
+		if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+			t.Fatal(e)
+		}
+		n := 0
+		for _, v := range vec {
+			n += int(v & 1)
+		}
+		return n
+	}
+	t.Logf("pages resident after the drop: %d of %d", resident(), size/os.Getpagesize())
+	if err := p.Prefetch(1<<20, 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	want := (2 << 20) / os.Getpagesize()
+	for deadline := time.Now().Add(10 * time.Second); resident() < want; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pages resident 10 s after prefetching %d", resident(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A PrefetchRecorder records its files' prefetches and passes them on.
+func TestPrefetchRecorder(t *testing.T) {
+	r := &PrefetchRecorder{FS: Default}
+	f, err := Create(r, t.TempDir()+"/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.(Prefetcher).Prefetch(4096, 8192); err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Calls(); len(c) != 1 || c[0] != (Prefetch{Name: f.Name(), Off: 4096, N: 8192}) {
+		t.Fatalf("calls %+v", c)
 	}
 }

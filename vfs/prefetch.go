@@ -1,0 +1,53 @@
+package vfs
+
+import (
+	"os"
+	"sync"
+)
+
+// Prefetch is one Prefetcher call seen by a PrefetchRecorder.
+type Prefetch struct {
+	Name   string
+	Off, N int64
+}
+
+// PrefetchRecorder wraps an FS so that its files record every Prefetch call
+// (and pass it on when the inner file can prefetch): tests of read-ahead see
+// what was asked for, on any file system.
+type PrefetchRecorder struct {
+	FS
+
+	mu    sync.Mutex
+	calls []Prefetch // protected by mu
+}
+
+// Calls returns the Prefetch calls seen so far.
+func (r *PrefetchRecorder) Calls() []Prefetch {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Prefetch(nil), r.calls...)
+}
+
+// OpenFile opens name in the inner FS, recording the file's prefetches.
+func (r *PrefetchRecorder) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := r.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &prefetchFile{File: f, r: r}, nil
+}
+
+type prefetchFile struct {
+	File
+	r *PrefetchRecorder
+}
+
+func (f *prefetchFile) Prefetch(off, n int64) error {
+	f.r.mu.Lock()
+	f.r.calls = append(f.r.calls, Prefetch{Name: f.Name(), Off: off, N: n})
+	f.r.mu.Unlock()
+	if p, ok := f.File.(Prefetcher); ok {
+		return p.Prefetch(off, n)
+	}
+	return nil
+}
