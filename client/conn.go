@@ -418,6 +418,7 @@ func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 			c.fail(gen, err)
 			return
 		}
+		owned := len(frame) > br.Size() // in big, not in br's buffer: decode may keep it
 		c.lastRecv.Store(time.Now().UnixNano())
 		h, err := wire.ParseHeader(frame)
 		if err != nil || !h.Response {
@@ -435,30 +436,35 @@ func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 		if r == nil {
 			continue // timed out already, or a response to a previous connection
 		}
-		if err := r.decode(frame, h); err != nil {
+		kept, err := r.decode(frame, h, owned)
+		if err != nil {
 			r.err = fmt.Errorf("%w: %s: %v", ErrBookieUnavailable, c.addr, err)
 			r.finish()
 			c.fail(gen, err)
 			return
 		}
+		if kept {
+			big = nil // the next large frame gets a buffer of its own
+		}
 		r.finish()
 	}
 }
 
-// decode fills r's result from its response frame.
-func (r *request) decode(frame []byte, h wire.Header) error {
+// decode fills r's result from its response frame. When owned (the frame is in a buffer
+// of its own, not the connection's read buffer), it may keep the frame, and says so.
+func (r *request) decode(frame []byte, h wire.Header, owned bool) (kept bool, _ error) {
 	if h.Op != r.op {
-		return fmt.Errorf("%w: response %v to a %v", wire.ErrWrongOp, h.Op, r.op)
+		return false, fmt.Errorf("%w: response %v to a %v", wire.ErrWrongOp, h.Op, r.op)
 	}
 	r.status = h.Status
 	switch r.op {
 	case wire.OpAdd:
 		resp, err := wire.DecodeAddResponse(frame)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if resp.Status == wire.StatusOK && (resp.Ledger != r.ledger || resp.EntryID != r.entry) {
-			return fmt.Errorf("%w: add response for %d/%d, sent %d/%d", wire.ErrMalformed, resp.Ledger, resp.EntryID, r.ledger, r.entry)
+			return false, fmt.Errorf("%w: add response for %d/%d, sent %d/%d", wire.ErrMalformed, resp.Ledger, resp.EntryID, r.ledger, r.entry)
 		}
 	case wire.OpRead:
 		resp, err := wire.DecodeReadResponse(frame)
@@ -466,29 +472,29 @@ func (r *request) decode(frame []byte, h wire.Header) error {
 			if errors.Is(err, wire.ErrChecksumMismatch) {
 				// A corrupt entry is this bookie's problem, not the connection's.
 				r.status = wire.StatusIOError
-				return nil
+				return false, nil
 			}
-			return err
+			return false, err
 		}
 		if resp.Status == wire.StatusOK {
 			if resp.Entry.LedgerID != r.ledger || (r.entry != wire.LastEntry && resp.Entry.EntryID != r.entry) {
 				r.status = wire.StatusIOError
-				return nil
+				return false, nil
 			}
 			r.data = append([]byte(nil), resp.Entry.Raw...)
 		}
 	case wire.OpReadLAC:
 		resp, err := wire.DecodeReadLACResponse(frame)
 		if err != nil {
-			return err
+			return false, err
 		}
 		r.lac = resp.LAC
 	case wire.OpReadBatch:
-		return r.decodeReadBatch(frame)
+		return r.decodeReadBatch(frame, owned)
 	case wire.OpLongPollLAC:
 		resp, err := wire.DecodeLongPollLACResponse(frame)
 		if err != nil {
-			return err
+			return false, err
 		}
 		r.lac = resp.LAC
 		if resp.HasEntry {
@@ -497,26 +503,26 @@ func (r *request) decode(frame []byte, h wire.Header) error {
 	case wire.OpWriteLAC:
 		resp, err := wire.DecodeWriteLACResponse(frame)
 		if err != nil {
-			return err
+			return false, err
 		}
 		r.lac = resp.LAC
 	case wire.OpForce:
 		_, err := wire.DecodeForceResponse(frame)
-		return err
+		return false, err
 	case wire.OpPing:
 		_, err := wire.DecodePingResponse(frame)
-		return err
+		return false, err
 	case wire.OpListEntries:
 		resp, err := wire.DecodeListEntriesResponse(frame)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if resp.Status == wire.StatusOK && resp.Ledger != r.ledger {
-			return fmt.Errorf("%w: list entries response for ledger %d, sent %d", wire.ErrMalformed, resp.Ledger, r.ledger)
+			return false, fmt.Errorf("%w: list entries response for ledger %d, sent %d", wire.ErrMalformed, resp.Ledger, r.ledger)
 		}
 		r.lac, r.ranges = resp.Next, resp.Ranges
 	}
-	return nil
+	return false, nil
 }
 
 // fail tears down connection generation gen and fails everything in flight on it.

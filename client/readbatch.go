@@ -37,39 +37,46 @@ const (
 	batchPipeline = 8       // READ_BATCHes in flight per range read
 )
 
-// decodeReadBatch fills r's result from a READ_BATCH response: r.batch holds the entries,
-// their Data aliasing r.data, one copy of their bytes. An entry that fails its checksum, or a
-// response for another ledger or first id, or with more entries than asked, is this bookie's
-// problem (StatusIOError), not the connection's.
-func (r *request) decodeReadBatch(frame []byte) error {
+// decodeReadBatch fills r's result from a READ_BATCH response: r.batch holds the entries.
+// Their Data alias the frame when it is owned (in a buffer of its own, which r then keeps:
+// no copy), else r.data, one copy of their bytes. An entry that fails its checksum, or a
+// response for another ledger or first id, or with more entries than asked, is this
+// bookie's problem (StatusIOError), not the connection's.
+func (r *request) decodeReadBatch(frame []byte, owned bool) (kept bool, _ error) {
 	resp, err := wire.DecodeReadBatchResponse(frame)
 	if err != nil {
 		if errors.Is(err, wire.ErrChecksumMismatch) {
 			r.status = wire.StatusIOError
-			return nil
+			return false, nil
 		}
-		return err
+		return false, err
 	}
 	if resp.Status != wire.StatusOK {
-		return nil
+		return false, nil
 	}
 	if resp.Ledger != r.ledger || resp.First != r.entry || len(resp.Entries) > int(r.maxCount) {
 		r.status = wire.StatusIOError
-		return nil
+		return false, nil
+	}
+	r.lac = resp.LAC
+	r.batch = make([]Entry, len(resp.Entries))
+	if owned {
+		for i, e := range resp.Entries {
+			r.batch[i] = Entry{ID: e.EntryID, Data: e.Payload[:len(e.Payload):len(e.Payload)]}
+		}
+		return true, nil
 	}
 	size := 0
 	for _, e := range resp.Entries {
 		size += len(e.Payload)
 	}
 	r.data = make([]byte, 0, size)
-	r.batch = make([]Entry, len(resp.Entries))
 	for i, e := range resp.Entries {
 		off := len(r.data)
 		r.data = append(r.data, e.Payload...)
 		r.batch[i] = Entry{ID: e.EntryID, Data: r.data[off:len(r.data):len(r.data)]}
 	}
-	r.lac = resp.LAC
-	return nil
+	return false, nil
 }
 
 // accepts reports whether the bookie accepted feature f in its Hello, connecting first

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/wire"
@@ -282,5 +283,37 @@ func TestFollowExplicitLACAtOnce(t *testing.T) {
 	}
 	if d := w2.explicitLACDelay(); d != defaultExplicitLACDelay {
 		t.Fatalf("default explicit LAC delay %v, want %v", d, defaultExplicitLACDelay)
+	}
+}
+
+// A READ_BATCH response in a buffer of its own is kept, its entries aliasing it (no copy);
+// one in the connection's read buffer, which the next frame overwrites, is copied.
+func TestDecodeReadBatchKeepsOnlyOwnedFrames(t *testing.T) {
+	var entries []byte
+	for id := int64(0); id < 4; id++ {
+		entries = append(entries, wire.AppendEntry(nil, 7, id, id-1, bytes.Repeat([]byte{byte(id)}, 100))...)
+	}
+	frame := wire.AppendReadBatchResponse(nil, 1, 7, 0, 3, 4, entries)
+	inFrame := func(b []byte) bool {
+		p, lo := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(unsafe.Pointer(unsafe.SliceData(frame)))
+		return p >= lo && p < lo+uintptr(len(frame))
+	}
+	for _, owned := range []bool{true, false} {
+		r := &request{op: wire.OpReadBatch, ledger: 7, entry: 0, maxCount: 4}
+		kept, err := r.decodeReadBatch(frame, owned)
+		if err != nil || kept != owned || r.status != wire.StatusOK || len(r.batch) != 4 {
+			t.Fatalf("owned %v: kept %v, %v, status %v, %d entries", owned, kept, err, r.status, len(r.batch))
+		}
+		for i, e := range r.batch {
+			if e.ID != int64(i) || !bytes.Equal(e.Data, bytes.Repeat([]byte{byte(i)}, 100)) {
+				t.Fatalf("owned %v: entry %d is %d %x", owned, i, e.ID, e.Data)
+			}
+			if inFrame(e.Data) != owned {
+				t.Fatalf("owned %v: entry %d aliases the frame: %v", owned, i, inFrame(e.Data))
+			}
+			if cap(e.Data) != len(e.Data) {
+				t.Fatalf("owned %v: entry %d can be appended to over the next one", owned, i)
+			}
+		}
 	}
 }
