@@ -220,14 +220,7 @@ func TestReadBatchBounded(t *testing.T) {
 	cfg.FS = vfs.NewFaultFS(vfs.Default, gate.inject)
 	b := startBookie(t, cfg)
 	w := dial(t, b.Addr())
-	for e := int64(0); e < 20; e++ {
-		if s := w.add(testKey, 0, 1, e, e-1, batchPayload(e)); s != wire.StatusOK {
-			t.Fatalf("add %d: %v", e, s)
-		}
-	}
-	if err := b.checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	addCheckpointed(t, b, w, 20)
 	gate.close()
 
 	r := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
@@ -326,14 +319,7 @@ func TestReadBatchReadAhead(t *testing.T) {
 	cfg.FS = rec
 	b := startBookie(t, cfg)
 	w := dial(t, b.Addr())
-	for e := int64(0); e < 100; e++ {
-		if s := w.add(testKey, 0, 1, e, e-1, batchPayload(e)); s != wire.StatusOK {
-			t.Fatalf("add %d: %v", e, s)
-		}
-	}
-	if err := b.checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	addCheckpointed(t, b, w, 100)
 	for e := int64(0); e < 40; e++ { // ledger 2 stays in the write cache
 		if s := w.add(testKey, 0, 2, e, e-1, batchPayload(e)); s != wire.StatusOK {
 			t.Fatalf("add 2/%d: %v", e, s)
@@ -401,14 +387,7 @@ func TestReadAheadBudget(t *testing.T) {
 	cfg.ReadCacheBytes = 30 * entry // one stream's two batches of 10, not two streams'
 	b := startBookie(t, cfg)
 	w := dial(t, b.Addr())
-	for e := int64(0); e < 100; e++ {
-		if s := w.add(testKey, 0, 1, e, e-1, batchPayload(e)); s != wire.StatusOK {
-			t.Fatalf("add %d: %v", e, s)
-		}
-	}
-	if err := b.checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	addCheckpointed(t, b, w, 100)
 	ahead := func() int64 { return b.batch.ahead.ahead.Load() }
 	c1 := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
 	c2 := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
@@ -429,5 +408,19 @@ func TestReadAheadBudget(t *testing.T) {
 	checkBatch(t, "reader 2", c2.readBatch(1, 70, 10, 1<<20), 70, 10, 98, batchPayload)
 	if ahead() != 20*entry {
 		t.Fatalf("%d bytes read ahead for reader 2 once reader 1 left, want %d", ahead(), 20*entry)
+	}
+}
+
+// addCheckpointed adds entries 0..n-1 of ledger 1 (batchPayload) through w and moves them
+// to the entry logs with a checkpoint.
+func addCheckpointed(t *testing.T, b *Bookie, w *testClient, n int64) {
+	t.Helper()
+	for e := int64(0); e < n; e++ {
+		if s := w.add(testKey, 0, 1, e, e-1, batchPayload(e)); s != wire.StatusOK {
+			t.Fatalf("add %d: %v", e, s)
+		}
+	}
+	if err := b.checkpoint(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -14,25 +14,7 @@ import (
 func TestGetRun(t *testing.T) {
 	s := mustOpen(t, vfs.NewMemFS(), smallOpts()) // 32 KiB logs: 200 B entries span several
 	defer s.close(t)
-	for e := int64(0); e < 300; e++ {
-		if e == 150 {
-			continue // a hole
-		}
-		if e%50 == 0 {
-			if err := s.Flush(); err != nil { // keep within the small write cache
-				t.Fatal(err)
-			}
-		}
-		if err := s.Put(1, e, payload(1, e, 200)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Put(1, 300, payload(1, 300, 200)); err != nil { // in the write cache
-		t.Fatal(err)
-	}
+	putWithHole(t, s)
 	size := len(payload(1, 0, 200))
 	read := func(first int64, maxCount, maxBytes int) int {
 		t.Helper()
@@ -130,25 +112,7 @@ func TestPrefetch(t *testing.T) {
 	rec := &vfs.PrefetchRecorder{FS: vfs.NewMemFS()}
 	s := mustOpen(t, rec, smallOpts()) // 32 KiB logs: 200 B entries span several
 	defer s.close(t)
-	for e := int64(0); e < 300; e++ {
-		if e == 150 {
-			continue // a hole
-		}
-		if e%50 == 0 {
-			if err := s.Flush(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.Put(1, e, payload(1, e, 200)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Put(1, 300, payload(1, 300, 200)); err != nil { // in the write cache
-		t.Fatal(err)
-	}
+	putWithHole(t, s)
 	loc := func(e int64) (uint32, int64) {
 		l, err := s.ix.Get(1, e)
 		if err != nil {
@@ -205,4 +169,29 @@ func TestPrefetch(t *testing.T) {
 	check(299, 299, 5000, 5000+RecordHeaderSize) // one entry: maxBytes
 	check(150, 160, 1<<20, 0)                    // the hole
 	check(300, 310, 1<<20, 0)                    // in the write cache, not the logs
+}
+
+// putWithHole puts entries 0..300 of ledger 1, 200 bytes each, but for a hole at 150, and
+// flushes all but 300, which stays in the write cache.
+func putWithHole(t *testing.T, s *testStore) {
+	t.Helper()
+	for e := int64(0); e < 300; e++ {
+		if e == 150 {
+			continue // a hole
+		}
+		if e%50 == 0 {
+			if err := s.Flush(); err != nil { // keep within the small write cache
+				t.Fatal(err)
+			}
+		}
+		if err := s.Put(1, e, payload(1, e, 200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(1, 300, payload(1, 300, 200)); err != nil { // in the write cache
+		t.Fatal(err)
+	}
 }
