@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -228,31 +229,58 @@ func (r *Runner) dropPageCache() (bool, string) {
 	return true, fmt.Sprintf("page cache of %d .log files under %s dropped (posix_fadvise; drop_caches: %v)", n, r.opts.RefDir, err)
 }
 
-// catchUpChunk is how many entries one Reader.Read of the catch-up asks for.
-const catchUpChunk = 16384
+// The catch-up reads catchUpChunk entries per Reader.Read, catchUpReads Reads at a time, so
+// that the bookie always has the next chunk's batch reads while one chunk's entries are
+// handed over, and a reader stopped early (the mixed workload's) has counted what it read.
+const (
+	catchUpChunk = 1024
+	catchUpReads = 8
+)
 
-// catchUp reads entries 0..last of ledger id from the start, into rr's catch-up fields.
+// catchUp reads entries 0..last of ledger id from the start, into rr's catch-up fields. It
+// returns the first error of a Read, or ctx's.
 func catchUp(ctx context.Context, cl *client.Client, id uint64, last int64, rr *ReadResult) error {
 	rd, err := cl.OpenLedger(ctx, id, false)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	defer func() {
-		rr.Elapsed = time.Since(start)
-		rr.MBPerSec = float64(rr.Bytes) / 1e6 / rr.Elapsed.Seconds()
-	}()
+	var mu sync.Mutex // guards rr's counts and failed
+	var failed error
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, catchUpReads)
 	for first := int64(0); first <= last; first += catchUpChunk {
-		ents, err := rd.Read(ctx, first, min(last, first+catchUpChunk-1))
-		if err != nil {
-			return err
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 		}
-		for _, e := range ents {
-			rr.Bytes += int64(len(e.Data))
+		mu.Lock()
+		stop := failed != nil || ctx.Err() != nil
+		mu.Unlock()
+		if stop {
+			break
 		}
-		rr.Entries += int64(len(ents))
+		wg.Add(1)
+		go func(first int64) {
+			defer wg.Done()
+			defer func() { <-slots }()
+			ents, err := rd.Read(ctx, first, min(last, first+catchUpChunk-1))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = cmp.Or(failed, err)
+				return
+			}
+			for _, e := range ents {
+				rr.Bytes += int64(len(e.Data))
+			}
+			rr.Entries += int64(len(ents))
+		}(first)
 	}
-	return nil
+	wg.Wait()
+	rr.Elapsed = time.Since(start)
+	rr.MBPerSec = float64(rr.Bytes) / 1e6 / rr.Elapsed.Seconds()
+	return cmp.Or(failed, ctx.Err())
 }
 
 // openLoop appends w.Size payloads to wr at w.Rate adds/s for w.Duration, recording each
