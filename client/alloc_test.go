@@ -68,7 +68,7 @@ func serveAcks(nc net.Conn) {
 // can succeed): for allocation counts and the add path alone.
 func testWriter(t testing.TB, addrs []string, e, wq, aq int) *Writer {
 	c := &Client{
-		conns: make(map[meta.BookieID]*bookieConn),
+		conns: make(map[connKey]*bookieConn),
 		stop:  make(chan struct{}),
 		cfg: connConfig{
 			dial: func(ctx context.Context, addr string) (net.Conn, error) {

@@ -141,7 +141,7 @@ type Client struct {
 	cfg       connConfig
 
 	mu          sync.Mutex // protects the fields below; taken after a Writer's mu, never before
-	conns       map[meta.BookieID]*bookieConn
+	conns       map[connKey]*bookieConn
 	writers     map[*Writer]struct{}        // writers neither closed nor stopped, failed by Close
 	quarantined map[meta.BookieID]time.Time // bookie -> end of its quarantine
 	closed      bool
@@ -164,7 +164,7 @@ type Client struct {
 func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
 		store:       cfg.Store,
-		conns:       make(map[meta.BookieID]*bookieConn),
+		conns:       make(map[connKey]*bookieConn),
 		writers:     make(map[*Writer]struct{}),
 		quarantined: make(map[meta.BookieID]time.Time),
 		stop:        make(chan struct{}),
@@ -285,9 +285,27 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// connKey names one of the client's connections to a bookie: its main one, or the one
+// for batch reads (bulk).
+type connKey struct {
+	id   meta.BookieID
+	bulk bool
+}
+
 // conn returns the connection to bookie id, creating it (not dialing yet) if needed. On a
 // closed client it returns a closed connection, on which every send fails with ErrClosed.
-func (c *Client) conn(id meta.BookieID) *bookieConn {
+func (c *Client) conn(id meta.BookieID) *bookieConn { return c.connFor(connKey{id: id}) }
+
+// bulkConn returns the connection to bookie id that carries batch reads, apart from the
+// one adds, single reads and everything else use: a bookie stops parsing a connection
+// with four batch reads unanswered (docs/protocol.md), and a reader catching up keeps
+// that many in flight, so on a shared connection a writer's adds would wait behind them.
+func (c *Client) bulkConn(id meta.BookieID) *bookieConn {
+	return c.connFor(connKey{id: id, bulk: true})
+}
+
+func (c *Client) connFor(k connKey) *bookieConn {
+	id := k.id
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -295,10 +313,10 @@ func (c *Client) conn(id meta.BookieID) *bookieConn {
 		bc.closed = true
 		return bc
 	}
-	bc := c.conns[id]
+	bc := c.conns[k]
 	if bc == nil {
 		bc = newBookieConn(string(id), &c.cfg)
-		c.conns[id] = bc
+		c.conns[k] = bc
 	}
 	return bc
 }

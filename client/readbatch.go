@@ -139,7 +139,7 @@ func (c *Client) readBatchRange(ctx context.Context, md *meta.LedgerMetadata, st
 	ask := func(k int) bool {
 		ch := chunks[k]
 		f := md.Fragments[ch.frag]
-		conn := c.conn(f.Bookies[ch.bookie%len(f.Bookies)])
+		conn := c.bulkConn(f.Bookies[ch.bookie%len(f.Bookies)])
 		if !conn.accepts(ctx, wire.FeatureReadBatch) {
 			return false
 		}

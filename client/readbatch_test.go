@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -316,4 +318,107 @@ func TestDecodeReadBatchKeepsOnlyOwnedFrames(t *testing.T) {
 			}
 		}
 	}
+}
+
+// logGate blocks reads of entry logs while armed: batch reads then stay in service.
+type logGate struct {
+	mu      sync.Mutex
+	armed   bool
+	open    chan struct{}
+	blocked int
+}
+
+func (g *logGate) inject(op vfs.Op, name string) error {
+	g.mu.Lock()
+	if op != vfs.OpRead || !g.armed || !strings.HasSuffix(name, ".log") {
+		g.mu.Unlock()
+		return nil
+	}
+	g.blocked++
+	open := g.open
+	g.mu.Unlock()
+	<-open
+	return nil
+}
+
+func (g *logGate) arm() {
+	g.mu.Lock()
+	g.armed, g.open = true, make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *logGate) release() {
+	g.mu.Lock()
+	if g.armed {
+		g.armed = false
+		close(g.open)
+	}
+	g.mu.Unlock()
+}
+
+func (g *logGate) blockedReads() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.blocked
+}
+
+// A reader catching up keeps more batch reads in flight than a bookie parses on one
+// connection; the client sends them on a connection of their own, so a writer of the same
+// Client is not held behind them: its add is acknowledged while every batch read is stuck
+// in the entry logs.
+func TestBatchReadsDoNotHoldBackAdds(t *testing.T) {
+	const n = 20000
+	g := &logGate{}
+	c := startClusterWith(t, 1, func(cfg *bookie.Config) {
+		cfg.WriteCacheBytes = 1 << 20 // most of the ledger goes to the entry logs
+		cfg.FS = vfs.NewFaultFS(vfs.Default, g.inject)
+	})
+	t.Cleanup(g.release) // before the bookie closes (cleanups run last first)
+	ctx := testCtx(t)
+	cl, err := New(ctx, Config{Metadata: c.endpoint, RequestTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	id := writeClosed(t, cl, 1, 1, n)
+	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 1, WriteQuorum: 1, AckQuorum: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cl.OpenLedger(ctx, id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.arm()
+	type result struct {
+		ents []Entry
+		err  error
+	}
+	read := make(chan result, 1)
+	go func() {
+		ents, err := r.Read(ctx, 0, n-1)
+		read <- result{ents, err}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); g.blockedReads() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no batch read reached the entry logs")
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := w.Append(actx, payload(0)); err != nil {
+		g.release()
+		t.Fatalf("add while batch reads are in service: %v", err)
+	}
+	select {
+	case res := <-read:
+		t.Fatalf("the read ended before its batch reads were let through: %v", res.err)
+	default:
+	}
+	g.release()
+	res := <-read
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	checkEntries(t, res.ents, 0, n)
 }
