@@ -59,7 +59,7 @@ type request struct {
 	status wire.Status
 	lac    int64 // LIST_ENTRIES: where the next page starts (wire.NoEntry: complete)
 	data   []byte
-	batch  []Entry           // READ_BATCH: the entries, their Data aliasing data (readbatch.go)
+	batch  []Entry           // READ_BATCH: the entries, their Data aliasing data or the kept frame (readbatch.go)
 	ranges []wire.EntryRange // LIST_ENTRIES
 }
 
