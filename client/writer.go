@@ -453,7 +453,9 @@ func (w *Writer) complete(r *request) {
 	var stack [8]*request
 	reqs := stack[:0]
 	w.mu.Lock()
-	p.inflight--
+	// r stays counted in p.inflight until the switch is done: a failure below releases
+	// every entry (failLocked), and an entry released with nothing in flight is recycled
+	// at once, to be filled by another writer's add while this goroutine still reads it.
 	switch {
 	case p.released:
 		// Nothing to learn: the entry is done or the writer failed.
@@ -480,6 +482,7 @@ func (w *Writer) complete(r *request) {
 			w.bookieFailedLocked(r.bookieIdx)
 		}
 	}
+	p.inflight--
 	if p.released && p.inflight == 0 {
 		w.recycle(p)
 	}
