@@ -2,10 +2,12 @@ package entrylog
 
 import (
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,7 +19,7 @@ const benchEntry = 1024
 
 // openBenchStore opens a store and index on the real file system under a
 // temporary directory of the same disk as the repository's tests.
-func openBenchStore(b *testing.B, opts Options) (*testStore, string) {
+func openBenchStore(b testing.TB, opts Options) (*testStore, string) {
 	b.Helper()
 	dir := b.TempDir()
 	ix, err := index.Open(vfs.Default, filepath.Join(dir, "index"), index.Options{})
@@ -93,8 +95,17 @@ func BenchmarkGet(b *testing.B) {
 // and the raw sequential write bandwidth of the same disk in the same run:
 // the same bytes in 1 MiB pwrites to a fresh file with one fdatasync at the
 // end, alternately just before and just after each flush. It reports flush/raw, the flush throughput as
-// a fraction of the raw write throughput.
+// a fraction of the raw write throughput, and the process CPU per payload
+// byte flushed. ledgers=1 Puts every entry to one ledger (one long run of
+// records, written straight from the cache); ledgers=16 round-robin over 16
+// (short runs, gathered), as many writers at once do.
 func BenchmarkFlush(b *testing.B) {
+	for _, ledgers := range []int{1, 16} {
+		b.Run(fmt.Sprintf("ledgers=%d", ledgers), func(b *testing.B) { benchmarkFlush(b, ledgers) })
+	}
+}
+
+func benchmarkFlush(b *testing.B, ledgers int) {
 	const half = 32 << 20
 	s, dir := openBenchStore(b, Options{WriteCacheBytes: 2 * half})
 	d := payload(1, 0, benchEntry)
@@ -106,7 +117,8 @@ func BenchmarkFlush(b *testing.B) {
 	next := int64(0)
 	fill := func() {
 		for i := int64(0); i < perHalf; i++ {
-			if err := s.Put(2, next, d); err != nil {
+			l := uint64(2 + i%int64(ledgers))
+			if err := s.Put(l, next/int64(ledgers), d); err != nil {
 				if errors.Is(err, ErrCacheFull) {
 					b.Fatal("the timed flush fell behind")
 				}
@@ -122,7 +134,7 @@ func BenchmarkFlush(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	var flushTime, rawTime time.Duration
+	var flushTime, rawTime, flushCPU time.Duration
 	var ratios []float64
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
@@ -134,11 +146,12 @@ func BenchmarkFlush(b *testing.B) {
 			raw = rawWrite(b, filepath.Join(dir, "raw"), bytesPerFlush)
 		}
 		b.StartTimer()
-		start := time.Now()
+		start, cpu0 := time.Now(), processCPU()
 		if err := s.Flush(); err != nil {
 			b.Fatal(err)
 		}
 		took := time.Since(start)
+		flushCPU += processCPU() - cpu0
 		b.StopTimer()
 		if i%2 == 1 {
 			raw = rawWrite(b, filepath.Join(dir, "raw"), bytesPerFlush)
@@ -158,7 +171,15 @@ func BenchmarkFlush(b *testing.B) {
 		b.ReportMetric(rawTime.Seconds()/flushTime.Seconds(), "flush/raw")
 		b.ReportMetric(ratios[len(ratios)/2], "flush/raw-median")
 		b.ReportMetric(float64(len(ratios))*float64(bytesPerFlush)/rawTime.Seconds()/1e6, "raw-MB/s")
+		b.ReportMetric(float64(flushCPU.Nanoseconds())/float64(len(ratios))/float64(bytesPerFlush), "cpu-ns/B")
 	}
+}
+
+// processCPU returns the user and system CPU time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // rawWrite writes n bytes sequentially to a new file in 1 MiB pwrites,
