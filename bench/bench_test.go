@@ -394,6 +394,13 @@ func TestOpenLoopHasNoThroughputRatio(t *testing.T) {
 // ends, and returns a context of the given timeout and the Target naming it.
 func startLocal(t *testing.T, dir string, n int, admin bool, timeout time.Duration) (context.Context, Target) {
 	t.Helper()
+	return startLocalWith(t, dir, n, admin, timeout, nil)
+}
+
+// startLocalWith is startLocal with configure, when not nil, applied to every bookie's
+// configuration last.
+func startLocalWith(t *testing.T, dir string, n int, admin bool, timeout time.Duration, configure func(*bookie.Config)) (context.Context, Target) {
+	t.Helper()
 	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: n,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(i int, cfg *bookie.Config) {
@@ -402,6 +409,9 @@ func startLocal(t *testing.T, dir string, n int, admin bool, timeout time.Durati
 			}
 			cfg.JournalSegmentSize = 4 << 20
 			cfg.WriteCacheBytes = 8 << 20
+			if configure != nil {
+				configure(cfg)
+			}
 		}})
 	if err != nil {
 		t.Fatal(err)

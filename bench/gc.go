@@ -14,18 +14,27 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/internal/diskref"
+	"github.com/bookie-go/bookie/wire"
 )
 
 // GCResult is what a gc workload measured: Written bytes over Ledgers ledgers, half of them
 // deleted, then reclaimed by the bookies' garbage collection and compaction, with a
 // foreground writer adding at a fixed rate throughout.
 type GCResult struct {
-	Ledgers            int
-	WrittenBytes       int64 // payload bytes of every ledger
-	DeletedBytes       int64 // payload bytes of the deleted ledgers
-	DiskBefore         int64 // entry-log bytes on the bookies' disks (bookie_disk_bytes{kind="entrylog"}) before the deletion
-	DiskAfter          int64 // and once the collection ended
+	Ledgers      int
+	WrittenBytes int64 // payload bytes of every ledger
+	DeletedBytes int64 // payload bytes of the deleted ledgers
+	DiskBefore   int64 // entry-log bytes on the bookies' disks (bookie_disk_bytes{kind="entrylog"}) before the deletion
+	DiskAfter    int64 // and once the collection ended and a checkpoint put the foreground's last adds in entry logs
+	// DeletedDiskBytes is what the deleted ledgers' records took in entry logs, on every
+	// bookie of their write quorum; ForegroundDiskBytes the same for the foreground writer's
+	// acknowledged adds, which land between DiskBefore and DiskAfter and are live.
+	DeletedDiskBytes    int64
+	ForegroundDiskBytes int64
+	// ReclaimedFraction is (DiskBefore + ForegroundDiskBytes - DiskAfter) / DeletedDiskBytes:
+	// the share of the deleted records' disk space freed.
 	ReclaimedFraction  float64
 	ReclaimTime        time.Duration // from the deletion to the end of the collection that freed the space
 	GracePeriod        time.Duration // the bookies' gc_grace_period, waited between the two scans
@@ -148,11 +157,17 @@ func (r *Runner) runGC(ctx context.Context, w Workload, res *Result) error {
 	if err := fg.stop(); err != nil {
 		g.Errors = append(g.Errors, "foreground writer: "+err.Error())
 	}
+	// The foreground's last adds may still be in write caches: a checkpoint puts them in
+	// entry logs, so that DiskAfter holds every byte ForegroundDiskBytes counts.
+	if err := waitCheckpoint(ctx, bookies); err != nil {
+		return err
+	}
 	if g.DiskAfter, err = entryLogDisk(ctx, bookies); err != nil {
 		return err
 	}
-	if g.DeletedBytes > 0 {
-		g.ReclaimedFraction = float64(g.DiskBefore-g.DiskAfter) / float64(g.DeletedBytes)
+	g.ForegroundDiskBytes = fg.acked * recordDiskBytes(1024) * int64(opts.WriteQuorum)
+	if g.DeletedDiskBytes > 0 {
+		g.ReclaimedFraction = float64(g.DiskBefore+g.ForegroundDiskBytes-g.DiskAfter) / float64(g.DeletedDiskBytes)
 	}
 	if g.CompactionTook > 0 {
 		g.CompactionMBPerSec = float64(g.CompactionBytes) / 1e6 / g.CompactionTook.Seconds()
@@ -218,17 +233,28 @@ func (r *Runner) fillLedgers(ctx context.Context, cl *client.Client, opts client
 		if err := wr.Close(ctx); err != nil {
 			return err
 		}
-		bytes := int64(n/len(writers)) * int64(w.Size)
+		entries := int64(n / len(writers))
+		if i < n%len(writers) {
+			entries++ // round-robin: the first writers took one more
+		}
+		bytes := entries * int64(w.Size)
 		g.WrittenBytes += bytes
 		if i%2 == 0 {
 			g.deleting = append(g.deleting, wr.ID())
 			g.DeletedBytes += bytes
+			g.DeletedDiskBytes += entries * recordDiskBytes(w.Size) * int64(opts.WriteQuorum)
 		}
 	}
 	if r.opts.Progress != nil {
 		fmt.Fprintln(r.opts.Progress)
 	}
 	return ctx.Err()
+}
+
+// recordDiskBytes is what one entry of size payload bytes takes in a bookie's entry log:
+// the wire entry, in an entry-log record.
+func recordDiskBytes(size int) int64 {
+	return int64(entrylog.RecordSize(wire.EntrySize(size)))
 }
 
 func cmpErr(a, b error) error {
@@ -248,6 +274,7 @@ type foreground struct {
 	done  chan struct{}
 	wg    sync.WaitGroup
 	err   error
+	acked int64 // adds acknowledged
 }
 
 func startForeground(ctx context.Context, cl *client.Client, opts client.LedgerOptions) (*foreground, error) {
@@ -290,6 +317,7 @@ func startForeground(ctx context.Context, cl *client.Client, opts client.LedgerO
 					f.err = cmpErr(f.err, err)
 					return
 				}
+				f.acked++
 				h.RecordValue(clamp(int64(time.Since(sent))))
 			})
 		}

@@ -197,8 +197,9 @@ func ratio(a, b float64) float64 {
 func writeGC(w io.Writer, r Result) {
 	g := r.GC
 	fmt.Fprintf(w, "%s: wrote %d MB over %d ledgers, deleted %d MB\n", r.Workload.Name, g.WrittenBytes>>20, g.Ledgers, g.DeletedBytes>>20)
-	fmt.Fprintf(w, "  entry logs %d -> %d MB: %.0f%% of the deleted bytes reclaimed %s after (scans %s apart)\n",
-		g.DiskBefore>>20, g.DiskAfter>>20, 100*g.ReclaimedFraction, fmtDur(g.ReclaimTime), fmtDur(g.GracePeriod))
+	fmt.Fprintf(w, "  entry logs %d -> %d MB, %d MB of them the foreground's: %.0f%% of the deleted records' %d MB\n",
+		g.DiskBefore>>20, g.DiskAfter>>20, g.ForegroundDiskBytes>>20, 100*g.ReclaimedFraction, g.DeletedDiskBytes>>20)
+	fmt.Fprintf(w, "  reclaimed %s after the deletion (scans %s apart)\n", fmtDur(g.ReclaimTime), fmtDur(g.GracePeriod))
 	fmt.Fprintf(w, "  compaction %d MB in %s: %.1f MB/s; raw 64 KiB writes %.1f MB/s, x ref %s\n",
 		g.CompactionBytes>>20, fmtDur(g.CompactionTook), g.CompactionMBPerSec, g.RefMBPerSec,
 		orDash(ratio(g.CompactionMBPerSec, g.RefMBPerSec), "%.2f"))
