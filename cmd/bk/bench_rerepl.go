@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/internal/diskref"
@@ -129,6 +130,10 @@ func runBenchRerepl(ctx context.Context, f *rereplFlags, parent string, out io.W
 	}
 	fmt.Fprintf(out, "wrote %d MB in %d ledgers\n", res.Written>>20, len(ids))
 	res.DiskRef, res.DiskRefFailed = diskref.GroupCommit(dir, 1<<20, 1, time.Second)
+	// The baseline is a quiet cluster, not one still flushing what was just written.
+	if err := waitCheckpoints(ctx, lc.Bookies); err != nil {
+		return err
+	}
 
 	// 2. Foreground adds without re-replication.
 	quietLat, err := foreground(ctx, cl, *f.fgEntry, func(start time.Time) bool { return time.Since(start) < *f.fgFor })
@@ -256,6 +261,47 @@ func p99(lat []time.Duration) time.Duration {
 	s := slices.Clone(lat)
 	slices.Sort(s)
 	return s[min(len(s)-1, len(s)*99/100)]
+}
+
+// waitCheckpoints waits until every bookie has completed two checkpoints since the call, so
+// that the write caches hold nothing written before it.
+func waitCheckpoints(ctx context.Context, bookies []*bookie.Bookie) error {
+	count := func(b *bookie.Bookie) float64 {
+		g, ok := b.MetricsRegisterer().(prometheus.Gatherer)
+		if !ok {
+			return 0
+		}
+		mfs, err := g.Gather()
+		if err != nil {
+			return 0
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "bookie_checkpoints_total" && len(mf.GetMetric()) > 0 {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	start := make([]float64, len(bookies))
+	for i, b := range bookies {
+		start[i] = count(b)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for i := 0; i < len(bookies); {
+		if count(bookies[i]) >= start[i]+2 {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rereplication: bookie %s completed no checkpoint in 2 minutes", bookies[i].Addr())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 func counterValue(c prometheus.Counter) float64 {
