@@ -153,10 +153,11 @@ func (r *Runner) runGC(ctx context.Context, w Workload, res *Result) error {
 	}
 	g.ReclaimTime = time.Since(deleted)
 	fg.phase(3) // after: not measured
-	g.Foreground, g.DuringCompaction = summarize(fg.hists[1]), summarize(fg.hists[2])
 	if err := fg.stop(); err != nil {
 		g.Errors = append(g.Errors, "foreground writer: "+err.Error())
 	}
+	// Only now: until stop returned, adds sent in phases 1 and 2 were still being recorded.
+	g.Foreground, g.DuringCompaction = summarize(fg.hists[1]), summarize(fg.hists[2])
 	// The foreground's last adds may still be in write caches: a checkpoint puts them in
 	// entry logs, so that DiskAfter holds every byte ForegroundDiskBytes counts.
 	if err := waitCheckpoint(ctx, bookies); err != nil {

@@ -44,7 +44,9 @@ func TestGCWorkload(t *testing.T) {
 	if g.ForegroundDiskBytes < 3*gcForegroundRate*1024 {
 		t.Errorf("the foreground's records took %d bytes, want at least %d", g.ForegroundDiskBytes, 3*gcForegroundRate*1024)
 	}
-	if g.ReclaimedFraction < 0.5 || g.ReclaimedFraction > 1.05 {
+	// Above 1 only by space the "before" reading held that is not records: log headers and
+	// the preallocated tail of the log being written, less than one entry log.
+	if high := 1 + float64(1<<20)/float64(g.DeletedDiskBytes); g.ReclaimedFraction < 0.5 || g.ReclaimedFraction > high {
 		t.Errorf("reclaimed %.2f of the deleted records (entry logs %d -> %d, foreground %d, deleted %d)",
 			g.ReclaimedFraction, g.DiskBefore, g.DiskAfter, g.ForegroundDiskBytes, g.DeletedDiskBytes)
 	}
