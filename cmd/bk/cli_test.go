@@ -721,17 +721,28 @@ func TestLedgerWriteInterruptedOrTooLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	io.WriteString(stdin, "before the interrupt\n")
-	for { // poll until the ledger exists: the write has installed its signal handler by then
-		mds, err := store.ListLedgers(ctx, 0, 0)
-		if err != nil {
-			t.Fatal(err)
+	// Poll until the first line is acknowledged: the write is then past creating its
+	// ledger and waits for stdin. (The ledger's metadata alone is not enough: it exists
+	// before the child's CreateLedger has returned, and an interrupt then ends the
+	// create, not the write.)
+	cl, err := client.New(ctx, client.Config{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for acked := false; !acked; {
+		if mds, err := store.ListLedgers(ctx, 0, 0); err == nil && len(mds) > 0 {
+			if r, err := cl.OpenLedger(ctx, mds[0].ID, false); err == nil {
+				lac, err := r.ReadLAC(ctx)
+				acked = err == nil && lac >= 0
+			}
 		}
-		if len(mds) > 0 {
+		if acked {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatal("ledger write created no ledger")
+			t.Fatal("ledger write acknowledged nothing")
 		case <-time.After(10 * time.Millisecond): // poll interval
 		}
 	}
