@@ -54,6 +54,9 @@ type GCResult struct {
 // gcForegroundRate is the foreground writer's adds per second (1 KiB, one ledger).
 const gcForegroundRate = 2000
 
+// gcForegroundSize is the foreground writer's entry size in bytes.
+const gcForegroundSize = 1024
+
 // runGC measures garbage collection and compaction. It writes w.Bytes of w.Size entries
 // over w.Ledgers ledgers, round-robin, so every entry log holds all of them; waits for a
 // checkpoint (the entries then are in entry logs); measures the foreground writer's latency
@@ -166,7 +169,7 @@ func (r *Runner) runGC(ctx context.Context, w Workload, res *Result) error {
 	if g.DiskAfter, err = entryLogDisk(ctx, bookies); err != nil {
 		return err
 	}
-	g.ForegroundDiskBytes = fg.acked * recordDiskBytes(1024) * int64(opts.WriteQuorum)
+	g.ForegroundDiskBytes = fg.acked * recordDiskBytes(gcForegroundSize) * int64(opts.WriteQuorum)
 	if g.DeletedDiskBytes > 0 {
 		g.ReclaimedFraction = float64(g.DiskBefore+g.ForegroundDiskBytes-g.DiskAfter) / float64(g.DeletedDiskBytes)
 	}
@@ -287,7 +290,7 @@ func startForeground(ctx context.Context, cl *client.Client, opts client.LedgerO
 	for i := range f.hists {
 		f.hists[i] = newHist()
 	}
-	payload := make([]byte, 1024)
+	payload := make([]byte, gcForegroundSize)
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
