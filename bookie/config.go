@@ -168,11 +168,12 @@ type Config struct {
 	CompactionMajorInterval  Duration `json:"compaction_major_interval"`
 	CompactionBytesPerSec    int64    `json:"compaction_bytes_per_sec"`
 
-	// FlushSpread, when positive, spreads each write-cache flush over time
-	// instead of writing it at disk speed: a flush writes at the slowest
-	// rate (at least 32 MiB/s) that finishes before the next half of the
-	// write cache is this fraction full. 0 (the default) or negative: disk
-	// speed, which measured better in the OMB workload (docs/benchmarks.md).
+	// FlushSpread spreads each write-cache flush over time instead of
+	// writing it at disk speed: a flush writes at the slowest rate (at
+	// least 32 MiB/s) that finishes before the next half of the write cache
+	// is this fraction full. Default 0.5; negative: disk speed. With the
+	// entry logs' waited writeback, spreading cut the OMB workload's p99
+	// from 68-114 ms to 11-16 ms (docs/benchmarks.md).
 	FlushSpread float64 `json:"flush_spread"`
 
 	// DiskStallThreshold: a journal fdatasync that has not returned after
@@ -273,6 +274,7 @@ func DefaultConfig() Config {
 		CompactionMinorInterval:  Duration(10 * time.Minute),
 		CompactionMajorInterval:  Duration(time.Hour),
 		CompactionBytesPerSec:    32 << 20,
+		FlushSpread:              0.5,
 
 		ScrubBytesPerSec:      8 << 20,
 		DiskFullThreshold:     0.95,
@@ -343,6 +345,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.CompactionMinorInterval, d.CompactionMinorInterval)
 	setDefault(&c.CompactionMajorInterval, d.CompactionMajorInterval)
 	setDefault(&c.CompactionBytesPerSec, d.CompactionBytesPerSec)
+	setDefault(&c.FlushSpread, d.FlushSpread)
 	setDefault(&c.ScrubBytesPerSec, d.ScrubBytesPerSec)
 	setDefault(&c.DiskFullThreshold, d.DiskFullThreshold)
 	setDefault(&c.DiskWritableThreshold, d.DiskWritableThreshold)

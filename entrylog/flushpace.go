@@ -16,10 +16,15 @@ import (
 // goes at disk speed, so spreading never makes a Put find the cache full.
 // Close and Hurry turn spreading off, so shutdown is never slowed.
 //
-// Off by default: in the OMB workload (docs/benchmarks.md, 2026-12-02 23:37)
-// spreading raised the median add latency (4.5 -> 9.4 ms) without a better
-// tail, since a disk written to without pause slows every journal sync a
-// little instead of some of them a lot.
+// Spreading alone did not help: with writeback only started (not waited
+// for) every 4 MiB, the kernel still queued a flush's pieces on the disk in
+// bursts, and the OMB workload's median doubled without a better tail
+// (docs/benchmarks.md, 2026-12-02 23:37). Since writeback waits for each
+// 1 MiB piece (logWriter.writeBack), the disk holds at most one piece of a
+// flush at a time, and spreading those pieces out is what removes the
+// journal's long syncs: OMB p99 68-114 ms at disk speed, 11-16 ms spread
+// (2026-12-03). The bookie spreads by default (flush_spread 0.5); the
+// store's own default stays disk speed.
 
 // flushPacer paces the flush writer's record writes. Owned by the flusher
 // (requires flushMu).

@@ -258,7 +258,7 @@ func (w *logWriter) writeDirect(p []byte) error {
 	if err := w.ensureAlloc(w.bufOff + int64(len(p))); err != nil {
 		return err
 	}
-	// In pieces of WritebackBytes, so writeback starts as the run is
+	// In pieces of WritebackBytes, each written back as the run is
 	// written (and a spread flush pauses between pieces).
 	step := len(p)
 	if wb := w.s.opts.WritebackBytes; wb > 0 && wb < int64(step) {
@@ -271,7 +271,7 @@ func (w *logWriter) writeDirect(p []byte) error {
 		}
 		w.bufOff += int64(n)
 		p = p[n:]
-		w.startWriteback()
+		w.writeBack()
 		w.pace.wrote(int64(n))
 	}
 	return nil
@@ -322,7 +322,7 @@ func (w *logWriter) writeBuf() error {
 	n := int64(len(w.buf))
 	w.bufOff += n
 	w.buf = w.buf[:0]
-	w.startWriteback()
+	w.writeBack()
 	w.pace.wrote(n)
 	return nil
 }
@@ -344,19 +344,22 @@ func (w *logWriter) dropSynced() {
 	}
 }
 
-// startWriteback starts writing back what was written since the last start,
-// once that is WritebackBytes or more, so a flush's bytes go to the disk as
-// they are written rather than all at its fdatasync (where they would hold
-// up the journal's small syncs behind them). Best effort: it changes no
-// durability, so an error only stops the pacing of this log.
-func (w *logWriter) startWriteback() {
+// writeBack writes back what was written since the last writeback, once
+// that is WritebackBytes or more, and waits for the disk to take it. So a
+// flush's bytes go to the disk as they are written, never more than one
+// piece queued at a time, rather than all at its fdatasync or in one burst
+// of started writeback: either way the journal's small fdatasyncs on the
+// same disk would wait behind the whole of it (docs/benchmarks.md, "Entry-log
+// writeback that waits"). Best effort: it changes no durability, so an
+// error only stops it for this log.
+func (w *logWriter) writeBack() {
 	n := w.bufOff - w.started
 	if w.s.opts.WritebackBytes <= 0 || n < w.s.opts.WritebackBytes {
 		return
 	}
-	if ws, ok := w.lf.f.(vfs.WritebackStarter); ok {
-		if err := ws.StartWriteback(w.started, n); err != nil {
-			w.s.opts.Logger.Debug("entrylog: starting writeback failed", "log", w.lf.name, "err", err)
+	if wb, ok := w.lf.f.(vfs.WriteBacker); ok {
+		if err := wb.WriteBack(w.started, n); err != nil {
+			w.s.opts.Logger.Debug("entrylog: writeback failed", "log", w.lf.name, "err", err)
 			w.started = w.s.opts.LogSize // no more tries on this log
 			return
 		}

@@ -109,17 +109,18 @@ type Options struct {
 	// than pages the kernel just freed (measured: 0.33-0.48 vs 1.5-3.2 ns
 	// per byte written on the development VM; see docs/benchmarks.md).
 	KeepCache bool
-	// WritebackBytes is how many bytes a flush writes before it starts
-	// their writeback (vfs.WritebackStarter), so the disk takes a flush as
-	// a stream instead of one burst at its fdatasync. Default 4 MiB;
+	// WritebackBytes is how many bytes a flush writes before it writes
+	// them back and waits for the disk (vfs.WriteBacker), so the disk takes
+	// a flush as a stream of pieces this size instead of one burst, and a
+	// journal fdatasync waits behind one piece at most. Default 1 MiB;
 	// negative disables.
 	WritebackBytes int64
 
 	// FlushSpread, when positive, spreads a background flush (and a
 	// checkpoint's) over time: it writes at the slowest rate that finishes
 	// before the active half is this fraction full at the current Put rate
-	// (see flushpace.go). Default 0: flushes go at disk speed, which
-	// measured better (flushpace.go says why).
+	// (see flushpace.go). Default 0: flushes go at disk speed (a bookie
+	// spreads by default: bookie.Config.FlushSpread).
 	FlushSpread float64
 	// FlushMinBytesPerSec is the slowest a spread flush writes. Default
 	// 32 MiB/s.
@@ -172,7 +173,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.FlushRetryDelay = time.Second
 	}
 	if o.WritebackBytes == 0 {
-		o.WritebackBytes = 4 << 20
+		o.WritebackBytes = 1 << 20
 	}
 	if o.FlushMinBytesPerSec <= 0 {
 		o.FlushMinBytesPerSec = 32 << 20

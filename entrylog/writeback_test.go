@@ -39,17 +39,16 @@ func (f *wbFile) DropCache(off, n int64) error {
 	return nil
 }
 
-func (f *wbFile) StartWriteback(off, n int64) error {
+func (f *wbFile) WriteBack(off, n int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	f.fs.ranges[f.Name()] = append(f.fs.ranges[f.Name()], [2]int64{off, n})
 	return nil
 }
 
-// A flush starts writeback every WritebackBytes as it writes, over
-// contiguous ranges of what it wrote, instead of leaving every byte to its
-// fdatasync.
-func TestFlushStartsWritebackAsItWrites(t *testing.T) {
+// A flush writes back every WritebackBytes as it writes, over contiguous
+// ranges of what it wrote, instead of leaving every byte to its fdatasync.
+func TestFlushWritesBackAsItWrites(t *testing.T) {
 	fs := &wbFS{FS: vfs.NewMemFS(), ranges: map[string][][2]int64{}}
 	opts := smallOpts()
 	opts.WriteCacheBytes = 32 << 20
@@ -82,7 +81,7 @@ func TestFlushStartsWritebackAsItWrites(t *testing.T) {
 		}
 	}
 	if calls < 9 {
-		t.Fatalf("%d writebacks started over %d logs for 10 MiB flushed in 1 MiB steps, want at least 9", calls, logs)
+		t.Fatalf("%d writebacks over %d logs for 10 MiB flushed in 1 MiB steps, want at least 9", calls, logs)
 	}
 }
 

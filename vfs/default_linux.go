@@ -137,9 +137,10 @@ func (f *osFile) Prefetch(off, n int64) error {
 	return nil
 }
 
-// StartWriteback implements WritebackStarter with sync_file_range.
-func (f *osFile) StartWriteback(off, n int64) error {
-	if err := unix.SyncFileRange(f.fd, off, n, unix.SYNC_FILE_RANGE_WRITE); err != nil {
+// WriteBack implements WriteBacker with sync_file_range.
+func (f *osFile) WriteBack(off, n int64) error {
+	const flags = unix.SYNC_FILE_RANGE_WAIT_BEFORE | unix.SYNC_FILE_RANGE_WRITE | unix.SYNC_FILE_RANGE_WAIT_AFTER
+	if err := unix.SyncFileRange(f.fd, off, n, flags); err != nil {
 		return &os.PathError{Op: "sync_file_range", Path: f.name, Err: err}
 	}
 	return nil

@@ -42,14 +42,17 @@ type File interface {
 	Name() string
 }
 
-// WritebackStarter is implemented by files that can start writing a range's
-// dirty pages to disk without waiting for them (Linux sync_file_range with
-// SYNC_FILE_RANGE_WRITE). It makes nothing durable — no metadata, no device
-// cache flush — it only leaves a later Sync less to write at once, so a long
-// write spreads its disk traffic instead of releasing it in one burst.
-// Files that cannot do it do not implement it; callers type-assert.
-type WritebackStarter interface {
-	StartWriteback(off, n int64) error
+// WriteBacker is implemented by files that can write a range's dirty pages
+// to the disk and wait until the disk has them (Linux sync_file_range with
+// SYNC_FILE_RANGE_WAIT_BEFORE|WRITE|WAIT_AFTER). It makes nothing durable —
+// no metadata, no device cache flush — it only leaves a later Sync less to
+// write, and, because it waits, it bounds how much of a long write the disk
+// has queued at any moment: a small fdatasync of another file (the journal)
+// then waits behind at most one piece, not the whole write
+// (docs/benchmarks.md, "Entry-log writeback that waits"). Files that cannot
+// do it do not implement it; callers type-assert.
+type WriteBacker interface {
+	WriteBack(off, n int64) error
 }
 
 // CacheDropper is implemented by files that can tell the kernel a range's

@@ -153,10 +153,11 @@ func TestFaultFS(t *testing.T) {
 	}
 }
 
-// The real file system starts writeback of a written range; it is not
-// durability, so all the test can check is that the call is accepted for
+// The real file system writes a written range back and waits for it; it is
+// not durability (nothing a test can observe without a power cut), so all
+// the test can check is that the call, flags included, is accepted for
 // written and unwritten ranges alike.
-func TestDefaultStartsWriteback(t *testing.T) {
+func TestDefaultWritesBack(t *testing.T) {
 	f, err := Create(Default, t.TempDir()+"/f")
 	if err != nil {
 		t.Fatal(err)
@@ -165,14 +166,14 @@ func TestDefaultStartsWriteback(t *testing.T) {
 	if _, err := f.WriteAt(make([]byte, 1<<20), 0); err != nil {
 		t.Fatal(err)
 	}
-	ws, ok := f.(WritebackStarter)
+	wb, ok := f.(WriteBacker)
 	if !ok {
-		t.Fatal("the default file system's files do not start writeback")
+		t.Fatal("the default file system's files do not write back")
 	}
-	if err := ws.StartWriteback(0, 1<<20); err != nil {
+	if err := wb.WriteBack(0, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	if err := ws.StartWriteback(4<<20, 1<<20); err != nil {
+	if err := wb.WriteBack(4<<20, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 }
