@@ -232,12 +232,14 @@ bookie_journal_batch_latency_seconds_sum 1.5
 	if cpu, ok := bookieCPU([]Bookie{{}, {}}, a, b); !ok || cpu != 2.75 {
 		t.Errorf("bookie cpu %v %v, want 2.75 cores", cpu, ok)
 	}
-	// Two bookies of one process (same start time and virtual size) count once.
-	shared := bookieStats{cpuSeconds: 3, startTime: 1e9, vsize: 1e9}
-	a2 := clusterStats{at: time.Unix(0, 0), stats: []bookieStats{{startTime: 1e9, vsize: 1e9}, {startTime: 1e9, vsize: 1e9}, {startTime: 2e9, vsize: 1e9}}, ok: []bool{true, true, true}}
-	b2 := clusterStats{at: time.Unix(2, 0), stats: []bookieStats{shared, shared, {cpuSeconds: 1, startTime: 2e9, vsize: 1e9}}, ok: []bool{true, true, true}}
+	// Two bookies of one process (same start time and process id) count
+	// once; two processes started in the same clock tick (same start time,
+	// the process collector's resolution is 10 ms) count twice.
+	shared := bookieStats{cpuSeconds: 3, startTime: 1e9, pid: 7}
+	a2 := clusterStats{at: time.Unix(0, 0), stats: []bookieStats{{startTime: 1e9, pid: 7}, {startTime: 1e9, pid: 7}, {startTime: 1e9, pid: 8}}, ok: []bool{true, true, true}}
+	b2 := clusterStats{at: time.Unix(2, 0), stats: []bookieStats{shared, shared, {cpuSeconds: 1, startTime: 1e9, pid: 8}}, ok: []bool{true, true, true}}
 	if cpu, ok := bookieCPU([]Bookie{{}, {}, {}}, a2, b2); !ok || cpu != 2 {
-		t.Errorf("bookie cpu with two bookies in one process: %v %v, want 2 cores", cpu, ok)
+		t.Errorf("bookie cpu with two bookies in one process and one started in the same tick: %v %v, want 2 cores", cpu, ok)
 	}
 	if _, ok := bookieCPU([]Bookie{{InProcess: true}, {}}, a, b); ok {
 		t.Error("bookie cpu reported for an in-process bookie")

@@ -25,7 +25,7 @@ type bookieStats struct {
 	checkpoints       float64 // bookie_checkpoint_seconds_count
 	checkpointSecs    float64 // bookie_checkpoint_seconds_sum
 	pauses            float64 // bookie_backpressure_pauses_total
-	startTime, vsize  float64 // process_start_time_seconds, process_virtual_memory_bytes: tell processes apart
+	startTime, pid    float64 // process_start_time_seconds, bookie_process_id: tell processes apart
 	addSecs, adds     float64 // bookie_add_latency_seconds sum and count: frame parsed to reply queued
 	batchSecs         float64 // bookie_journal_batch_latency_seconds_sum: first record queued to batch completed
 	entryLogDisk      float64 // bookie_disk_bytes{kind="entrylog"}
@@ -46,7 +46,7 @@ func parseMetrics(r io.Reader) (bookieStats, error) {
 		"bookie_checkpoint_seconds_sum":            &s.checkpointSecs,
 		"bookie_backpressure_pauses_total":         &s.pauses,
 		"process_start_time_seconds":               &s.startTime,
-		"process_virtual_memory_bytes":             &s.vsize,
+		"bookie_process_id":                        &s.pid,
 		"bookie_add_latency_seconds_sum":           &s.addSecs,
 		"bookie_add_latency_seconds_count":         &s.adds,
 		"bookie_journal_batch_latency_seconds_sum": &s.batchSecs,
@@ -132,14 +132,14 @@ func addsPerSync(a, b clusterStats) float64 {
 // apart by process start time and virtual size.
 func bookieCPU(bookies []Bookie, a, b clusterStats) (float64, bool) {
 	var cpu float64
-	type proc struct{ start, vsize float64 }
+	type proc struct{ start, pid float64 }
 	seen := map[proc]bool{}
 	for i, bk := range bookies {
 		if bk.InProcess || !a.ok[i] || !b.ok[i] {
 			return 0, false
 		}
-		p := proc{b.stats[i].startTime, b.stats[i].vsize}
-		if p.start != 0 && seen[p] {
+		p := proc{b.stats[i].startTime, b.stats[i].pid}
+		if p.pid != 0 && seen[p] {
 			continue
 		}
 		seen[p] = true

@@ -5,7 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +54,9 @@ func TestAdminInfoAndBuildInfo(t *testing.T) {
 	metrics := string(get("/metrics"))
 	if want := `bookie_build_info{goversion="` + runtime.Version() + `",version="` + Build + `"} 1`; !strings.Contains(metrics, want) {
 		t.Errorf("/metrics lacks %s", want)
+	}
+	if !hasSample(metrics, "bookie_process_id", float64(os.Getpid())) {
+		t.Errorf("/metrics lacks bookie_process_id %d", os.Getpid())
 	}
 	if strings.Contains(metrics, `op="Op(`) {
 		t.Errorf("/metrics has series for undefined opcodes")
@@ -106,4 +111,16 @@ func TestAdminRequiresSecret(t *testing.T) {
 			t.Errorf("%s: %d", path, c)
 		}
 	}
+}
+
+// hasSample reports whether the Prometheus text exposition holds the sample
+// name (no labels) with value v, however the value is written.
+func hasSample(metrics, name string, v float64) bool {
+	for line := range strings.Lines(metrics) {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return err == nil && f == v
+		}
+	}
+	return false
 }
