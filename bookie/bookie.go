@@ -211,6 +211,7 @@ func New(cfg Config) (*Bookie, error) {
 			MajorCompactionInterval:  time.Duration(cfg.CompactionMajorInterval),
 			CompactionBytesPerSec:    cfg.CompactionBytesPerSec,
 			FlushSpread:              cfg.FlushSpread,
+			WritebackBytes:           cfg.EntryLogWritebackBytes,
 		},
 		IndexCacheBytes: cfg.IndexCacheBytes,
 		IndexMustExist:  hadCookie && !cookie.Limbo,

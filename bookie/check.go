@@ -84,6 +84,9 @@ func (c Config) Check() error {
 		"index_cache_bytes": c.IndexCacheBytes, "registration_ttl": int64(c.RegistrationTTL),
 		"checkpoint_interval": int64(c.CheckpointInterval),
 	}
+	if wb := c.EntryLogWritebackBytes; wb > 0 && wb < 64<<10 {
+		bad("entry_log_writeback_bytes %d: at least 64 KiB (a syscall and a wait per piece), or negative for none", wb)
+	}
 	if c.MaxUnparsedBytes < 2*int64(c.MaxFrameSize) {
 		bad("max_unparsed_bytes %d is smaller than 2 x max_frame_size %d: a largest frame and the start of the next would not fit", c.MaxUnparsedBytes, c.MaxFrameSize)
 	}

@@ -126,6 +126,12 @@ type Config struct {
 	JournalSpareSegments int `json:"journal_spare_segments"`
 	// EntryLogSize is the size at which entry logs roll.
 	EntryLogSize int64 `json:"entry_log_size"`
+	// EntryLogWritebackBytes is the piece in which a flush writes entry
+	// logs back and waits for the disk, so a journal fdatasync on the same
+	// disk waits behind one piece at most. 0: the default, 1 MiB. Negative:
+	// no writeback before the log's fdatasync (a flush then costs less CPU
+	// and writes faster; for a journal on a disk of its own).
+	EntryLogWritebackBytes int64 `json:"entry_log_writeback_bytes"`
 	// IndexCacheBytes bounds the index page cache.
 	IndexCacheBytes int64 `json:"index_cache_bytes"`
 	// CheckpointInterval is how often storage is flushed and the journal
