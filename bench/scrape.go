@@ -129,7 +129,8 @@ func addsPerSync(a, b clusterStats) float64 {
 // snapshots (sum over bookie processes), and false when any bookie is in this
 // process or was not scraped. Bookies that share a process (bk local behind
 // --admin) report the same process counters; they are counted once, told
-// apart by process start time and virtual size.
+// apart by process start time and bookie_process_id (a bookie without the
+// latter is always counted).
 func bookieCPU(bookies []Bookie, a, b clusterStats) (float64, bool) {
 	var cpu float64
 	type proc struct{ start, pid float64 }

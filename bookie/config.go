@@ -178,8 +178,9 @@ type Config struct {
 	// writing it at disk speed: a flush writes at the slowest rate (at
 	// least 32 MiB/s) that finishes before the next half of the write cache
 	// is this fraction full. Default 0.5; negative: disk speed. With the
-	// entry logs' waited writeback, spreading cut the OMB workload's p99
-	// from 68-114 ms to 11-16 ms (docs/benchmarks.md).
+	// entry logs' waited writeback (entry_log_writeback_bytes), spreading
+	// took the OMB workload's p99 from 54-282 ms to 11-26 ms in most runs
+	// (docs/benchmarks.md, "Entry-log writeback that waits").
 	FlushSpread float64 `json:"flush_spread"`
 
 	// DiskStallThreshold: a journal fdatasync that has not returned after
