@@ -2,10 +2,12 @@ package bookie
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,6 +69,97 @@ func TestLongPollLAC(t *testing.T) {
 	if _, took := pollReply(start); took > 5*time.Second {
 		t.Fatalf("fence did not wake the poll (%v)", took)
 	}
+}
+
+// A WRITE_LAC that wakes a parked poll answers it at once when the entry it
+// piggybacks is in the write cache: here the only read worker is stuck in an
+// entry-log read, and the poll is answered all the same. A woken poll whose
+// entry is only in the entry logs goes to a read worker and gets the entry
+// from there.
+func TestWokenPollAnsweredFromWriteCache(t *testing.T) {
+	gate := make(chan struct{})
+	var open sync.Once
+	release := func() { open.Do(func() { close(gate) }) }
+	defer release() // before the bookie's Close, which waits for the stuck worker
+	var armed atomic.Bool
+	var blocked atomic.Int32
+	cfg := testConfig(t.TempDir())
+	cfg.ReadWorkers = 1
+	cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {
+		if op == vfs.OpRead && armed.Load() && strings.HasSuffix(name, ".log") && !strings.Contains(name, "journal") {
+			blocked.Add(1)
+			<-gate
+		}
+		return nil
+	})
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	// Ledger 1's entry 0 and ledger 2's entries 0 and 1 go to disk.
+	if s := w.add(testKey, 0, 1, 0, -1, []byte("disk")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	for id := range int64(2) {
+		if s := w.add(testKey, 0, 2, id, -1, fmt.Appendf(nil, "l2e%d", id)); s != wire.StatusOK {
+			t.Fatal(s)
+		}
+	}
+	if err := b.checkpoint(); err != nil { // out of the write cache, onto the disk
+		t.Fatal(err)
+	}
+	writeLAC := func(ledger uint64, lac int64) {
+		w.send(func(dst []byte, id uint64) []byte { return wire.AppendWriteLACRequest(dst, id, ledger, lac, &testKey) })
+		if r, err := wire.DecodeWriteLACResponse(w.reply()); err != nil || r.Status != wire.StatusOK {
+			t.Fatalf("WRITE_LAC %d/%d: %+v %v", ledger, lac, r, err)
+		}
+	}
+	p := dial(t, b.Addr())
+	poll := func(ledger uint64, prev int64) {
+		p.send(func(dst []byte, id uint64) []byte {
+			return wire.AppendLongPollLACRequest(dst, id, wire.FlagPiggyback, ledger, prev, 30000)
+		})
+		waitUntil(t, func() bool { return parkedPolls(b, ledger) == 1 })
+	}
+	pollReply := func(wantLAC int64, want string) {
+		t.Helper()
+		p.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		r, err := wire.DecodeLongPollLACResponse(p.reply())
+		if err != nil || r.Status != wire.StatusOK || r.LAC != wantLAC || !r.HasEntry || string(r.Entry.Payload) != want {
+			t.Fatalf("woken poll: %+v %v, want LAC %d with entry %q", r, err, wantLAC, want)
+		}
+	}
+
+	// The read worker is stuck in a read of ledger 1's entry 0.
+	armed.Store(true)
+	rd := dial(t, b.Addr())
+	rd.send(func(dst []byte, id uint64) []byte { return wire.AppendReadRequest(dst, id, 0, 1, 0, nil) })
+	waitUntil(t, func() bool { return blocked.Load() == 1 })
+	// Entry 2 of ledger 2 is in the write cache; a poll past LAC 1 is woken by WRITE_LAC 2.
+	if s := w.add(testKey, 0, 2, 2, 1, []byte("l2e2 cached")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	poll(2, 1)
+	writeLAC(2, 2)
+	pollReply(2, "l2e2 cached")
+	release()
+	if r, err := wire.DecodeReadResponse(rd.reply()); err != nil || r.Status != wire.StatusOK || string(r.Entry.Payload) != "disk" {
+		t.Fatalf("stuck read: %+v %v", r, err)
+	}
+	armed.Store(false)
+
+	// A poll past LAC -1 of a ledger whose entries are all on disk: woken, it is answered
+	// by the read worker, with entry 0 read from the entry logs.
+	if s := w.add(testKey, 0, 3, 0, -1, []byte("l3e0")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if err := b.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if b.store.InWriteCache(3, 0) {
+		t.Fatal("ledger 3's entry 0 still in the write cache after a checkpoint")
+	}
+	poll(3, -1)
+	writeLAC(3, 0)
+	pollReply(0, "l3e0")
 }
 
 func TestWriteLACForceInfoPing(t *testing.T) {

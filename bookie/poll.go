@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/bytebufferpool"
+
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -49,14 +51,17 @@ func (b *Bookie) handleLongPoll(c *conn, h *wire.Header, frame []byte) {
 	l.mu.Unlock()
 }
 
-// wakePollers hands every waiter whose LAC has been passed to a read worker.
-// Requires l.mu held.
+// wakePollers answers every waiter whose LAC has been passed: at once when
+// what it asks for is in memory (answerPollCached), through a read worker
+// otherwise. Requires l.mu held.
 func (b *Bookie) wakePollers(l *ledger) {
 	lac := l.effectiveLAC()
 	kept := l.waiters[:0]
 	for _, w := range l.waiters {
 		if lac > w.r.prevLAC {
-			b.firePoll(w)
+			if !b.answerPollCached(w, lac) {
+				b.firePoll(w)
+			}
 		} else {
 			kept = append(kept, w)
 		}
@@ -96,6 +101,49 @@ func (b *Bookie) pollTimedOut(l *ledger, w *pollWaiter) {
 	l.mu.Unlock()
 	b.submitRead(w.r)
 }
+
+// answerPollCached answers w on the calling goroutine (an event loop handling
+// a WRITE_LAC, or the journal writer) when it needs no read: it does not ask
+// for the entry, or the entry is in the write cache. A tailing reader is so
+// answered without a read worker's wake-up between the LAC moving and its
+// reply. It returns false, having done nothing, when the entry must be read
+// from the entry logs. lac is the ledger's effective LAC; requires l.mu held.
+func (b *Bookie) answerPollCached(w *pollWaiter, lac int64) bool {
+	r := w.r
+	var entry *bytebufferpool.ByteBuffer
+	if r.flags&wire.FlagPiggyback != 0 {
+		entry = pollBufs.Get()
+		data, ok := b.store.GetCached(r.ledger, r.prevLAC+1, entry.B[:0])
+		entry.B = data
+		if !ok {
+			pollBufs.Put(entry)
+			return false
+		}
+	}
+	if !w.done.CompareAndSwap(false, true) {
+		if entry != nil {
+			pollBufs.Put(entry)
+		}
+		return true // its timer answers it
+	}
+	w.timer.Stop()
+	id, ledgerID := r.id, r.ledger
+	b.finish(r, wire.StatusOK, func(dst []byte) []byte {
+		var data []byte
+		if entry != nil {
+			data = entry.B
+		}
+		return wire.AppendLongPollLACResponse(dst, id, ledgerID, lac, data)
+	})
+	if entry != nil {
+		pollBufs.Put(entry)
+	}
+	return true
+}
+
+// pollBufs holds the entries that answerPollCached copies out of the write
+// cache while it encodes their replies.
+var pollBufs bytebufferpool.Pool
 
 // answerPoll replies to a long poll with the ledger's LAC, and entry
 // prevLAC+1 when asked for and stored. Runs on a read worker.

@@ -238,11 +238,25 @@ func TestFollow(t *testing.T) {
 	checkEntries(t, ents, 0, 11)
 }
 
+// With ExplicitLACDelay negative an idle writer arms no timer: the goroutine that
+// took the ack sends WRITE_LAC itself (complete calls writeLAC), a wake-up sooner.
+func TestExplicitLACAtOnceArmsNoTimer(t *testing.T) {
+	w := &Writer{lacDelay: -1, lac: 3, lastAdded: 3, lacSent: 2}
+	if !w.scheduleLACLocked() || w.lacTimer {
+		t.Fatalf("idle writer with ExplicitLACDelay -1: not sent at once (timer armed %v)", w.lacTimer)
+	}
+	w.lacSent = 3
+	if w.scheduleLACLocked() {
+		t.Fatal("LAC 3 already sent: asked to send it again")
+	}
+}
+
 var errStopFollow = errors.New("stop")
 
 // A writer with ExplicitLACDelay < 0 sends its LAC as soon as it goes idle, so a follower
 // gets every entry without waiting for the next add: here each Append waits for the
-// follower to deliver the entry before the next is sent.
+// follower to deliver the entry before the next is sent. The WRITE_LAC goes out before
+// the Append returns.
 func TestFollowExplicitLACAtOnce(t *testing.T) {
 	c := startCluster(t, 2)
 	cl := c.client(nil)
@@ -271,6 +285,13 @@ func TestFollowExplicitLACAtOnce(t *testing.T) {
 	for i := range int64(5) {
 		if _, err := w.Append(ctx, payload(i)); err != nil {
 			t.Fatal(err)
+		}
+		// Sent before the ack is delivered, on the goroutine that took the ack: no timer.
+		w.mu.Lock()
+		sent := w.lacSent
+		w.mu.Unlock()
+		if sent != i {
+			t.Fatalf("entry %d acknowledged with LAC %d sent, want WRITE_LAC %d sent first", i, sent, i)
 		}
 		select {
 		case e := <-got:

@@ -371,13 +371,19 @@ func (w *Writer) sendAll(reqs []*request) {
 const defaultExplicitLACDelay = 20 * time.Millisecond
 
 // scheduleLACLocked arms the explicit LAC timer when the writer is idle with a LAC the
-// bookies have not been sent. Requires mu held.
-func (w *Writer) scheduleLACLocked() {
+// bookies have not been sent. With no delay (ExplicitLACDelay negative) it arms nothing
+// and returns true: the caller sends WRITE_LAC itself (writeLAC) once it has released mu,
+// sparing a tailing reader the timer goroutine's wake-up. Requires mu held.
+func (w *Writer) scheduleLACLocked() (sendNow bool) {
 	if w.lacTimer || w.err != nil || w.lac <= w.lacSent || w.lac != w.lastAdded {
-		return
+		return false
+	}
+	if w.lacDelay < 0 {
+		return true
 	}
 	w.lacTimer = true
 	time.AfterFunc(w.explicitLACDelay(), w.writeLAC)
+	return false
 }
 
 // explicitLACDelay resolves LedgerOptions.ExplicitLACDelay: 0 is the default, negative is
@@ -486,7 +492,7 @@ func (w *Writer) complete(r *request) {
 	if p.released && p.inflight == 0 {
 		w.recycle(p)
 	}
-	w.advanceLocked()
+	sendLAC := w.advanceLocked()
 	if w.hold {
 		// Close waits for every ack, not only for the LAC.
 		w.signalLocked()
@@ -497,6 +503,9 @@ func (w *Writer) complete(r *request) {
 	w.mu.Unlock()
 	putRequest(r)
 	w.sendAll(reqs)
+	if sendLAC {
+		w.writeLAC()
+	}
 	w.deliver()
 }
 
@@ -537,8 +546,9 @@ func (w *Writer) bookieFailedLocked(bi int) {
 }
 
 // advanceLocked acknowledges entries in order while they have AckQuorum acks from their write
-// set, and releases the entries at the front that are on WriteQuorum bookies. Requires mu.
-func (w *Writer) advanceLocked() {
+// set, and releases the entries at the front that are on WriteQuorum bookies. sendLAC says
+// the caller must call writeLAC once it has released mu (scheduleLACLocked). Requires mu.
+func (w *Writer) advanceLocked() (sendLAC bool) {
 	progressed := false
 	for !w.changing && w.err == nil {
 		p := w.lookup(w.lac + 1)
@@ -562,8 +572,9 @@ func (w *Writer) advanceLocked() {
 	}
 	if progressed {
 		w.signalLocked()
-		w.scheduleLACLocked()
+		return w.scheduleLACLocked()
 	}
+	return false
 }
 
 func (w *Writer) popFront() {
@@ -689,9 +700,12 @@ func (w *Writer) changeEnsemble() {
 			// Stopped, or Close is storing CLOSED: a CAS from here would race it. The
 			// entries up to the LAC are on AckQuorum bookies of the write sets stored.
 			w.changing = false
-			w.advanceLocked()
+			sendLAC := w.advanceLocked()
 			w.signalLocked()
 			w.mu.Unlock()
+			if sendLAC {
+				w.writeLAC()
+			}
 			w.deliver()
 			return
 		}
@@ -708,10 +722,13 @@ func (w *Writer) changeEnsemble() {
 			if w.hold {
 				reqs = w.consolidateSendsLocked(reqs)
 			}
-			w.advanceLocked()
+			sendLAC := w.advanceLocked()
 			w.signalLocked()
 			w.mu.Unlock()
 			w.sendAll(reqs)
+			if sendLAC {
+				w.writeLAC()
+			}
 			w.deliver()
 			return
 		}
