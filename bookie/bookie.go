@@ -317,7 +317,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		l.lastEntry = max(l.lastEntry, entryID)
 		if lac > l.lac {
 			l.lac = lac
-			b.wakePollers(l)
+			b.wakePollers(l, nil)
 		}
 		l.dirty = true
 		l.mu.Unlock()
@@ -351,7 +351,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		l.mu.Lock()
 		if lac > l.explicitLAC {
 			l.explicitLAC = lac
-			b.wakePollers(l)
+			b.wakePollers(l, nil)
 		}
 		l.dirty = true
 		l.mu.Unlock()
@@ -381,6 +381,12 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 // backpressure that reaches the clients).
 func (b *Bookie) putEntry(ledgerID uint64, entryID int64, raw []byte) error {
 	err := b.store.Put(ledgerID, entryID, raw)
+	if !errors.Is(err, entrylog.ErrCacheFull) {
+		return err
+	}
+	b.metrics.cacheFulls.Inc()
+	start := time.Now()
+	defer func() { b.metrics.cacheFullWait.Observe(time.Since(start).Seconds()) }()
 	for errors.Is(err, entrylog.ErrCacheFull) {
 		if b.store.FlushError() != nil {
 			// The flush that would free the cache fails (a full disk):

@@ -39,6 +39,8 @@ type metrics struct {
 	readOnly      prometheus.Gauge
 	checkpoints   prometheus.Counter
 	checkpointDur prometheus.Histogram
+	cacheFullWait prometheus.Histogram
+	cacheFulls    prometheus.Counter
 	ledgers       prometheus.GaugeFunc
 	scrubBytes    prometheus.Counter
 	scrubDamaged  prometheus.Counter
@@ -85,6 +87,10 @@ func newMetrics(ledgerCount func() float64) *metrics {
 			Name: "bookie_checkpoints_total", Help: "Completed checkpoints."}),
 		checkpointDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bookie_checkpoint_seconds", Help: "Checkpoint duration (flush, sync, mark).", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
+		cacheFullWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bookie_write_cache_full_wait_seconds", Help: "Waits of the journal's completion for a write cache half to be flushed (both halves full): every reply of the batch waits too.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
+		cacheFulls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bookie_write_cache_full_waits_total", Help: "Waits for a full write cache begun (the histogram bookie_write_cache_full_wait_seconds counts them as they end: a wait that does not end shows here)."}),
 		ledgers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bookie_ledgers", Help: "Ledgers the bookie holds state for."}, ledgerCount),
 	}
@@ -117,7 +123,7 @@ func newMetrics(ledgerCount func() float64) *metrics {
 	m.addOK = m.responses.WithLabelValues("ADD", "OK")
 	m.registry.MustRegister(m.addLatency, m.readLatency, m.fsyncLatency, m.batchRecords, m.batchBytes,
 		m.requests, m.responses, m.bytesIn, m.bytesOut, m.connections, m.inflightBytes, m.journalQueue,
-		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointDur, m.ledgers, m.scrubBytes, m.scrubDamaged, m.scrubPasses,
+		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointDur, m.cacheFullWait, m.cacheFulls, m.ledgers, m.scrubBytes, m.scrubDamaged, m.scrubPasses,
 		buildInfo, pid, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

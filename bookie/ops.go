@@ -343,7 +343,7 @@ func (b *Bookie) handleWriteLAC(c *conn, h *wire.Header, frame []byte) (retry bo
 	// A tailing reader's long poll then answers one fdatasync sooner.
 	if req.LAC > l.explicitLAC {
 		l.explicitLAC = req.LAC
-		b.wakePollers(l)
+		b.wakePollers(l, c)
 	}
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.prevLAC = req.Ledger, req.LAC
@@ -579,7 +579,7 @@ func (run *ledgerRun) flush(b *Bookie) {
 	l.settleAdds(run.n)
 	if run.lac > l.lac {
 		l.lac = run.lac
-		b.wakePollers(l)
+		b.wakePollers(l, nil)
 	}
 	l.dirty = true
 	l.mu.Unlock()

@@ -73,7 +73,8 @@ func TestLongPollLAC(t *testing.T) {
 
 // A WRITE_LAC that wakes a parked poll answers it at once when the entry it
 // piggybacks is in the write cache: here the only read worker is stuck in an
-// entry-log read, and the poll is answered all the same. A woken poll whose
+// entry-log read, and the poll is answered all the same, whether the WRITE_LAC
+// came on another connection or on the poll's own. A woken poll whose
 // entry is only in the entry logs goes to a read worker and gets the entry
 // from there.
 func TestWokenPollAnsweredFromWriteCache(t *testing.T) {
@@ -140,6 +141,20 @@ func TestWokenPollAnsweredFromWriteCache(t *testing.T) {
 	poll(2, 1)
 	writeLAC(2, 2)
 	pollReply(2, "l2e2 cached")
+	// The same on one connection: its event loop answers the poll in the outbox it
+	// writes when done with the connection's input, ahead of the WRITE_LAC's answer.
+	if s := w.add(testKey, 0, 2, 3, 2, []byte("l2e3 cached")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	poll(2, 2)
+	p.send(func(dst []byte, id uint64) []byte { return wire.AppendWriteLACRequest(dst, id, 2, 3, &testKey) })
+	if r, err := wire.DecodeLongPollLACResponse(p.readFrame()); err != nil || r.Status != wire.StatusOK ||
+		r.LAC != 3 || !r.HasEntry || string(r.Entry.Payload) != "l2e3 cached" {
+		t.Fatalf("poll woken by a WRITE_LAC on its own connection: %+v %v, want LAC 3 with entry %q", r, err, "l2e3 cached")
+	}
+	if r, err := wire.DecodeWriteLACResponse(p.reply()); err != nil || r.Status != wire.StatusOK {
+		t.Fatalf("WRITE_LAC on the polling connection: %+v %v", r, err)
+	}
 	release()
 	if r, err := wire.DecodeReadResponse(rd.reply()); err != nil || r.Status != wire.StatusOK || string(r.Entry.Payload) != "disk" {
 		t.Fatalf("stuck read: %+v %v", r, err)
@@ -437,5 +452,62 @@ func TestStorageFailureGoesReadOnly(t *testing.T) {
 	c2 := dial(t, b2.Addr())
 	if r, s := c2.read(0, 1, 0); s != wire.StatusOK || string(r.Entry.Payload) != "acked" {
 		t.Fatalf("acked entry after restart: %v", s)
+	}
+}
+
+// A put that finds both write cache halves full waits for the flush: the wait
+// is counted in bookie_write_cache_full_waits_total when it begins and in
+// bookie_write_cache_full_wait_seconds when it ends. Here the flush of the
+// first half is held at its entry-log write until a put waits.
+func TestWriteCacheFullWaitIsCounted(t *testing.T) {
+	gate := make(chan struct{})
+	var open sync.Once
+	release := func() { open.Do(func() { close(gate) }) }
+	defer release() // before the bookie's Close, which waits for the flush
+	var held atomic.Int32
+	cfg := testConfig(t.TempDir())
+	cfg.WriteCacheBytes = 1 << 20 // halves of 512 KiB
+	cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {
+		if op == vfs.OpWrite && strings.HasSuffix(name, ".log") && !strings.Contains(name, "journal") {
+			held.Add(1)
+			<-gate
+		}
+		return nil
+	})
+	b := startBookie(t, cfg)
+	if n := testHistogramCount(t, b, "bookie_write_cache_full_wait_seconds"); n != 0 {
+		t.Fatalf("%v waits before any add", n)
+	}
+	c := dial(t, b.Addr())
+	payload := bytes.Repeat([]byte{7}, 60<<10)
+	// Fill the first half, swap, fill the second while the first's flush is held.
+	var entry int64
+	for ; held.Load() == 0 || entry < 16; entry++ {
+		if s := c.add(testKey, 0, 1, entry, -1, payload); s != wire.StatusOK {
+			t.Fatalf("add %d: %v", entry, s)
+		}
+		if entry > 64 {
+			t.Fatal("no flush started after 64 adds of 60 KiB into 1 MiB of write cache")
+		}
+	}
+	// The next adds find both halves full: their puts wait for the flush.
+	for range 8 {
+		c.send(func(dst []byte, id uint64) []byte {
+			return wire.AppendAddRequest(dst, id, 0, &testKey, wire.AppendEntry(nil, 1, entry, -1, payload))
+		})
+		entry++
+	}
+	waitUntil(t, func() bool { return testCounter(t, b, "bookie_write_cache_full_waits_total") > 0 })
+	if n := testHistogramCount(t, b, "bookie_write_cache_full_wait_seconds"); n != 0 {
+		t.Fatalf("%v waits ended while the flush is held", n)
+	}
+	release()
+	for range 8 {
+		if h, err := wire.ParseHeader(c.readFrame()); err != nil || h.Status != wire.StatusOK {
+			t.Fatalf("add after the flush: %+v %v", h, err)
+		}
+	}
+	if n := testHistogramCount(t, b, "bookie_write_cache_full_wait_seconds"); n == 0 {
+		t.Fatal("a put waited for a full cache and no wait was counted")
 	}
 }

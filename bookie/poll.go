@@ -53,13 +53,14 @@ func (b *Bookie) handleLongPoll(c *conn, h *wire.Header, frame []byte) {
 
 // wakePollers answers every waiter whose LAC has been passed: at once when
 // what it asks for is in memory (answerPollCached), through a read worker
-// otherwise. Requires l.mu held.
-func (b *Bookie) wakePollers(l *ledger) {
+// otherwise. on is the connection whose frame the calling event loop is
+// handling, or nil off the loops. Requires l.mu held.
+func (b *Bookie) wakePollers(l *ledger, on *conn) {
 	lac := l.effectiveLAC()
 	kept := l.waiters[:0]
 	for _, w := range l.waiters {
 		if lac > w.r.prevLAC {
-			if !b.answerPollCached(w, lac) {
+			if !b.answerPollCached(w, lac, on) {
 				b.firePoll(w)
 			}
 		} else {
@@ -107,8 +108,11 @@ func (b *Bookie) pollTimedOut(l *ledger, w *pollWaiter) {
 // for the entry, or the entry is in the write cache. A tailing reader is so
 // answered without a read worker's wake-up between the LAC moving and its
 // reply. It returns false, having done nothing, when the entry must be read
-// from the entry logs. lac is the ledger's effective LAC; requires l.mu held.
-func (b *Bookie) answerPollCached(w *pollWaiter, lac int64) bool {
+// from the entry logs. A poll parked on on, the connection the calling event
+// loop is handling, is answered in its loop outbox (written when the loop is
+// done with the connection's input), not through an AsyncWrite. lac is the
+// ledger's effective LAC; requires l.mu held.
+func (b *Bookie) answerPollCached(w *pollWaiter, lac int64, on *conn) bool {
 	r := w.r
 	var entry *bytebufferpool.ByteBuffer
 	if r.flags&wire.FlagPiggyback != 0 {
@@ -127,14 +131,20 @@ func (b *Bookie) answerPollCached(w *pollWaiter, lac int64) bool {
 		return true // its timer answers it
 	}
 	w.timer.Stop()
-	id, ledgerID := r.id, r.ledger
-	b.finish(r, wire.StatusOK, func(dst []byte) []byte {
-		var data []byte
-		if entry != nil {
-			data = entry.B
-		}
-		return wire.AppendLongPollLACResponse(dst, id, ledgerID, lac, data)
-	})
+	var data []byte
+	if entry != nil {
+		data = entry.B
+	}
+	if r.conn == on {
+		on.loopOut = wire.AppendLongPollLACResponse(on.loopOut, r.id, r.ledger, lac, data)
+		b.metrics.responses.WithLabelValues(opLabel(r.op), wire.StatusOK.String()).Inc()
+		b.release(r)
+	} else {
+		id, ledgerID := r.id, r.ledger
+		b.finish(r, wire.StatusOK, func(dst []byte) []byte {
+			return wire.AppendLongPollLACResponse(dst, id, ledgerID, lac, data)
+		})
+	}
 	if entry != nil {
 		pollBufs.Put(entry)
 	}
