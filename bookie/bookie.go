@@ -234,6 +234,7 @@ func New(cfg Config) (*Bookie, error) {
 		SpareSegments: b.journalSpares(),
 		Completed:     b.completed,
 		Released:      b.journalReleased,
+		Synced:        func(d time.Duration) { b.metrics.journalSync.Observe(d.Seconds()) },
 		Replay: func(r journal.Record) error {
 			replayed++
 			if err := b.apply(r.Type, r.Payload, true); err != nil {

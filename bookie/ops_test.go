@@ -511,3 +511,17 @@ func TestWriteCacheFullWaitIsCounted(t *testing.T) {
 		t.Fatal("a put waited for a full cache and no wait was counted")
 	}
 }
+
+// Each journal fdatasync is observed in bookie_journal_fdatasync_seconds before the
+// batch's replies go out.
+func TestJournalSyncObserved(t *testing.T) {
+	b := startBookie(t, testConfig(t.TempDir()))
+	c := dial(t, b.Addr())
+	before := testHistogramCount(t, b, "bookie_journal_fdatasync_seconds")
+	if s := c.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if n := testHistogramCount(t, b, "bookie_journal_fdatasync_seconds"); n < before+1 {
+		t.Fatalf("fdatasyncs observed: %v after an add, %v before", n, before)
+	}
+}

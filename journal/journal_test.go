@@ -515,3 +515,61 @@ func TestSpareSegments(t *testing.T) {
 		t.Fatalf("reopen zero-filled %d segments though spares were kept", fresh)
 	}
 }
+
+// Synced is told each batch's fdatasync time, the call alone: here every sync
+// of a slow disk takes 20 ms, and three records appended one at a time make
+// three syncs of at least that. A sync that fails is not reported.
+func TestSyncedReportsEachSync(t *testing.T) {
+	var failSync atomic.Bool
+	fs := vfs.NewFaultFS(vfs.NewMemFS(), func(op vfs.Op, name string) error {
+		if op == vfs.OpSync {
+			if failSync.Load() {
+				return vfs.ErrInjectedIO
+			}
+			time.Sleep(20 * time.Millisecond) // a slow disk, not a wait for anything
+		}
+		return nil
+	})
+	var mu sync.Mutex
+	var syncs []time.Duration
+	a := newAcked()
+	j, err := Open(fs, "/j", Options{SegmentSize: 64 << 10, Completed: a.completed, Synced: func(d time.Duration) {
+		mu.Lock()
+		syncs = append(syncs, d)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	mu.Lock()
+	syncs = syncs[:0] // Open's own syncs (segment creation) are not batches
+	mu.Unlock()
+	for i := range 3 {
+		if _, err := j.Append(TypeEntry, []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+		a.waitFor(i + 1)
+	}
+	mu.Lock()
+	got := append([]time.Duration(nil), syncs...)
+	mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("%d syncs reported for three records appended one at a time, want 3: %v", len(got), got)
+	}
+	for _, d := range got {
+		if d < 20*time.Millisecond {
+			t.Fatalf("sync reported as %v; every sync takes at least 20 ms", d)
+		}
+	}
+	failSync.Store(true)
+	if _, err := j.Append(TypeEntry, []byte("y"), nil); err != nil {
+		t.Fatal(err)
+	}
+	a.waitFor(4)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(syncs) != 3 {
+		t.Fatalf("a failed sync was reported: %v", syncs)
+	}
+}
