@@ -81,7 +81,11 @@ type Bookie struct {
 	// checkpoint; past two segments the checkpointer is kicked, so freed
 	// segments are recycled instead of new ones zero-filled.
 	sinceCheckpoint atomic.Int64
-	kickCheckpoint  chan struct{}
+	// addsSeen is when the newest journal batch holding adds began (unix
+	// ns), stored once per batch: batch reads pace themselves while adds
+	// flow (Config.ReadBatchBusyBytesPerSec).
+	addsSeen       atomic.Int64
+	kickCheckpoint chan struct{}
 
 	// Garbage collection (gc.go): gcMu serializes scans and protects
 	// gcSeen, the ledgers found garbage and when first; storageMu keeps

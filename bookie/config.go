@@ -101,6 +101,12 @@ type Config struct {
 	// into the kernel's page cache, bookie/readahead.go); negative disables
 	// read-ahead.
 	ReadCacheBytes int64 `json:"read_cache_bytes"`
+	// ReadBatchBusyBytesPerSec paces batch reads from the entry logs (readers
+	// catching up; entries still in the write cache are never paced) to this
+	// many bytes a second, all batch workers together, while the bookie takes
+	// adds (one completed in the last second), so that a catch-up reader
+	// leaves CPU and disk to the writers. Negative (the default): unpaced.
+	ReadBatchBusyBytesPerSec int64 `json:"read_batch_busy_bytes_per_sec"`
 	// MaxQueuedBatchReads is how many batch reads may wait for a batch
 	// worker, all connections together; zero means 1024, what
 	// docs/protocol.md states. Not in the config file: tests shorten it.
@@ -245,36 +251,37 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // DefaultConfig returns the configuration a bookie runs with out of the box.
 func DefaultConfig() Config {
 	return Config{
-		Listen:                "127.0.0.1:3181",
-		DataDir:               "./data",
-		Admin:                 "127.0.0.1:8181",
-		RegistrationTTL:       Duration(10 * time.Second),
-		EventLoops:            runtime.GOMAXPROCS(0),
-		MaxConnInflight:       16384,
-		MaxConnInflightBytes:  64 << 20,
-		MaxInflightBytes:      256 << 20,
-		MaxOutboundBytes:      64 << 20,
-		ReadWorkers:           4,
-		ReadBatchWorkers:      2,
-		ReadCacheBytes:        32 << 20,
-		MaxConnections:        10000,
-		MaxConnectionsPerIP:   1000,
-		MaxHandshakingPerIP:   64,
-		HandshakeTimeout:      Duration(10 * time.Second),
-		FrameTimeout:          Duration(30 * time.Second),
-		IdleTimeout:           Duration(10 * time.Minute), // negative: never
-		JournalSegmentSize:    64 << 20,
-		JournalQueueBytes:     64 << 20,
-		WriteCacheBytes:       128 << 20,
-		EntryLogSize:          1 << 30,
-		JournalSpareSegments:  4,
-		IndexCacheBytes:       64 << 20,
-		CheckpointInterval:    Duration(10 * time.Second),
-		ScrubInterval:         Duration(24 * time.Hour),
-		GCInterval:            Duration(2 * time.Minute),
-		DiskStallThreshold:    Duration(2 * time.Second),
-		GCGracePeriod:         Duration(5 * time.Minute),
-		GCMetadataReadsPerSec: 200,
+		Listen:                   "127.0.0.1:3181",
+		DataDir:                  "./data",
+		Admin:                    "127.0.0.1:8181",
+		RegistrationTTL:          Duration(10 * time.Second),
+		EventLoops:               runtime.GOMAXPROCS(0),
+		MaxConnInflight:          16384,
+		MaxConnInflightBytes:     64 << 20,
+		MaxInflightBytes:         256 << 20,
+		MaxOutboundBytes:         64 << 20,
+		ReadWorkers:              4,
+		ReadBatchWorkers:         2,
+		ReadCacheBytes:           32 << 20,
+		ReadBatchBusyBytesPerSec: -1,
+		MaxConnections:           10000,
+		MaxConnectionsPerIP:      1000,
+		MaxHandshakingPerIP:      64,
+		HandshakeTimeout:         Duration(10 * time.Second),
+		FrameTimeout:             Duration(30 * time.Second),
+		IdleTimeout:              Duration(10 * time.Minute), // negative: never
+		JournalSegmentSize:       64 << 20,
+		JournalQueueBytes:        64 << 20,
+		WriteCacheBytes:          128 << 20,
+		EntryLogSize:             1 << 30,
+		JournalSpareSegments:     4,
+		IndexCacheBytes:          64 << 20,
+		CheckpointInterval:       Duration(10 * time.Second),
+		ScrubInterval:            Duration(24 * time.Hour),
+		GCInterval:               Duration(2 * time.Minute),
+		DiskStallThreshold:       Duration(2 * time.Second),
+		GCGracePeriod:            Duration(5 * time.Minute),
+		GCMetadataReadsPerSec:    200,
 
 		CompactionMinorThreshold: 0.2,
 		CompactionMajorThreshold: 0.8,
@@ -327,6 +334,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ReadWorkers, d.ReadWorkers)
 	setDefault(&c.ReadBatchWorkers, d.ReadBatchWorkers)
 	setDefault(&c.ReadCacheBytes, d.ReadCacheBytes)
+	setDefault(&c.ReadBatchBusyBytesPerSec, d.ReadBatchBusyBytesPerSec)
 	setDefault(&c.MaxQueuedBatchReads, batchQueueSize)
 	setDefault(&c.MaxPollWait, maxPollWait)
 	setDefault(&c.MaxConnections, d.MaxConnections)

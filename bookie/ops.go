@@ -490,6 +490,7 @@ func (b *Bookie) completed(batch []journal.Completion) {
 		b.metrics.fsyncLatency.Observe(age)
 		if len(b.addReplies) > 0 {
 			b.metrics.addLatency.Observe(age)
+			b.addsSeen.Store(oldest.UnixNano()) // batch reads pace themselves while adds flow
 		}
 	}
 	if b.sinceCheckpoint.Add(int64(bytes)) > b.cfg.JournalSegmentSize {

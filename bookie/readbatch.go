@@ -2,7 +2,9 @@ package bookie
 
 import (
 	"encoding/binary"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -67,6 +69,9 @@ type batchReader struct {
 	queue   chan *batchRead
 	ahead   *readAhead // nil when Config.ReadCacheBytes < 0
 	metrics batchMetrics
+
+	paceMu   sync.Mutex
+	paceNext time.Time // when the entry-log bytes served so far fit the busy rate; guarded by paceMu
 }
 
 // batchMetrics count what batch reads do; newBatchReader exports them.
@@ -168,19 +173,22 @@ func (br *batchReader) worker() {
 			return
 		case q := <-br.queue:
 			br.metrics.queued.Add(-1)
-			buf = br.serve(q, buf[:0])
+			var fromLogs int
+			buf, fromLogs = br.serve(q, buf[:0])
+			br.paceBusy(fromLogs)
 		}
 	}
 }
 
 // serve answers one batch read, gathering its entries in buf (returned for
-// reuse). Runs on a batch worker.
-func (br *batchReader) serve(q *batchRead, buf []byte) []byte {
+// reuse), and says about how many of the bytes it sent came from the entry
+// logs. Runs on a batch worker.
+func (br *batchReader) serve(q *batchRead, buf []byte) (_ []byte, fromLogBytes int) {
 	b, r := br.b, q.r
 	l := b.ledgers.get(r.ledger)
 	if l == nil {
 		br.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
-		return buf
+		return buf, 0
 	}
 	l.mu.Lock()
 	lac, last := l.effectiveLAC(), l.lastEntry
@@ -245,7 +253,7 @@ func (br *batchReader) serve(q *batchRead, buf []byte) []byte {
 	}
 	if status != wire.StatusOK {
 		br.finish(r, status, nil)
-		return buf
+		return buf, 0
 	}
 	for src, n := range sources {
 		br.metrics.entries[src].Add(int64(n))
@@ -257,7 +265,45 @@ func (br *batchReader) serve(q *batchRead, buf []byte) []byte {
 	br.finish(r, wire.StatusOK, func(dst []byte) []byte {
 		return wire.AppendReadBatchResponse(dst, id, ledgerID, first, lac, n, entries)
 	})
-	return buf
+	if count == 0 {
+		return buf, 0
+	}
+	return buf, int(int64(len(buf)) * fromLogs / count)
+}
+
+// busyWindow is how recently an add must have completed for batch reads to
+// be paced (Config.ReadBatchBusyBytesPerSec).
+const busyWindow = time.Second
+
+// paceBusy holds the calling batch worker, while adds flow, until n more
+// bytes from the entry logs fit ReadBatchBusyBytesPerSec, all workers
+// together. Time without adds, or without reads, earns no credit: a reader
+// that was idle does not burst. Returns at once when the bookie stops.
+func (br *batchReader) paceBusy(n int) {
+	rate := br.b.cfg.ReadBatchBusyBytesPerSec
+	if rate <= 0 || n == 0 {
+		return
+	}
+	now := time.Now()
+	if now.UnixNano()-br.b.addsSeen.Load() > int64(busyWindow) {
+		return
+	}
+	br.paceMu.Lock()
+	if br.paceNext.Before(now) {
+		br.paceNext = now
+	}
+	wait := br.paceNext.Sub(now)
+	br.paceNext = br.paceNext.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
+	br.paceMu.Unlock()
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-br.b.stop:
+	}
 }
 
 // undamaged returns how many of the n entries in run (entries id, id+1, ...
