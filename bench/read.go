@@ -26,9 +26,14 @@ import (
 //   - tail: a writer at Workload.Rate adds/s and a reader following the ledger
 //     (Reader.Follow); the delay from each add's send to its delivery at the reader, p50 and
 //     p99, next to the adds' own latency.
-//   - mixed: writers at Workload.Rate adds/s for Duration alone, then again while one reader
-//     catches up on Workload.ReadBytes written before (for Duration, or until the reader is
-//     done if that comes first); the add p99 with the reader over the p99 without it.
+//   - mixed: write Workload.ReadBytes to a ledger and wait for the bookies to checkpoint it;
+//     then a writer at Workload.Rate adds/s for Duration alone, then again for Duration while
+//     one reader catches up on that ledger, from the start again whenever it reaches the end,
+//     with the page cache of the entry logs dropped before each pass; the add p99 with the
+//     reader over the p99 without it. Only the entry logs' cache is dropped (posix_fadvise
+//     under RefDir), not the machine's: a reader of cold data finds the writers' journal,
+//     index and program text warm, and dropping those too would charge the reader with a
+//     cold start it did not cause. Without RefDir it falls back to drop_caches, and says so.
 const (
 	ReadCatchUp = "catchup"
 	ReadTail    = "tail"
@@ -46,6 +51,8 @@ type ReadResult struct {
 	// read; CacheNote how, or why it could not be.
 	CacheDropped bool
 	CacheNote    string
+	// Passes is how many times the mixed run's reader started the ledger from the start.
+	Passes int
 	// ProcessCPU is the CPU-seconds this process used during the catch-up read (with
 	// bookies in process, theirs too); BookieCPU the bookies' in other processes, or -1.
 	// Per GB read they are steadier than MB/s on a shared machine.
@@ -109,7 +116,10 @@ func (r *Runner) runRead(ctx context.Context, w Workload, res *Result) error {
 			defer r.opts.Measuring(w, false)
 		}
 		before, cpu0 := scrapeAll(ctx, bookies), processCPU()
+		start := time.Now()
 		err = catchUp(ctx, cl, id, last, rr)
+		rr.Elapsed = time.Since(start)
+		rr.MBPerSec = float64(rr.Bytes) / 1e6 / rr.Elapsed.Seconds()
 		rr.ProcessCPU, rr.BookieCPU = (processCPU() - cpu0).Seconds(), -1
 		after := scrapeAll(ctx, bookies)
 		if c, ok := bookieCPU(bookies, before, after); ok {
@@ -123,39 +133,48 @@ func (r *Runner) runRead(ctx context.Context, w Workload, res *Result) error {
 		if err != nil {
 			return err
 		}
+		// The ledger is in entry logs before the writer starts, so that neither part
+		// measures the bookies still flushing it.
+		if err := waitCheckpoint(ctx, bookies); err != nil {
+			return err
+		}
 		wr, err := cl.CreateLedger(ctx, r.ledgerOptions(w))
 		if err != nil {
 			return err
 		}
 		defer wr.Close(context.WithoutCancel(ctx))
+		rr.CacheDropped, rr.CacheNote = r.dropLogCache()
 		rec := NewRecorder()
 		if err := openLoop(ctx, wr, w, rec, nil); err != nil {
 			return err
 		}
 		rr.AddsAlone, _, _ = rec.Total()
 		rec.Reset()
-		rr.CacheDropped, rr.CacheNote = r.dropPageCache()
-		// The second part ends after Duration or when the reader is done, whichever
-		// comes first, so that every add it measures had the reader beside it.
+		// The reader goes on, pass after pass, until the writer's second Duration ends,
+		// so that every add of the second part had it beside it.
 		rctx, cancel := context.WithCancel(ctx)
-		wctx, wcancel := context.WithCancel(ctx)
 		var readErr error
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer wcancel()
-			if err := catchUp(rctx, cl, id, last, rr); err != nil && !errors.Is(err, context.Canceled) {
-				readErr = err
+			start := time.Now()
+			for rctx.Err() == nil {
+				if rr.Passes > 0 {
+					r.dropLogCache()
+				}
+				rr.Passes++
+				if err := catchUp(rctx, cl, id, last, rr); err != nil && !errors.Is(err, context.Canceled) {
+					readErr = err
+					break
+				}
 			}
+			rr.Elapsed = time.Since(start)
+			rr.MBPerSec = float64(rr.Bytes) / 1e6 / rr.Elapsed.Seconds()
 		}()
-		err = openLoop(wctx, wr, w, rec, nil)
-		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-			err = nil // the reader finished first
-		}
+		err = openLoop(ctx, wr, w, rec, nil)
 		cancel()
 		wg.Wait()
-		wcancel()
 		rr.AddsWithReader, _, res.Errors = rec.Total()
 		return errors.Join(err, readErr)
 	}
@@ -229,6 +248,22 @@ func (r *Runner) dropPageCache() (bool, string) {
 	return true, fmt.Sprintf("page cache of %d .log files under %s dropped (posix_fadvise; drop_caches: %v)", n, r.opts.RefDir, err)
 }
 
+// dropLogCache drops the page cache of the entry logs under RefDir (posix_fadvise), or,
+// without RefDir, all of it where this process may. It says which, or why it could not.
+func (r *Runner) dropLogCache() (bool, string) {
+	if r.opts.RefDir == "" {
+		return r.dropPageCache()
+	}
+	n, err := diskref.DropCache(r.opts.RefDir, ".log")
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("page cache NOT dropped: posix_fadvise: %v", err)
+	case n == 0:
+		return false, fmt.Sprintf("page cache NOT dropped: no entry logs under %s", r.opts.RefDir)
+	}
+	return true, fmt.Sprintf("page cache of %d .log files under %s dropped before each pass (posix_fadvise; the rest of the machine's kept)", n, r.opts.RefDir)
+}
+
 // The catch-up reads catchUpChunk entries per Reader.Read, catchUpReads Reads at a time, so
 // that the bookie always has the next chunk's batch reads while one chunk's entries are
 // handed over, and a reader stopped early (the mixed workload's) has counted what it read.
@@ -237,14 +272,13 @@ const (
 	catchUpReads = 8
 )
 
-// catchUp reads entries 0..last of ledger id from the start, into rr's catch-up fields. It
-// returns the first error of a Read, or ctx's.
+// catchUp reads entries 0..last of ledger id from the start, adding what it read to rr's
+// Entries and Bytes. It returns the first error of a Read, or ctx's.
 func catchUp(ctx context.Context, cl *client.Client, id uint64, last int64, rr *ReadResult) error {
 	rd, err := cl.OpenLedger(ctx, id, false)
 	if err != nil {
 		return err
 	}
-	start := time.Now()
 	var mu sync.Mutex // guards rr's counts and failed
 	var failed error
 	var wg sync.WaitGroup
@@ -278,8 +312,6 @@ func catchUp(ctx context.Context, cl *client.Client, id uint64, last int64, rr *
 		}(first)
 	}
 	wg.Wait()
-	rr.Elapsed = time.Since(start)
-	rr.MBPerSec = float64(rr.Bytes) / 1e6 / rr.Elapsed.Seconds()
 	return cmp.Or(failed, ctx.Err())
 }
 
@@ -404,9 +436,9 @@ func writeReadResults(w io.Writer, results []Result) {
 			fmt.Fprintf(w, "%s: writer %.0f adds/s; add to delivery at the follower p50 %s p99 %s max %s (%d delivered); add p50 %s p99 %s\n",
 				wl.Name, wl.Rate, fmtDur(rr.Delay.P50), fmtDur(rr.Delay.P99), fmtDur(rr.Delay.Max), rr.Delay.Count, fmtDur(rr.Adds.P50), fmtDur(rr.Adds.P99))
 		case ReadMixed:
-			fmt.Fprintf(w, "%s: writer %.0f adds/s; add p99 alone %s, with a catch-up reader %s: x %.2f (p50 %s, %s); the reader %.1f MB/s over %d entries\n  %s\n",
+			fmt.Fprintf(w, "%s: writer %.0f adds/s; add p99 alone %s, with a catch-up reader %s: x %.2f (p50 %s, %s; %d and %d adds); the reader %.1f MB/s, %d entries in %d passes\n  %s\n",
 				wl.Name, wl.Rate, fmtDur(rr.AddsAlone.P99), fmtDur(rr.AddsWithReader.P99), rr.P99Ratio(),
-				fmtDur(rr.AddsAlone.P50), fmtDur(rr.AddsWithReader.P50), rr.MBPerSec, rr.Entries, rr.CacheNote)
+				fmtDur(rr.AddsAlone.P50), fmtDur(rr.AddsWithReader.P50), rr.AddsAlone.Count, rr.AddsWithReader.Count, rr.MBPerSec, rr.Entries, rr.Passes, rr.CacheNote)
 		}
 		if r.Errors > 0 {
 			fmt.Fprintf(w, "  %d adds failed\n", r.Errors)

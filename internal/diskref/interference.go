@@ -33,6 +33,12 @@ type Background struct {
 	// Read reads instead of writing: sequential preads of Chunk bytes
 	// from a file written and synced beforehand, its page cache dropped.
 	Read bool
+	// Prefetch, when reading, keeps posix_fadvise WILLNEED asked for this
+	// many bytes past the reader (as the bookie's read-ahead does).
+	Prefetch int64
+	// NoReadahead, when reading, turns the kernel's read-ahead off for the
+	// file (posix_fadvise RANDOM): the disk sees only the reader's preads.
+	NoReadahead bool
 }
 
 // Backgrounds lists the writers Interference compares.
@@ -47,6 +53,10 @@ var Backgrounds = []Background{
 	{Name: "256KiB-fdatasync-grow", Chunk: 256 << 10, Sync: true},
 	{Name: "read-1MiB", Chunk: 1 << 20, Read: true},
 	{Name: "read-64KiB", Chunk: 64 << 10, Read: true},
+	{Name: "read-256KiB", Chunk: 256 << 10, Read: true},
+	{Name: "read-256KiB-willneed8MiB", Chunk: 256 << 10, Read: true, Prefetch: 8 << 20},
+	{Name: "read-256KiB-noreadahead", Chunk: 256 << 10, Read: true, NoReadahead: true},
+	{Name: "read-64KiB-noreadahead", Chunk: 64 << 10, Read: true, NoReadahead: true},
 }
 
 // InterferenceResult is the journal loop's latency beside one background
@@ -96,7 +106,7 @@ func Interference(dir string, bg Background, bgRate int64, interval, d time.Dura
 		go func() {
 			defer wg.Done()
 			if bg.Read {
-				bgBytes, bgElapsed, bgErr = backgroundRead(readFile, bg.Chunk, bgRate, stop)
+				bgBytes, bgElapsed, bgErr = backgroundRead(readFile, bg, bgRate, stop)
 				return
 			}
 			bgBytes, bgElapsed, bgErr = background(dir, bg, bgRate, stop)
@@ -219,18 +229,33 @@ func prepareRead(dir string, size int64) (string, error) {
 	return path, nil
 }
 
-// backgroundRead reads path sequentially in chunks at rate bytes a second
-// until stop closes or the file ends.
-func backgroundRead(path string, chunk int, rate int64, stop <-chan struct{}) (int64, time.Duration, error) {
+// backgroundRead reads path sequentially in bg.Chunk preads at rate bytes a
+// second until stop closes or the file ends.
+func backgroundRead(path string, bg Background, rate int64, stop <-chan struct{}) (int64, time.Duration, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer unix.Close(fd)
-	buf := make([]byte, chunk)
-	var total int64
+	if bg.NoReadahead {
+		if err := unix.Fadvise(fd, 0, 0, unix.FADV_RANDOM); err != nil {
+			return 0, 0, err
+		}
+	}
+	buf := make([]byte, bg.Chunk)
+	var total, asked int64
 	start := time.Now()
 	for {
+		if bg.Prefetch > 0 && asked < total+bg.Prefetch {
+			// Ask in steps of half the window, as the bookie asks a batch or two ahead.
+			n := total + bg.Prefetch - asked
+			if n >= bg.Prefetch/2 {
+				if err := unix.Fadvise(fd, asked, n, unix.FADV_WILLNEED); err != nil {
+					return total, time.Since(start), err
+				}
+				asked += n
+			}
+		}
 		select {
 		case <-stop:
 			return total, time.Since(start), nil
