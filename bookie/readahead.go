@@ -168,7 +168,7 @@ func (ra *readAhead) run() {
 // writer).
 func (ra *readAhead) fill(t readAheadTask) {
 	from := max(t.from, ra.next(t.stream))
-	if from >= t.to || ra.b.store.InWriteCache(t.stream.ledger, from) {
+	if from >= t.to || ra.b.store.InWriteCache(t.stream.ledger, from) || ra.b.batch.busy() {
 		return
 	}
 	if ra.b.store.Prefetch(t.stream.ledger, from, t.to-1, t.maxBytes) > 0 {

@@ -174,6 +174,7 @@ func (br *batchReader) worker() {
 		case q := <-br.queue:
 			br.metrics.queued.Add(-1)
 			var fromLogs int
+			br.b.store.SetReadahead(!br.busy())
 			buf, fromLogs = br.serve(q, buf[:0])
 			br.paceBusy(fromLogs)
 		}
@@ -274,6 +275,11 @@ func (br *batchReader) serve(q *batchRead, buf []byte) (_ []byte, fromLogBytes i
 // busyWindow is how recently an add must have completed for batch reads to
 // be paced (Config.ReadBatchBusyBytesPerSec).
 const busyWindow = time.Second
+
+// busy says whether an add completed within busyWindow.
+func (br *batchReader) busy() bool {
+	return time.Now().UnixNano()-br.b.addsSeen.Load() <= int64(busyWindow)
+}
 
 // paceBusy holds the calling batch worker, while adds flow, until n more
 // bytes from the entry logs fit ReadBatchBusyBytesPerSec, all workers

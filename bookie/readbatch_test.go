@@ -325,6 +325,7 @@ func TestReadBatchReadAhead(t *testing.T) {
 			t.Fatalf("add 2/%d: %v", e, s)
 		}
 	}
+	b.addsSeen.Store(0) // no add for a while: read-ahead is on (see the end)
 	c := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
 	source := func(src int) int64 { return b.batch.metrics.entries[src].Load() }
 	readAhead := func() int64 { return b.batch.metrics.readAheadEntries.Load() }
@@ -373,6 +374,37 @@ func TestReadBatchReadAhead(t *testing.T) {
 	waitUntil(t, func() bool { return readAhead() == 30 })
 	if p := logPrefetches(); len(p) != 2 || p[1].Off != entrylog.HeaderSize+40*record {
 		t.Fatalf("prefetched %+v, want a second range at offset %d", p, entrylog.HeaderSize+40*record)
+	}
+
+	// While adds flow, batch reads go without the kernel's read-ahead and ask for no
+	// prefetch: the journal's fdatasync would queue behind those reads. Once adds stop,
+	// read-ahead is back.
+	logAdvice := func() (out []vfs.Readahead) {
+		for _, a := range rec.ReadaheadCalls() {
+			if strings.HasSuffix(a.Name, ".log") {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	if a := logAdvice(); len(a) != 0 {
+		t.Fatalf("read-ahead advice %+v while no add flowed", a)
+	}
+	b.addsSeen.Store(time.Now().UnixNano())
+	checkBatch(t, "catch-up 4, busy", c.readBatch(1, 30, 10, 1<<20), 30, 10, 98, batchPayload)
+	checkBatch(t, "catch-up 5, busy", c.readBatch(1, 40, 10, 1<<20), 40, 10, 98, batchPayload)
+	if a := logAdvice(); len(a) != 1 || a[0].On {
+		t.Fatalf("read-ahead advice %+v while adds flow, want it turned off once", a)
+	}
+	b.addsSeen.Store(0)
+	checkBatch(t, "catch-up 6, idle", c.readBatch(1, 50, 10, 1<<20), 50, 10, 98, batchPayload)
+	if a := logAdvice(); len(a) != 2 || !a[1].On {
+		t.Fatalf("read-ahead advice %+v once adds stopped, want it turned back on", a)
+	}
+	// Batches 4 and 5 asked for no prefetch; batch 6 asks for what lies two batches past it.
+	waitUntil(t, func() bool { return len(logPrefetches()) == 3 })
+	if p := logPrefetches(); p[2].Off < entrylog.HeaderSize+60*record {
+		t.Fatalf("prefetched %+v: the third range starts before batch 6's end", p)
 	}
 }
 

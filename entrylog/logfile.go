@@ -8,6 +8,8 @@ import (
 	"os"
 	"path"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	"github.com/bookie-go/bookie/vfs"
 )
@@ -47,6 +49,27 @@ type logFile struct {
 	name    string
 	f       vfs.File
 	version uint32 // record format (see checkRecord)
+
+	raMu  sync.Mutex  // serializes changes of the read-ahead advice
+	raOff atomic.Bool // f's reads go without the kernel's read-ahead (see Store.SetReadahead)
+}
+
+// readahead makes f's reads go with the kernel's read-ahead or without it,
+// as the store asks (Store.SetReadahead), before a read. A change is one
+// fadvise, made under raMu so that the advice and raOff agree.
+func (lf *logFile) readahead(off bool) {
+	if lf.raOff.Load() == off {
+		return
+	}
+	lf.raMu.Lock()
+	defer lf.raMu.Unlock()
+	if lf.raOff.Load() == off {
+		return
+	}
+	if a, ok := lf.f.(vfs.ReadaheadAdviser); ok {
+		a.SetReadahead(!off)
+	}
+	lf.raOff.Store(off)
 }
 
 // readRecord reads the record of (ledger, entry) at off and appends its data

@@ -40,6 +40,7 @@ func (s *Store) GetRun(ledger uint64, first int64, maxCount, maxBytes int, first
 	if lf == nil {
 		return dst, 0, nil
 	}
+	lf.readahead(s.noReadahead.Load())
 	// Read in chunks as the walk needs them, so that a run of a few small entries does not
 	// read the whole span.
 	want := min(maxRunRead, RecordHeaderSize*maxCount+max(maxBytes, 0))
@@ -93,6 +94,14 @@ func (s *Store) GetRun(ledger uint64, first int64, maxCount, maxBytes int, first
 	}
 	return dst[:out], n, nil
 }
+
+// SetReadahead says whether Get and GetRun read the entry logs with the kernel's
+// read-ahead (the default) or without it (posix_fadvise RANDOM on each log as it is next
+// read, where the file system allows). Without it the disk sees only the reads' own
+// 256 KiB preads, not the kernel's reads of up to read_ahead_kb ahead of them: a
+// sequential reader goes slower, and a journal's fdatasync queued behind its reads waits
+// less (docs/benchmarks.md, "Catch-up reads beside adds"). Prefetch is not affected.
+func (s *Store) SetReadahead(on bool) { s.noReadahead.Store(!on) }
 
 // Prefetch asks the kernel to start reading the records of entries first..last of ledger
 // into the page cache, at most maxBytes of entry data (and their record headers), without

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"path"
+	"slices"
 	"testing"
 
 	"github.com/bookie-go/bookie/vfs"
@@ -102,6 +103,51 @@ func TestGetRunStopsAtDamage(t *testing.T) {
 	}
 	if _, n, _ := s.GetRun(1, 3, 10, 1<<20, true, nil); n != 2 {
 		t.Fatalf("GetRun after the damaged record: %d entries, want 2", n)
+	}
+}
+
+// SetReadahead(false) turns the kernel's read-ahead off on each entry log as Get or GetRun
+// next reads it, once, and SetReadahead(true) turns it back on the same way; the reads
+// return the same entries either way.
+func TestSetReadahead(t *testing.T) {
+	rec := &vfs.PrefetchRecorder{FS: vfs.NewMemFS()}
+	s := mustOpen(t, rec, smallOpts())
+	defer s.close(t)
+	putWithHole(t, s)
+	name := func(e int64) string {
+		l, err := s.ix.Get(1, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path.Join(testLogDir, logName(l.Log()))
+	}
+	read := func() {
+		t.Helper()
+		if _, n, err := s.GetRun(1, 0, 3, 1<<20, true, nil); err != nil || n != 3 {
+			t.Fatalf("GetRun = %d entries, %v; want 3", n, err)
+		}
+		if _, err := s.Get(1, 3, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read()
+	if c := rec.ReadaheadCalls(); len(c) != 0 {
+		t.Fatalf("reads with read-ahead on changed the advice: %+v", c)
+	}
+	s.SetReadahead(false)
+	read()
+	read()
+	want := []vfs.Readahead{{Name: name(0), On: false}}
+	if name(3) != name(0) {
+		want = append(want, vfs.Readahead{Name: name(3), On: false})
+	}
+	if c := rec.ReadaheadCalls(); !slices.Equal(c, want) {
+		t.Fatalf("read-ahead calls %+v, want %+v", c, want)
+	}
+	s.SetReadahead(true)
+	read()
+	if c := rec.ReadaheadCalls(); len(c) != 2*len(want) || c[len(want)] != (vfs.Readahead{Name: name(0), On: true}) {
+		t.Fatalf("read-ahead calls %+v after turning it back on", c)
 	}
 }
 

@@ -241,6 +241,8 @@ type Store struct {
 	logsMu sync.RWMutex
 	logs   map[uint32]*logFile // requires logsMu; readers hold it (shared) across a pread
 
+	noReadahead atomic.Bool // Get and GetRun read without the kernel's read-ahead (SetReadahead)
+
 	dirMu  sync.Mutex // serializes creations and removals with SyncDir of dir
 	nextID atomic.Uint32
 
@@ -367,6 +369,7 @@ func (s *Store) Get(ledger uint64, entry int64, dst []byte) ([]byte, error) {
 		s.logsMu.RLock()
 		lf := s.logs[loc.log()]
 		if lf != nil {
+			lf.readahead(s.noReadahead.Load())
 			dst, err = lf.readRecord(dst, loc.offset(), ledger, entry)
 			s.logsMu.RUnlock()
 			return dst, err

@@ -129,6 +129,19 @@ func (f *osFile) DropCache(off, n int64) error {
 	return nil
 }
 
+// SetReadahead implements ReadaheadAdviser with posix_fadvise(POSIX_FADV_RANDOM or
+// POSIX_FADV_NORMAL).
+func (f *osFile) SetReadahead(on bool) error {
+	advice := unix.FADV_RANDOM
+	if on {
+		advice = unix.FADV_NORMAL
+	}
+	if err := unix.Fadvise(f.fd, 0, 0, advice); err != nil {
+		return &os.PathError{Op: "fadvise", Path: f.name, Err: err}
+	}
+	return nil
+}
+
 // Prefetch implements Prefetcher with posix_fadvise(POSIX_FADV_WILLNEED).
 func (f *osFile) Prefetch(off, n int64) error {
 	if err := unix.Fadvise(f.fd, off, n, unix.FADV_WILLNEED); err != nil {

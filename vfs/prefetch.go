@@ -11,14 +11,28 @@ type Prefetch struct {
 	Off, N int64
 }
 
-// PrefetchRecorder wraps an FS so that its files record every Prefetch call
-// (and pass it on when the inner file can prefetch): tests of read-ahead see
-// what was asked for, on any file system.
+// Readahead is one ReadaheadAdviser call seen by a PrefetchRecorder.
+type Readahead struct {
+	Name string
+	On   bool
+}
+
+// PrefetchRecorder wraps an FS so that its files record every Prefetch and
+// SetReadahead call (and pass it on when the inner file can take it): tests
+// of read-ahead see what was asked for, on any file system.
 type PrefetchRecorder struct {
 	FS
 
-	mu    sync.Mutex
-	calls []Prefetch // protected by mu
+	mu     sync.Mutex
+	calls  []Prefetch  // protected by mu
+	advice []Readahead // protected by mu
+}
+
+// ReadaheadCalls returns the SetReadahead calls seen so far.
+func (r *PrefetchRecorder) ReadaheadCalls() []Readahead {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Readahead(nil), r.advice...)
 }
 
 // Calls returns the Prefetch calls seen so far.
@@ -48,6 +62,16 @@ func (f *prefetchFile) Prefetch(off, n int64) error {
 	f.r.mu.Unlock()
 	if p, ok := f.File.(Prefetcher); ok {
 		return p.Prefetch(off, n)
+	}
+	return nil
+}
+
+func (f *prefetchFile) SetReadahead(on bool) error {
+	f.r.mu.Lock()
+	f.r.advice = append(f.r.advice, Readahead{Name: f.Name(), On: on})
+	f.r.mu.Unlock()
+	if a, ok := f.File.(ReadaheadAdviser); ok {
+		return a.SetReadahead(on)
 	}
 	return nil
 }

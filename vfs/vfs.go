@@ -72,6 +72,15 @@ type Prefetcher interface {
 	Prefetch(off, n int64) error
 }
 
+// ReadaheadAdviser is implemented by files whose reads the kernel can stop
+// reading ahead of: SetReadahead(false) is posix_fadvise POSIX_FADV_RANDOM,
+// SetReadahead(true) POSIX_FADV_NORMAL. It holds for the open file, not for
+// the data, so it changes only this File's reads. It is advice: callers
+// type-assert and ignore errors.
+type ReadaheadAdviser interface {
+	SetReadahead(on bool) error
+}
+
 // FS opens files and changes directories.
 type FS interface {
 	// OpenFile opens name with os.O_* flags, like os.OpenFile.

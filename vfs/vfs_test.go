@@ -246,4 +246,12 @@ func TestPrefetchRecorder(t *testing.T) {
 	if c := r.Calls(); len(c) != 1 || c[0] != (Prefetch{Name: f.Name(), Off: 4096, N: 8192}) {
 		t.Fatalf("calls %+v", c)
 	}
+	for _, on := range []bool{false, true} {
+		if err := f.(ReadaheadAdviser).SetReadahead(on); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := r.ReadaheadCalls(); len(c) != 2 || c[0] != (Readahead{Name: f.Name(), On: false}) || c[1] != (Readahead{Name: f.Name(), On: true}) {
+		t.Fatalf("read-ahead calls %+v", c)
+	}
 }
