@@ -19,8 +19,8 @@ import (
 
 // Read workloads (issue 19): Workload.Read names one.
 //
-//   - catchup: write Workload.ReadBytes to a ledger, close it, drop the page cache where the
-//     machine allows, and read the ledger back from the start (Reader.Read: pipelined
+//   - catchup: write Workload.ReadBytes to a ledger, close it, wait for the bookies to
+//     checkpoint it, drop the page cache where the machine allows, and read the ledger back from the start (Reader.Read: pipelined
 //     READ_BATCHes); MB/s of payload, against a raw sequential read of the same disk
 //     (diskref.SeqRead under RefDir) measured in the same run.
 //   - tail: a writer at Workload.Rate adds/s and a reader following the ledger
@@ -101,6 +101,12 @@ func (r *Runner) runRead(ctx context.Context, w Workload, res *Result) error {
 	case ReadCatchUp:
 		id, last, err := r.writeLedger(ctx, cl, w)
 		if err != nil {
+			return err
+		}
+		// Read what was written before, as a reader catching up does: once the bookies
+		// have it in entry logs and no add has come for a while (which would make them
+		// read gently: docs/architecture.md, the batch reads).
+		if err := waitCheckpoint(ctx, bookies); err != nil {
 			return err
 		}
 		if r.opts.RefDir != "" {

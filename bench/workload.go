@@ -131,7 +131,7 @@ var suiteDoc = []struct{ name, doc string }{
 	{"gc", "garbage collection: 2 GiB (--gc-bytes) of 64 KiB entries over 4 ledgers, half deleted and collected (POST /gc twice, gc_grace_period apart) under a 2,000 adds/s 1 KiB foreground writer; disk reclaimed, compaction MB/s against raw 64 KiB writes, foreground p99 during vs before (needs admin endpoints)"},
 	{"read-catchup", "write --read-bytes (default 256 MiB) of 1 KiB entries to one bookie, then read them back from the start with the page cache dropped, against a raw sequential read of the same disk"},
 	{"read-tail", "a writer at --rate (read workloads: default 1,000/s) 1 KiB adds and a reader following the ledger: add-to-delivery delay p50/p99"},
-	{"read-mixed", "a writer at --rate 1 KiB adds alone, then with one reader catching up on --read-bytes written before: add p99 with over without"},
+	{"read-mixed", "a writer at --rate 1 KiB adds for --duration alone, then for --duration beside one reader catching up, pass after pass, on --read-bytes written and checkpointed before: add p99 with over without"},
 	{"read", "read-catchup, read-tail and read-mixed"},
 	{"failover", "a writer killed while one bookie of its E3/WQ2/AQ2 ensemble is hung (4 bookies): kill to CLOSED by a recoverer, and to its new ledger's first ack, over 20 runs"},
 }
