@@ -416,3 +416,34 @@ func TestCompactionRemovesDeadLogs(t *testing.T) {
 	}
 	checkModel(t, s, want)
 }
+
+// Compaction reads the log it rewrites without the kernel's read-ahead, so that the disk
+// sees only its own paced reads; reads of other logs are left as they were.
+func TestCompactionReadsWithoutReadahead(t *testing.T) {
+	rec := &vfs.PrefetchRecorder{FS: vfs.NewMemFS()}
+	s := mustOpen(t, rec, smallOpts())
+	defer s.close(t)
+	want := map[[2]int64][]byte{}
+	fillLedgers(t, s, []uint64{1, 2}, 60, 300, want)
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	deleteFromModel(want, 1)
+	st, err := s.Compact(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := rec.ReadaheadCalls()
+	if st.EntriesMoved == 0 || len(calls) == 0 || len(calls) > st.LogsCompacted {
+		t.Fatalf("%+v, read-ahead advice %+v: want one call per log rewritten", st, calls)
+	}
+	for _, c := range calls {
+		if c.On || !strings.HasSuffix(c.Name, ".log") {
+			t.Fatalf("read-ahead advice %+v: want it off, on entry logs", calls)
+		}
+	}
+	checkModel(t, s, want)
+	if n := len(rec.ReadaheadCalls()); n != len(calls) {
+		t.Fatalf("reads after compaction changed the advice: %+v", rec.ReadaheadCalls())
+	}
+}

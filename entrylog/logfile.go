@@ -54,10 +54,12 @@ type logFile struct {
 	raOff atomic.Bool // f's reads go without the kernel's read-ahead (see Store.SetReadahead)
 }
 
-// readahead makes f's reads go with the kernel's read-ahead or without it,
-// as the store asks (Store.SetReadahead), before a read. A change is one
-// fadvise, made under raMu so that the advice and raOff agree.
-func (lf *logFile) readahead(off bool) {
+// adviseReadahead makes f's reads go with the kernel's read-ahead (on) or
+// without it, before a read: the store's choice for Get and GetRun
+// (Store.SetReadahead), always off for compaction. A change is one fadvise,
+// made under raMu so that the advice and raOff agree.
+func (lf *logFile) adviseReadahead(on bool) {
+	off := !on
 	if lf.raOff.Load() == off {
 		return
 	}
@@ -67,7 +69,7 @@ func (lf *logFile) readahead(off bool) {
 		return
 	}
 	if a, ok := lf.f.(vfs.ReadaheadAdviser); ok {
-		a.SetReadahead(!off)
+		a.SetReadahead(on)
 	}
 	lf.raOff.Store(off)
 }

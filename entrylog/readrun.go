@@ -40,7 +40,7 @@ func (s *Store) GetRun(ledger uint64, first int64, maxCount, maxBytes int, first
 	if lf == nil {
 		return dst, 0, nil
 	}
-	lf.readahead(s.noReadahead.Load())
+	lf.adviseReadahead(!s.noReadahead.Load())
 	// Read in chunks as the walk needs them, so that a run of a few small entries does not
 	// read the whole span.
 	want := min(maxRunRead, RecordHeaderSize*maxCount+max(maxBytes, 0))

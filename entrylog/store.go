@@ -369,7 +369,7 @@ func (s *Store) Get(ledger uint64, entry int64, dst []byte) ([]byte, error) {
 		s.logsMu.RLock()
 		lf := s.logs[loc.log()]
 		if lf != nil {
-			lf.readahead(s.noReadahead.Load())
+			lf.adviseReadahead(!s.noReadahead.Load())
 			dst, err = lf.readRecord(dst, loc.offset(), ledger, entry)
 			s.logsMu.RUnlock()
 			return dst, err
