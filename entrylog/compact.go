@@ -252,7 +252,7 @@ func (s *Store) compactLog(ctx context.Context, id uint32, pacer *pace.Pacer, st
 	}
 	// The disk sees only compaction's own reads, not the kernel's read-ahead of
 	// megabytes past them: a journal fdatasync queued behind those waits
-	// (docs/benchmarks.md, "Catch-up reads beside adds"). The log goes once
+	// (docs/benchmarks.md, "Catch-up reads and compaction beside adds"). The log goes once
 	// compacted, so the advice need not be undone.
 	lf.adviseReadahead(false)
 	moves := s.moves[:0]

@@ -100,7 +100,7 @@ func (s *Store) GetRun(ledger uint64, first int64, maxCount, maxBytes int, first
 // read, where the file system allows). Without it the disk sees only the reads' own
 // 256 KiB preads, not the kernel's reads of up to read_ahead_kb ahead of them: a
 // sequential reader goes slower, and a journal's fdatasync queued behind its reads waits
-// less (docs/benchmarks.md, "Catch-up reads beside adds"). Prefetch is not affected.
+// less (docs/benchmarks.md, "Catch-up reads and compaction beside adds"). Prefetch is not affected.
 func (s *Store) SetReadahead(on bool) { s.noReadahead.Store(!on) }
 
 // Prefetch asks the kernel to start reading the records of entries first..last of ledger
