@@ -323,16 +323,7 @@ func TestCompactionIsPaced(t *testing.T) {
 	opts.CompactionBytesPerSec = 200 << 10
 	s := mustOpen(t, fs, opts)
 	defer func() { s.close(t) }()
-	want := map[[2]int64][]byte{}
-	fillLedgers(t, s, []uint64{1, 2}, 100, 300, want)
-	if err := s.DeleteLedger(1); err != nil {
-		t.Fatal(err)
-	}
-	deleteFromModel(want, 1)
-	st, err := s.Compact(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, st := compactHalf(t, s, 100)
 	floor := time.Duration(float64(st.BytesMoved)/float64(opts.CompactionBytesPerSec)*float64(time.Second)) - 2*time.Millisecond
 	if st.BytesMoved < 20<<10 || st.Took < floor {
 		t.Fatalf("moved %d bytes in %v at %d B/s, want >= %v", st.BytesMoved, st.Took, opts.CompactionBytesPerSec, floor)
@@ -423,16 +414,7 @@ func TestCompactionReadsWithoutReadahead(t *testing.T) {
 	rec := &vfs.PrefetchRecorder{FS: vfs.NewMemFS()}
 	s := mustOpen(t, rec, smallOpts())
 	defer s.close(t)
-	want := map[[2]int64][]byte{}
-	fillLedgers(t, s, []uint64{1, 2}, 60, 300, want)
-	if err := s.DeleteLedger(1); err != nil {
-		t.Fatal(err)
-	}
-	deleteFromModel(want, 1)
-	st, err := s.Compact(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, st := compactHalf(t, s, 60)
 	calls := rec.ReadaheadCalls()
 	if st.EntriesMoved == 0 || len(calls) == 0 || len(calls) > st.LogsCompacted {
 		t.Fatalf("%+v, read-ahead advice %+v: want one call per log rewritten", st, calls)
@@ -446,4 +428,21 @@ func TestCompactionReadsWithoutReadahead(t *testing.T) {
 	if n := len(rec.ReadaheadCalls()); n != len(calls) {
 		t.Fatalf("reads after compaction changed the advice: %+v", rec.ReadaheadCalls())
 	}
+}
+
+// compactHalf writes n entries of 300 B to each of ledgers 1 and 2, deletes ledger 1 and
+// compacts; it returns the model of what is left and what compaction did.
+func compactHalf(t *testing.T, s *testStore, n int) (map[[2]int64][]byte, CompactStats) {
+	t.Helper()
+	want := map[[2]int64][]byte{}
+	fillLedgers(t, s, []uint64{1, 2}, n, 300, want)
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	deleteFromModel(want, 1)
+	st, err := s.Compact(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want, st
 }
