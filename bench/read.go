@@ -66,6 +66,12 @@ type ReadResult struct {
 	AddsAlone, AddsWithReader Summary
 }
 
+// timed sets Elapsed to d, the catch-up reading's time, and MBPerSec from it.
+func (r *ReadResult) timed(d time.Duration) {
+	r.Elapsed = d
+	r.MBPerSec = float64(r.Bytes) / 1e6 / d.Seconds()
+}
+
 // RawRatio returns the catch-up MB/s as a fraction of the raw sequential read's, or 0.
 func (r *ReadResult) RawRatio() float64 {
 	if r.Raw == nil || r.Raw.MBPerSec() == 0 {
@@ -124,8 +130,7 @@ func (r *Runner) runRead(ctx context.Context, w Workload, res *Result) error {
 		before, cpu0 := scrapeAll(ctx, bookies), processCPU()
 		start := time.Now()
 		err = catchUp(ctx, cl, id, last, rr)
-		rr.Elapsed = time.Since(start)
-		rr.MBPerSec = float64(rr.Bytes) / 1e6 / rr.Elapsed.Seconds()
+		rr.timed(time.Since(start))
 		rr.ProcessCPU, rr.BookieCPU = (processCPU() - cpu0).Seconds(), -1
 		after := scrapeAll(ctx, bookies)
 		if c, ok := bookieCPU(bookies, before, after); ok {
@@ -150,6 +155,7 @@ func (r *Runner) runRead(ctx context.Context, w Workload, res *Result) error {
 		}
 		defer wr.Close(context.WithoutCancel(ctx))
 		rr.CacheDropped, rr.CacheNote = r.dropLogCache()
+		rr.CacheNote += ", before each pass; the rest of the machine's kept"
 		rec := NewRecorder()
 		if err := openLoop(ctx, wr, w, rec, nil); err != nil {
 			return err
@@ -175,8 +181,7 @@ func (r *Runner) runRead(ctx context.Context, w Workload, res *Result) error {
 					break
 				}
 			}
-			rr.Elapsed = time.Since(start)
-			rr.MBPerSec = float64(rr.Bytes) / 1e6 / rr.Elapsed.Seconds()
+			rr.timed(time.Since(start))
 		}()
 		err = openLoop(ctx, wr, w, rec, nil)
 		cancel()
@@ -244,18 +249,13 @@ func (r *Runner) dropPageCache() (bool, string) {
 	if r.opts.RefDir == "" {
 		return false, fmt.Sprintf("page cache NOT dropped: %v, and no --ref-dir for the entry logs", err)
 	}
-	n, ferr := diskref.DropCache(r.opts.RefDir, ".log")
-	switch {
-	case ferr != nil:
-		return false, fmt.Sprintf("page cache NOT dropped: %v; posix_fadvise: %v", err, ferr)
-	case n == 0:
-		return false, fmt.Sprintf("page cache NOT dropped: %v, and no entry logs under %s", err, r.opts.RefDir)
-	}
-	return true, fmt.Sprintf("page cache of %d .log files under %s dropped (posix_fadvise; drop_caches: %v)", n, r.opts.RefDir, err)
+	ok, note := r.dropLogCache()
+	return ok, fmt.Sprintf("%s (drop_caches: %v)", note, err)
 }
 
 // dropLogCache drops the page cache of the entry logs under RefDir (posix_fadvise), or,
-// without RefDir, all of it where this process may. It says which, or why it could not.
+// without RefDir, all of it where this process may (dropPageCache). It says which, or why
+// it could not.
 func (r *Runner) dropLogCache() (bool, string) {
 	if r.opts.RefDir == "" {
 		return r.dropPageCache()
@@ -267,7 +267,7 @@ func (r *Runner) dropLogCache() (bool, string) {
 	case n == 0:
 		return false, fmt.Sprintf("page cache NOT dropped: no entry logs under %s", r.opts.RefDir)
 	}
-	return true, fmt.Sprintf("page cache of %d .log files under %s dropped before each pass (posix_fadvise; the rest of the machine's kept)", n, r.opts.RefDir)
+	return true, fmt.Sprintf("page cache of %d .log files under %s dropped (posix_fadvise)", n, r.opts.RefDir)
 }
 
 // The catch-up reads catchUpChunk entries per Reader.Read, catchUpReads Reads at a time, so
