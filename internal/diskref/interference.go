@@ -39,14 +39,28 @@ type Background struct {
 	// NoReadahead, when reading, turns the kernel's read-ahead off for the
 	// file (posix_fadvise RANDOM): the disk sees only the reader's preads.
 	NoReadahead bool
+	// Remove removes instead of writing: files of removeFileSize, written
+	// and synced beforehand, one every removeFileSize/rate seconds (as
+	// compaction removes a log it rewrote). Each is unlinked at once when
+	// RemoveStep is 0, else shrunk RemoveStep bytes at a time (ftruncate)
+	// with RemovePause between steps and then unlinked.
+	Remove      bool
+	RemoveStep  int64
+	RemovePause time.Duration
 }
+
+// removeFileSize is the size of the files a Remove background removes: the
+// entry_log_size of `bk bench --workload gc`.
+const removeFileSize = 128 << 20
 
 // Backgrounds lists the writers Interference compares.
 var Backgrounds = []Background{
 	{Name: "none"},
 	{Name: "1MiB-start4MiB", Chunk: 1 << 20, StartEvery: 4 << 20, Fallocate: true},
 	{Name: "256KiB-start", Chunk: 256 << 10, StartEvery: 256 << 10, Fallocate: true},
+	{Name: "1MiB-wait", Chunk: 1 << 20, Wait: true, Fallocate: true},
 	{Name: "256KiB-wait", Chunk: 256 << 10, Wait: true, Fallocate: true},
+	{Name: "64KiB-wait", Chunk: 64 << 10, Wait: true, Fallocate: true},
 	{Name: "256KiB-fdatasync", Chunk: 256 << 10, Sync: true, Fallocate: true},
 	{Name: "64KiB-fdatasync", Chunk: 64 << 10, Sync: true, Fallocate: true},
 	{Name: "1MiB-fdatasync", Chunk: 1 << 20, Sync: true, Fallocate: true},
@@ -57,6 +71,11 @@ var Backgrounds = []Background{
 	{Name: "read-256KiB-willneed8MiB", Chunk: 256 << 10, Read: true, Prefetch: 8 << 20},
 	{Name: "read-256KiB-noreadahead", Chunk: 256 << 10, Read: true, NoReadahead: true},
 	{Name: "read-64KiB-noreadahead", Chunk: 64 << 10, Read: true, NoReadahead: true},
+	{Name: "remove-unlink", Remove: true},
+	{Name: "remove-8MiB-5ms", Remove: true, RemoveStep: 8 << 20, RemovePause: 5 * time.Millisecond},
+	{Name: "remove-8MiB-50ms", Remove: true, RemoveStep: 8 << 20, RemovePause: 50 * time.Millisecond},
+	{Name: "remove-1MiB-5ms", Remove: true, RemoveStep: 1 << 20, RemovePause: 5 * time.Millisecond},
+	{Name: "remove-32MiB-100ms", Remove: true, RemoveStep: 32 << 20, RemovePause: 100 * time.Millisecond},
 }
 
 // InterferenceResult is the journal loop's latency beside one background
@@ -94,6 +113,18 @@ func Interference(dir string, bg Background, bgRate int64, interval, d time.Dura
 	var bgBytes int64
 	var bgElapsed time.Duration
 	var readFile string
+	var removeFiles []string
+	if bg.Remove {
+		n := int(float64(bgRate)*d.Seconds()/removeFileSize) + 1
+		if removeFiles, err = prepareRemove(dir, n); err != nil {
+			return res, err
+		}
+		defer func() {
+			for _, p := range removeFiles {
+				os.Remove(p)
+			}
+		}()
+	}
 	if bg.Read {
 		// Enough for the run at bgRate, written before the loop starts.
 		if readFile, err = prepareRead(dir, int64(d.Seconds()+1)*bgRate); err != nil {
@@ -101,10 +132,14 @@ func Interference(dir string, bg Background, bgRate int64, interval, d time.Dura
 		}
 		defer os.Remove(readFile)
 	}
-	if bg.Chunk > 0 {
+	if bg.Chunk > 0 || bg.Remove {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if bg.Remove {
+				bgBytes, bgElapsed, bgErr = backgroundRemove(removeFiles, bg, bgRate, stop)
+				return
+			}
 			if bg.Read {
 				bgBytes, bgElapsed, bgErr = backgroundRead(readFile, bg, bgRate, stop)
 				return
@@ -273,4 +308,81 @@ func backgroundRead(path string, bg Background, rate int64, stop <-chan struct{}
 			time.Sleep(ahead)
 		}
 	}
+}
+
+// prepareRemove writes n files of removeFileSize under dir, in 4 MiB
+// pwrites into fallocated space as an entry log is written, each synced
+// with its page cache dropped.
+func prepareRemove(dir string, n int) ([]string, error) {
+	buf := make([]byte, 4<<20)
+	for i := range buf {
+		buf[i] = byte(i * 11)
+	}
+	var paths []string
+	fail := func(err error) ([]string, error) {
+		for _, p := range paths {
+			os.Remove(p)
+		}
+		return nil, err
+	}
+	for i := range n {
+		path := filepath.Join(dir, fmt.Sprintf("diskref-rm-%d-%d.tmp", os.Getpid(), i))
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return fail(err)
+		}
+		paths = append(paths, path)
+		err = unix.Fallocate(fd, 0, 0, removeFileSize)
+		for off := int64(0); err == nil && off < removeFileSize; off += int64(len(buf)) {
+			_, err = unix.Pwrite(fd, buf, off)
+		}
+		if err == nil {
+			err = unix.Fdatasync(fd)
+		}
+		if err == nil {
+			err = unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+		}
+		unix.Close(fd)
+		if err != nil {
+			return fail(err)
+		}
+	}
+	return paths, nil
+}
+
+// backgroundRemove removes paths, one every removeFileSize/rate seconds
+// (the first at once), as bg says, until stop closes or none is left, and
+// returns the bytes removed.
+func backgroundRemove(paths []string, bg Background, rate int64, stop <-chan struct{}) (int64, time.Duration, error) {
+	every := time.Duration(float64(removeFileSize) / float64(rate) * float64(time.Second))
+	start := time.Now()
+	var total int64
+	for i, path := range paths {
+		if wait := time.Until(start.Add(time.Duration(i) * every)); wait > 0 {
+			select {
+			case <-stop:
+				return total, time.Since(start), nil
+			case <-time.After(wait):
+			}
+		}
+		if bg.RemoveStep > 0 {
+			fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return total, time.Since(start), err
+			}
+			for size := int64(removeFileSize) - bg.RemoveStep; size > 0; size -= bg.RemoveStep {
+				if err := unix.Ftruncate(fd, size); err != nil {
+					unix.Close(fd)
+					return total, time.Since(start), err
+				}
+				time.Sleep(bg.RemovePause)
+			}
+			unix.Close(fd)
+		}
+		if err := os.Remove(path); err != nil {
+			return total, time.Since(start), err
+		}
+		total += removeFileSize
+	}
+	return total, time.Since(start), nil
 }
