@@ -232,6 +232,9 @@ type logWriter struct {
 	dropped int64 // the page cache of [0, dropped) was dropped (pages past the header's)
 	hdr     []byte
 	pace    *flushPacer // told of every record write; nil: unpaced
+	// writeback is the piece in which written bytes are written back and
+	// waited for (see writeBack); 0 or negative: none before sync.
+	writeback int64
 	// filled lists logs this writer rotated away from since the last
 	// release: synced, but their index switch has not happened yet, so they
 	// are not yet compaction candidates.
@@ -286,7 +289,7 @@ func (w *logWriter) writeDirect(p []byte) error {
 	// In pieces of WritebackBytes, each written back as the run is
 	// written (and a spread flush pauses between pieces).
 	step := len(p)
-	if wb := w.s.opts.WritebackBytes; wb > 0 && wb < int64(step) {
+	if wb := w.writeback; wb > 0 && wb < int64(step) {
 		step = int(wb)
 	}
 	for len(p) > 0 {
@@ -369,27 +372,30 @@ func (w *logWriter) dropSynced() {
 	}
 }
 
-// writeBack writes back what was written since the last writeback, once
-// that is WritebackBytes or more, and waits for the disk to take it. So a
-// flush's bytes go to the disk as they are written, never more than one
-// piece queued at a time, rather than all at its fdatasync or in one burst
-// of started writeback: either way the journal's small fdatasyncs on the
-// same disk would wait behind the whole of it (docs/benchmarks.md, "Entry-log
-// writeback that waits"). Best effort: it changes no durability, so an
+// writeBack writes back what was written since the last writeback, in
+// pieces of w.writeback bytes, waiting for the disk to take each one before
+// the next. So a flush's bytes go to the disk as they are written, never more
+// than one piece queued at a time, rather than all at its fdatasync or in one
+// burst of started writeback: either way the journal's small fdatasyncs on
+// the same disk would wait behind the whole of it (docs/benchmarks.md,
+// "Entry-log writeback that waits"). A tail shorter than a piece waits for
+// the next call (or the sync). Best effort: it changes no durability, so an
 // error only stops it for this log.
 func (w *logWriter) writeBack() {
-	n := w.bufOff - w.started
-	if w.s.opts.WritebackBytes <= 0 || n < w.s.opts.WritebackBytes {
+	piece := w.writeback
+	if piece <= 0 {
 		return
 	}
-	if wb, ok := w.lf.f.(vfs.WriteBacker); ok {
-		if err := wb.WriteBack(w.started, n); err != nil {
-			w.s.opts.Logger.Debug("entrylog: writeback failed", "log", w.lf.name, "err", err)
-			w.started = w.s.opts.LogSize // no more tries on this log
-			return
+	for w.bufOff-w.started >= piece {
+		if wb, ok := w.lf.f.(vfs.WriteBacker); ok {
+			if err := wb.WriteBack(w.started, piece); err != nil {
+				w.s.opts.Logger.Debug("entrylog: writeback failed", "log", w.lf.name, "err", err)
+				w.started = w.s.opts.LogSize // no more tries on this log
+				return
+			}
 		}
+		w.started += piece
 	}
-	w.started = w.bufOff
 }
 
 // ensureAlloc preallocates the log up to at least need bytes, in steps of

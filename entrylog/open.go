@@ -43,6 +43,8 @@ func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
 	s.active.activeAt = time.Now()
 	s.spare = newHalf(opts.WriteCacheBytes/2, opts.offsetBits)
 	s.fw.s, s.cw.s = s, s
+	s.fw.writeback = opts.WritebackBytes
+	s.cw.writeback = min(opts.WritebackBytes, compactWriteback)
 	s.fp.s, s.fw.pace = s, &s.fp
 
 	bad, err := s.openLogs()

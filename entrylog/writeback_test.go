@@ -1,6 +1,7 @@
 package entrylog
 
 import (
+	"context"
 	"os"
 	"sync"
 	"testing"
@@ -134,4 +135,55 @@ func TestFlushDropsSyncedPages(t *testing.T) {
 		}
 		fs.mu.Unlock()
 	}
+}
+
+// Compaction writes its output back in pieces of compactWriteback, smaller than a flush's,
+// contiguous from the log's first record: a journal fdatasync then waits behind a shorter
+// write.
+func TestCompactionWritesBackInSmallPieces(t *testing.T) {
+	fs := &wbFS{FS: vfs.NewMemFS(), ranges: map[string][][2]int64{}}
+	opts := smallOpts()
+	opts.WriteCacheBytes = 4 << 20
+	opts.LogSize = 1 << 20
+	opts.PreallocBytes = 256 << 10
+	opts.CompactionBatch = 0 // the default: a sync per log, so the pieces are the writeback's alone
+	opts.WritebackBytes = 1 << 20
+	s := mustOpen(t, fs, opts)
+	defer s.close(t)
+	want := map[[2]int64][]byte{}
+	fillLedgers(t, s, []uint64{1, 2}, 6000, 300, want) // ~2 MB of ledger 2 to move
+	fs.mu.Lock()
+	flushed := map[string]int{}
+	for name, rs := range fs.ranges {
+		flushed[name] = len(rs)
+	}
+	fs.mu.Unlock()
+	if err := s.DeleteLedger(1); err != nil {
+		t.Fatal(err)
+	}
+	deleteFromModel(want, 1)
+	st, err := s.Compact(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.mu.Lock()
+	var pieces int
+	for name, rs := range fs.ranges {
+		if flushed[name] > 0 {
+			continue // a log the flushes wrote
+		}
+		next := int64(HeaderSize)
+		for _, r := range rs {
+			if r[0] != next || r[1] != compactWriteback {
+				t.Fatalf("%s: writeback of [%d, +%d), want [%d, +%d)", name, r[0], r[1], next, compactWriteback)
+			}
+			next += r[1]
+			pieces++
+		}
+	}
+	fs.mu.Unlock()
+	if min := int(st.BytesMoved/compactWriteback) - 1; st.BytesMoved < 1<<20 || pieces < min {
+		t.Fatalf("%+v: %d writeback pieces, want at least %d", st, pieces, min)
+	}
+	checkModel(t, s, want)
 }
