@@ -270,7 +270,7 @@ func (r *Runner) dropLogCache() (bool, string) {
 	return true, fmt.Sprintf("page cache of %d .log files under %s dropped (posix_fadvise)", n, r.opts.RefDir)
 }
 
-// The catch-up reads catchUpChunk entries per Reader.Read, catchUpReads Reads at a time, so
+// The catch-up reads catchUpChunk entries per Reader.Scan, catchUpReads Scans at a time, so
 // that the bookie always has the next chunk's batch reads while one chunk's entries are
 // handed over, and a reader stopped early (the mixed workload's) has counted what it read.
 const (
@@ -279,7 +279,7 @@ const (
 )
 
 // catchUp reads entries 0..last of ledger id from the start, adding what it read to rr's
-// Entries and Bytes. It returns the first error of a Read, or ctx's.
+// Entries and Bytes. It returns the first error of a Scan, or ctx's.
 func catchUp(ctx context.Context, cl *client.Client, id uint64, last int64, rr *ReadResult) error {
 	rd, err := cl.OpenLedger(ctx, id, false)
 	if err != nil {
@@ -304,17 +304,20 @@ func catchUp(ctx context.Context, cl *client.Client, id uint64, last int64, rr *
 		go func(first int64) {
 			defer wg.Done()
 			defer func() { <-slots }()
-			ents, err := rd.Read(ctx, first, min(last, first+catchUpChunk-1))
+			var entries, size int64
+			err := rd.Scan(ctx, first, min(last, first+catchUpChunk-1), func(e client.Entry) error {
+				entries++
+				size += int64(len(e.Data))
+				return nil
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				failed = cmp.Or(failed, err)
 				return
 			}
-			for _, e := range ents {
-				rr.Bytes += int64(len(e.Data))
-			}
-			rr.Entries += int64(len(ents))
+			rr.Bytes += size
+			rr.Entries += entries
 		}(first)
 	}
 	wg.Wait()

@@ -35,11 +35,12 @@ const (
 	batchEntries  = 256     // entries asked per READ_BATCH
 	batchBytes    = 1 << 20 // entry bytes asked per READ_BATCH
 	batchPipeline = 8       // READ_BATCHes in flight per range read
+	batchWindow   = 16      // chunks asked and not yet handed over, per range read
 )
 
 // decodeReadBatch fills r's result from a READ_BATCH response: r.batch holds the entries.
-// Their Data alias the frame when it is owned (in a buffer of its own, which r then keeps:
-// no copy), else r.data, one copy of their bytes. An entry that fails its checksum, or a
+// Their Data alias r.kept: the frame when it is owned (in a buffer of its own, which r then
+// keeps: no copy), else one copy of their bytes. An entry that fails its checksum, or a
 // response for another ledger or first id, or with more entries than asked, is this
 // bookie's problem (StatusIOError), not the connection's.
 func (r *request) decodeReadBatch(frame []byte, owned bool) (kept bool, _ error) {
@@ -64,18 +65,20 @@ func (r *request) decodeReadBatch(frame []byte, owned bool) (kept bool, _ error)
 		for i, e := range resp.Entries {
 			r.batch[i] = Entry{ID: e.EntryID, Data: e.Payload[:len(e.Payload):len(e.Payload)]}
 		}
+		r.kept = frame
 		return true, nil
 	}
 	size := 0
 	for _, e := range resp.Entries {
 		size += len(e.Payload)
 	}
-	r.data = make([]byte, 0, size)
+	data := getFrameBuf(size)[:0]
 	for i, e := range resp.Entries {
-		off := len(r.data)
-		r.data = append(r.data, e.Payload...)
-		r.batch[i] = Entry{ID: e.EntryID, Data: r.data[off:len(r.data):len(r.data)]}
+		off := len(data)
+		data = append(data, e.Payload...)
+		r.batch[i] = Entry{ID: e.EntryID, Data: data[off:len(data):len(data)]}
 	}
+	r.kept = data
 	return false, nil
 }
 
@@ -112,17 +115,21 @@ type batchChunk struct {
 	bookie      int // which bookie of the fragment is asked next (mod ensemble size)
 	tries       int // bookies that failed the chunk
 	errs        []error
+	got         [][]Entry // what was read, in order
+	bufs        [][]byte  // the buffers got's Data alias, when they can be reused
 }
 
-// readBatchRange reads entries start..end of md with pipelined READ_BATCHes (see above).
-// md's write quorum must be its ensemble size (batchReadable).
-func (c *Client) readBatchRange(ctx context.Context, md *meta.LedgerMetadata, start, end int64) ([]Entry, error) {
-	out := make([]Entry, end-start+1)
+// scanBatchRange reads entries start..end of md with pipelined READ_BATCHes (see above) and
+// hands them to emit in order, a run at a time; md's write quorum must be its ensemble size
+// (batchReadable). With reuse, the buffers a run's Data alias are reused
+// once emit returns (Reader.Scan); without, they belong to emit's caller. It returns
+// emit's first error.
+func (c *Client) scanBatchRange(ctx context.Context, md *meta.LedgerMetadata, start, end int64, reuse bool, emit func([]Entry) error) error {
 	var chunks []*batchChunk
 	for first := start; first <= end; {
 		frag := md.FragmentAt(first)
 		if frag < 0 {
-			return nil, fmt.Errorf("client: ledger %d: entry %d precedes its first fragment", md.ID, first)
+			return fmt.Errorf("client: ledger %d: entry %d precedes its first fragment", md.ID, first)
 		}
 		last := min(end, first+batchEntries-1)
 		if frag+1 < len(md.Fragments) {
@@ -160,17 +167,36 @@ func (c *Client) readBatchRange(ctx context.Context, md *meta.LedgerMetadata, st
 			}
 			return err
 		}
-		copy(out[ch.first-start:], ents)
+		ch.got = append(ch.got, ents)
+		ch.first = ch.last + 1
 		return nil
 	}
-	next := 0 // the next chunk not yet asked
-	for next < len(chunks) || inflight > 0 {
-		for next < len(chunks) && inflight < batchPipeline {
+	// A chunk is emitted once it and every chunk before it are complete; at most
+	// batchWindow chunks are asked and not yet emitted, which bounds the buffers held
+	// when an early chunk is slow.
+	head, next := 0, 0 // the next chunk to emit, the next not yet asked
+	for head < len(chunks) {
+		for next < len(chunks) && inflight < batchPipeline && next-head < batchWindow {
 			k := next
 			next++
 			if !ask(k) {
 				if err := single(chunks[k]); err != nil {
-					return nil, err
+					return err
+				}
+			}
+		}
+		for head < next && chunks[head].first > chunks[head].last {
+			ch := chunks[head]
+			chunks[head] = nil
+			head++
+			for _, ents := range ch.got {
+				if err := emit(ents); err != nil {
+					return err
+				}
+			}
+			if reuse {
+				for _, b := range ch.bufs {
+					putFrameBuf(b)
 				}
 			}
 		}
@@ -179,7 +205,7 @@ func (c *Client) readBatchRange(ctx context.Context, md *meta.LedgerMetadata, st
 		}
 		res, err := q.next(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		inflight--
 		k := int(res.tag)
@@ -190,7 +216,10 @@ func (c *Client) readBatchRange(ctx context.Context, md *meta.LedgerMetadata, st
 			failure = fmt.Errorf("bookie answered %v", res.status)
 		}
 		if failure == nil {
-			copy(out[ch.first-start:], res.batch)
+			ch.got = append(ch.got, res.batch)
+			if res.kept != nil {
+				ch.bufs = append(ch.bufs, res.kept)
+			}
 			ch.first += int64(len(res.batch))
 		} else {
 			ch.errs = append(ch.errs, fmt.Errorf("%s: %w", f.Bookies[ch.bookie%len(f.Bookies)], failure))
@@ -202,9 +231,9 @@ func (c *Client) readBatchRange(ctx context.Context, md *meta.LedgerMetadata, st
 		case ch.first > ch.last:
 		case ch.tries >= len(f.Bookies) || !ask(k):
 			if err := single(ch); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return out, nil
+	return nil
 }

@@ -168,7 +168,54 @@ func TestReadBatchOrFallback(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkEntries(t, ents, 300, 11)
+			// Scan hands over the same entries, in order, the same way; their buffers
+			// are reused, so what it hands over is copied here.
+			oc.reset()
+			var scanned []Entry
+			if err := r.Scan(ctx, 1, n-1, func(e Entry) error {
+				scanned = append(scanned, Entry{ID: e.ID, Data: bytes.Clone(e.Data)})
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			checkEntries(t, scanned, 1, n-1)
+			if b := oc.count(wire.OpReadBatch); tc.batch != (b > 0) {
+				t.Fatalf("Scan: %d READ_BATCH sent, want some: %v", b, tc.batch)
+			}
 		})
+	}
+}
+
+// Scan stops at its callback's first error and returns it; a range past the LAC or upside
+// down is refused before anything is read.
+func TestScanStopsAtError(t *testing.T) {
+	const n = 1000
+	c := startCluster(t, 2)
+	ctx := testCtx(t)
+	id := writeClosed(t, c.client(nil), 2, 2, n)
+	r, err := c.client(nil).OpenLedger(ctx, id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := errors.New("enough")
+	calls := 0
+	err = r.Scan(ctx, 0, n-1, func(e Entry) error {
+		calls++
+		if e.ID == 600 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || calls != 601 {
+		t.Fatalf("Scan: %v after %d calls, want %v after 601", err, calls, stop)
+	}
+	for _, rg := range [][2]int64{{0, n}, {5, 4}, {-1, 3}} {
+		if err := r.Scan(ctx, rg[0], rg[1], func(Entry) error { t.Fatal("called"); return nil }); err == nil {
+			t.Fatalf("Scan(%d, %d): no error", rg[0], rg[1])
+		}
+	}
+	if err := r.Scan(ctx, 0, n, func(Entry) error { return nil }); !errors.Is(err, ErrBeyondLAC) {
+		t.Fatalf("Scan past the LAC: %v, want ErrBeyondLAC", err)
 	}
 }
 

@@ -176,28 +176,72 @@ const readWindow = 256
 // within Config.SpeculativeTimeout (a slow or hung bookie), the next bookie of the write set
 // is asked too, and the first valid copy wins.
 func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
+	md, err := r.checkRange(first, last)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, last-first+1)
+	err = r.c.scanRange(ctx, &md, first, last, false, func(ents []Entry) error {
+		out = append(out, ents...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Scan reads entries first..last (inclusive) like Read and calls fn with each, in order;
+// it stops at fn's first error and returns it. e.Data is valid only until fn returns: its
+// buffer is then reused for entries still to come, so a reader that goes through a range
+// once (a catch-up, a replay) neither allocates nor clears a buffer per response. Copy
+// e.Data to keep it.
+func (r *Reader) Scan(ctx context.Context, first, last int64, fn func(e Entry) error) error {
+	md, err := r.checkRange(first, last)
+	if err != nil {
+		return err
+	}
+	return r.c.scanRange(ctx, &md, first, last, true, func(ents []Entry) error {
+		for _, e := range ents {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// checkRange returns the metadata to read first..last with, or why the range cannot be read.
+func (r *Reader) checkRange(first, last int64) (meta.LedgerMetadata, error) {
 	r.mu.Lock()
 	md, lac := r.md, r.lac
 	r.mu.Unlock()
 	if first < 0 || last < first {
-		return nil, fmt.Errorf("client: ledger %d: bad range %d..%d", r.id, first, last)
+		return md, fmt.Errorf("client: ledger %d: bad range %d..%d", r.id, first, last)
 	}
 	if last > lac {
-		return nil, fmt.Errorf("%w: ledger %d: entry %d, LAC %d", ErrBeyondLAC, r.id, last, lac)
+		return md, fmt.Errorf("%w: ledger %d: entry %d, LAC %d", ErrBeyondLAC, r.id, last, lac)
 	}
-	if r.c.batchReadable(&md) {
-		return r.c.readBatchRange(ctx, &md, first, last)
+	return md, nil
+}
+
+// scanRange reads entries start..end of md and hands them to emit in order, a run at a
+// time: with pipelined READ_BATCHes when md allows (scanBatchRange, which reuses the runs'
+// buffers after emit when reuse is set), else readWindow entries at a time (readRange).
+func (c *Client) scanRange(ctx context.Context, md *meta.LedgerMetadata, start, end int64, reuse bool, emit func([]Entry) error) error {
+	if c.batchReadable(md) {
+		return c.scanBatchRange(ctx, md, start, end, reuse, emit)
 	}
-	out := make([]Entry, 0, last-first+1)
-	for start := first; start <= last; start += readWindow {
-		end := min(start+readWindow-1, last)
-		ents, err := r.c.readRange(ctx, &md, start, end)
+	for first := start; first <= end; first += readWindow {
+		ents, err := c.readRange(ctx, md, first, min(first+readWindow-1, end))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, ents...)
+		if err := emit(ents); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // readSlot is the state of one entry of readRange.
