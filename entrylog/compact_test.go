@@ -436,13 +436,19 @@ func compactHalf(t *testing.T, s *testStore, n int) (map[[2]int64][]byte, Compac
 	t.Helper()
 	want := map[[2]int64][]byte{}
 	fillLedgers(t, s, []uint64{1, 2}, n, 300, want)
-	if err := s.DeleteLedger(1); err != nil {
+	return want, deleteAndCompact(t, s, 1, want)
+}
+
+// deleteAndCompact deletes ledger id, from s and from the model want, and compacts.
+func deleteAndCompact(t *testing.T, s *testStore, id uint64, want map[[2]int64][]byte) CompactStats {
+	t.Helper()
+	if err := s.DeleteLedger(id); err != nil {
 		t.Fatal(err)
 	}
-	deleteFromModel(want, 1)
+	deleteFromModel(want, id)
 	st, err := s.Compact(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return want, st
+	return st
 }

@@ -383,16 +383,15 @@ func (w *logWriter) dropSynced() {
 // error only stops it for this log.
 func (w *logWriter) writeBack() {
 	piece := w.writeback
-	if piece <= 0 {
+	wb, ok := w.lf.f.(vfs.WriteBacker)
+	if piece <= 0 || !ok {
 		return
 	}
 	for w.bufOff-w.started >= piece {
-		if wb, ok := w.lf.f.(vfs.WriteBacker); ok {
-			if err := wb.WriteBack(w.started, piece); err != nil {
-				w.s.opts.Logger.Debug("entrylog: writeback failed", "log", w.lf.name, "err", err)
-				w.started = w.s.opts.LogSize // no more tries on this log
-				return
-			}
+		if err := wb.WriteBack(w.started, piece); err != nil {
+			w.s.opts.Logger.Debug("entrylog: writeback failed", "log", w.lf.name, "err", err)
+			w.started = w.s.opts.LogSize // no more tries on this log
+			return
 		}
 		w.started += piece
 	}

@@ -1,7 +1,6 @@
 package entrylog
 
 import (
-	"context"
 	"os"
 	"sync"
 	"testing"
@@ -158,14 +157,7 @@ func TestCompactionWritesBackInSmallPieces(t *testing.T) {
 		flushed[name] = len(rs)
 	}
 	fs.mu.Unlock()
-	if err := s.DeleteLedger(1); err != nil {
-		t.Fatal(err)
-	}
-	deleteFromModel(want, 1)
-	st, err := s.Compact(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := deleteAndCompact(t, s, 1, want)
 	fs.mu.Lock()
 	var pieces int
 	for name, rs := range fs.ranges {
