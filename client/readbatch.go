@@ -72,7 +72,10 @@ func (r *request) decodeReadBatch(frame []byte, owned bool) (kept bool, _ error)
 	for _, e := range resp.Entries {
 		size += len(e.Payload)
 	}
-	data := getFrameBuf(size)[:0]
+	var data []byte
+	if size > 0 { // else nothing to hold: the pool's buffers are left to others
+		data = getFrameBuf(size)[:0]
+	}
 	for i, e := range resp.Entries {
 		off := len(data)
 		data = append(data, e.Payload...)
