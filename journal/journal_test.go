@@ -165,9 +165,20 @@ func TestQueueFull(t *testing.T) {
 	block := make(chan struct{})
 	var once sync.Once
 	a := newAcked()
+	// A batch's queue cost is released after its Completed call returns, so the
+	// test waits for the release, not only for the completions, before appending
+	// again.
+	drained := make(chan struct{}, 1)
 	j, err := Open(fs, "/j", Options{SegmentSize: 1 << 20, MaxQueueBytes: 64 << 10, Completed: func(b []Completion) {
 		once.Do(func() { <-block }) // hold the writer inside the first completion
 		a.completed(b)
+	}, Released: func(queued int64) {
+		if queued == 0 {
+			select {
+			case drained <- struct{}{}:
+			default:
+			}
+		}
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +203,7 @@ func TestQueueFull(t *testing.T) {
 	}
 	close(block)
 	a.waitFor(accepted)
+	<-drained
 	if _, err := j.Append(TypeEntry, make([]byte, 1000), nil); err != nil {
 		t.Fatalf("append after the queue drained: %v", err)
 	}
