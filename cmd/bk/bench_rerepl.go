@@ -37,10 +37,11 @@ type rereplFlags struct {
 
 func addRereplFlags(fs *flag.FlagSet) *rereplFlags {
 	return &rereplFlags{
-		bytes:    fs.Int64("rerepl-bytes", 64<<20, "rereplication: payload bytes written before a bookie is lost (1 GiB for the issue's figure)"),
-		entry:    fs.Int("rerepl-entry", 16<<10, "rereplication: entry size of the ledgers written first"),
-		ledgers:  fs.Int("rerepl-ledgers", 16, "rereplication: ledgers the bytes are spread over (E=3, WQ=2, AQ=2)"),
-		fgFor:    fs.Duration("rerepl-foreground", 3*time.Second, "rereplication: how long the foreground writer is measured without re-replication"),
+		bytes:   fs.Int64("rerepl-bytes", 64<<20, "rereplication: payload bytes written before a bookie is lost (1 GiB for the issue's figure)"),
+		entry:   fs.Int("rerepl-entry", 16<<10, "rereplication: entry size of the ledgers written first"),
+		ledgers: fs.Int("rerepl-ledgers", 16, "rereplication: ledgers the bytes are spread over (E=3, WQ=2, AQ=2)"),
+		fgFor: fs.Duration("rerepl-foreground", 2*time.Duration(bookie.DefaultConfig().CheckpointInterval),
+			"rereplication: how long the foreground writer is measured without re-replication (default two checkpoint intervals: a shorter baseline that starts after a checkpoint holds none, and is quieter than the cluster ever is while it copies)"),
 		fgEntry:  fs.Int("rerepl-foreground-entry", 1024, "rereplication: foreground add size"),
 		rate:     fs.Int64("rerepl-rate", 64<<20, "rereplication: the workers' copy rate limit, bytes/s (negative: unlimited)"),
 		bookies:  fs.Int("rerepl-bookies", 5, "rereplication: bookies of the local cluster"),
@@ -56,6 +57,8 @@ type rereplResult struct {
 	Copied        float64
 	CopyTime      time.Duration // from the first mark to full replication
 	LossToFull    time.Duration // from the loss to full replication
+	CkptQuiet     int           // checkpoints the bookies completed while the baseline ran
+	CkptDuring    int           // and while the copy ran
 	P99Quiet      time.Duration
 	P99During     time.Duration
 	AddsQuiet     int
@@ -136,10 +139,12 @@ func runBenchRerepl(ctx context.Context, f *rereplFlags, parent string, out io.W
 	}
 
 	// 2. Foreground adds without re-replication.
+	ck := checkpoints(lc.Bookies)
 	quietLat, err := foreground(ctx, cl, *f.fgEntry, func(start time.Time) bool { return time.Since(start) < *f.fgFor })
 	if err != nil {
 		return err
 	}
+	res.CkptQuiet = checkpoints(lc.Bookies) - ck
 	res.P99Quiet, res.AddsQuiet = p99(quietLat), len(quietLat)
 
 	// 3. Lose the bookie named by the most ledgers, and repair.
@@ -213,6 +218,7 @@ func runBenchRerepl(ctx context.Context, f *rereplFlags, parent string, out io.W
 		}
 	}()
 	var fullAt time.Time
+	ck = checkpoints(lc.Bookies)
 	duringLat, err := foreground(ctx, cl, *f.fgEntry, func(time.Time) bool {
 		select {
 		case fullAt = <-fullCh:
@@ -227,6 +233,7 @@ func runBenchRerepl(ctx context.Context, f *rereplFlags, parent string, out io.W
 	if fullAt.IsZero() {
 		return fmt.Errorf("rereplication: not fully replicated: %w", ctx.Err())
 	}
+	res.CkptDuring = checkpoints(lc.Bookies) - ck
 	res.P99During, res.AddsDuring = p99(duringLat), len(duringLat)
 	res.LossToFull = fullAt.Sub(lostAt)
 	res.CopyTime = fullAt.Sub(firstMark)
@@ -263,32 +270,44 @@ func p99(lat []time.Duration) time.Duration {
 	return s[min(len(s)-1, len(s)*99/100)]
 }
 
+// checkpointsDone is the number of checkpoints b has completed (0 when its metrics cannot
+// be read).
+func checkpointsDone(b *bookie.Bookie) float64 {
+	g, ok := b.MetricsRegisterer().(prometheus.Gatherer)
+	if !ok {
+		return 0
+	}
+	mfs, err := g.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "bookie_checkpoints_total" && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// checkpoints is the number of checkpoints the bookies have completed, all together.
+func checkpoints(bookies []*bookie.Bookie) int {
+	n := 0.0
+	for _, b := range bookies {
+		n += checkpointsDone(b)
+	}
+	return int(n)
+}
+
 // waitCheckpoints waits until every bookie has completed two checkpoints since the call, so
 // that the write caches hold nothing written before it.
 func waitCheckpoints(ctx context.Context, bookies []*bookie.Bookie) error {
-	count := func(b *bookie.Bookie) float64 {
-		g, ok := b.MetricsRegisterer().(prometheus.Gatherer)
-		if !ok {
-			return 0
-		}
-		mfs, err := g.Gather()
-		if err != nil {
-			return 0
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "bookie_checkpoints_total" && len(mf.GetMetric()) > 0 {
-				return mf.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		return 0
-	}
 	start := make([]float64, len(bookies))
 	for i, b := range bookies {
-		start[i] = count(b)
+		start[i] = checkpointsDone(b)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for i := 0; i < len(bookies); {
-		if count(bookies[i]) >= start[i]+2 {
+		if checkpointsDone(bookies[i]) >= start[i]+2 {
 			i++
 			continue
 		}
@@ -325,6 +344,6 @@ func printRerepl(out io.Writer, r *rereplResult) {
 	if r.P99Quiet > 0 {
 		ratio = float64(r.P99During) / float64(r.P99Quiet)
 	}
-	fmt.Fprintf(out, "foreground add p99:   %v without re-replication (%d adds), %v during (%d adds): %.2fx\n",
-		r.P99Quiet, r.AddsQuiet, r.P99During, r.AddsDuring, ratio)
+	fmt.Fprintf(out, "foreground add p99:   %v without re-replication (%d adds, %d checkpoints), %v during (%d adds, %d checkpoints): %.2fx\n",
+		r.P99Quiet, r.AddsQuiet, r.CkptQuiet, r.P99During, r.AddsDuring, r.CkptDuring, ratio)
 }
