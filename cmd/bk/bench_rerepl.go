@@ -52,6 +52,7 @@ func addRereplFlags(fs *flag.FlagSet) *rereplFlags {
 // rereplResult is what the rereplication workload measured.
 type rereplResult struct {
 	Written       int64
+	Rate          int64 // the copy's limit, bytes/s (<= 0: none)
 	Lost          meta.BookieID
 	Ledgers       int // ledgers that named the lost bookie
 	Copied        float64
@@ -97,7 +98,7 @@ func runBenchRerepl(ctx context.Context, f *rereplFlags, parent string, out io.W
 	}
 	defer cl.Close()
 	store := cl.Store().(*meta.EtcdStore)
-	var res rereplResult
+	res := rereplResult{Rate: *f.rate}
 
 	// 1. The data to re-replicate.
 	payload := bytes.Repeat([]byte{0xa5}, *f.entry)
@@ -335,7 +336,11 @@ func printRerepl(out io.Writer, r *rereplResult) {
 	mbps := r.Copied / 1e6 / r.CopyTime.Seconds()
 	fmt.Fprintf(out, "lost %s, named by %d ledgers\n", r.Lost, r.Ledgers)
 	fmt.Fprintf(out, "re-replication:       %.1f MB copied in %v: %.1f MB/s", r.Copied/1e6, r.CopyTime.Round(time.Millisecond), mbps)
-	if r.DiskRefFailed == nil && r.DiskRef.Elapsed > 0 {
+	switch {
+	case r.DiskRefFailed != nil || r.DiskRef.Elapsed <= 0:
+	case r.Rate > 0: // the ratio would only restate the limit
+		fmt.Fprintf(out, " (limited to %.1f MB/s; the raw disk does %.1f MB/s of 1 MiB write+fdatasync)", float64(r.Rate)/1e6, r.DiskRef.MBPerSec())
+	default:
 		fmt.Fprintf(out, " (%.2fx the raw disk's %.1f MB/s of 1 MiB write+fdatasync)", mbps/r.DiskRef.MBPerSec(), r.DiskRef.MBPerSec())
 	}
 	fmt.Fprintln(out)
