@@ -60,8 +60,9 @@ type Config struct {
 	// SessionTTL is the lease of a worker's locks and of the auditor's leadership: how long
 	// after a crash another takes over; default 10 s.
 	SessionTTL time.Duration
-	// RateBytes bounds the bytes per second a worker copies; default 64 MiB/s, negative
-	// unlimited.
+	// RateBytes bounds the bytes per second the cluster's workers copy, all together: each
+	// worker takes an equal share among those holding a repair lock (counted when a
+	// fragment's copy starts and every second of it). Default 64 MiB/s, negative unlimited.
 	RateBytes int64
 	// Window is how many entry copies a worker keeps in flight; default 16.
 	Window int

@@ -257,6 +257,20 @@ func (w *Worker) writable(ctx context.Context, id meta.BookieID) bool {
 	return slices.ContainsFunc(bookies, func(b meta.BookieInfo) bool { return b.ID == id && !b.ReadOnly })
 }
 
+// shareRate sets the limiter to this worker's share of Config.RateBytes: the rate over the
+// ledgers whose repair lock is held now (this worker's among them). When the locks cannot
+// be listed, the share stays as it was.
+func (w *Worker) shareRate(ctx context.Context) {
+	if w.cfg.RateBytes <= 0 {
+		return
+	}
+	locked, err := w.cfg.Store.LockedLedgers(ctx)
+	if err != nil {
+		return
+	}
+	w.limiter.setWorkers(len(locked))
+}
+
 // errRetryLater means the ledger changed in a way that needs a fresh look; the mark stays.
 var errRetryLater = errors.New("ledger changed, retry later")
 
@@ -291,6 +305,19 @@ func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, p
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	w.shareRate(cctx)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-cctx.Done():
+				return
+			case <-t.C:
+				w.shareRate(cctx)
+			}
+		}
+	}()
 	work := make(chan int64)
 	errs := make(chan error, w.cfg.Window)
 	for range min(w.cfg.Window, len(ids)) {

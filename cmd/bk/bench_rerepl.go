@@ -30,6 +30,7 @@ type rereplFlags struct {
 	fgFor    *time.Duration
 	rate     *int64
 	bookies  *int
+	workers  *int
 	ledgers  *int
 	fgEntry  *int
 	keepData *bool
@@ -44,6 +45,7 @@ func addRereplFlags(fs *flag.FlagSet) *rereplFlags {
 			"rereplication: how long the foreground writer is measured without re-replication (default two checkpoint intervals: a shorter baseline that starts after a checkpoint holds none, and is quieter than the cluster ever is while it copies)"),
 		fgEntry:  fs.Int("rerepl-foreground-entry", 1024, "rereplication: foreground add size"),
 		rate:     fs.Int64("rerepl-rate", 64<<20, "rereplication: the workers' copy rate limit, bytes/s (negative: unlimited)"),
+		workers:  fs.Int("rerepl-workers", 1, "rereplication: autorecovery workers (sharing --rerepl-rate, as workers beside every bookie do)"),
 		bookies:  fs.Int("rerepl-bookies", 5, "rereplication: bookies of the local cluster"),
 		keepData: fs.Bool("rerepl-keep", false, "rereplication: keep the cluster directory"),
 	}
@@ -177,9 +179,11 @@ func runBenchRerepl(ctx context.Context, f *rereplFlags, parent string, out io.W
 	cfg := autorecovery.Config{Client: cl, Store: store, LostDelay: time.Millisecond, RetryInterval: 100 * time.Millisecond,
 		RateBytes: *f.rate, Logger: quiet, Metrics: metrics}
 	a, _ := autorecovery.NewAuditor(cfg)
-	wk, _ := autorecovery.NewWorker(cfg)
 	go a.Run(rctx)
-	go wk.Run(rctx)
+	for range max(*f.workers, 1) {
+		wk, _ := autorecovery.NewWorker(cfg)
+		go wk.Run(rctx)
+	}
 
 	var firstMark time.Time
 	full := func() bool {
@@ -339,7 +343,7 @@ func printRerepl(out io.Writer, r *rereplResult) {
 	switch {
 	case r.DiskRefFailed != nil || r.DiskRef.Elapsed <= 0:
 	case r.Rate > 0: // the ratio would only restate the limit
-		fmt.Fprintf(out, " (limited to %.1f MB/s; the raw disk does %.1f MB/s of 1 MiB write+fdatasync)", float64(r.Rate)/1e6, r.DiskRef.MBPerSec())
+		fmt.Fprintf(out, " (limited to %.1f MB/s, all workers; the raw disk does %.1f MB/s of 1 MiB write+fdatasync)", float64(r.Rate)/1e6, r.DiskRef.MBPerSec())
 	default:
 		fmt.Fprintf(out, " (%.2fx the raw disk's %.1f MB/s of 1 MiB write+fdatasync)", mbps/r.DiskRef.MBPerSec(), r.DiskRef.MBPerSec())
 	}
