@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/internal/diskref"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta"
 )
@@ -98,6 +99,21 @@ func TestRatios(t *testing.T) {
 	r.Reference.P50 = 200 * time.Microsecond
 	if got := r.P50Delta(); got != -20*time.Microsecond {
 		t.Errorf("p50 delta %v, want -20us", got)
+	}
+}
+
+// TestFloorRatio: the bookies' CPU per add counts every bookie an add goes to
+// (WriteQuorum), and the floor line says the ratio.
+func TestFloorRatio(t *testing.T) {
+	f := &diskref.FloorResult{Entries: 1000, Recv: 200 * time.Microsecond, Journal: 400 * time.Microsecond, EntryLog: 400 * time.Microsecond}
+	r := Result{AddsPerSec: 100000, BookieCPU: 0.6, Workload: Workload{WriteQuorum: 2}}
+	// 0.6 cores over 200,000 bookie adds/s: 3 us per add, against 1 us.
+	if got := floorString(r, f); !strings.Contains(got, "the bookies used 3.00 us per add, x floor 3.00") {
+		t.Errorf("floorString = %q", got)
+	}
+	r.BookieCPU = -1 // bookies in this process: no ratio
+	if got := floorString(r, f); strings.Contains(got, "x floor") {
+		t.Errorf("floorString without bookie CPU = %q", got)
 	}
 }
 

@@ -4,7 +4,11 @@
 // through the real client against real bookies, and each reported beside a
 // reference measured in the same invocation on the same disk: a raw
 // pwrite+fdatasync group-commit loop (internal/diskref) and, optionally, a raw
-// loopback TCP echo. Every result is printed also as a ratio to its reference,
+// loopback TCP echo. A closed-loop run on bookies in processes of their own
+// (--procs) is also set beside the add path's floor (diskref.AddFloor): the
+// CPU that the system calls of an add cost alone, socket read, journal and
+// entry-log writes and syncs, responses, at the bookies' own adds per sync.
+// Every result is printed also as a ratio to its reference,
 // so a figure from a loaded or a different machine still says how close the
 // bookie comes to what the hardware allows.
 //

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/bookie-go/bookie/internal/diskref"
 )
 
 // WriteTable writes results as an aligned text table, then one line per
@@ -72,6 +74,9 @@ func WriteTable(w io.Writer, results []Result) error {
 				fmt.Fprintf(w, "; raw journals sharing this disk (%d loops, %.0f syncs/s of %.1f KiB each): sync p50 %s p99 %s p99.9 %s max %s, one loop alone at their total rate: p50 %s p99 %s p99.9 %s max %s",
 					sh.Loops, sh.SyncsPerSec()/float64(sh.Loops), float64(sh.Batch)/1024, fmtDur(sh.P50), fmtDur(sh.P99), fmtDur(sh.P999), fmtDur(sh.Max),
 					fmtDur(al.P50), fmtDur(al.P99), fmtDur(al.P999), fmtDur(al.Max))
+			}
+			if f := ref.Floor; f != nil {
+				fmt.Fprintf(w, "; %s", floorString(r, f))
 			}
 			if ref.TCPMsgsPerSec > 0 {
 				fmt.Fprintf(w, "; loopback TCP echo %.0f msgs/s (x ref %.2f), p50 %s",
@@ -208,4 +213,15 @@ func writeGC(w io.Writer, r Result) {
 	for _, e := range g.Errors {
 		fmt.Fprintf(w, "  %s\n", e)
 	}
+}
+
+// floorString compares the bookies' CPU per add with the add path's system
+// calls alone (Reference.Floor). Every add is taken by WriteQuorum bookies.
+func floorString(r Result, f *diskref.FloorResult) string {
+	s := "the add path's system calls alone: " + f.String()
+	if adds := r.AddsPerSec * float64(r.Workload.WriteQuorum); adds > 0 && r.BookieCPU > 0 && f.PerEntry() > 0 {
+		perAdd := r.BookieCPU / adds * 1e6
+		s += fmt.Sprintf("; the bookies used %.2f us per add, x floor %.2f", perAdd, perAdd/(float64(f.PerEntry())/1e3))
+	}
+	return s
 }

@@ -104,6 +104,12 @@ type Reference struct {
 	// this disk, and Alone's what the same work costs with a disk per bookie.
 	Shared *diskref.SharedResult `json:",omitempty"`
 	Alone  *diskref.SharedResult `json:",omitempty"`
+	// Floor is the CPU of the add path's system calls alone (socket read,
+	// journal and entry-log writes and syncs, responses) at the bookies'
+	// own adds per sync, measured after a closed-loop run whose bookies run
+	// in processes of their own (diskref.AddFloor): the bookies' CPU per
+	// add over Floor's is how far they are from what their design must do.
+	Floor *diskref.FloorResult `json:",omitempty"`
 }
 
 // Result is one workload's outcome.
@@ -240,6 +246,17 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 				return res, fmt.Errorf("bench: disk reference: %w", err)
 			}
 			ref.AtBatch = &Reference{PerBatch: n, AddsPerSec: d.RecordsPerSec(), MBPerSec: d.MBPerSec(), P50: d.P50, P99: d.P99}
+		}
+		if w.Closed() && res.BookieCPU > 0 {
+			f, err := diskref.AddFloor(r.opts.RefDir, diskref.FloorConfig{
+				EntrySize: wire.RequestHeaderSize + wire.MasterKeySize + wire.EntrySize(w.Size),
+				ReplySize: len(wire.AppendAddResponse(nil, 0, 0, 0)),
+				PerSync:   max(1, int(res.AddsPerSync+0.5)),
+			}, r.opts.RefDuration)
+			if err != nil {
+				return res, fmt.Errorf("bench: add-path floor: %w", err)
+			}
+			ref.Floor = &f
 		}
 		if r.opts.SharedDisk && !w.Closed() && w.Ensemble > 1 {
 			if err := r.sharedReference(w, &res); err != nil {
