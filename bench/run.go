@@ -252,6 +252,7 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 				EntrySize: wire.RequestHeaderSize + wire.MasterKeySize + wire.EntrySize(w.Size),
 				ReplySize: len(wire.AppendAddResponse(nil, 0, 0, 0)),
 				PerSync:   max(1, int(res.AddsPerSync+0.5)),
+				Inflight:  w.Inflight,
 			}, r.opts.RefDuration)
 			if err != nil {
 				return res, fmt.Errorf("bench: add-path floor: %w", err)

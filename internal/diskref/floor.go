@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,6 +18,7 @@ type FloorConfig struct {
 	EntrySize int // bytes of one ADD request on the wire (header, ids, payload)
 	ReplySize int // bytes of one ADD response
 	PerSync   int // entries per journal fdatasync (the bookie's own adds per sync)
+	Inflight  int // adds the sender keeps outstanding (unanswered)
 	// FlushBytes is how many entry-log bytes one flush (a checkpoint)
 	// writes before its fdatasync and cache drop. Default 64 MiB, half of
 	// the bookie's default 128 MiB write cache.
@@ -62,12 +64,13 @@ func (r FloorResult) String() string {
 func us(d time.Duration) float64 { return float64(d) / 1e3 }
 
 // AddFloor measures the CPU that the system calls of a bookie's add path
-// cost on this machine, with none of the bookie's own work: a sender streams
-// ADD-sized messages over loopback TCP, and one receiving thread, its CPU
+// cost on this machine, with none of the bookie's own work: a sender keeps
+// Inflight ADD-sized messages outstanding over loopback TCP, and one
+// receiving thread, its CPU
 // read from CLOCK_THREAD_CPUTIME_ID around each stage, does for every
 // 512 KiB it reads what the bookie's design does with those bytes at the
-// least: it writes them to a zero-filled journal file (fdatasync every
-// PerSync entries), writes them once more to an entry log (writeback and a
+// least: it writes them to a zero-filled journal file (fdatasync once
+// PerSync entries are unsynced), writes them once more to an entry log (writeback and a
 // wait every 1 MiB, fdatasync and a page-cache drop every FlushBytes, a new
 // fallocated file every 256 MiB), and writes one response per entry back.
 // The bytes are written straight from the read buffer: the bookie's copies
@@ -76,7 +79,7 @@ func us(d time.Duration) float64 { return float64(d) / 1e3 }
 // by this one is how far the bookie is from the floor of its own design.
 // Files go in dir and are removed afterwards.
 func AddFloor(dir string, cfg FloorConfig, d time.Duration) (FloorResult, error) {
-	if cfg.EntrySize <= 0 || cfg.ReplySize <= 0 || cfg.PerSync <= 0 {
+	if cfg.EntrySize <= 0 || cfg.ReplySize <= 0 || cfg.PerSync <= 0 || cfg.Inflight <= 0 {
 		return FloorResult{}, fmt.Errorf("diskref: bad floor config %+v", cfg)
 	}
 	if cfg.FlushBytes <= 0 {
@@ -99,31 +102,52 @@ func AddFloor(dir string, cfg FloorConfig, d time.Duration) (FloorResult, error)
 	defer recv.Close()
 
 	stop := make(chan struct{})
+	var outstanding atomic.Int64 // adds sent and not yet answered
+	credit := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { // the client's writes: ADD requests, as fast as they are taken
+	go func() { // the client's writes: ADD requests, Inflight outstanding at most
 		defer wg.Done()
-		buf := make([]byte, 64*cfg.EntrySize)
+		per := min(64, cfg.Inflight)
+		buf := make([]byte, per*cfg.EntrySize)
 		for i := range buf {
 			buf[i] = byte(i)
 		}
 		for {
+			for outstanding.Load()+int64(per) > int64(cfg.Inflight) {
+				select {
+				case <-credit:
+				case <-stop:
+					return
+				}
+			}
 			select {
 			case <-stop:
 				return
 			default:
 			}
+			outstanding.Add(int64(per))
 			if _, err := sender.Write(buf); err != nil {
 				return
 			}
 		}
 	}()
-	go func() { // the client's reads: responses, discarded
+	go func() { // the client's reads: responses, each a credit back
 		defer wg.Done()
 		buf := make([]byte, 256<<10)
+		var partial int64
 		for {
-			if _, err := sender.Read(buf); err != nil {
+			n, err := sender.Read(buf)
+			if err != nil {
 				return
+			}
+			partial += int64(n)
+			answered := partial / int64(cfg.ReplySize)
+			partial -= answered * int64(cfg.ReplySize)
+			outstanding.Add(-answered)
+			select {
+			case credit <- struct{}{}:
+			default:
 			}
 		}
 	}()

@@ -10,7 +10,7 @@ func TestAddFloor(t *testing.T) {
 	dir := t.TempDir()
 	// A small flush, so the run crosses the fdatasync and cache drop of the
 	// entry log as well as its writeback.
-	cfg := FloorConfig{EntrySize: 1024 + 64, ReplySize: 34, PerSync: 64, FlushBytes: 2 << 20}
+	cfg := FloorConfig{EntrySize: 1024 + 64, ReplySize: 34, PerSync: 64, Inflight: 1000, FlushBytes: 2 << 20}
 	r, err := AddFloor(dir, cfg, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -40,16 +40,20 @@ func TestAddFloorRejectsBadConfig(t *testing.T) {
 	}
 }
 
-// BenchmarkAddFloor reports the floor of a 1 KiB add at the batch sizes of a
-// bookie under 10,000 adds in flight (~1,600 per sync) and at one in flight.
+// BenchmarkAddFloor reports the floor of a 1 KiB add at the batch size of a
+// bookie under 10,000 adds in flight (~1,600 per sync), and at one in flight.
 //
 //	go test -run '^$' -bench AddFloor -benchtime 1x ./internal/diskref/
 func BenchmarkAddFloor(b *testing.B) {
-	for _, perSync := range []int{1, 1600} {
-		b.Run(map[int]string{1: "sync-each", 1600: "sync-1600"}[perSync], func(b *testing.B) {
+	for _, c := range []struct {
+		name              string
+		inflight, perSync int
+	}{{"x10000", 10000, 1600}, {"x1", 1, 1}} {
+		b.Run(c.name, func(b *testing.B) {
 			var sum FloorResult
 			for b.Loop() {
-				r, err := AddFloor(b.TempDir(), FloorConfig{EntrySize: 1024 + 64, ReplySize: 34, PerSync: perSync}, 3*time.Second)
+				cfg := FloorConfig{EntrySize: 1024 + 64, ReplySize: 34, PerSync: c.perSync, Inflight: c.inflight}
+				r, err := AddFloor(b.TempDir(), cfg, 3*time.Second)
 				if err != nil {
 					b.Fatal(err)
 				}
