@@ -1,13 +1,14 @@
 package bookie
 
 import (
+	"context"
 	"encoding/binary"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/bookie-go/bookie/internal/pace"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -70,8 +71,10 @@ type batchReader struct {
 	ahead   *readAhead // nil when Config.ReadCacheBytes < 0
 	metrics batchMetrics
 
-	paceMu   sync.Mutex
-	paceNext time.Time // when the entry-log bytes served so far fit the busy rate; guarded by paceMu
+	// busyPace holds the entry-log bytes batch workers serve while adds flow
+	// to Config.ReadBatchBusyBytesPerSec, all workers together; with no
+	// burst, time without adds or reads earns no credit.
+	busyPace *pace.Pacer
 }
 
 // batchMetrics count what batch reads do; newBatchReader exports them.
@@ -89,7 +92,7 @@ const (
 )
 
 func newBatchReader(b *Bookie) *batchReader {
-	br := &batchReader{b: b, queue: make(chan *batchRead, b.cfg.MaxQueuedBatchReads)}
+	br := &batchReader{b: b, queue: make(chan *batchRead, b.cfg.MaxQueuedBatchReads), busyPace: pace.New(b.cfg.ReadBatchBusyBytesPerSec)}
 	if b.cfg.ReadCacheBytes > 0 {
 		br.ahead = newReadAhead(b, b.cfg.ReadCacheBytes)
 	}
@@ -166,6 +169,8 @@ func (br *batchReader) finish(r *request, s wire.Status, enc func([]byte) []byte
 // worker serves batch reads until the bookie stops.
 func (br *batchReader) worker() {
 	defer br.b.wg.Done()
+	ctx, cancel := br.b.stopContext()
+	defer cancel()
 	var buf []byte
 	for {
 		select {
@@ -176,7 +181,7 @@ func (br *batchReader) worker() {
 			var fromLogs int
 			br.b.store.SetReadahead(!br.busy())
 			buf, fromLogs = br.serve(q, buf[:0])
-			br.paceBusy(fromLogs)
+			br.paceBusy(ctx, fromLogs)
 		}
 	}
 }
@@ -282,34 +287,13 @@ func (br *batchReader) busy() bool {
 }
 
 // paceBusy holds the calling batch worker, while adds flow, until n more
-// bytes from the entry logs fit ReadBatchBusyBytesPerSec, all workers
-// together. Time without adds, or without reads, earns no credit: a reader
-// that was idle does not burst. Returns at once when the bookie stops.
-func (br *batchReader) paceBusy(n int) {
-	rate := br.b.cfg.ReadBatchBusyBytesPerSec
-	if rate <= 0 || n == 0 {
+// bytes served from the entry logs fit ReadBatchBusyBytesPerSec, all workers
+// together (busyPace). Returns at once when ctx (the bookie) stops.
+func (br *batchReader) paceBusy(ctx context.Context, n int) {
+	if n == 0 || !br.busy() {
 		return
 	}
-	now := time.Now()
-	if now.UnixNano()-br.b.addsSeen.Load() > int64(busyWindow) {
-		return
-	}
-	br.paceMu.Lock()
-	if br.paceNext.Before(now) {
-		br.paceNext = now
-	}
-	wait := br.paceNext.Sub(now)
-	br.paceNext = br.paceNext.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
-	br.paceMu.Unlock()
-	if wait <= 0 {
-		return
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-br.b.stop:
-	}
+	br.busyPace.Wait(ctx, int64(n))
 }
 
 // undamaged returns how many of the n entries in run (entries id, id+1, ...

@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -460,36 +461,29 @@ func addCheckpointed(t *testing.T, b *Bookie, w *testClient, n int64) {
 // Batch reads from the entry logs are paced to read_batch_busy_bytes_per_sec
 // only while adds flow: with no add in the last second a batch worker never
 // waits; with adds, a worker that served 1 MB at 10 MB/s waits at least most
-// of 100 ms before its next batch (a lower bound: pacing can only be slower),
-// and time without reads earns no credit for a burst.
+// of 100 ms (a lower bound: pacing can only be slower), and time without
+// reads earns no credit for a burst.
 func TestBatchReadsPacedOnlyWhileAddsFlow(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.ReadBatchBusyBytesPerSec = 10e6
 	b := startBookie(t, cfg)
 	br := b.batch
-	br.paceBusy(1e6)
-	br.paceBusy(1e6) // no adds: neither call waits, nor counts
-	br.paceMu.Lock()
-	next := br.paceNext
-	br.paceMu.Unlock()
-	if !next.IsZero() {
-		t.Fatalf("paced with no adds (next at %v)", next)
+	ctx := context.Background()
+	paced := func(n int) time.Duration {
+		start := time.Now()
+		br.paceBusy(ctx, n)
+		return time.Since(start)
+	}
+	if took := paced(1e6) + paced(1e6); took >= 80*time.Millisecond {
+		t.Fatalf("with no adds, 2 MB waited %v", took)
 	}
 	b.addsSeen.Store(time.Now().UnixNano())
-	br.paceBusy(1e6) // nothing served before: no wait; the next owes 100 ms
-	start := time.Now()
-	br.paceBusy(1)
-	if took := time.Since(start); took < 80*time.Millisecond {
-		t.Fatalf("after 1 MB at 10 MB/s with adds flowing, the next batch waited %v, want ~100 ms", took)
+	if took := paced(1e6); took < 80*time.Millisecond {
+		t.Fatalf("1 MB at 10 MB/s with adds flowing waited %v, want ~100 ms", took)
 	}
+	time.Sleep(200 * time.Millisecond) // reads idle: no credit
 	b.addsSeen.Store(time.Now().UnixNano())
-	br.paceMu.Lock()
-	br.paceNext = time.Now().Add(-time.Hour) // an hour without reads
-	br.paceMu.Unlock()
-	br.paceBusy(1e6)
-	start = time.Now()
-	br.paceBusy(1)
-	if took := time.Since(start); took < 80*time.Millisecond {
-		t.Fatalf("an idle hour let 1 MB through unpaced (waited %v)", took)
+	if took := paced(1e6); took < 80*time.Millisecond {
+		t.Fatalf("200 ms without reads let 1 MB through unpaced (waited %v)", took)
 	}
 }

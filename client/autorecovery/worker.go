@@ -19,7 +19,7 @@ import (
 // it with Run.
 type Worker struct {
 	cfg     Config
-	limiter *limiter
+	limiter *pace.Pacer // Config.RateBytes over the workers copying now (shareRate)
 }
 
 // NewWorker returns a worker; cfg.Client and cfg.Store are required.
@@ -31,7 +31,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		return nil, errors.New("autorecovery: Config.Client is required for a worker")
 	}
 	c := cfg.withDefaults()
-	return &Worker{cfg: c, limiter: newLimiter(c.RateBytes)}, nil
+	return &Worker{cfg: c, limiter: pace.NewBurst(c.RateBytes, time.Second)}, nil
 }
 
 // errPending means a ledger was repaired as far as possible now, but its mark must stay:
@@ -268,7 +268,7 @@ func (w *Worker) shareRate(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	w.limiter.setWorkers(len(locked))
+	w.limiter.SetRate(float64(w.cfg.RateBytes) / float64(max(len(locked), 1)))
 }
 
 // errRetryLater means the ledger changed in a way that needs a fresh look; the mark stays.
@@ -392,7 +392,7 @@ func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.
 			errs = append(errs, err)
 			continue
 		}
-		if err := w.limiter.wait(ctx, len(raw)); err != nil {
+		if err := w.limiter.Wait(ctx, int64(len(raw))); err != nil {
 			return err
 		}
 		if err := w.cfg.Client.AddRecoveryTo(ctx, target, key, raw); err != nil {

@@ -1,10 +1,12 @@
-// Package pace spreads background work (scrubbing, compaction) over time so
-// that it runs at most at a given rate and leaves the disk to foreground
-// work. It imports nothing of ours, so every layer may use it.
+// Package pace spreads background work (scrubbing, compaction, catch-up
+// reads, re-replication) over time so that it runs at most at a given rate
+// and leaves the disk to foreground work. It imports nothing of ours, so
+// every layer may use it.
 package pace
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -13,45 +15,85 @@ import (
 // into a loop of timer syscalls.
 const minSleep = time.Millisecond
 
-// A Pacer admits units (bytes, entries) at a rate per second, measured
-// from its first use. The zero Pacer, and one made with a rate <= 0, never
-// waits. A Pacer is used by one goroutine at a time.
+// A Pacer admits units (bytes, entries) at a rate per second: a token
+// bucket that holds at most burst's worth of the rate, so time spent idle
+// earns at most that much credit, and that a request larger than what it
+// holds takes into debt, which the request itself waits off. With no burst
+// (New) it never lets work run ahead of the rate, and time without work
+// earns nothing. The zero Pacer, a nil one, and one with a rate <= 0 never
+// wait. A Pacer is safe for concurrent use: goroutines sharing one share
+// its rate.
 type Pacer struct {
-	rate  float64 // units per second; <= 0: unpaced
-	start time.Time
-	done  float64
-	timer *time.Timer
+	mu     sync.Mutex    // protects the fields below
+	rate   float64       // units per second; <= 0: unpaced
+	burst  time.Duration // the most idle time that earns credit
+	tokens float64       // units that may go now; negative: owed
+	last   time.Time     // when tokens was last brought up to date
 }
 
-// New returns a Pacer admitting perSec units a second (<= 0: unpaced).
-func New(perSec int64) *Pacer { return &Pacer{rate: float64(perSec)} }
+// New returns a Pacer admitting perSec units a second (<= 0: unpaced), with
+// no credit for idle time.
+func New(perSec int64) *Pacer { return NewBurst(perSec, 0) }
 
-// Wait counts n more units done and sleeps until they fit the rate: until
-// the time since the first call is at least done/rate. It returns early
-// with ctx's error when ctx ends.
+// NewBurst returns a Pacer admitting perSec units a second that may run
+// burst's worth of them at once, starting with that credit.
+func NewBurst(perSec int64, burst time.Duration) *Pacer {
+	r := float64(perSec)
+	return &Pacer{rate: r, burst: burst, tokens: max(r, 0) * burst.Seconds(), last: time.Now()}
+}
+
+// SetRate changes the rate to perSec units a second (<= 0: unpaced); credit
+// above the new rate's burst is dropped.
+func (p *Pacer) SetRate(perSec float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refill(time.Now())
+	p.rate = perSec
+	p.tokens = min(p.tokens, max(perSec, 0)*p.burst.Seconds())
+}
+
+// Rate returns the rate in units a second (<= 0: unpaced).
+func (p *Pacer) Rate() float64 {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rate
+}
+
+// refill adds the credit earned since last. Requires mu held.
+func (p *Pacer) refill(now time.Time) {
+	if p.rate > 0 {
+		p.tokens = min(p.tokens+now.Sub(p.last).Seconds()*p.rate, p.rate*p.burst.Seconds())
+	}
+	p.last = now
+}
+
+// Wait counts n more units done and sleeps until they fit the rate. It
+// returns early with ctx's error when ctx ends.
 func (p *Pacer) Wait(ctx context.Context, n int64) error {
-	if p == nil || p.rate <= 0 {
+	if p == nil {
 		return ctx.Err()
 	}
-	now := time.Now()
-	if p.start.IsZero() {
-		p.start = now
+	p.mu.Lock()
+	if p.rate <= 0 {
+		p.mu.Unlock()
+		return ctx.Err()
 	}
-	p.done += float64(n)
-	ahead := time.Duration(p.done/p.rate*float64(time.Second)) - now.Sub(p.start)
+	p.refill(time.Now())
+	p.tokens -= float64(n)
+	ahead := time.Duration(-p.tokens / p.rate * float64(time.Second))
+	p.mu.Unlock()
 	if ahead < minSleep {
 		return ctx.Err()
 	}
-	if p.timer == nil {
-		p.timer = time.NewTimer(ahead)
-	} else {
-		p.timer.Reset(ahead)
-	}
+	t := time.NewTimer(ahead)
+	defer t.Stop()
 	select {
-	case <-p.timer.C:
+	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		p.timer.Stop()
 		return ctx.Err()
 	}
 }

@@ -3,6 +3,7 @@ package pace
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -33,8 +34,8 @@ func TestWaitHoldsWorkToTheRate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// 100 units at 1000/s: at least 100 ms, less the first call's free
-	// start and the sub-millisecond remainder a Pacer may carry.
+	// 100 units at 1000/s: at least 100 ms, less the sub-millisecond
+	// remainder a Pacer may carry.
 	if took := time.Since(start); took < 98*time.Millisecond {
 		t.Fatalf("100 units at 1000/s took %v, want >= ~100ms", took)
 	}
@@ -62,5 +63,65 @@ func TestSleep(t *testing.T) {
 	cancel()
 	if Sleep(ctx, time.Hour) {
 		t.Fatal("Sleep on a cancelled context reported it live")
+	}
+}
+
+// Goroutines sharing a Pacer share its rate: together they are held to it.
+func TestSharedPacer(t *testing.T) {
+	p := New(1000)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 5 {
+				if err := p.Wait(context.Background(), 10); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// 200 units at 1000/s, less the sub-millisecond remainder carried.
+	if took := time.Since(start); took < 198*time.Millisecond {
+		t.Fatalf("4 x 50 units at 1000/s took %v, want >= ~200ms", took)
+	}
+}
+
+// Without a burst, time without work earns no credit: work after an idle
+// spell is held to the rate from its first unit.
+func TestNoCreditForIdleTime(t *testing.T) {
+	p := New(1000)
+	time.Sleep(60 * time.Millisecond)
+	start := time.Now()
+	if err := p.Wait(context.Background(), 50); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 49*time.Millisecond {
+		t.Fatalf("50 units at 1000/s after 60 ms idle took %v, want >= ~50ms", took)
+	}
+}
+
+// A burst lets that much through at once; more goes into debt that the
+// request waits off. Lowering the rate drops credit above the new burst.
+func TestBurstAndSetRate(t *testing.T) {
+	p := NewBurst(4000, 100*time.Millisecond) // 400 units of credit
+	start := time.Now()
+	if err := p.Wait(context.Background(), 400); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= 50*time.Millisecond {
+		t.Fatalf("a request within the burst waited %v", took)
+	}
+	p = NewBurst(4000, 100*time.Millisecond)
+	p.SetRate(1000) // a quarter: at most 100 units of credit
+	if got := p.Rate(); got != 1000 {
+		t.Fatalf("Rate = %v after SetRate(1000)", got)
+	}
+	start = time.Now()
+	if err := p.Wait(context.Background(), 200); err != nil { // 100 in debt: ~100 ms
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 95*time.Millisecond {
+		t.Fatalf("100 units of debt at 1000/s took %v", took)
 	}
 }
