@@ -111,7 +111,7 @@ func (b *Bookie) addExisting(c *conn, l *ledger, h *wire.Header, e *wire.Entry) 
 	case entrySame:
 		// The stored copy was journaled and synced before it was stored.
 		c.loopOut = wire.AppendAddResponse(c.loopOut, h.RequestID, e.LedgerID, e.EntryID)
-		b.metrics.responses.WithLabelValues(opLabel(h.Op), wire.StatusOK.String()).Inc()
+		b.metrics.response(h.Op, wire.StatusOK)
 	case entryDiffers:
 		b.log.Warn("refused an add that would change a stored entry", "ledger", e.LedgerID, "entry", e.EntryID,
 			"remote", c.gc.RemoteAddr())

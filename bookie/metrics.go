@@ -158,6 +158,11 @@ func (m *metrics) countRequest(op wire.Op) {
 	m.requests.WithLabelValues(opLabel(op)).Inc()
 }
 
+// response counts one response to op with status s.
+func (m *metrics) response(op wire.Op, s wire.Status) {
+	m.responses.WithLabelValues(opLabel(op), s.String()).Inc()
+}
+
 // opLabel is the op label of a request: the operation's name, or "unknown"
 // for opcodes this protocol version does not define, so that a client
 // sending garbage cannot create a series per opcode.

@@ -109,7 +109,7 @@ func (b *Bookie) authenticate(c *conn, h *wire.Header, parseErr error, frame []b
 // answer writes a bodyless status reply on the event loop.
 func (c *conn) answer(h *wire.Header, s wire.Status) {
 	c.loopOut = wire.AppendStatusResponse(c.loopOut, h.Op, h.RequestID, s)
-	c.b.metrics.responses.WithLabelValues(opLabel(h.Op), s.String()).Inc()
+	c.b.metrics.response(h.Op, s)
 }
 
 func (b *Bookie) info() wire.Info {
@@ -381,7 +381,7 @@ func (b *Bookie) finishQueued(r *request, s wire.Status, enc func([]byte) []byte
 	} else {
 		c.queueStatus(r.op, r.id, s)
 	}
-	b.metrics.responses.WithLabelValues(opLabel(r.op), s.String()).Inc()
+	b.metrics.response(r.op, s)
 	switch r.op {
 	case wire.OpAdd:
 		b.metrics.addLatency.Observe(time.Since(r.start).Seconds())

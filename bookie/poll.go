@@ -137,7 +137,7 @@ func (b *Bookie) answerPollCached(w *pollWaiter, lac int64, on *conn) bool {
 	}
 	if r.conn == on {
 		on.loopOut = wire.AppendLongPollLACResponse(on.loopOut, r.id, r.ledger, lac, data)
-		b.metrics.responses.WithLabelValues(opLabel(r.op), wire.StatusOK.String()).Inc()
+		b.metrics.response(r.op, wire.StatusOK)
 		b.release(r)
 	} else {
 		id, ledgerID := r.id, r.ledger

@@ -312,9 +312,6 @@ func TestFollowExplicitLACAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := w.explicitLACDelay(); d != 0 {
-		t.Fatalf("explicit LAC delay %v for ExplicitLACDelay -1, want 0 (at once)", d)
-	}
 	r, err := cl.OpenLedger(ctx, w.ID(), false)
 	if err != nil {
 		t.Fatal(err)

@@ -386,14 +386,11 @@ func (w *Writer) scheduleLACLocked() (sendNow bool) {
 	return false
 }
 
-// explicitLACDelay resolves LedgerOptions.ExplicitLACDelay: 0 is the default, negative is
-// at once.
+// explicitLACDelay is the explicit LAC timer's delay: LedgerOptions.ExplicitLACDelay, or
+// the default for 0. (A negative one arms no timer: see scheduleLACLocked.)
 func (w *Writer) explicitLACDelay() time.Duration {
-	switch {
-	case w.lacDelay == 0:
+	if w.lacDelay == 0 {
 		return defaultExplicitLACDelay
-	case w.lacDelay < 0:
-		return 0
 	}
 	return w.lacDelay
 }
