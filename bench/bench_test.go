@@ -115,6 +115,15 @@ func TestFloorRatio(t *testing.T) {
 	if got := floorString(r, f); strings.Contains(got, "x floor") {
 		t.Errorf("floorString without bookie CPU = %q", got)
 	}
+	if got := r.BookieCPUPerAdd(); got != 0 {
+		t.Errorf("BookieCPUPerAdd with bookies in process = %v, want 0", got)
+	}
+	// An open-loop run has no floor, only the CPU per add; a Workload without a write
+	// quorum (one bookie) counts each add once.
+	single := Result{AddsPerSec: 50000, BookieCPU: 0.2}
+	if got := single.BookieCPUPerAdd(); got < 3.99 || got > 4.01 {
+		t.Errorf("BookieCPUPerAdd = %v, want 4 us", got)
+	}
 }
 
 func TestRefBatch(t *testing.T) {

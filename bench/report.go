@@ -77,6 +77,8 @@ func WriteTable(w io.Writer, results []Result) error {
 			}
 			if f := ref.Floor; f != nil {
 				fmt.Fprintf(w, "; %s", floorString(r, f))
+			} else if us := r.BookieCPUPerAdd(); us > 0 {
+				fmt.Fprintf(w, "; the bookies used %.2f us of CPU per add", us)
 			}
 			if ref.TCPMsgsPerSec > 0 {
 				fmt.Fprintf(w, "; loopback TCP echo %.0f msgs/s (x ref %.2f), p50 %s",
@@ -216,11 +218,10 @@ func writeGC(w io.Writer, r Result) {
 }
 
 // floorString compares the bookies' CPU per add with the add path's system
-// calls alone (Reference.Floor). Every add is taken by WriteQuorum bookies.
+// calls alone (Reference.Floor).
 func floorString(r Result, f *diskref.FloorResult) string {
 	s := "the add path's system calls alone: " + f.String()
-	if adds := r.AddsPerSec * float64(r.Workload.WriteQuorum); adds > 0 && r.BookieCPU > 0 && f.PerEntry() > 0 {
-		perAdd := r.BookieCPU / adds * 1e6
+	if perAdd := r.BookieCPUPerAdd(); perAdd > 0 && f.PerEntry() > 0 {
 		s += fmt.Sprintf("; the bookies used %.2f us per add, x floor %.2f", perAdd, perAdd/(float64(f.PerEntry())/1e3))
 	}
 	return s

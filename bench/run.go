@@ -186,6 +186,17 @@ func (r Result) AddsPerCPUSecond() float64 {
 	return r.AddsPerSec / cores
 }
 
+// BookieCPUPerAdd returns the bookies' CPU in microseconds per add each of
+// them took (every add goes to WriteQuorum bookies), or 0 when the bookies'
+// CPU is not known apart from the client's (bookies in this process).
+func (r Result) BookieCPUPerAdd() float64 {
+	adds := r.AddsPerSec * float64(max(r.Workload.WriteQuorum, 1))
+	if r.BookieCPU <= 0 || adds <= 0 {
+		return 0
+	}
+	return r.BookieCPU / adds * 1e6
+}
+
 // P50Delta returns the add p50 minus the reference's write+fdatasync p50.
 func (r Result) P50Delta() time.Duration {
 	if r.Reference == nil {
