@@ -63,6 +63,9 @@ func WriteTable(w io.Writer, results []Result) error {
 					fmt.Fprintf(w, " (journal batch %s)", fmtDur(r.JournalBatchMean))
 				}
 			}
+			if r.WarmupMax > 0 {
+				fmt.Fprintf(w, "; slowest add of the %s warm-up %s", fmtDur(r.Workload.Warmup), fmtDur(r.WarmupMax))
+			}
 			if r.Checkpoints > 0 || r.BackpressurePauses > 0 {
 				fmt.Fprintf(w, "; bookies: %d checkpoints (%.1f s), %d backpressure pauses", r.Checkpoints, r.CheckpointSeconds, r.BackpressurePauses)
 			}

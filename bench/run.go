@@ -128,6 +128,9 @@ type Result struct {
 	// with bookies in process it includes them. BookieCPU is the bookies'
 	// own when they run in other processes, else -1.
 	ProcessCPU, BookieCPU float64
+	// WarmupMax is the slowest add completed during the warm-up, which the
+	// measured figures leave out: a start-up transient shows here.
+	WarmupMax time.Duration `json:",omitempty"`
 	// BookieRSS is the largest bookie's resident set at the end (this
 	// process's when the bookies run in it).
 	BookieRSS int64
@@ -409,6 +412,9 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 		before = scrapeAll(ctx, bookies)
 		if r.opts.Measuring != nil {
 			r.opts.Measuring(w, true)
+		}
+		if warm, _, _ := rec.Total(); warm.Count > 0 {
+			res.WarmupMax = warm.Max
 		}
 		rec.Reset()
 		cpu0, start = processCPU(), time.Now()
