@@ -308,15 +308,6 @@ func TestSuite(t *testing.T) {
 	if _, err := Suite("quick,nope", Scale{}, 0); err == nil {
 		t.Error("unknown workload accepted")
 	}
-	// OMB warms up past the start-up transient; --warmup still wins.
-	for _, c := range []struct {
-		sc   Scale
-		want time.Duration
-	}{{Scale{}, 6 * time.Second}, {Scale{Warmup: time.Second}, time.Second}} {
-		if ws, err := Suite("omb", c.sc, 0); err != nil || ws[0].Warmup != c.want {
-			t.Errorf("omb with %+v: warm-up %v, want %v (%v)", c.sc, ws[0].Warmup, c.want, err)
-		}
-	}
 }
 
 func sampleResults() []Result {

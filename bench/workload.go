@@ -186,11 +186,6 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 		case "omb":
 			w := e3("omb-1t16p-1KiB", name, 1024, 16, 0)
 			w.Rate = rate
-			// Adds in the first ~3 s on fresh ledgers and bookies sometimes stall 0.5-1.8 s
-			// (5 of 9 runs at 30,000/s with a 2 s warm-up, none of 7 with 6 s; see
-			// docs/benchmarks.md, 2026-12-05): OMB's figure is the steady state, so it warms up
-			// past that, and the output gives the warm-up's slowest add.
-			w.Warmup = 6 * time.Second
 			ws = []Workload{w}
 		case "latency-curve":
 			ws = []Workload{e3("curve-max-16x1KiB", name, 1024, 16, 10000)}

@@ -206,6 +206,7 @@ func New(cfg Config) (*Bookie, error) {
 	b.store, err = entrylog.OpenDir(fs, cfg.LedgerDir, entrylog.DirOptions{
 		Options: entrylog.Options{
 			WriteCacheBytes: cfg.WriteCacheBytes,
+			PrefaultCache:   !cfg.WriteCacheLazy,
 			LogSize:         cfg.EntryLogSize,
 			Logger:          b.log,
 

@@ -125,6 +125,11 @@ type Config struct {
 	JournalQueueBytes int64 `json:"journal_queue_bytes"`
 	// WriteCacheBytes is the write cache (both halves).
 	WriteCacheBytes int64 `json:"write_cache_bytes"`
+	// WriteCacheLazy maps the write cache's memory as adds first reach it,
+	// instead of all of it at start (entrylog.Options.PrefaultCache): a
+	// smaller resident set until the cache has filled once, for a stall of
+	// the first adds on a fresh bookie under load. For small local clusters.
+	WriteCacheLazy bool `json:"write_cache_lazy"`
 	// JournalSpareSegments is how many journal segments are zero-filled at
 	// start, beyond the two the journal opens with, so a new bookie's first
 	// segments are recycled rather than zero-filled while it takes adds.

@@ -140,6 +140,21 @@ func newHalf(budget int64, offsetBits uint) *half {
 	}
 }
 
+// pageSize is the granule prefault touches: the smallest page of the
+// platforms the bookie runs on.
+const pageSize = 4096
+
+// prefault allocates the arena whole and writes to every page of it, so the
+// kernel maps them now rather than on the Puts that first reach them
+// (Options.PrefaultCache). The arena is empty afterwards.
+func (h *half) prefault() {
+	h.arena = make([]byte, h.budget)
+	for i := 0; i < len(h.arena); i += pageSize {
+		h.arena[i] = 0
+	}
+	h.arena = h.arena[:0]
+}
+
 func (h *half) empty() bool { return h.count == 0 }
 
 // fits reports whether an entry of n data bytes fits.

@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -160,4 +162,51 @@ func ExampleSeal() {
 	data := Seal([]byte("entry"))
 	fmt.Printf("%d bytes, sealed %v\n", len(data), sealed(data))
 	// Output: 13 bytes, sealed true
+}
+
+// residentBytes is this process's resident set, from /proc/self/statm.
+func residentBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skipf("no /proc/self/statm: %v", err)
+	}
+	var size, resident int64
+	if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
+		t.Fatal(err)
+	}
+	return resident * int64(os.Getpagesize())
+}
+
+// With PrefaultCache, Open allocates both halves whole and maps their pages
+// (the resident set grows by about the cache), and Puts then write into that
+// arena without growing or replacing it. Without it, Open maps nothing.
+func TestPrefaultCache(t *testing.T) {
+	const cache = 64 << 20
+	for _, prefault := range []bool{false, true} {
+		opts := smallOpts()
+		opts.WriteCacheBytes, opts.LogSize, opts.PrefaultCache = cache, 64<<20, prefault
+		runtime.GC()
+		before := residentBytes(t)
+		s := mustOpen(t, vfs.NewMemFS(), opts)
+		grew := residentBytes(t) - before
+		if prefault && grew < cache*3/4 || !prefault && grew > cache/4 {
+			t.Errorf("PrefaultCache %v: Open grew the resident set by %d MiB, cache %d MiB", prefault, grew>>20, cache>>20)
+		}
+		if prefault {
+			for _, h := range []*half{s.active, s.spare} {
+				if cap(h.arena) != cache/2 || len(h.arena) != 0 {
+					t.Fatalf("prefaulted half: arena len %d cap %d, want 0 and %d", len(h.arena), cap(h.arena), cache/2)
+				}
+			}
+			arena := &s.active.arena[:1][0]
+			if err := s.Put(1, 0, payload(1, 0, 100)); err != nil {
+				t.Fatal(err)
+			}
+			if &s.active.arena[0] != arena {
+				t.Error("a Put replaced the prefaulted arena")
+			}
+		}
+		s.close(t)
+	}
 }

@@ -42,6 +42,10 @@ func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
 	s.active = newHalf(opts.WriteCacheBytes/2, opts.offsetBits)
 	s.active.activeAt = time.Now()
 	s.spare = newHalf(opts.WriteCacheBytes/2, opts.offsetBits)
+	if opts.PrefaultCache {
+		s.active.prefault()
+		s.spare.prefault()
+	}
 	s.fw.s, s.cw.s = s, s
 	s.fw.writeback = opts.WritebackBytes
 	s.cw.writeback = min(opts.WritebackBytes, compactWriteback)

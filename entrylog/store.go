@@ -109,6 +109,15 @@ type Options struct {
 	// than pages the kernel just freed (measured: 0.33-0.48 vs 1.5-3.2 ns
 	// per byte written on the development VM; see docs/benchmarks.md).
 	KeepCache bool
+	// PrefaultCache allocates both halves of the write cache at Open and
+	// touches every page of them, so that no Put pays the kernel's
+	// first-touch page fault. Without it a half is allocated at its first
+	// Put and its pages are faulted in as Puts fill it: on the development
+	// VM that made the journal's completer, which does the Puts, the
+	// slowest stage for the first 2 x WriteCacheBytes/2 of entries, and
+	// adds on fresh bookies stalled 0.5-1.8 s (docs/benchmarks.md,
+	// 2026-12-05). It costs that memory from the start.
+	PrefaultCache bool
 	// WritebackBytes is how many bytes a flush writes before it writes
 	// them back and waits for the disk (vfs.WriteBacker), so the disk takes
 	// a flush as a stream of pieces this size instead of one burst, and a

@@ -119,6 +119,7 @@ func Start(o Options) (*Cluster, error) {
 			cfg.JournalSegmentSize = 9 << 20
 			cfg.JournalSpareSegments = -1 // no spares: an empty cluster stays small
 			cfg.EntryLogSize = 16 << 20   // and so does the first entry log's preallocation
+			cfg.WriteCacheLazy = true     // and its memory
 		}
 		if o.Configure != nil {
 			o.Configure(i, &cfg)
