@@ -16,6 +16,7 @@ import (
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/internal/diskref"
+	"github.com/bookie-go/bookie/internal/pace"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -114,9 +115,9 @@ func (r *Runner) runGC(ctx context.Context, w Workload, res *Result) error {
 	if err != nil {
 		return err
 	}
-	sleep(ctx, max(w.Warmup, time.Second))
+	pace.Sleep(ctx, max(w.Warmup, time.Second))
 	fg.phase(1) // measured: before the collection
-	sleep(ctx, max(w.Duration, 3*time.Second))
+	pace.Sleep(ctx, max(w.Duration, 3*time.Second))
 
 	deleted := time.Now()
 	for _, id := range g.deleting {
@@ -127,7 +128,7 @@ func (r *Runner) runGC(ctx context.Context, w Workload, res *Result) error {
 	fg.phase(2) // the collection runs
 	for scan := 0; scan < 2; scan++ {
 		if scan == 1 {
-			sleep(ctx, g.GracePeriod)
+			pace.Sleep(ctx, g.GracePeriod)
 		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -341,15 +342,6 @@ func (f *foreground) stop() error {
 	return cmpErr(f.err, f.w.Close(context.Background()))
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 // waitCheckpoint waits until every bookie completed a checkpoint that began after the call,
 // so that what was written is in its entry logs. A bookie without a metrics URL is not
 // waited for: nothing says when it checkpoints.
@@ -370,7 +362,7 @@ func waitCheckpoint(ctx context.Context, bookies []Bookie) error {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("bench: the bookies completed no checkpoint in 2 minutes")
 		}
-		sleep(ctx, 200*time.Millisecond)
+		pace.Sleep(ctx, 200*time.Millisecond)
 	}
 }
 

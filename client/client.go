@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/pace"
 	"github.com/bookie-go/bookie/meta"
 )
 
@@ -434,14 +435,10 @@ func (c *Client) DeleteLedger(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// sleepCtx waits d or until ctx ends.
+// sleepCtx is pace.Sleep for callers that return ctx's error when it ends.
 func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !pace.Sleep(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }
