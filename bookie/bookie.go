@@ -233,6 +233,7 @@ func New(cfg Config) (*Bookie, error) {
 	b.journal, err = journal.Open(fs, cfg.JournalDir, journal.Options{
 		SegmentSize:     cfg.JournalSegmentSize,
 		MaxQueueBytes:   cfg.JournalQueueBytes,
+		BatchBytes:      cfg.JournalBatchBytes,
 		RecycleSegments: 8,
 		// Zero-filled ahead, at start: a new bookie's first segments
 		// are then recycled, not zero-filled while it takes adds.

@@ -123,6 +123,11 @@ type Config struct {
 	JournalSegmentSize int64 `json:"journal_segment_size"`
 	// JournalQueueBytes bounds bytes waiting for the journal writer.
 	JournalQueueBytes int64 `json:"journal_queue_bytes"`
+	// JournalBatchBytes is what each of the journal's three batch buffers
+	// holds from the start, its memory touched then (journal.Options.BatchBytes),
+	// so that the larger batches of a burst after a start do not grow them
+	// under the journal's lock.
+	JournalBatchBytes int64 `json:"journal_batch_bytes"`
 	// WriteCacheBytes is the write cache (both halves).
 	WriteCacheBytes int64 `json:"write_cache_bytes"`
 	// WriteCacheLazy maps the write cache's memory as adds first reach it,
@@ -277,6 +282,7 @@ func DefaultConfig() Config {
 		IdleTimeout:              Duration(10 * time.Minute), // negative: never
 		JournalSegmentSize:       64 << 20,
 		JournalQueueBytes:        64 << 20,
+		JournalBatchBytes:        4 << 20,
 		WriteCacheBytes:          128 << 20,
 		EntryLogSize:             1 << 30,
 		JournalSpareSegments:     4,
@@ -350,6 +356,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.IdleTimeout, d.IdleTimeout)
 	setDefault(&c.JournalSegmentSize, d.JournalSegmentSize)
 	setDefault(&c.JournalQueueBytes, d.JournalQueueBytes)
+	setDefault(&c.JournalBatchBytes, d.JournalBatchBytes)
 	setDefault(&c.WriteCacheBytes, d.WriteCacheBytes)
 	setDefault(&c.EntryLogSize, d.EntryLogSize)
 	setDefault(&c.IndexCacheBytes, d.IndexCacheBytes)

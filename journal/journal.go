@@ -95,6 +95,14 @@ type Options struct {
 	// MaxBatchBytes ends a MaxWait early once this many bytes are pending.
 	// Default 512 KiB. It does not split batches.
 	MaxBatchBytes int64
+	// BatchBytes is the capacity each of the three batch buffers gets at
+	// Open, with every page of it touched there. A buffer that must hold
+	// more grows (doubling, under the journal's lock, copying what it holds
+	// into memory never touched before) and keeps its size. Sizing it for
+	// the largest batch a burst makes keeps that growth, which is slow on a
+	// VM where first touching a page is costly, out of the first seconds of
+	// load. Default 64 KiB, not touched.
+	BatchBytes int64
 	// Completed, if set, receives completions in sequence order, after the
 	// fdatasync that made them durable or after the failure that lost them.
 	// Calls never overlap and each happens before the next (as if on one
@@ -140,7 +148,17 @@ func (o *Options) fill() {
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = 512 << 10
 	}
+	if o.BatchBytes < defaultBatchBytes {
+		o.BatchBytes = defaultBatchBytes
+	}
 }
+
+// defaultBatchBytes is a batch buffer's capacity without Options.BatchBytes.
+const defaultBatchBytes = 64 << 10
+
+// pageSize is the granule newBatch touches: the smallest page of the
+// platforms the bookie runs on.
+const pageSize = 4096
 
 // endMarkerSize zero bytes follow every batch written; see write.
 const endMarkerSize = recordHeaderSize
@@ -250,18 +268,36 @@ func Open(fs vfs.FS, dir string, opts Options) (*Journal, error) {
 	if j.active, err = j.factory.create(st.maxSegment + 1); err != nil {
 		return nil, err
 	}
-	j.pending = newBatch()
-	j.free <- newBatch()
-	j.free <- newBatch()
+	j.pending = newBatch(opts.BatchBytes)
+	j.free <- newBatch(opts.BatchBytes)
+	j.free <- newBatch(opts.BatchBytes)
 	j.prepareNext()
 	go j.complete()
 	go j.run()
 	return j, nil
 }
 
-func newBatch() *batch {
-	b := &batch{buf: make([]byte, batchSize, 64<<10), comps: make([]Completion, 0, 256)}
+// newBatch returns a batch whose buffer has capacity size, its pages touched
+// when size is more than the default (Options.BatchBytes).
+func newBatch(size int64) *batch {
+	b := &batch{buf: make([]byte, size), comps: make([]Completion, 0, max(256, size>>10))}
+	if size > defaultBatchBytes {
+		for i := 0; i < len(b.buf); i += pageSize {
+			b.buf[i] = 0
+		}
+	}
+	b.buf = b.buf[:batchSize]
 	return b
+}
+
+// grow makes room for n more bytes in b's buffer, at least doubling it.
+func (b *batch) grow(n int) {
+	if cap(b.buf)-len(b.buf) >= n {
+		return
+	}
+	buf := make([]byte, len(b.buf), max(2*cap(b.buf), len(b.buf)+n))
+	copy(buf, b.buf)
+	b.buf = buf
 }
 
 // prepareNext creates the segment after the active one in the background.
@@ -334,6 +370,7 @@ func (j *Journal) append(typ RecordType, flags byte, payload []byte, ctx any) (u
 	j.nextSeq++
 	b := j.pending
 	b.comps = append(b.comps, Completion{Seq: seq, Type: typ, Ctx: ctx, off: len(b.buf), size: recordHeaderSize + len(payload)})
+	b.grow(recordHeaderSize + len(payload))
 	b.buf = appendRecord(b.buf, typ, flags, seq, payload)
 	b.cost += cost
 	wake := j.writerIdle && int64(len(b.buf)) >= j.wakeAt
