@@ -71,14 +71,18 @@ func (c *cluster) config(i int) bookie.Config {
 		EventLoops:         1,
 		ReadWorkers:        2,
 		JournalSegmentSize: 4 << 20,
-		WriteCacheBytes:    8 << 20,
-		EntryLogSize:       16 << 20,
-		IndexCacheBytes:    1 << 20,
-		CheckpointInterval: bookie.Duration(time.Hour),
-		RegistrationTTL:    bookie.Duration(time.Second),
-		AllowUnknownState:  c.allowUnknown,
-		Rack:               c.rack(i),
-		Logger:             quietLogger(),
+		// Restarts are part of these tests: nothing zero-filled or touched ahead.
+		JournalSpareSegments: -1,
+		JournalBatchBytes:    -1,
+		WriteCacheLazy:       true,
+		WriteCacheBytes:      8 << 20,
+		EntryLogSize:         16 << 20,
+		IndexCacheBytes:      1 << 20,
+		CheckpointInterval:   bookie.Duration(time.Hour),
+		RegistrationTTL:      bookie.Duration(time.Second),
+		AllowUnknownState:    c.allowUnknown,
+		Rack:                 c.rack(i),
+		Logger:               quietLogger(),
 	}
 }
 
