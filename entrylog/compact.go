@@ -335,15 +335,16 @@ const deadSuffix = ".dead"
 // removeStep is how much of a dead log one truncation frees, and
 // removePause the pause between steps. Each step is a file-system journal
 // commit, and on a file system mounted with online discard (the development
-// VM's ext4 is) a discard of the freed blocks: the journal fdatasyncs issued
-// meanwhile take ~1.5 ms instead of ~0.3. With 5 ms pauses the steps of one
-// 128 MiB log made a ~110 ms run of such syncs; 50 ms apart, each step slows
-// one or two (docs/benchmarks.md, "Compaction's writeback in smaller pieces,
-// and log removal spread out"). A 1 GiB log then takes 128 steps, 6.4 s, to
-// remove, against 32 s to read it for compaction at the default 32 MiB/s.
+// VM's ext4 is) a discard of the freed blocks, and the journal fdatasyncs
+// issued meanwhile wait for it. What a step costs them grows with the bytes
+// it frees more than the count of steps does: in the bookie, adds slower
+// than 3 ms came 2.0-2.4 times as often while a log was being removed in
+// 8 MiB steps 50 ms apart as outside removals, and 1.2-1.4 times in 1 MiB
+// steps 5 ms apart, which take as long (~0.85 s for a 128 MiB log, ~7 s for
+// 1 GiB) (docs/benchmarks.md, "Dead logs freed in 1 MiB steps").
 const (
-	removeStep  = 8 << 20
-	removePause = 50 * time.Millisecond
+	removeStep  = 1 << 20
+	removePause = 5 * time.Millisecond
 )
 
 // removeLog removes a log nothing points into any more. Unlinking a large
