@@ -162,3 +162,28 @@ func BenchmarkAppendDepth1(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeReadBatch decodes one READ_BATCH response of 256 1 KiB entries as a
+// catch-up reader's connection does (the frame in a buffer of its own): its allocations per
+// response are a catch-up reader's garbage.
+//
+//	go test -run '^$' -bench DecodeReadBatch -benchmem ./client/
+func BenchmarkDecodeReadBatch(b *testing.B) {
+	const n = 256
+	payload := make([]byte, 1024)
+	var entries []byte
+	for i := range n {
+		entries = wire.AppendEntry(entries, 7, int64(i), int64(i)-1, payload)
+	}
+	frame := wire.AppendReadBatchResponse(nil, 1, 7, 0, n-1, n, entries)
+	b.SetBytes(int64(len(frame)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := getRequest()
+		r.ledger, r.entry, r.maxCount = 7, 0, n
+		if _, err := r.decodeReadBatch(frame, true); err != nil || len(r.batch) != n {
+			b.Fatalf("decoded %d entries: %v", len(r.batch), err)
+		}
+		putRequest(r)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
@@ -38,13 +39,27 @@ const (
 	batchWindow   = 16      // chunks asked and not yet handed over, per range read
 )
 
+// entryScratch holds the []wire.Entry that READ_BATCH responses are decoded into before
+// their entries are copied to the request: 256 entries of 72 bytes a response, which were
+// grown from nothing and dropped for every response, most of a catch-up reader's garbage
+// (docs/benchmarks.md, "Catch-up's garbage").
+var entryScratch = sync.Pool{New: func() any { return new([]wire.Entry) }}
+
 // decodeReadBatch fills r's result from a READ_BATCH response: r.batch holds the entries.
 // Their Data alias r.kept: the frame when it is owned (in a buffer of its own, which r then
 // keeps: no copy), else one copy of their bytes. An entry that fails its checksum, or a
 // response for another ledger or first id, or with more entries than asked, is this
 // bookie's problem (StatusIOError), not the connection's.
 func (r *request) decodeReadBatch(frame []byte, owned bool) (kept bool, _ error) {
-	resp, err := wire.DecodeReadBatchResponse(frame)
+	scratch := entryScratch.Get().(*[]wire.Entry)
+	resp, err := wire.DecodeReadBatchResponseInto(frame, *scratch)
+	defer func() {
+		if resp.Entries != nil {
+			clear(resp.Entries) // they alias frame
+			*scratch = resp.Entries[:0]
+		}
+		entryScratch.Put(scratch)
+	}()
 	if err != nil {
 		if errors.Is(err, wire.ErrChecksumMismatch) {
 			r.status = wire.StatusIOError
