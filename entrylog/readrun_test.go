@@ -3,8 +3,11 @@ package entrylog
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/bookie-go/bookie/vfs"
@@ -240,4 +243,64 @@ func putWithHole(t *testing.T, s *testStore) {
 	if err := s.Put(1, 300, payload(1, 300, 200)); err != nil { // in the write cache
 		t.Fatal(err)
 	}
+}
+
+// A reader catching up in batches reads each entry-log byte about once: a batch's last pread
+// stops near the batch's end instead of reading a whole chunk that the next batch reads
+// again (256 entries of 1 KiB once read 512 KiB for 272).
+func TestGetRunReadsABatchOnce(t *testing.T) {
+	fs := &logReadCounter{FS: vfs.NewMemFS()}
+	opts := smallOpts()
+	opts.LogSize, opts.WriteCacheBytes, opts.FlushSegmentBytes = 8<<20, 4<<20, 1<<20
+	s := mustOpen(t, fs, opts)
+	defer s.close(t)
+	const entries, batch = 2048, 256
+	for e := int64(0); e < entries; e++ {
+		if err := s.Put(1, e, payload(1, e, 1024)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fs.read.Store(0)
+	var buf []byte
+	for first := int64(0); first < entries; first += batch {
+		got, n, err := s.GetRun(1, first, batch, 1<<20, true, buf[:0])
+		if err != nil || n != batch {
+			t.Fatalf("GetRun(%d): %d entries, %v", first, n, err)
+		}
+		buf = got
+	}
+	records := int64(entries * RecordSize(len(payload(1, 0, 1024))))
+	r := fs.read.Load()
+	t.Logf("read %d bytes of entry logs for %d bytes of records (%.2f times)", r, records, float64(r)/float64(records))
+	if r > records+records/8 {
+		t.Fatalf("read %d bytes of entry logs for %d bytes of records (%.2f times)", r, records, float64(r)/float64(records))
+	}
+}
+
+// logReadCounter counts the bytes read from entry logs (files named *.log).
+type logReadCounter struct {
+	vfs.FS
+	read atomic.Int64
+}
+
+func (c *logReadCounter) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := c.FS.OpenFile(name, flag, perm)
+	if err != nil || !strings.HasSuffix(name, ".log") {
+		return f, err
+	}
+	return &countedFile{File: f, read: &c.read}, nil
+}
+
+type countedFile struct {
+	vfs.File
+	read *atomic.Int64
+}
+
+func (f *countedFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	f.read.Add(int64(n))
+	return n, err
 }
