@@ -44,19 +44,32 @@ func (s *Store) GetRun(ledger uint64, first int64, maxCount, maxBytes int, first
 	// Read in chunks as the walk needs them, so that a run of a few small entries does not
 	// read the whole span.
 	want := min(maxRunRead, RecordHeaderSize*maxCount+max(maxBytes, 0))
+	// Where the batch's last entry starts, when it lies further on in the same log: the first
+	// pread goes about one record past it, not a whole runChunk (small entries would read
+	// many times a batch, and the next batch most of it again).
+	span := 0
+	if maxCount > 1 {
+		if last, err := s.ix.get(ledger, first+int64(maxCount)-1); err == nil && last.log() == loc.log() && last.offset() > loc.offset() {
+			span = int(last.offset()-loc.offset()) + RecordHeaderSize
+		}
+	}
 	start, have := len(dst), 0
 	n, off, data := 0, 0, 0 // records walked, their bytes, their data bytes
 	var rerr error
 	fill := func(need int) bool {
 		for have < need {
 			end := have + runChunk
-			if n > 0 {
+			switch {
+			case n > 0:
 				// No further than the records still wanted, at the average size of
-				// those walked (and a little past what is needed now, should that
-				// fall short): a batch's last pread reads about what the batch
-				// needs, not a whole runChunk that the next batch reads again. Read
-				// whole, a 256-entry batch of 1 KiB entries read 512 KiB for 272.
-				end = min(end, max(off+(maxCount-n)*(off/n), need+runChunk/8))
+				// those walked (a little past what is needed now, should that fall
+				// short): a batch's last pread reads about what the batch needs, not a
+				// whole runChunk that the next batch reads again. Read whole, a
+				// 256-entry batch of 1 KiB entries read 512 KiB for 272.
+				avg := off / n
+				end = min(end, max(off+(maxCount-n)*avg, need+max(avg, 4<<10)))
+			case span > 0:
+				end = min(end, max(span+span/(maxCount-1), need+4<<10))
 			}
 			end = min(max(end, need), want)
 			if end <= have || rerr != nil {
