@@ -34,7 +34,7 @@ func ackServer(t testing.TB) string {
 func serveAcks(nc net.Conn) {
 	defer nc.Close()
 	br := bufio.NewReaderSize(nc, 256<<10)
-	if _, err := readFrame(br, wire.MaxHelloSize, nil); err != nil {
+	if _, err := readFrame(br, nil, wire.MaxHelloSize, nil); err != nil {
 		return
 	}
 	out := wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1, Version: 1})
@@ -44,7 +44,7 @@ func serveAcks(nc net.Conn) {
 	out = out[:0]
 	var big []byte
 	for {
-		frame, err := readFrame(br, 0, &big)
+		frame, err := readFrame(br, nc, 0, &big)
 		if err != nil {
 			return
 		}

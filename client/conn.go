@@ -254,7 +254,7 @@ func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, wire
 		return nil, nil, 0, err
 	}
 	br := bufio.NewReaderSize(nc, 256<<10)
-	frame, err := readFrame(br, wire.MaxHelloSize, nil)
+	frame, err := readFrame(br, nil, wire.MaxHelloSize, nil)
 	if err != nil {
 		nc.Close()
 		return nil, nil, 0, fmt.Errorf("handshake: %w", err)
@@ -295,7 +295,7 @@ func (c *bookieConn) authenticate(nc net.Conn, br *bufio.Reader, bookieNonce []b
 	if _, err := nc.Write(wire.AppendAuthRequest(nil, 0, wire.AuthHMACSHA256, data)); err != nil {
 		return err
 	}
-	frame, err := readFrame(br, wire.MaxFrameSize, nil)
+	frame, err := readFrame(br, nil, wire.MaxFrameSize, nil)
 	if err != nil {
 		return fmt.Errorf("auth: %w", err)
 	}
@@ -313,8 +313,12 @@ func (c *bookieConn) authenticate(nc net.Conn, br *bufio.Reader, bookieNonce []b
 }
 
 // readFrame returns the next frame of br. The frame aliases br's buffer when it fits (valid
-// until the next read); larger frames are read into *big, which is grown as needed.
-func readFrame(br *bufio.Reader, limit int, big *[]byte) ([]byte, error) {
+// until the next read); larger frames are read into *big, which is grown as needed: the
+// part br holds is copied, the rest read straight from src, br's source (through br when
+// src is nil). A catch-up reader's READ_BATCH responses are such frames, and copying them
+// through br's buffer cost its client a fifth of its CPU (docs/benchmarks.md, "Catch-up
+// frames read past the client's buffer").
+func readFrame(br *bufio.Reader, src io.Reader, limit int, big *[]byte) ([]byte, error) {
 	prefix, err := br.Peek(wire.LengthSize)
 	if err != nil {
 		return nil, err
@@ -338,7 +342,12 @@ func readFrame(br *bufio.Reader, limit int, big *[]byte) ([]byte, error) {
 		*big = getFrameBuf(n)
 	}
 	buf := (*big)[:n]
-	_, err = io.ReadFull(br, buf)
+	if src == nil {
+		_, err = io.ReadFull(br, buf)
+		return buf, err
+	}
+	k, _ := br.Read(buf) // what br holds; n > br.Size(), so never the whole frame
+	_, err = io.ReadFull(src, buf[k:])
 	return buf, err
 }
 
@@ -439,7 +448,7 @@ func (r *request) appendFrame(dst []byte) []byte {
 func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 	var big []byte
 	for {
-		frame, err := readFrame(br, wire.MaxFrameSize, &big)
+		frame, err := readFrame(br, nc, wire.MaxFrameSize, &big)
 		if err != nil {
 			c.fail(gen, err)
 			return
