@@ -223,7 +223,6 @@ func (c *conn) flush() {
 // TLS connection, inside AsyncWrite, on the goroutine that flushed); gc is
 // nil for a TLS connection.
 func (c *conn) written(_ gnet.Conn, err error) error {
-	gc := c.gc
 	c.mu.Lock()
 	replyPool.Put(c.inWrite)
 	c.inWrite = nil
@@ -232,14 +231,25 @@ func (c *conn) written(_ gnet.Conn, err error) error {
 	if err != nil {
 		return nil
 	}
-	if gc.OutboundBuffered() > c.b.cfg.MaxOutboundBytes {
-		c.b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
-		c.b.log.Warn("closing connection: client does not read its replies", "remote", gc.RemoteAddr(),
-			"buffered", gc.OutboundBuffered())
-		return gc.Close()
+	if cut, err := c.cutIfSlow(); cut {
+		return err
 	}
 	c.flush()
 	return nil
+}
+
+// cutIfSlow closes the connection, and says so, when more than
+// MaxOutboundBytes of its replies wait in the transport: its client does not
+// read them. Runs in an AsyncWrite callback.
+func (c *conn) cutIfSlow() (cut bool, _ error) {
+	gc := c.gc
+	if gc.OutboundBuffered() <= c.b.cfg.MaxOutboundBytes {
+		return false, nil
+	}
+	c.b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+	c.b.log.Warn("closing connection: client does not read its replies", "remote", gc.RemoteAddr(),
+		"buffered", gc.OutboundBuffered())
+	return true, gc.Close()
 }
 
 // reply queues and flushes one reply: for answers produced one at a time

@@ -3,9 +3,11 @@ package bookie
 import (
 	"context"
 	"encoding/binary"
+	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/bookie-go/bookie/internal/pace"
@@ -68,7 +70,8 @@ type batchRead struct {
 type batchReader struct {
 	b       *Bookie
 	queue   chan *batchRead
-	ahead   *readAhead // nil when Config.ReadCacheBytes < 0
+	frames  chan *frameBuf // free response buffers, framesPerWorker per worker
+	ahead   *readAhead     // nil when Config.ReadCacheBytes < 0
 	metrics batchMetrics
 
 	// busyPace holds the entry-log bytes batch workers serve while adds flow
@@ -93,6 +96,12 @@ const (
 
 func newBatchReader(b *Bookie) *batchReader {
 	br := &batchReader{b: b, queue: make(chan *batchRead, b.cfg.MaxQueuedBatchReads), busyPace: pace.New(b.cfg.ReadBatchBusyBytesPerSec)}
+	br.frames = make(chan *frameBuf, framesPerWorker*max(b.cfg.ReadBatchWorkers, 1))
+	for range cap(br.frames) {
+		fb := &frameBuf{br: br}
+		fb.written = fb.done
+		br.frames <- fb
+	}
 	if b.cfg.ReadCacheBytes > 0 {
 		br.ahead = newReadAhead(b, b.cfg.ReadCacheBytes)
 	}
@@ -171,8 +180,15 @@ func (br *batchReader) worker() {
 	defer br.b.wg.Done()
 	ctx, cancel := br.b.stopContext()
 	defer cancel()
-	var buf []byte
+	var fb *frameBuf
 	for {
+		if fb == nil {
+			select {
+			case <-br.b.stop:
+				return
+			case fb = <-br.frames:
+			}
+		}
 		select {
 		case <-br.b.stop:
 			return
@@ -180,21 +196,80 @@ func (br *batchReader) worker() {
 			br.metrics.queued.Add(-1)
 			var fromLogs int
 			br.b.store.SetReadahead(!br.busy())
-			buf, fromLogs = br.serve(q, buf[:0])
+			fb, fromLogs = br.serve(q, fb)
 			br.paceBusy(ctx, fromLogs)
 		}
 	}
 }
 
-// serve answers one batch read, gathering its entries in buf (returned for
-// reuse), and says about how many of the bytes it sent came from the entry
-// logs. Runs on a batch worker.
-func (br *batchReader) serve(q *batchRead, buf []byte) (_ []byte, fromLogBytes int) {
+// frameBuf holds one READ_BATCH response, built in place: the entries are
+// gathered behind a reserved header, which is filled in at the end, and the
+// frame is sent from here by an AsyncWrite of its own. So a batch's bytes are
+// copied into the bookie once (by pread, or from the write cache) and out of
+// it once (by the socket write), not once more into the connection's outbox
+// (docs/benchmarks.md, "Catch-up frames read past the client's buffer").
+// batchReader.frames holds the free ones; a frame's buffer keeps its
+// capacity from batch to batch.
+type frameBuf struct {
+	b       []byte
+	br      *batchReader
+	c       *conn              // the connection it is being written to
+	written gnet.AsyncCallback // bound once to fb.done
+}
+
+// framesPerWorker is how many frameBufs each batch worker has: one being
+// filled while the one before it is written.
+const framesPerWorker = 2
+
+// done is the AsyncWrite callback of a frame: the frame is free again, and a
+// client that does not read its replies is cut, as conn.written does. Runs on
+// the connection's event loop (for TLS, inside AsyncWrite).
+func (fb *frameBuf) done(_ gnet.Conn, err error) error {
+	c := fb.c
+	fb.c = nil
+	fb.br.frames <- fb
+	if err != nil {
+		return nil
+	}
+	_, err = c.cutIfSlow()
+	return err
+}
+
+// send answers r with the READ_BATCH response in fb, which belongs to the
+// write until it is done. Runs on a batch worker.
+func (br *batchReader) send(r *request, fb *frameBuf) {
+	c := r.conn
+	c.batchReads.Add(-1)
+	br.b.metrics.response(r.op, wire.StatusOK)
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		br.frames <- fb
+	} else {
+		br.b.metrics.bytesOut.Add(float64(len(fb.b)))
+		fb.c = c
+		if err := c.gc.AsyncWrite(fb.b, fb.written); err != nil {
+			fb.c = nil // not queued: no callback comes
+			br.frames <- fb
+			c.mu.Lock()
+			c.closed = true
+			c.mu.Unlock()
+		}
+	}
+	br.b.release(r)
+}
+
+// serve answers one batch read, gathering its entries in fb, and says about
+// how many of the bytes it sent came from the entry logs. It returns fb when
+// it answered without it (an error status), nil when fb went out with the
+// answer. Runs on a batch worker.
+func (br *batchReader) serve(q *batchRead, fb *frameBuf) (_ *frameBuf, fromLogBytes int) {
 	b, r := br.b, q.r
 	l := b.ledgers.get(r.ledger)
 	if l == nil {
 		br.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
-		return buf, 0
+		return fb, 0
 	}
 	l.mu.Lock()
 	lac, last := l.effectiveLAC(), l.lastEntry
@@ -206,6 +281,8 @@ func (br *batchReader) serve(q *batchRead, buf []byte) (_ []byte, fromLogBytes i
 	var count, fromLogs int64
 	var sources [2]int
 	status := wire.StatusOK
+	const hdr = wire.ReadBatchResponseFixed
+	buf := slices.Grow(fb.b[:0], hdr)[:hdr] // the header, filled in at the end
 	for id := first; count < maxCount; id++ {
 		if count > 0 && id > last {
 			break // past what the ledger table says is stored: no lookup
@@ -221,7 +298,7 @@ func (br *batchReader) serve(q *batchRead, buf []byte) (_ []byte, fromLogBytes i
 			var n int
 			var err error
 			runStart := len(buf)
-			buf, n, err = b.store.GetRun(r.ledger, id, int(maxCount-count), limit-len(buf), count == 0, buf)
+			buf, n, err = b.store.GetRun(r.ledger, id, int(maxCount-count), limit-(len(buf)-hdr), count == 0, buf)
 			if err == nil && n > 0 {
 				var size int
 				n, size = b.undamaged(r.ledger, id, buf[runStart:], n)
@@ -234,7 +311,7 @@ func (br *batchReader) serve(q *batchRead, buf []byte) (_ []byte, fromLogBytes i
 				id += int64(n) - 1
 				continue
 			}
-			if count > 0 && err == nil && len(buf) >= limit {
+			if count > 0 && err == nil && len(buf)-hdr >= limit {
 				break
 			}
 		}
@@ -247,7 +324,7 @@ func (br *batchReader) serve(q *batchRead, buf []byte) (_ []byte, fromLogBytes i
 			}
 			break
 		}
-		if count > 0 && len(buf) > limit {
+		if count > 0 && len(buf)-hdr > limit {
 			buf = buf[:start] // over the caller's budget: not sent
 			break
 		}
@@ -257,24 +334,24 @@ func (br *batchReader) serve(q *batchRead, buf []byte) (_ []byte, fromLogBytes i
 		}
 		count++
 	}
+	fb.b = buf // fb's until send hands it to the write
 	if status != wire.StatusOK {
 		br.finish(r, status, nil)
-		return buf, 0
+		return fb, 0
 	}
 	for src, n := range sources {
 		br.metrics.entries[src].Add(int64(n))
 	}
+	size := len(buf) - hdr
 	if br.ahead != nil {
-		br.ahead.served(r.conn, r.ledger, first, first+count, len(buf), int(fromLogs))
+		br.ahead.served(r.conn, r.ledger, first, first+count, size, int(fromLogs))
 	}
-	id, ledgerID, n, entries := r.id, r.ledger, int(count), buf
-	br.finish(r, wire.StatusOK, func(dst []byte) []byte {
-		return wire.AppendReadBatchResponse(dst, id, ledgerID, first, lac, n, entries)
-	})
+	wire.AppendReadBatchResponseHeader(buf[:0], r.id, r.ledger, first, lac, int(count), size)
+	br.send(r, fb)
 	if count == 0 {
-		return buf, 0
+		return nil, 0
 	}
-	return buf, int(int64(len(buf)) * fromLogs / count)
+	return nil, int(int64(size) * fromLogs / count)
 }
 
 // busyWindow is how recently an add must have completed for batch reads to

@@ -487,3 +487,35 @@ func TestBatchReadsPacedOnlyWhileAddsFlow(t *testing.T) {
 		t.Fatalf("200 ms without reads let 1 MB through unpaced (waited %v)", took)
 	}
 }
+
+// TestSlowBatchReaderIsCut: a READ_BATCH response goes out by a write of its own
+// (frameBuf), and a client that asks for batches but never reads them is still cut once
+// its unread replies pass the limit; another client's batch reads and adds go on.
+func TestSlowBatchReaderIsCut(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxOutboundBytes = 64 << 10
+	b := startBookie(t, cfg)
+	good := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
+	bad := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
+	bad.nc.(*net.TCPConn).SetReadBuffer(4096)
+	big := bytes.Repeat([]byte("r"), 30<<10)
+	for id := int64(0); id < 4; id++ {
+		if s := good.add(testKey, 0, 1, id, id-1, big); s != wire.StatusOK {
+			t.Fatal(s)
+		}
+	}
+	var req []byte
+	for i := 0; i < 2000; i++ {
+		req = wire.AppendReadBatchRequest(req[:0], uint64(i), 1, 0, 4, 1<<20)
+		bad.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		if _, err := bad.nc.Write(req); err != nil {
+			break // cut off
+		}
+	}
+	waitUntil(t, func() bool { return cutCount(t, b, "slow_reader") > 0 })
+	checkBatch(t, "other client after a slow batch reader", good.readBatch(1, 0, 4, 1<<20), 0, 4, 2,
+		func(int64) []byte { return big })
+	if s := good.add(testKey, 0, 1, 4, 3, []byte("fine")); s != wire.StatusOK {
+		t.Fatalf("add after a slow batch reader: %v", s)
+	}
+}

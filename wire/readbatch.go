@@ -113,12 +113,20 @@ type ReadBatchResponse struct {
 // entries back to back (entry first, first+1, ... of ledger, as the bookie stored them); it
 // is copied as is. count must be at least 1.
 func AppendReadBatchResponse(dst []byte, requestID uint64, ledger uint64, first, lac int64, count int, entries []byte) []byte {
-	dst = appendResponseHeader(dst, OpReadBatch, requestID, StatusOK, ReadBatchResponseFixed-ResponseHeaderSize+len(entries))
+	dst = AppendReadBatchResponseHeader(dst, requestID, ledger, first, lac, count, len(entries))
+	return append(dst, entries...)
+}
+
+// AppendReadBatchResponseHeader appends the ReadBatchResponseFixed bytes that precede the
+// entries of an OK READ_BATCH response of count entries, entriesLen bytes in all. A bookie
+// that gathers the entries behind a reserved header fills it in place with
+// AppendReadBatchResponseHeader(frame[:0], ...), sparing AppendReadBatchResponse's copy.
+func AppendReadBatchResponseHeader(dst []byte, requestID uint64, ledger uint64, first, lac int64, count, entriesLen int) []byte {
+	dst = appendResponseHeader(dst, OpReadBatch, requestID, StatusOK, ReadBatchResponseFixed-ResponseHeaderSize+entriesLen)
 	dst = be.AppendUint64(dst, ledger)
 	dst = be.AppendUint64(dst, uint64(first))
 	dst = be.AppendUint64(dst, uint64(lac))
-	dst = be.AppendUint32(dst, uint32(count))
-	return append(dst, entries...)
+	return be.AppendUint32(dst, uint32(count))
 }
 
 // DecodeReadBatchResponse decodes a READ_BATCH response and verifies every entry's checksum

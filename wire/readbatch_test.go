@@ -128,6 +128,21 @@ func TestAllocsReadBatch(t *testing.T) {
 	checkAllocs(t, "DecodeReadBatchResponseInto", func() { mustDecode(DecodeReadBatchResponseInto(resp, into)) })
 }
 
+// TestReadBatchResponseHeaderInPlace fills a reserved header in front of entries gathered
+// behind it, as the bookie does: the same bytes as AppendReadBatchResponse, in the same
+// buffer, without allocating.
+func TestReadBatchResponseHeaderInPlace(t *testing.T) {
+	entries := batchEntries(42, 7, 3, []byte("payload"))
+	want := AppendReadBatchResponse(nil, 9, 42, 7, 8, 3, entries)
+	frame := append(make([]byte, ReadBatchResponseFixed, ReadBatchResponseFixed+len(entries)), entries...)
+	checkAllocs(t, "AppendReadBatchResponseHeader in place", func() {
+		AppendReadBatchResponseHeader(frame[:0], 9, 42, 7, 8, 3, len(frame)-ReadBatchResponseFixed)
+	})
+	if !bytes.Equal(frame, want) {
+		t.Fatalf("in place:\n%x\nwant\n%x", frame, want)
+	}
+}
+
 // fixBatch makes a mutated READ_BATCH response consistent where random mutation rarely is:
 // it walks the entries by their payload lengths, recomputes each one's checksum, and sets
 // the count and the length prefix to what it found, so that fuzzing reaches the ledger,
