@@ -3,6 +3,7 @@ package bookie
 import (
 	"context"
 	"encoding/binary"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -198,6 +199,12 @@ func (br *batchReader) worker() {
 			br.b.store.SetReadahead(!br.busy())
 			fb, fromLogs = br.serve(q, fb)
 			br.paceBusy(ctx, fromLogs)
+			// A worker with batches queued never blocks, and Go takes a P
+			// from a running goroutine only after 10 ms; meanwhile an event
+			// loop back from epoll_wait, or the journal, waits for a P. So
+			// the worker yields after each batch (docs/benchmarks.md,
+			// "Batch workers that yield").
+			runtime.Gosched()
 		}
 	}
 }
