@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/wire"
@@ -127,8 +128,16 @@ func newMetrics(ledgerCount func() float64) *metrics {
 	m.registry.MustRegister(m.addLatency, m.readLatency, m.fsyncLatency, m.journalSync, m.batchRecords, m.batchBytes,
 		m.requests, m.responses, m.bytesIn, m.bytesOut, m.connections, m.inflightBytes, m.journalQueue,
 		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointDur, m.cacheFullWait, m.cacheFulls, m.ledgers, m.scrubBytes, m.scrubDamaged, m.scrubPasses,
-		buildInfo, pid, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		buildInfo, pid, goCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
+}
+
+// goCollector exports the Go runtime's metrics with the scheduler's among
+// them: go_sched_latencies_seconds, how long goroutines waited runnable for a
+// P, is where a goroutine that holds a P too long shows (docs/benchmarks.md,
+// "Batch workers that yield").
+func goCollector() prometheus.Collector {
+	return collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsMemory, collectors.MetricsScheduler))
 }
 
 // addsPerSync returns the mean number of journal records per fdatasync so far.

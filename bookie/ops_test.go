@@ -525,3 +525,24 @@ func TestJournalSyncObserved(t *testing.T) {
 		t.Fatalf("fdatasyncs observed: %v after an add, %v before", n, before)
 	}
 }
+
+// TestSchedulerLatencyExported: /metrics carries the Go scheduler's latency histogram, where
+// a goroutine holding a P too long shows, beside the memory and GC metrics.
+func TestSchedulerLatencyExported(t *testing.T) {
+	b := startBookie(t, testConfig(t.TempDir()))
+	mfs, err := b.metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"go_sched_latencies_seconds": false, "go_memstats_heap_alloc_bytes": false, "go_goroutines": false}
+	for _, mf := range mfs {
+		if _, ok := want[mf.GetName()]; ok {
+			want[mf.GetName()] = true
+		}
+	}
+	for name, seen := range want {
+		if !seen {
+			t.Errorf("no metric %s", name)
+		}
+	}
+}
