@@ -107,6 +107,11 @@ type Config struct {
 	// adds (one completed in the last second), so that a catch-up reader
 	// leaves CPU and disk to the writers. Negative (the default): unpaced.
 	ReadBatchBusyBytesPerSec int64 `json:"read_batch_busy_bytes_per_sec"`
+	// ReadBatchBusyWorkers is how many batch reads from the entry logs are
+	// served at a time while the bookie takes adds (one completed in the
+	// last second); at most ReadBatchWorkers. Batches whose first entry is
+	// in the write cache (tailing readers) do not count. Zero means 1.
+	ReadBatchBusyWorkers int `json:"read_batch_busy_workers"`
 	// MaxQueuedBatchReads is how many batch reads may wait for a batch
 	// worker, all connections together; zero means 1024, what
 	// docs/protocol.md states. Not in the config file: tests shorten it.
@@ -274,6 +279,7 @@ func DefaultConfig() Config {
 		ReadBatchWorkers:         2,
 		ReadCacheBytes:           32 << 20,
 		ReadBatchBusyBytesPerSec: -1,
+		ReadBatchBusyWorkers:     1,
 		MaxConnections:           10000,
 		MaxConnectionsPerIP:      1000,
 		MaxHandshakingPerIP:      64,
@@ -346,6 +352,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.ReadBatchWorkers, d.ReadBatchWorkers)
 	setDefault(&c.ReadCacheBytes, d.ReadCacheBytes)
 	setDefault(&c.ReadBatchBusyBytesPerSec, d.ReadBatchBusyBytesPerSec)
+	setDefault(&c.ReadBatchBusyWorkers, d.ReadBatchBusyWorkers)
 	setDefault(&c.MaxQueuedBatchReads, batchQueueSize)
 	setDefault(&c.MaxPollWait, maxPollWait)
 	setDefault(&c.MaxConnections, d.MaxConnections)

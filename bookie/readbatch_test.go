@@ -519,3 +519,62 @@ func TestSlowBatchReaderIsCut(t *testing.T) {
 		t.Fatalf("add after a slow batch reader: %v", s)
 	}
 }
+
+// TestBatchReadsOneAtATimeWhileAddsFlow: with two batch workers, two batch reads from the
+// entry logs are served at once while the bookie takes no adds, and one at a time
+// (read_batch_busy_workers) while adds flow; a batch from the write cache takes no slot.
+func TestBatchReadsOneAtATimeWhileAddsFlow(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.ReadBatchWorkers = 2
+	cfg.ReadCacheBytes = -1 // no read-ahead: only the batch workers read
+	gate := newReadGate(filepath.Join(dir, "ledgers"))
+	cfg.FS = vfs.NewFaultFS(vfs.Default, gate.inject)
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	addCheckpointed(t, b, w, 20)
+	r1 := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
+	r2 := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
+	send := func(c *testClient, first int64) {
+		if _, err := c.nc.Write(wire.AppendReadBatchRequest(nil, 1, 1, first, 1, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answered := func(c *testClient, first int64) {
+		t.Helper()
+		resp, err := wire.DecodeReadBatchResponse(c.readFrame())
+		if err != nil || resp.Status != wire.StatusOK || resp.First != first || len(resp.Entries) != 1 {
+			t.Fatalf("batch from %d: %+v, %v", first, resp.Header, err)
+		}
+	}
+
+	b.addsSeen.Store(0) // no adds: both workers read at once
+	gate.close()
+	send(r1, 0)
+	send(r2, 1)
+	waitUntil(t, func() bool { return gate.blocked() == 2 })
+	gate.release()
+	answered(r1, 0)
+	answered(r2, 1)
+
+	b.addsSeen.Store(time.Now().UnixNano()) // adds flow: one at a time
+	gate.close()
+	send(r1, 2)
+	send(r2, 3)
+	waitUntil(t, func() bool { return gate.blocked() == 1 && b.batch.metrics.slotWaiters.Load() == 1 })
+	gate.release()
+	answered(r1, 2)
+	answered(r2, 3)
+
+	// A tailing reader's batch, from the write cache, takes no slot: with the slot held by
+	// a batch stuck at the disk, a worker serves it.
+	if s := w.add(testKey, 0, 1, 20, 19, batchPayload(20)); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	gate.close()
+	send(r1, 4)
+	waitUntil(t, func() bool { return gate.blocked() == 1 })
+	checkBatch(t, "from the write cache while the slot is taken", r2.readBatch(1, 20, 1, 1<<20), 20, 1, 19, batchPayload)
+	gate.release()
+	answered(r1, 4)
+}
