@@ -212,16 +212,7 @@ func (g *readGate) blocked() int {
 // TooManyRequests, and adds and single reads go on meanwhile. Once the disk answers, every
 // batch read accepted is answered and the paused connection goes on.
 func TestReadBatchBounded(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir)
-	cfg.ReadBatchWorkers = 1
-	cfg.MaxQueuedBatchReads = maxConnBatchReads - 1
-	cfg.ReadCacheBytes = -1 // no read-ahead: only the batch worker reads
-	gate := newReadGate(filepath.Join(dir, "ledgers"))
-	cfg.FS = vfs.NewFaultFS(vfs.Default, gate.inject)
-	b := startBookie(t, cfg)
-	w := dial(t, b.Addr())
-	addCheckpointed(t, b, w, 20)
+	b, gate, w := gatedBookie(t, 1, func(cfg *Config) { cfg.MaxQueuedBatchReads = maxConnBatchReads - 1 })
 	gate.close()
 
 	r := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
@@ -281,6 +272,27 @@ func TestReadBatchBounded(t *testing.T) {
 		got[resp.RequestID] = true
 	}
 	checkBatch(t, "after the disk answered", r2.readBatch(1, 10, 5, 1<<20), 10, 5, 18, batchPayload)
+}
+
+// gatedBookie starts a bookie with workers batch workers, no read-ahead (only the batch
+// workers read the entry logs) and its entry-log reads behind a readGate (open), after tweak
+// (when not nil) had its say on the config; it holds entries 0-19 of ledger 1, checkpointed
+// into the entry logs, added by w.
+func gatedBookie(t *testing.T, workers int, tweak func(*Config)) (*Bookie, *readGate, *testClient) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.ReadBatchWorkers = workers
+	cfg.ReadCacheBytes = -1
+	gate := newReadGate(filepath.Join(dir, "ledgers"))
+	cfg.FS = vfs.NewFaultFS(vfs.Default, gate.inject)
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	addCheckpointed(t, b, w, 20)
+	return b, gate, w
 }
 
 // connFor returns the bookie's connection of test client tc.
@@ -524,15 +536,7 @@ func TestSlowBatchReaderIsCut(t *testing.T) {
 // entry logs are served at once while the bookie takes no adds, and one at a time
 // (read_batch_busy_workers) while adds flow; a batch from the write cache takes no slot.
 func TestBatchReadsOneAtATimeWhileAddsFlow(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir)
-	cfg.ReadBatchWorkers = 2
-	cfg.ReadCacheBytes = -1 // no read-ahead: only the batch workers read
-	gate := newReadGate(filepath.Join(dir, "ledgers"))
-	cfg.FS = vfs.NewFaultFS(vfs.Default, gate.inject)
-	b := startBookie(t, cfg)
-	w := dial(t, b.Addr())
-	addCheckpointed(t, b, w, 20)
+	b, gate, w := gatedBookie(t, 2, nil)
 	r1 := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
 	r2 := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
 	send := func(c *testClient, first int64) {
