@@ -313,11 +313,11 @@ func (c *bookieConn) authenticate(nc net.Conn, br *bufio.Reader, bookieNonce []b
 }
 
 // readFrame returns the next frame of br. The frame aliases br's buffer when it fits (valid
-// until the next read); larger frames are read into *big, which is grown as needed: the
-// part br holds is copied, the rest read straight from src, br's source (through br when
-// src is nil). A catch-up reader's READ_BATCH responses are such frames, and copying them
+// until the next read); larger frames, when big is not nil, are read into *big, which is
+// grown as needed: the part br holds is copied, the rest read straight from src, br's
+// source. A catch-up reader's READ_BATCH responses are such frames, and copying them
 // through br's buffer cost its client a fifth of its CPU (docs/benchmarks.md, "Catch-up
-// frames read past the client's buffer").
+// frames read past the client's buffer"). Without big, src is not used and may be nil.
 func readFrame(br *bufio.Reader, src io.Reader, limit int, big *[]byte) ([]byte, error) {
 	prefix, err := br.Peek(wire.LengthSize)
 	if err != nil {
@@ -342,10 +342,6 @@ func readFrame(br *bufio.Reader, src io.Reader, limit int, big *[]byte) ([]byte,
 		*big = getFrameBuf(n)
 	}
 	buf := (*big)[:n]
-	if src == nil {
-		_, err = io.ReadFull(br, buf)
-		return buf, err
-	}
 	k, _ := br.Read(buf) // what br holds; n > br.Size(), so never the whole frame
 	_, err = io.ReadFull(src, buf[k:])
 	return buf, err
