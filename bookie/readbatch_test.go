@@ -561,7 +561,10 @@ func TestBatchReadsOneAtATimeWhileAddsFlow(t *testing.T) {
 	answered(r1, 0)
 	answered(r2, 1)
 
-	b.addsSeen.Store(time.Now().UnixNano()) // adds flow: one at a time
+	// Adds flow: one at a time. An add "completed" an hour ahead keeps the bookie busy
+	// however slowly this test runs.
+	adding := func() { b.addsSeen.Store(time.Now().Add(time.Hour).UnixNano()) }
+	adding()
 	gate.close()
 	send(r1, 2)
 	send(r2, 3)
@@ -572,11 +575,15 @@ func TestBatchReadsOneAtATimeWhileAddsFlow(t *testing.T) {
 
 	// A tailing reader's batch, from the write cache, takes no slot: with the slot held by
 	// a batch stuck at the disk, a worker serves it.
+	b.addsSeen.Store(0)
 	if s := w.add(testKey, 0, 1, 20, 19, batchPayload(20)); s != wire.StatusOK {
 		t.Fatal(s)
 	}
+	waitUntil(t, func() bool { return b.addsSeen.Load() != 0 }) // the add's own mark, set after its reply
+	adding()
 	gate.close()
 	send(r1, 4)
+	waitUntil(t, func() bool { return len(b.batch.busySlots) == 1 }) // r1's batch holds the slot
 	waitUntil(t, func() bool { return gate.blocked() == 1 })
 	checkBatch(t, "from the write cache while the slot is taken", r2.readBatch(1, 20, 1, 1<<20), 20, 1, 19, batchPayload)
 	gate.release()
