@@ -275,6 +275,9 @@ func flagNames(h Header) string {
 	if h.Flags == 1 && name != "" && !h.Response {
 		return name
 	}
+	if h.Op == OpAdd && h.Flags == FlagRecovery|FlagUnjournaled && !h.Response {
+		return "recovery, unjournaled"
+	}
 	return fmt.Sprintf("0x%04x", uint16(h.Flags))
 }
 

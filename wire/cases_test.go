@@ -39,6 +39,8 @@ var decoders = map[string]func([]byte) (any, error){
 	"read-batch-response":    func(b []byte) (any, error) { return DecodeReadBatchResponse(b) },
 	"list-entries-request":   func(b []byte) (any, error) { return DecodeListEntriesRequest(b) },
 	"list-entries-response":  func(b []byte) (any, error) { return DecodeListEntriesResponse(b) },
+	"checkpoint-request":     func(b []byte) (any, error) { return DecodeCheckpointRequest(b) },
+	"checkpoint-response":    func(b []byte) (any, error) { return DecodeCheckpointResponse(b) },
 }
 
 // kind returns the message kind of a case name: "add-request/recovery" -> "add-request".
@@ -86,6 +88,8 @@ func messageCases() []messageCase {
 			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, AuthMethod: AuthHMACSHA256, Auth: nonce}},
 		{"hello/read-batch", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Features: FeatureReadBatch}),
 			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Features: FeatureReadBatch, Auth: []byte{}}},
+		{"hello/copy", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Features: FeatureReadBatch | FeatureCopy}),
+			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Features: FeatureReadBatch | FeatureCopy, Auth: []byte{}}},
 		{"hello/features", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 3, Features: 1 << 63, Auth: []byte{}}),
 			Hello{MinVersion: 1, MaxVersion: 3, Features: 1 << 63, Auth: []byte{}}},
 
@@ -93,6 +97,8 @@ func messageCases() []messageCase {
 			AddRequest{Header: req(OpAdd, 0, 1), MasterKey: testKey, Entry: mustEntry(entry)}},
 		{"add-request/recovery", AppendAddRequest(nil, 1<<64-1, FlagRecovery, &testKey, first),
 			AddRequest{Header: req(OpAdd, FlagRecovery, 1<<64-1), MasterKey: testKey, Entry: mustEntry(first)}},
+		{"add-request/unjournaled", AppendAddRequest(nil, 12, FlagRecovery|FlagUnjournaled, &testKey, entry),
+			AddRequest{Header: req(OpAdd, FlagRecovery|FlagUnjournaled, 12), MasterKey: testKey, Entry: mustEntry(entry)}},
 		{"add-request/big", AppendAddRequest(nil, 3, 0, &testKey, big),
 			AddRequest{Header: req(OpAdd, 0, 3), MasterKey: testKey, Entry: mustEntry(big)}},
 		{"add-response", AppendAddResponse(nil, 1, 42, 7),
@@ -170,5 +176,9 @@ func messageCases() []messageCase {
 			ListEntriesResponse{Header: resp(OpListEntries, 11, StatusOK), Ledger: 42, Next: 100, Ranges: []EntryRange{{20, 99}}}},
 		{"list-entries-response/no-such-ledger", AppendStatusResponse(nil, OpListEntries, 11, StatusNoSuchLedger),
 			ListEntriesResponse{Header: resp(OpListEntries, 11, StatusNoSuchLedger)}},
+
+		{"checkpoint-request", AppendCheckpointRequest(nil, 13), req(OpCheckpoint, 0, 13)},
+		{"checkpoint-response", AppendCheckpointResponse(nil, 13), resp(OpCheckpoint, 13, StatusOK)},
+		{"checkpoint-response/io-error", AppendStatusResponse(nil, OpCheckpoint, 13, StatusIOError), resp(OpCheckpoint, 13, StatusIOError)},
 	}
 }

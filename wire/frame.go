@@ -62,6 +62,7 @@ const (
 	OpAuth        Op = 0x09 // the answer to the challenge in the bookie's Hello
 	OpReadBatch   Op = 0x0A // consecutive entries in one response (FeatureReadBatch)
 	OpListEntries Op = 0x0B // which entry ids of a ledger the bookie holds (listentries.go)
+	OpCheckpoint  Op = 0x0C // make every entry stored so far durable (FeatureCopy, copy.go)
 
 	// responseBit marks a response in the opcode byte.
 	responseBit = 0x80
@@ -79,6 +80,7 @@ var opNames = [...]string{
 	OpAuth:        "AUTH",
 	OpReadBatch:   "READ_BATCH",
 	OpListEntries: "LIST_ENTRIES",
+	OpCheckpoint:  "CHECKPOINT",
 }
 
 // Known reports whether o is an operation of this protocol version.
@@ -98,7 +100,8 @@ func (o Op) String() string {
 type Flags uint16
 
 const (
-	// FlagRecovery, on ADD, marks a recovery add: accepted by a fenced ledger.
+	// FlagRecovery, on ADD, marks a recovery add: accepted by a fenced ledger. ADD's other
+	// flag, FlagUnjournaled (copy.go), is bit 1.
 	FlagRecovery Flags = 1 << 0
 	// FlagFence, on READ and READ_LAC, fences the ledger before answering. The request then
 	// carries the master key.

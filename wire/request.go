@@ -9,7 +9,7 @@ package wire
 //
 //	header (16) | master key (32) | entry (36 + n)
 type AddRequest struct {
-	Header    // Flags: FlagRecovery
+	Header    // Flags: FlagRecovery, FlagUnjournaled (only with FlagRecovery)
 	MasterKey MasterKey
 	Entry     Entry // checksum verified; Payload and Raw alias the frame
 }
@@ -18,7 +18,7 @@ type AddRequest struct {
 func (r *AddRequest) Recovery() bool { return r.Flags&FlagRecovery != 0 }
 
 // AppendAddRequest appends an ADD frame. entry is an encoded entry, as AppendEntry writes it
-// or as Entry.Raw holds it; it is copied as is. flags is 0 or FlagRecovery.
+// or as Entry.Raw holds it; it is copied as is. flags is 0, FlagRecovery or FlagRecovery|FlagUnjournaled.
 func AppendAddRequest(dst []byte, requestID uint64, flags Flags, key *MasterKey, entry []byte) []byte {
 	dst = appendRequestHeader(dst, OpAdd, flags, requestID, MasterKeySize+len(entry))
 	dst = append(dst, key[:]...)
@@ -28,9 +28,12 @@ func AppendAddRequest(dst []byte, requestID uint64, flags Flags, key *MasterKey,
 // DecodeAddRequest decodes an ADD frame and verifies its entry's checksum
 // (ErrChecksumMismatch).
 func DecodeAddRequest(frame []byte) (AddRequest, error) {
-	h, body, err := requestBody(frame, OpAdd, FlagRecovery)
+	h, body, err := requestBody(frame, OpAdd, FlagRecovery|FlagUnjournaled)
 	if err != nil {
 		return AddRequest{Header: h}, err
+	}
+	if h.Flags&(FlagRecovery|FlagUnjournaled) == FlagUnjournaled {
+		return AddRequest{Header: h}, errUnjournaled
 	}
 	if len(body) < MasterKeySize {
 		return AddRequest{Header: h}, errBodyLength

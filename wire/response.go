@@ -300,7 +300,11 @@ func AppendPingResponse(dst []byte, requestID uint64) []byte {
 
 // DecodePingResponse decodes a PING response.
 func DecodePingResponse(frame []byte) (Header, error) {
-	h, body, err := responseBody(frame, OpPing)
+	return decodeEmptyResponse(frame, OpPing)
+}
+
+func decodeEmptyResponse(frame []byte, op Op) (Header, error) {
+	h, body, err := responseBody(frame, op)
 	if err == nil && len(body) != 0 {
 		err = errBodyLength
 	}

@@ -88,6 +88,10 @@ func reencode(t *testing.T, m any) []byte {
 			dst = AppendPingRequest(dst, m.RequestID)
 		case m.Op == OpPing:
 			dst = AppendPingResponse(dst, m.RequestID)
+		case m.Op == OpCheckpoint && !m.Response:
+			dst = AppendCheckpointRequest(dst, m.RequestID)
+		case m.Op == OpCheckpoint:
+			dst = AppendCheckpointResponse(dst, m.RequestID)
 		default:
 			t.Fatalf("no encoder for header-only %+v", m)
 		}
@@ -166,6 +170,10 @@ func TestParseTarget(t *testing.T) {
 		"list-entries-response":                {0, NoEntry, false},
 		"list-entries-response/page":           {0, NoEntry, false},
 		"list-entries-response/no-such-ledger": {0, NoEntry, false},
+		"add-request/unjournaled":              {42, 7, true},
+		"checkpoint-request":                   {0, NoEntry, false},
+		"checkpoint-response":                  {0, NoEntry, false},
+		"checkpoint-response/io-error":         {0, NoEntry, false},
 	}
 	for _, c := range messageCases() {
 		if kind(c.name) == "hello" {
@@ -244,7 +252,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"other opcode", add, decoders["read-request"], ErrWrongOp, StatusBadRequest, 11},
 		{"response for request", AppendAddResponse(nil, 11, 42, 7), decoders["add-request"], ErrWrongOp, StatusBadRequest, 11},
 		{"request for response", add, decoders["add-response"], ErrWrongOp, StatusBadRequest, 11},
-		{"unknown flag", set(add, 6, 0x00, 0x02), decoders["add-request"], ErrUnknownFlags, StatusUnsupported, 11},
+		{"unknown flag", set(add, 6, 0x00, 0x04), decoders["add-request"], ErrUnknownFlags, StatusUnsupported, 11},
+		{"unjournaled without recovery", set(add, 6, 0x00, 0x02), decoders["add-request"], ErrMalformed, StatusBadRequest, 11},
+		{"checkpoint with a body", set(append(AppendCheckpointRequest(nil, 11), 0), 3, 13), decoders["checkpoint-request"], ErrMalformed, StatusBadRequest, 11},
 		{"fence flag on write lac", set(AppendWriteLACRequest(nil, 11, 1, 1, &testKey), 7, 0x01), decoders["write-lac-request"], ErrUnknownFlags, StatusUnsupported, 11},
 		{"response flags", set(AppendAddResponse(nil, 11, 42, 7), 7, 0x01), decoders["add-response"], ErrUnknownFlags, StatusUnsupported, 11},
 		{"version 2", set(add, 4, 2), decoders["add-request"], ErrBadVersion, StatusBadVersion, 11},
