@@ -95,6 +95,10 @@ type Bookie struct {
 	gcState   gcState // what GET /gc shows
 	storageMu sync.Mutex
 
+	// CHECKPOINT requests waiting for the next checkpoint to begin (copy.go).
+	ckptMu      sync.Mutex
+	ckptWaiters []*request
+
 	// The last checkpoint error logged and when; owned by the background
 	// goroutine.
 	ckptErrMsg string
@@ -441,6 +445,14 @@ func (b *Bookie) setApplied(m journal.Mark) {
 func (b *Bookie) checkpoint() error {
 	b.storageMu.Lock()
 	defer b.storageMu.Unlock()
+	waiters := b.takeCheckpointWaiters()
+	err := b.checkpointLocked()
+	b.answerCheckpoint(waiters, err)
+	return err
+}
+
+// checkpointLocked is checkpoint with b.storageMu held.
+func (b *Bookie) checkpointLocked() error {
 	start := time.Now()
 	b.lastAppliedMu.Lock()
 	mark := b.lastApplied

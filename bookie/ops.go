@@ -64,6 +64,8 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 		c.loopOut = wire.AppendPingResponse(c.loopOut, h.RequestID)
 	case wire.OpListEntries:
 		b.handleListEntries(c, &h, frame)
+	case wire.OpCheckpoint:
+		b.handleCheckpoint(c, &h, frame)
 	case wire.OpAuth:
 		// This bookie did not ask, or the connection is authenticated
 		// already: nothing changes and the connection goes on.
@@ -179,6 +181,9 @@ func (b *Bookie) handleAdd(c *conn, h *wire.Header, frame []byte) (retry bool) {
 	}
 	defer l.mu.Unlock()
 	if l.mayExist(req.Entry.EntryID) && !b.addExisting(c, l, h, &req.Entry) {
+		return false
+	}
+	if req.Unjournaled() && b.storeUnjournaled(c, h, l, &req.Entry) {
 		return false
 	}
 	r := c.newRequest(h, len(frame))

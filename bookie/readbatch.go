@@ -49,13 +49,13 @@ const (
 )
 
 // supportedFeatures are the Hello features this bookie accepts.
-const supportedFeatures = wire.FeatureReadBatch
+const supportedFeatures = wire.FeatureReadBatch | wire.FeatureCopy
 
 // features returns the Hello features this bookie accepts: supportedFeatures,
-// or none with Config.WithoutReadBatch.
+// without read-batch with Config.WithoutReadBatch.
 func (b *Bookie) features() wire.Features {
 	if b.cfg.WithoutReadBatch {
-		return 0
+		return supportedFeatures &^ wire.FeatureReadBatch
 	}
 	return supportedFeatures
 }

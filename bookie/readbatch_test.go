@@ -69,7 +69,7 @@ func TestReadBatch(t *testing.T) {
 	c := dialFeatures(t, b.Addr(), wire.FeatureReadBatch, wire.FeatureReadBatch)
 	dialFeatures(t, b.Addr(), 0, 0)     // offering nothing, accepted nothing
 	dialFeatures(t, b.Addr(), 1<<40, 0) // a bit the bookie does not know is not echoed
-	dialFeatures(t, b.Addr(), ^wire.Features(0), wire.FeatureReadBatch)
+	dialFeatures(t, b.Addr(), ^wire.Features(0), supportedFeatures)
 
 	check := func(where string) {
 		checkBatch(t, where+": all", c.readBatch(1, 0, 100, 1<<20), 0, 10, 8, batchPayload)

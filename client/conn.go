@@ -435,6 +435,8 @@ func (r *request) appendFrame(dst []byte) []byte {
 		return wire.AppendGetInfoRequest(dst, r.id)
 	case wire.OpListEntries:
 		return wire.AppendListEntriesRequest(dst, r.id, r.ledger, r.entry, r.maxRanges)
+	case wire.OpCheckpoint:
+		return wire.AppendCheckpointRequest(dst, r.id)
 	default:
 		return wire.AppendPingRequest(dst, r.id)
 	}
@@ -542,6 +544,9 @@ func (r *request) decode(frame []byte, h wire.Header, owned bool) (kept bool, _ 
 		return false, err
 	case wire.OpPing:
 		_, err := wire.DecodePingResponse(frame)
+		return false, err
+	case wire.OpCheckpoint:
+		_, err := wire.DecodeCheckpointResponse(frame)
 		return false, err
 	case wire.OpListEntries:
 		resp, err := wire.DecodeListEntriesResponse(frame)

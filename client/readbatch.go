@@ -29,7 +29,7 @@ import (
 // are the ones Read returns.
 
 // clientFeatures are the Hello features this client offers.
-const clientFeatures = wire.FeatureReadBatch
+const clientFeatures = wire.FeatureReadBatch | wire.FeatureCopy
 
 // Batch read sizes.
 const (

@@ -1,0 +1,88 @@
+package bookie
+
+import (
+	"errors"
+
+	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// Copies for re-replication (docs/protocol.md, "CHECKPOINT").
+//
+// An ADD with the recovery and unjournaled flags is a re-replication copy of
+// an entry durable on other bookies: it is stored in the write cache on the
+// event loop and answered at once, without a journal record, so the copy
+// costs the disk no journal sync. A CHECKPOINT is answered after the next
+// checkpoint to begin has synced every entry stored before it. Until the
+// copier has that answer (and has seen the copies listed), the ledger's
+// metadata does not name this bookie for them, and a crash that loses them
+// loses nothing a reader depends on.
+
+// storeUnjournaled stores an unjournaled copy e in l's write cache and
+// queues its OK, and reports true; or reports false, leaving the add to the
+// journal like any recovery add, when the write cache is full (the journal
+// writer waits for a flush; an event loop must not). Requires l.mu held;
+// runs on the event loop.
+func (b *Bookie) storeUnjournaled(c *conn, h *wire.Header, l *ledger, e *wire.Entry) bool {
+	err := b.store.Put(e.LedgerID, e.EntryID, e.Raw)
+	switch {
+	case errors.Is(err, entrylog.ErrCacheFull):
+		return false
+	case err != nil:
+		b.log.Error("storing an unjournaled copy failed", "ledger", e.LedgerID, "entry", e.EntryID, "err", err)
+		c.answer(h, wire.StatusIOError)
+		return true
+	}
+	l.appended(e.EntryID)
+	l.settleAdds(1)
+	l.lastEntry = max(l.lastEntry, e.EntryID)
+	l.dirty = true // the next checkpoint saves the ledger's state with the entry
+	if e.LAC > l.lac {
+		l.lac = e.LAC
+		b.wakePollers(l, c)
+	}
+	c.loopOut = wire.AppendAddResponse(c.loopOut, h.RequestID, e.LedgerID, e.EntryID)
+	b.metrics.addOK.Inc()
+	b.metrics.unjournaled.Inc()
+	return true
+}
+
+// handleCheckpoint queues a CHECKPOINT for the next checkpoint to begin and
+// asks the background goroutine for one. Runs on the event loop.
+func (b *Bookie) handleCheckpoint(c *conn, h *wire.Header, frame []byte) {
+	if _, err := wire.DecodeCheckpointRequest(frame); err != nil {
+		c.answer(h, wire.StatusOf(err))
+		return
+	}
+	r := c.newRequest(h, len(frame))
+	b.ckptMu.Lock()
+	b.ckptWaiters = append(b.ckptWaiters, r)
+	b.ckptMu.Unlock()
+	select {
+	case b.kickCheckpoint <- struct{}{}:
+	default: // one is asked for already
+	}
+}
+
+// takeCheckpointWaiters returns the CHECKPOINT requests that a checkpoint
+// beginning now covers. Requires b.storageMu held.
+func (b *Bookie) takeCheckpointWaiters() []*request {
+	b.ckptMu.Lock()
+	defer b.ckptMu.Unlock()
+	rs := b.ckptWaiters
+	b.ckptWaiters = nil
+	return rs
+}
+
+// answerCheckpoint answers the CHECKPOINT requests a checkpoint covered: OK,
+// or IOError when it failed. Runs wherever the checkpoint ran.
+func (b *Bookie) answerCheckpoint(rs []*request, err error) {
+	for _, r := range rs {
+		if err != nil {
+			b.finish(r, wire.StatusIOError, nil)
+			continue
+		}
+		id := r.id
+		b.finish(r, wire.StatusOK, func(dst []byte) []byte { return wire.AppendCheckpointResponse(dst, id) })
+	}
+}
