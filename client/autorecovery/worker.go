@@ -1,11 +1,13 @@
 package autorecovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +22,8 @@ import (
 // it with Run.
 type Worker struct {
 	cfg     Config
-	limiter *pace.Pacer // Config.RateBytes over the workers copying now (shareRate)
+	limiter *pace.Pacer  // this worker's share of Config.RateBytes (shareRate)
+	locks   atomic.Int64 // repair locks this worker holds
 }
 
 // NewWorker returns a worker; cfg.Client and cfg.Store are required.
@@ -81,8 +84,9 @@ func (w *Worker) runSession(ctx context.Context, sess *concurrency.Session, wake
 }
 
 // Pass looks at every mark once, in random order, and repairs each ledger whose lock it
-// gets on sess (skipping those another worker holds). It does nothing while autorecovery
-// is disabled. It returns the first error other than a lock held elsewhere.
+// gets on sess (skipping those another worker holds), Config.Ledgers at a time. It does
+// nothing while autorecovery is disabled. It returns the first error other than a lock
+// held elsewhere.
 func (w *Worker) Pass(ctx context.Context, sess *concurrency.Session) error {
 	st := w.cfg.Store
 	if on, err := st.AutorecoveryEnabled(ctx); err != nil || !on {
@@ -93,15 +97,35 @@ func (w *Worker) Pass(ctx context.Context, sess *concurrency.Session) error {
 		return err
 	}
 	rand.Shuffle(len(marks), func(i, j int) { marks[i], marks[j] = marks[j], marks[i] })
-	var first error
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	slots := make(chan struct{}, w.cfg.Ledgers)
 	for _, m := range marks {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			break
 		}
-		err := w.claimAndRepair(ctx, sess, m.Ledger)
-		if err != nil && !errors.Is(err, meta.ErrLocked) && !errors.Is(err, errPending) && first == nil {
-			first = err
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := w.claimAndRepair(ctx, sess, m.Ledger)
+			<-slots
+			if err != nil && !errors.Is(err, meta.ErrLocked) && !errors.Is(err, errPending) {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	return first
 }
@@ -113,6 +137,8 @@ func (w *Worker) claimAndRepair(ctx context.Context, sess *concurrency.Session, 
 	if err != nil {
 		return err
 	}
+	w.locks.Add(1)
+	defer w.locks.Add(-1)
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		mu.Unlock(uctx)
@@ -258,9 +284,9 @@ func (w *Worker) writable(ctx context.Context, id meta.BookieID) bool {
 	return slices.ContainsFunc(bookies, func(b meta.BookieInfo) bool { return b.ID == id && !b.ReadOnly })
 }
 
-// shareRate sets the limiter to this worker's share of Config.RateBytes: the rate over the
-// ledgers whose repair lock is held now (this worker's among them). When the locks cannot
-// be listed, the share stays as it was.
+// shareRate sets the limiter to this worker's share of Config.RateBytes: its part of the
+// repair locks held now, all workers together. When the locks cannot be listed, the share
+// stays as it was.
 func (w *Worker) shareRate(ctx context.Context) {
 	if w.cfg.RateBytes <= 0 {
 		return
@@ -269,7 +295,8 @@ func (w *Worker) shareRate(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	w.limiter.SetRate(float64(w.cfg.RateBytes) / float64(max(len(locked), 1)))
+	mine := max(w.locks.Load(), 1)
+	w.limiter.SetRate(float64(w.cfg.RateBytes) * float64(mine) / float64(max(int64(len(locked)), mine)))
 }
 
 // errRetryLater means the ledger changed in a way that needs a fresh look; the mark stays.

@@ -47,7 +47,7 @@ func (o *recoveryOptions) add(fs *flag.FlagSet) {
 	fs.DurationVar(&o.lostDelay, "lost-delay", 60*time.Second, "how long a bookie's registration must stay gone before it is declared lost")
 	fs.DurationVar(&o.grace, "open-ledger-grace", 30*time.Second, "how long an open ledger's writer may replace a lost bookie itself before the ledger is fenced")
 	fs.DurationVar(&o.auditInterval, "audit-interval", 5*time.Minute, "how often the auditor checks every ledger")
-	fs.Int64Var(&o.rate, "rate", 64<<20, "bytes per second the cluster's workers copy, all together: each takes an equal share among those repairing (negative: unlimited)")
+	fs.Int64Var(&o.rate, "rate", autorecovery.DefaultRateBytes, "bytes per second the cluster's workers copy, all together: each takes an equal share among those repairing (negative: unlimited)")
 	fs.IntVar(&o.minRacks, "min-racks", 0, "spread each write set over at least this many racks when choosing replacements (0: racks ignored)")
 	fs.BoolVar(&o.enforceRacks, "enforce-racks", false, "refuse a replacement that cannot reach --min-racks instead of taking the most racks possible")
 }

@@ -44,7 +44,7 @@ func addRereplFlags(fs *flag.FlagSet) *rereplFlags {
 		fgFor: fs.Duration("rerepl-foreground", 2*time.Duration(bookie.DefaultConfig().CheckpointInterval),
 			"rereplication: how long the foreground writer is measured without re-replication (default two checkpoint intervals: a shorter baseline that starts after a checkpoint holds none, and is quieter than the cluster ever is while it copies)"),
 		fgEntry:  fs.Int("rerepl-foreground-entry", 1024, "rereplication: foreground add size"),
-		rate:     fs.Int64("rerepl-rate", 64<<20, "rereplication: the workers' copy rate limit, bytes/s (negative: unlimited)"),
+		rate:     fs.Int64("rerepl-rate", autorecovery.DefaultRateBytes, "rereplication: the workers' copy rate limit, bytes/s (negative: unlimited)"),
 		workers:  fs.Int("rerepl-workers", 1, "rereplication: autorecovery workers (sharing --rerepl-rate, as workers beside every bookie do)"),
 		bookies:  fs.Int("rerepl-bookies", 5, "rereplication: bookies of the local cluster"),
 		keepData: fs.Bool("rerepl-keep", false, "rereplication: keep the cluster directory"),
