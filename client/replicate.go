@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
@@ -105,10 +106,13 @@ func (c *Client) CopyTo(ctx context.Context, b meta.BookieID, key *wire.MasterKe
 
 // CheckpointOn asks bookie b for a CHECKPOINT: it returns nil once every entry b stored
 // before the request, unjournaled copies included, is durable there. The bookie must accept
-// wire.FeatureCopy.
+// wire.FeatureCopy. A checkpoint writes a write-cache half at a paced rate, seconds on a
+// busy or slow disk, so the request waits up to checkpointTimeout (or RequestTimeout, if
+// longer) for its answer.
 func (c *Client) CheckpointOn(ctx context.Context, b meta.BookieID) error {
 	req := getRequest()
 	req.op = wire.OpCheckpoint
+	req.timeout = max(c.cfg.requestTimeout, checkpointTimeout)
 	res, err := c.conn(b).call(ctx, req)
 	if err != nil {
 		return err
@@ -122,6 +126,11 @@ func (c *Client) CheckpointOn(ctx context.Context, b meta.BookieID) error {
 	}
 	return nil
 }
+
+// checkpointTimeout is how long CheckpointOn waits for its answer at least: a bookie's
+// checkpoint flushes up to a write-cache half (64 MiB by default) paced to keep the journal's
+// syncs short, 2 s at its slowest rate on a quick disk.
+const checkpointTimeout = time.Minute
 
 // RecoverLedger fences and closes ledger md (recovery, as OpenLedger with recover does) and
 // returns its closed metadata; a CLOSED md is returned as it is.
