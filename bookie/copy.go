@@ -14,9 +14,9 @@ import (
 // event loop and answered at once, without a journal record, so the copy
 // costs the disk no journal sync. A CHECKPOINT is answered after the next
 // checkpoint to begin has synced every entry stored before it. Until the
-// copier has that answer (and has seen the copies listed), the ledger's
-// metadata does not name this bookie for them, and a crash that loses them
-// loses nothing a reader depends on.
+// copier has that answer, over the connection the copies went over, the
+// ledger's metadata does not name this bookie for them, and a crash that
+// loses them loses nothing a reader depends on.
 
 // storeUnjournaled stores an unjournaled copy e in l's write cache and
 // queues its OK, and reports true; or reports false, leaving the add to the

@@ -51,7 +51,8 @@ type request struct {
 
 	// Set by the connection.
 	id       uint64
-	deadline int64 // unix nanoseconds
+	deadline int64  // unix nanoseconds
+	gen      uint64 // the connection generation it was written on (copy.go)
 
 	// The result. err is nil when a response arrived: status says how it went. data is a
 	// copy of the entry a READ or LONG_POLL_LAC returned (owned by the caller).
@@ -390,6 +391,7 @@ func (c *bookieConn) writeLoop(nc net.Conn, gen uint64) {
 		now := time.Now().UnixNano()
 		for _, r := range batch {
 			r.deadline = now + int64(r.timeout)
+			r.gen = gen
 			c.pending[r.id] = r
 		}
 		c.mu.Unlock()

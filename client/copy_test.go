@@ -1,6 +1,10 @@
 package client
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,11 +17,87 @@ import (
 	"github.com/bookie-go/bookie/wire"
 )
 
+var copyKey = wire.MasterKeyFromPassword([]byte("k"))
+
+func copyRaw(ledger uint64, e int64) []byte {
+	return wire.AppendEntry(nil, ledger, e, e-1, fmt.Appendf(nil, "copy %d/%d", ledger, e))
+}
+
+// copyAll copies entries [0, n) of ledger to b through cp.
+func copyAll(t *testing.T, cp *Copier, ledger uint64, n int64) {
+	t.Helper()
+	ctx := testCtx(t)
+	for e := range n {
+		if err := cp.Copy(ctx, &copyKey, copyRaw(ledger, e)); err != nil {
+			t.Fatalf("copy %d/%d: %v", ledger, e, err)
+		}
+	}
+}
+
+// checkCopies reads entries [0, n) of ledger back from b.
+func checkCopies(t *testing.T, cl *Client, b meta.BookieID, ledger uint64, n int64) {
+	t.Helper()
+	for e := range n {
+		got, err := cl.ReadEntryFrom(testCtx(t), b, ledger, e)
+		if err != nil || !bytes.Equal(got, copyRaw(ledger, e)) {
+			t.Fatalf("copy %d/%d read back: %q, %v", ledger, e, got, err)
+		}
+	}
+}
+
+// Copies to a bookie that restarts before the CHECKPOINT may be lost (a crash would lose
+// the unjournaled ones): Settle says so, with ErrCopiesLost, whatever the bookie holds;
+// copied again over one connection, they settle. A bookie in limbo (wiped and back) takes
+// copies and settles them like any other.
+func TestCopierSettle(t *testing.T) {
+	limbo := false
+	c := startClusterWith(t, 1, func(cfg *bookie.Config) { cfg.AllowUnknownState = limbo })
+	cl := c.client(nil)
+	ctx := testCtx(t)
+	b := meta.BookieID(c.addrs[0])
+
+	cp := cl.NewCopier(b)
+	copyAll(t, cp, 1, 10)
+	if err := cp.Settle(ctx); err != nil {
+		t.Fatalf("settle over one connection: %v", err)
+	}
+	checkCopies(t, cl, b, 1, 10)
+
+	cp = cl.NewCopier(b)
+	copyAll(t, cp, 2, 10)
+	c.stop(0)
+	c.restart(0)
+	if err := cp.Settle(ctx); !errors.Is(err, ErrCopiesLost) {
+		t.Fatalf("settle after the bookie restarted: %v, want ErrCopiesLost", err)
+	}
+	cp = cl.NewCopier(b)
+	copyAll(t, cp, 2, 10)
+	if err := cp.Settle(ctx); err != nil {
+		t.Fatalf("settle of the copies made again: %v", err)
+	}
+	checkCopies(t, cl, b, 2, 10)
+
+	c.stop(0)
+	if err := os.RemoveAll(c.dirs[0]); err != nil {
+		t.Fatal(err)
+	}
+	limbo = true
+	c.restart(0)
+	if _, err := cl.ListEntriesFrom(ctx, b, 1, 0); !errors.Is(err, ErrUnknownLedgerState) {
+		t.Fatalf("list entries of a wiped ledger: %v, want ErrUnknownLedgerState (the bookie in limbo)", err)
+	}
+	cp = cl.NewCopier(b)
+	copyAll(t, cp, 3, 10)
+	if err := cp.Settle(ctx); err != nil {
+		t.Fatalf("settle on a bookie in limbo: %v", err)
+	}
+	checkCopies(t, cl, b, 3, 10)
+}
+
 // A CHECKPOINT answers after a checkpoint, whose paced flush can take longer than a
-// request timeout: CheckpointOn waits for it. Here the flush is held at its entry-log
-// write for three request timeouts, and CheckpointOn still returns nil once it is let go;
-// the copy before it went unjournaled, and reads back.
-func TestCheckpointOnOutlastsRequestTimeout(t *testing.T) {
+// request timeout: Settle waits for it. Here the flush is held at its entry-log write for
+// three request timeouts, and Settle still returns nil once it is let go.
+func TestSettleOutlastsRequestTimeout(t *testing.T) {
 	gate := make(chan struct{})
 	var open sync.Once
 	release := func() { open.Do(func() { close(gate) }) }
@@ -40,32 +120,26 @@ func TestCheckpointOnOutlastsRequestTimeout(t *testing.T) {
 	}
 	defer cl.Close()
 	b := meta.BookieID(c.addrs[0])
-	key := wire.MasterKeyFromPassword([]byte("k"))
-	raw := wire.AppendEntry(nil, 5, 0, -1, []byte("copied"))
-	if unj, err := cl.CopyTo(ctx, b, &key, raw); err != nil || !unj {
-		t.Fatalf("CopyTo: unjournaled %v, %v", unj, err)
-	}
+	cp := cl.NewCopier(b)
+	copyAll(t, cp, 5, 1)
 	done := make(chan error, 1)
-	go func() { done <- cl.CheckpointOn(ctx, b) }()
+	go func() { done <- cp.Settle(ctx) }()
 	for held.Load() == 0 {
 		select {
 		case err := <-done:
-			t.Fatalf("CheckpointOn returned %v before the checkpoint's flush reached the disk", err)
+			t.Fatalf("Settle returned %v before the checkpoint's flush reached the disk", err)
 		case <-time.After(time.Millisecond):
 		}
 	}
 	// The flush is held; keep it so for three request timeouts, then let it go.
 	select {
 	case err := <-done:
-		t.Fatalf("CheckpointOn returned %v while the checkpoint's flush is held", err)
+		t.Fatalf("Settle returned %v while the checkpoint's flush is held", err)
 	case <-time.After(3 * timeout):
 	}
 	release()
 	if err := <-done; err != nil {
-		t.Fatalf("CheckpointOn after a checkpoint longer than the request timeout: %v", err)
+		t.Fatalf("Settle after a checkpoint longer than the request timeout: %v", err)
 	}
-	got, err := cl.ReadEntryFrom(ctx, b, 5, 0)
-	if err != nil || string(got) != string(raw) {
-		t.Fatalf("read the copy back: %q, %v", got, err)
-	}
+	checkCopies(t, cl, b, 5, 1)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
@@ -59,78 +58,36 @@ func (c *Client) ReadEntryFrom(ctx context.Context, b meta.BookieID, ledger uint
 // makes it fail with ErrEntryExists. raw must not change until AddRecoveryTo returns.
 // Safe for concurrent use.
 func (c *Client) AddRecoveryTo(ctx context.Context, b meta.BookieID, key *wire.MasterKey, raw []byte) error {
-	return c.addRecovery(ctx, b, key, raw, wire.FlagRecovery)
+	_, err := c.addRecovery(ctx, b, key, raw, wire.FlagRecovery)
+	return err
 }
 
 // addRecovery sends raw to bookie b as an ADD with flags (FlagRecovery, maybe
-// FlagUnjournaled).
-func (c *Client) addRecovery(ctx context.Context, b meta.BookieID, key *wire.MasterKey, raw []byte, flags wire.Flags) error {
+// FlagUnjournaled), and returns the connection generation its OK came on.
+func (c *Client) addRecovery(ctx context.Context, b meta.BookieID, key *wire.MasterKey, raw []byte, flags wire.Flags) (gen uint64, err error) {
 	e, err := wire.ParseEntry(raw)
 	if err != nil {
-		return fmt.Errorf("client: recovery add to %s: %w", b, err)
+		return 0, fmt.Errorf("client: recovery add to %s: %w", b, err)
 	}
 	req := getRequest()
 	req.op, req.flags, req.ledger, req.entry, req.key, req.raw = wire.OpAdd, flags, e.LedgerID, e.EntryID, key, raw
 	res, err := c.conn(b).call(ctx, req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer putRequest(res)
 	switch {
 	case res.err != nil:
-		return fmt.Errorf("client: recovery add %d/%d to %s: %w", e.LedgerID, e.EntryID, b, res.err)
+		return 0, fmt.Errorf("client: recovery add %d/%d to %s: %w", e.LedgerID, e.EntryID, b, res.err)
 	case res.status == wire.StatusOK:
-		return nil
+		return res.gen, nil
 	case res.status == wire.StatusEntryExists:
-		return fmt.Errorf("client: recovery add %d/%d to %s: %w", e.LedgerID, e.EntryID, b, ErrEntryExists)
+		return 0, fmt.Errorf("client: recovery add %d/%d to %s: %w", e.LedgerID, e.EntryID, b, ErrEntryExists)
 	case res.status == wire.StatusUnauthorized:
-		return fmt.Errorf("client: recovery add %d/%d to %s: %w", e.LedgerID, e.EntryID, b, ErrUnauthorized)
+		return 0, fmt.Errorf("client: recovery add %d/%d to %s: %w", e.LedgerID, e.EntryID, b, ErrUnauthorized)
 	}
-	return fmt.Errorf("client: recovery add %d/%d to %s: bookie answered %v", e.LedgerID, e.EntryID, b, res.status)
+	return 0, fmt.Errorf("client: recovery add %d/%d to %s: bookie answered %v", e.LedgerID, e.EntryID, b, res.status)
 }
-
-// CopyTo stores raw (an entry's whole encoding, as ReadEntryFrom returns it) on bookie b as
-// a re-replication copy, as AddRecoveryTo does, but without a journal sync when b accepts
-// wire.FeatureCopy: then the copy is stored, not durable, and it reports unjournaled. Such
-// copies are durable only once CheckpointOn(b) has answered after them, and b may have lost
-// them in a restart before (docs/protocol.md, "CHECKPOINT"): a caller that relies on them
-// checks with ListEntriesFrom afterwards. Safe for concurrent use.
-func (c *Client) CopyTo(ctx context.Context, b meta.BookieID, key *wire.MasterKey, raw []byte) (unjournaled bool, err error) {
-	unjournaled = c.conn(b).accepts(ctx, wire.FeatureCopy)
-	flags := wire.FlagRecovery
-	if unjournaled {
-		flags |= wire.FlagUnjournaled
-	}
-	return unjournaled, c.addRecovery(ctx, b, key, raw, flags)
-}
-
-// CheckpointOn asks bookie b for a CHECKPOINT: it returns nil once every entry b stored
-// before the request, unjournaled copies included, is durable there. The bookie must accept
-// wire.FeatureCopy. A checkpoint writes a write-cache half at a paced rate, seconds on a
-// busy or slow disk, so the request waits up to checkpointTimeout (or RequestTimeout, if
-// longer) for its answer.
-func (c *Client) CheckpointOn(ctx context.Context, b meta.BookieID) error {
-	req := getRequest()
-	req.op = wire.OpCheckpoint
-	req.timeout = max(c.cfg.requestTimeout, checkpointTimeout)
-	res, err := c.conn(b).call(ctx, req)
-	if err != nil {
-		return err
-	}
-	defer putRequest(res)
-	switch {
-	case res.err != nil:
-		return fmt.Errorf("client: checkpoint on %s: %w", b, res.err)
-	case res.status != wire.StatusOK:
-		return fmt.Errorf("client: checkpoint on %s: bookie answered %v", b, res.status)
-	}
-	return nil
-}
-
-// checkpointTimeout is how long CheckpointOn waits for its answer at least: a bookie's
-// checkpoint flushes up to a write-cache half (64 MiB by default) paced to keep the journal's
-// syncs short, 2 s at its slowest rate on a quick disk.
-const checkpointTimeout = time.Minute
 
 // RecoverLedger fences and closes ledger md (recovery, as OpenLedger with recover does) and
 // returns its closed metadata; a CLOSED md is returned as it is.

@@ -10,9 +10,9 @@ import "fmt"
 // what slows their adds: an ADD with FlagRecovery|FlagUnjournaled is stored in the bookie's
 // write cache and answered at once, and a CHECKPOINT makes every entry stored before it
 // durable (entry logs and index synced) before its OK. The worker changes the metadata only
-// after that OK, and after checking (LIST_ENTRIES) that the bookie still holds every copy: a
-// bookie that restarted in between answers CHECKPOINT for what it holds, not for what it
-// lost.
+// after that OK, and only if the copies' OKs came over the same connection: a bookie that
+// restarted in between answers CHECKPOINT for what it holds, not for what it lost, and a
+// restart breaks the connection (package client, Copier).
 
 // FeatureCopy, offered in a client's Hello and echoed in the bookie's, says that the bookie
 // takes ADDs with FlagUnjournaled and serves CHECKPOINT. Part of the format; never

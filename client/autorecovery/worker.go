@@ -304,9 +304,9 @@ var errRetryLater = errors.New("ledger changed, retry later")
 
 // copyFragment copies every entry of fragment i of md whose write set includes position pos
 // to target, reading each from another bookie of its write set (not one being replaced),
-// verifying checksum and ids, and writing it with the recovery flag (client.CopyTo: without a
-// journal sync where target allows it, then settled). Up to Config.Window copies are in
-// flight; bytes pass through the rate limiter.
+// verifying checksum and ids, and writing it with the recovery flag (a client.Copier:
+// without a journal sync where target allows it, then settled). Up to Config.Window copies
+// are in flight; bytes pass through the rate limiter.
 func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, pos int, target meta.BookieID) error {
 	f := md.Fragments[i]
 	end, _ := fragmentEnd(md, i)
@@ -349,7 +349,7 @@ func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, p
 	}()
 	work := make(chan int64)
 	errs := make(chan error, w.cfg.Window)
-	var unjournaled atomic.Bool
+	copier := w.cfg.Client.NewCopier(target)
 	for range min(w.cfg.Window, len(ids)) {
 		go func() {
 			var first error
@@ -357,7 +357,7 @@ func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, p
 				if first != nil {
 					continue
 				}
-				if err := w.copyEntry(cctx, md, f, pos, id, &key, target, live, &unjournaled); err != nil {
+				if err := w.copyEntry(cctx, md, f, pos, id, &key, copier, live); err != nil {
 					first = err
 					cancel()
 				}
@@ -384,51 +384,23 @@ feed:
 	if first == nil && ctx.Err() != nil {
 		first = ctx.Err()
 	}
-	if first == nil && unjournaled.Load() {
-		first = w.settle(ctx, md.ID, ids, target)
+	if first == nil {
+		// Durable before named: nothing may name target for these copies before this
+		// (docs/replication.md, autorecovery rule 4).
+		if err := copier.Settle(ctx); errors.Is(err, client.ErrCopiesLost) {
+			first = fmt.Errorf("%w: %w", err, errRetryLater)
+		} else {
+			first = err
+		}
 	}
 	return first
 }
 
-// settle makes the unjournaled copies of entries ids (sorted) of ledger durable on target
-// (CHECKPOINT) and checks that target holds every one of them (LIST_ENTRIES): a target that
-// restarted after taking some of them lost those, and answers the checkpoint for what it
-// kept (docs/protocol.md, "CHECKPOINT"). Until this returns nil the metadata must not name
-// target for them.
-func (w *Worker) settle(ctx context.Context, ledger uint64, ids []int64, target meta.BookieID) error {
-	if err := w.cfg.Client.CheckpointOn(ctx, target); err != nil {
-		return err
-	}
-	held, err := w.cfg.Client.ListEntriesFrom(ctx, target, ledger, ids[0])
-	if err != nil {
-		return fmt.Errorf("list the copies on %s: %w", target, err)
-	}
-	if id, ok := firstMissing(ids, held); ok {
-		return fmt.Errorf("copy of entry %d lost on %s before its checkpoint: %w", id, target, errRetryLater)
-	}
-	return nil
-}
-
-// firstMissing returns the first of ids (sorted) that no range of held (sorted, disjoint)
-// contains.
-func firstMissing(ids []int64, held []wire.EntryRange) (int64, bool) {
-	for _, id := range ids {
-		for len(held) > 0 && held[0].Last < id {
-			held = held[1:]
-		}
-		if len(held) == 0 || held[0].First > id {
-			return id, true
-		}
-	}
-	return 0, false
-}
-
-// copyEntry copies one entry to target from the first bookie of its write set that
+// copyEntry copies one entry through copier from the first bookie of its write set that
 // returns a valid copy, asking registered bookies before the others (a lost machine may
 // cost a whole request timeout per entry) and the bookie being replaced only last, if it
 // is registered.
-// An unjournaled copy sets unjournaled.
-func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.Fragment, pos int, id int64, key *wire.MasterKey, target meta.BookieID, live map[meta.BookieID]bool, unjournaled *atomic.Bool) error {
+func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.Fragment, pos int, id int64, key *wire.MasterKey, copier *client.Copier, live map[meta.BookieID]bool) error {
 	e := int64(md.EnsembleSize)
 	var srcs []meta.BookieID
 	for k := range md.WriteQuorum {
@@ -462,12 +434,8 @@ func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.
 		if err := w.limiter.Wait(ctx, int64(len(raw))); err != nil {
 			return err
 		}
-		unj, err := w.cfg.Client.CopyTo(ctx, target, key, raw)
-		if err != nil {
+		if err := copier.Copy(ctx, key, raw); err != nil {
 			return err
-		}
-		if unj {
-			unjournaled.Store(true)
 		}
 		w.cfg.Metrics.BytesCopied.Add(float64(len(raw)))
 		return nil

@@ -1,0 +1,116 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// ErrCopiesLost is returned by Copier.Settle when the copies may not all be on the bookie:
+// the connection they went over was re-established before the CHECKPOINT was answered
+// (the bookie may have restarted and lost copies it had not made durable). Copy them again.
+var ErrCopiesLost = errors.New("client: copies may have been lost: the connection to the bookie was re-established")
+
+// Copier copies entries to one bookie for re-replication, as recovery adds without a
+// journal sync where the bookie accepts wire.FeatureCopy, and settles them: Settle returns
+// nil only when every copy it was told of is durable there (docs/protocol.md,
+// "CHECKPOINT"). Nothing may name the bookie for the copies before that.
+//
+// How it knows: a bookie restart always breaks the connection, and the client's connection
+// to a bookie counts its generations. Each copy's OK and the CHECKPOINT's OK came over some
+// generation; if all came over the same one, no restart came between the first copy and the
+// checkpoint, and the checkpoint covers every copy. Otherwise Settle fails, though the
+// copies may be there (a connection can break without a restart). Safe for concurrent use.
+type Copier struct {
+	c *Client
+	b meta.BookieID
+
+	mu          sync.Mutex
+	gen         uint64 // the generation of the first copy's OK; 0 before it
+	mixed       bool   // an OK came over another generation
+	unjournaled bool   // a copy went unjournaled
+}
+
+// NewCopier returns a Copier to bookie b.
+func (c *Client) NewCopier(b meta.BookieID) *Copier { return &Copier{c: c, b: b} }
+
+// Copy stores raw (an entry's whole encoding, as ReadEntryFrom returns it) on the bookie as
+// AddRecoveryTo does, unjournaled when the bookie accepts wire.FeatureCopy. raw must not
+// change until Copy returns.
+func (cp *Copier) Copy(ctx context.Context, key *wire.MasterKey, raw []byte) error {
+	unjournaled := cp.c.conn(cp.b).accepts(ctx, wire.FeatureCopy)
+	flags := wire.FlagRecovery
+	if unjournaled {
+		flags |= wire.FlagUnjournaled
+	}
+	gen, err := cp.c.addRecovery(ctx, cp.b, key, raw, flags)
+	if err != nil {
+		return err
+	}
+	cp.mu.Lock()
+	cp.note(gen)
+	cp.unjournaled = cp.unjournaled || unjournaled
+	cp.mu.Unlock()
+	return nil
+}
+
+// note records that an OK came over generation gen. Requires cp.mu held.
+func (cp *Copier) note(gen uint64) {
+	if cp.gen == 0 {
+		cp.gen = gen
+	}
+	cp.mixed = cp.mixed || gen != cp.gen
+}
+
+// Settle makes every copy made so far durable on the bookie: it sends a CHECKPOINT when a
+// copy went unjournaled, and fails with ErrCopiesLost when the copies and the CHECKPOINT did
+// not all come back over one connection.
+func (cp *Copier) Settle(ctx context.Context) error {
+	cp.mu.Lock()
+	needed := cp.unjournaled
+	cp.mu.Unlock()
+	if !needed {
+		return nil // every copy was journaled before its OK
+	}
+	gen, err := cp.c.checkpoint(ctx, cp.b)
+	if err != nil {
+		return err
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.note(gen)
+	if cp.mixed {
+		return fmt.Errorf("%w: %s", ErrCopiesLost, cp.b)
+	}
+	return nil
+}
+
+// checkpointTimeout is how long a CHECKPOINT waits for its answer at least: a bookie's
+// checkpoint flushes up to a write-cache half (64 MiB by default) paced to keep the
+// journal's syncs short, 2 s at its slowest rate on a quick disk, longer on a slow one.
+const checkpointTimeout = time.Minute
+
+// checkpoint sends bookie b a CHECKPOINT and returns the connection generation its OK came
+// on. It waits up to checkpointTimeout (or RequestTimeout, if longer).
+func (c *Client) checkpoint(ctx context.Context, b meta.BookieID) (gen uint64, err error) {
+	req := getRequest()
+	req.op = wire.OpCheckpoint
+	req.timeout = max(c.cfg.requestTimeout, checkpointTimeout)
+	res, err := c.conn(b).call(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	defer putRequest(res)
+	switch {
+	case res.err != nil:
+		return 0, fmt.Errorf("client: checkpoint on %s: %w", b, res.err)
+	case res.status != wire.StatusOK:
+		return 0, fmt.Errorf("client: checkpoint on %s: bookie answered %v", b, res.status)
+	}
+	return res.gen, nil
+}
