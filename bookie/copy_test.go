@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/bookie-go/bookie/vfs"
@@ -20,6 +18,11 @@ func (c *testClient) checkpoint() wire.Status {
 		c.t.Fatal(err)
 	}
 	return h.Status
+}
+
+// isEntryLog reports whether name is an entry log (not a journal segment).
+func isEntryLog(name string) bool {
+	return strings.HasSuffix(name, ".log") && !strings.Contains(name, "journal")
 }
 
 func copyPayload(e int64) []byte { return bytes.Repeat(fmt.Appendf(nil, "copy %d|", e), 50) }
@@ -94,21 +97,12 @@ func TestUnjournaledCopyDurableAfterCheckpoint(t *testing.T) {
 // power loss without a CHECKPOINT. Here the first half's flush is held at its entry-log
 // write until copies wait.
 func TestUnjournaledCopyJournaledWhenCacheFull(t *testing.T) {
-	gate := make(chan struct{})
-	var open sync.Once
-	release := func() { open.Do(func() { close(gate) }) }
-	defer release()
-	var held atomic.Int32
+	gate := vfs.NewGate(isEntryLog)
+	defer gate.Open()
 	mem := vfs.NewMemFS()
 	cfg := testConfig("/data")
 	cfg.WriteCacheBytes = 1 << 20 // halves of 512 KiB
-	cfg.FS = vfs.NewFaultFS(mem, func(op vfs.Op, name string) error {
-		if op == vfs.OpWrite && strings.HasSuffix(name, ".log") && !strings.Contains(name, "journal") {
-			held.Add(1)
-			<-gate
-		}
-		return nil
-	})
+	cfg.FS = vfs.NewFaultFS(mem, gate.Inject)
 	b := startBookie(t, cfg)
 	c := dial(t, b.Addr())
 	// Eight 60 KiB records fill a 512 KiB half and a ninth does not fit: copies 0-7 fill
@@ -121,7 +115,7 @@ func TestUnjournaledCopyJournaledWhenCacheFull(t *testing.T) {
 			t.Fatalf("copy %d: %v", entry, s)
 		}
 		if entry == 8 {
-			waitUntil(t, func() bool { return held.Load() > 0 })
+			waitUntil(t, func() bool { return gate.Held() > 0 })
 		}
 	}
 	unjournaled := testCounter(t, b, "bookie_unjournaled_adds_total")
@@ -133,7 +127,7 @@ func TestUnjournaledCopyJournaledWhenCacheFull(t *testing.T) {
 		entry++
 	}
 	waitUntil(t, func() bool { return testCounter(t, b, "bookie_write_cache_full_waits_total") > 0 })
-	release()
+	gate.Open()
 	for range 4 {
 		if h, err := wire.ParseHeader(c.readFrame()); err != nil || h.Status != wire.StatusOK {
 			t.Fatalf("copy after the flush: %+v %v", h, err)

@@ -460,20 +460,11 @@ func TestStorageFailureGoesReadOnly(t *testing.T) {
 // bookie_write_cache_full_wait_seconds when it ends. Here the flush of the
 // first half is held at its entry-log write until a put waits.
 func TestWriteCacheFullWaitIsCounted(t *testing.T) {
-	gate := make(chan struct{})
-	var open sync.Once
-	release := func() { open.Do(func() { close(gate) }) }
-	defer release() // before the bookie's Close, which waits for the flush
-	var held atomic.Int32
+	gate := vfs.NewGate(isEntryLog)
+	defer gate.Open() // before the bookie's Close, which waits for the flush
 	cfg := testConfig(t.TempDir())
 	cfg.WriteCacheBytes = 1 << 20 // halves of 512 KiB
-	cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {
-		if op == vfs.OpWrite && strings.HasSuffix(name, ".log") && !strings.Contains(name, "journal") {
-			held.Add(1)
-			<-gate
-		}
-		return nil
-	})
+	cfg.FS = vfs.NewFaultFS(vfs.Default, gate.Inject)
 	b := startBookie(t, cfg)
 	if n := testHistogramCount(t, b, "bookie_write_cache_full_wait_seconds"); n != 0 {
 		t.Fatalf("%v waits before any add", n)
@@ -482,7 +473,7 @@ func TestWriteCacheFullWaitIsCounted(t *testing.T) {
 	payload := bytes.Repeat([]byte{7}, 60<<10)
 	// Fill the first half, swap, fill the second while the first's flush is held.
 	var entry int64
-	for ; held.Load() == 0 || entry < 16; entry++ {
+	for ; gate.Held() == 0 || entry < 16; entry++ {
 		if s := c.add(testKey, 0, 1, entry, -1, payload); s != wire.StatusOK {
 			t.Fatalf("add %d: %v", entry, s)
 		}
@@ -501,7 +492,7 @@ func TestWriteCacheFullWaitIsCounted(t *testing.T) {
 	if n := testHistogramCount(t, b, "bookie_write_cache_full_wait_seconds"); n != 0 {
 		t.Fatalf("%v waits ended while the flush is held", n)
 	}
-	release()
+	gate.Open()
 	for range 8 {
 		if h, err := wire.ParseHeader(c.readFrame()); err != nil || h.Status != wire.StatusOK {
 			t.Fatalf("add after the flush: %+v %v", h, err)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,20 +96,12 @@ func TestCopierSettle(t *testing.T) {
 // request timeout: Settle waits for it. Here the flush is held at its entry-log write for
 // three request timeouts, and Settle still returns nil once it is let go.
 func TestSettleOutlastsRequestTimeout(t *testing.T) {
-	gate := make(chan struct{})
-	var open sync.Once
-	release := func() { open.Do(func() { close(gate) }) }
-	defer release() // before the bookie's Close, which waits for the flush
-	var held atomic.Int32
-	c := startClusterWith(t, 1, func(cfg *bookie.Config) {
-		cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {
-			if op == vfs.OpWrite && strings.HasSuffix(name, ".log") && !strings.Contains(name, "journal") {
-				held.Add(1)
-				<-gate
-			}
-			return nil
-		})
+	// Writes to entry logs (not journal segments) are held.
+	gate := vfs.NewGate(func(name string) bool {
+		return strings.HasSuffix(name, ".log") && !strings.Contains(name, "journal")
 	})
+	defer gate.Open() // before the bookie's Close, which waits for the flush
+	c := startClusterWith(t, 1, func(cfg *bookie.Config) { cfg.FS = vfs.NewFaultFS(vfs.Default, gate.Inject) })
 	const timeout = 200 * time.Millisecond
 	ctx := testCtx(t)
 	cl, err := New(ctx, Config{Metadata: c.endpoint, RequestTimeout: timeout, MaxBackoff: 200 * time.Millisecond})
@@ -124,7 +114,7 @@ func TestSettleOutlastsRequestTimeout(t *testing.T) {
 	copyAll(t, cp, 5, 1)
 	done := make(chan error, 1)
 	go func() { done <- cp.Settle(ctx) }()
-	for held.Load() == 0 {
+	for gate.Held() == 0 {
 		select {
 		case err := <-done:
 			t.Fatalf("Settle returned %v before the checkpoint's flush reached the disk", err)
@@ -137,7 +127,7 @@ func TestSettleOutlastsRequestTimeout(t *testing.T) {
 		t.Fatalf("Settle returned %v while the checkpoint's flush is held", err)
 	case <-time.After(3 * timeout):
 	}
-	release()
+	gate.Open()
 	if err := <-done; err != nil {
 		t.Fatalf("Settle after a checkpoint longer than the request timeout: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -190,3 +191,33 @@ func (f *faultFile) Truncate(size int64) error {
 	}
 	return f.File.Truncate(size)
 }
+
+// Gate is an Injector that holds every write to a file its match function picks until
+// Open is called: a test's way to stop a flush at a known point. Held says how many
+// writes reached it.
+type Gate struct {
+	match func(name string) bool
+	open  chan struct{}
+	once  sync.Once
+	held  atomic.Int32
+}
+
+// NewGate returns a closed Gate for the writes to files match picks.
+func NewGate(match func(name string) bool) *Gate {
+	return &Gate{match: match, open: make(chan struct{})}
+}
+
+// Inject is the Injector function of g.
+func (g *Gate) Inject(op Op, name string) error {
+	if op == OpWrite && g.match(name) {
+		g.held.Add(1)
+		<-g.open
+	}
+	return nil
+}
+
+// Open lets every held and later write through. It may be called more than once.
+func (g *Gate) Open() { g.once.Do(func() { close(g.open) }) }
+
+// Held returns how many writes have reached the gate.
+func (g *Gate) Held() int32 { return g.held.Load() }

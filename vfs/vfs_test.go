@@ -255,3 +255,38 @@ func TestPrefetchRecorder(t *testing.T) {
 		t.Fatalf("read-ahead calls %+v", c)
 	}
 }
+
+// A Gate holds writes to the files it picks until Open, and lets the others through.
+func TestGateHoldsPickedWrites(t *testing.T) {
+	gate := NewGate(func(name string) bool { return filepath.Ext(name) == ".log" })
+	fs := NewFaultFS(NewMemFS(), gate.Inject)
+	other, err := Create(fs, "/x.journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.WriteAt([]byte("free"), 0); err != nil || gate.Held() != 0 {
+		t.Fatalf("write to a file the gate does not pick: %v, held %d", err, gate.Held())
+	}
+	f, err := Create(fs, "/a.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.WriteAt([]byte("held"), 0)
+		done <- err
+	}()
+	for gate.Held() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("write returned %v through a closed gate", err)
+	default:
+	}
+	gate.Open()
+	gate.Open() // twice is fine
+	if err := <-done; err != nil {
+		t.Fatalf("held write after Open: %v", err)
+	}
+}
