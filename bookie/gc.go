@@ -20,7 +20,10 @@ import (
 // holds, paced at GCMetadataReadsPerSec reads. A ledger is garbage when the
 // store positively answers that it does not exist (meta.ErrNoSuchLedger), or
 // that it is CLOSED and no fragment names this bookie (its copy was moved
-// elsewhere). Any other answer — an error, a timeout — is not a verdict: it
+// elsewhere) and it is not marked under-replicated (a repair may be copying it
+// here: the metadata names the replacement only once the copies are settled,
+// and a big ledger copied at the paced rate can take longer than the grace
+// period). Any other answer — an error, a timeout — is not a verdict: it
 // ends the scan and deletes nothing. A ledger is deleted only when it was
 // garbage in two scans at least GCGracePeriod apart, so a ledger that
 // reaches the bookie before its metadata is visible, or an answer read in
@@ -236,7 +239,9 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 		case err != nil:
 			return st, fmt.Errorf("bookie: gc: metadata of ledger %d: %w", id, err)
 		case md.State == meta.StateClosed && stable && !namesBookie(&md, meta.BookieID(self)):
-			garbage = true
+			if garbage, err = b.notUnderRepair(ctx, id); err != nil {
+				return st, fmt.Errorf("bookie: gc: mark of ledger %d: %w", id, err)
+			}
 		}
 		if !garbage {
 			delete(b.gcSeen, id)
@@ -279,6 +284,29 @@ func (b *Bookie) heldLedgers() []uint64 {
 	b.store.Ledgers(func(id uint64) error { ids = append(ids, id); return nil })
 	slices.Sort(ids)
 	return slices.Compact(ids)
+}
+
+// markStore is what a metadata store that keeps under-replication marks
+// offers (meta.EtcdStore).
+type markStore interface {
+	GetUnderReplicated(ctx context.Context, id uint64) (meta.UnderReplicated, error)
+}
+
+// notUnderRepair reports whether ledger id carries no under-replication mark.
+// A store without marks has no repairs.
+func (b *Bookie) notUnderRepair(ctx context.Context, id uint64) (bool, error) {
+	ms, ok := b.meta.(markStore)
+	if !ok {
+		return true, nil
+	}
+	_, err := ms.GetUnderReplicated(ctx, id)
+	switch {
+	case errors.Is(err, meta.ErrNotMarked):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return false, nil
 }
 
 // namesBookie reports whether any fragment of md has id in its ensemble.

@@ -240,3 +240,59 @@ func TestCollectReclaimsDeletedLedgersDisk(t *testing.T) {
 		}
 	}
 }
+
+// A CLOSED ledger that does not name this bookie is not garbage while it is marked
+// under-replicated: a repair may be copying it here, and the metadata names the
+// replacement only once the copies are settled, which for a big ledger at the paced copy
+// rate can take longer than the grace period. Once the mark is gone it is collected.
+func TestGCKeepsLedgersUnderRepair(t *testing.T) {
+	srv := metatest.StartServer(t)
+	store := metatest.Open(t, srv.Endpoint()).(*meta.EtcdStore)
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir())
+	cfg.Listen = freePort(t)
+	cfg.Metadata = srv.Endpoint()
+	cfg.GCInterval = -1 // scans run when the test calls GC
+	cfg.GCGracePeriod = Duration(time.Nanosecond)
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+
+	id := gcLedger(t, store, "127.0.0.1:1") // created naming another bookie
+	md, err := store.GetLedger(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md.State, md.LastEntryID = meta.StateClosed, 9
+	if _, err := store.UpdateLedger(ctx, md); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.MarkUnderReplicated(ctx, id, []meta.BookieID{"127.0.0.1:1"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for e := int64(0); e < 10; e++ { // a repair's copies
+		if s := c.add(testKey, wire.FlagRecovery|wire.FlagUnjournaled, id, e, e-1, []byte("copy")); s != wire.StatusOK {
+			t.Fatalf("copy %d: %v", e, s)
+		}
+	}
+	for scan := range 3 {
+		if st, err := b.GC(ctx); err != nil || st.Garbage != 0 || st.Deleted != 0 {
+			t.Fatalf("scan %d while marked: %+v, %v; want nothing garbage", scan, st, err)
+		}
+	}
+	if _, s := c.read(0, id, 9); s != wire.StatusOK {
+		t.Fatalf("copy read after the scans: %v", s)
+	}
+	m, err := store.GetUnderReplicated(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.UnmarkUnderReplicated(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.GC(ctx); err != nil || st.Garbage != 1 || st.Deleted != 0 {
+		t.Fatalf("first scan after the unmark: %+v, %v; want 1 garbage", st, err)
+	}
+	if st, err := b.GC(ctx); err != nil || st.Deleted != 1 {
+		t.Fatalf("second scan after the unmark: %+v, %v; want 1 deleted", st, err)
+	}
+}
