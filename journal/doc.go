@@ -104,10 +104,11 @@
 // # Concurrency
 //
 // One writer goroutine owns the active segment: it writes and syncs a batch,
-// then, if more records are pending, hands it to a completer goroutine, which
-// calls Options.Completed while the writer goes on with the next batch (three
+// then, if more records are pending and the batch is large
+// (Options.InlineRecords), hands it to a completer goroutine, which calls
+// Options.Completed while the writer goes on with the next batch (three
 // batch buffers cycle between Append, the writer and the completer); with
-// nothing pending it calls Completed itself. Append copies each record into
+// nothing pending, or a small batch, it calls Completed itself. Append copies each record into
 // the pending batch under the journal's lock, so the buffers are allocated
 // at Open at Options.BatchBytes with their memory touched, and one that must
 // grow doubles: growing by small steps meant a copy into fresh memory under

@@ -106,13 +106,23 @@ type Options struct {
 	// Completed, if set, receives completions in sequence order, after the
 	// fdatasync that made them durable or after the failure that lost them.
 	// Calls never overlap and each happens before the next (as if on one
-	// goroutine): under load they run on the journal's completer goroutine
-	// while the writer writes and syncs the next batch; when nothing else is
-	// pending, on the writer itself, to save a goroutine hop. The writer
+	// goroutine): a large batch under load goes to the journal's completer
+	// goroutine while the writer writes and syncs the next one; a batch with
+	// nothing pending after it, or of at most InlineRecords records, is
+	// reported by the writer itself, to save a goroutine hop. The writer
 	// waits if Completed falls a whole batch behind. The slice and each
 	// Payload are reused after it returns; it must not retain them. It must
 	// not call Close.
 	Completed func(batch []Completion)
+	// InlineRecords is the largest batch the writer reports itself even
+	// when more records are pending (see Completed). Handing a batch to the
+	// completer overlaps its reporting with the next sync, which pays when
+	// reporting takes about as long as a sync, and costs a goroutine
+	// wake-up, which at a few records per batch is most of the batch's
+	// cost and a place for the scheduler to delay it (docs/benchmarks.md,
+	// "Small batches reported by the journal writer"). Default 64;
+	// negative: hand off every batch that has records pending after it.
+	InlineRecords int
 	// Released, if set, is called after each batch's completions with the
 	// queue cost still outstanding (see MaxQueueBytes), on the goroutine
 	// that ran Completed: a caller that stopped appending on ErrFull (or
@@ -147,6 +157,9 @@ func (o *Options) fill() {
 	}
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = 512 << 10
+	}
+	if o.InlineRecords == 0 {
+		o.InlineRecords = 64
 	}
 	if o.BatchBytes < defaultBatchBytes {
 		o.BatchBytes = defaultBatchBytes
@@ -499,14 +512,15 @@ func (j *Journal) run() {
 		j.mu.Unlock()
 
 		j.write(b, failed)
-		// With nothing pending, report at once, on this goroutine: a hop to
-		// the completer would only add latency. Under load, hand the batch
-		// to the completer and go on with the next one. Either way calls to
+		// With nothing pending, or a small batch, report at once, on this
+		// goroutine: a hop to the completer would cost more than it saves
+		// (Options.InlineRecords). Under load, hand a large batch to the
+		// completer and go on with the next one. Either way calls to
 		// Completed never overlap: inline only when the completer is idle.
 		j.mu.Lock()
 		more := len(j.pending.comps) > 0
 		j.mu.Unlock()
-		if !more && j.handedOff.Load() == 0 {
+		if (!more || len(b.comps) <= j.opts.InlineRecords) && j.handedOff.Load() == 0 {
 			j.finish(b)
 			continue
 		}

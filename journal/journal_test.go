@@ -423,12 +423,19 @@ func TestMaxWaitGathersBatches(t *testing.T) {
 
 // TestCompletedNeverOverlaps runs appenders against a slow Completed and
 // checks that its calls never overlap and come in sequence order, whether
-// the writer or the completer makes them.
+// the writer or the completer makes them: with every batch under load
+// handed off, and with small ones reported by the writer.
 func TestCompletedNeverOverlaps(t *testing.T) {
+	for _, inline := range []int{-1, 0, 1 << 20} {
+		t.Run(fmt.Sprintf("inline=%d", inline), func(t *testing.T) { testCompletedNeverOverlaps(t, inline) })
+	}
+}
+
+func testCompletedNeverOverlaps(t *testing.T, inline int) {
 	var inside atomic.Bool
 	var last uint64 // touched only inside Completed: the race detector checks the ordering
 	var calls atomic.Int64
-	j, err := Open(vfs.NewMemFS(), "/j", Options{SegmentSize: 32 << 10, Completed: func(b []Completion) {
+	j, err := Open(vfs.NewMemFS(), "/j", Options{SegmentSize: 32 << 10, InlineRecords: inline, Completed: func(b []Completion) {
 		if inside.Swap(true) {
 			t.Error("Completed called while a call was running")
 		}
