@@ -15,6 +15,7 @@ import (
 	"github.com/bookie-go/bookie/internal/diskref"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
 )
 
 func within(got, want time.Duration, frac float64) bool {
@@ -102,6 +103,31 @@ func TestRatios(t *testing.T) {
 	}
 }
 
+// TestFloorConfig: a closed loop's floor keeps its in-flight count; an open
+// loop's keeps one batch, the bookies' adds per sync, in flight.
+func TestFloorConfig(t *testing.T) {
+	closed := Workload{Size: 1024, Inflight: 10000}
+	open := Workload{Size: 1024, Inflight: 1000, Rate: 50000}
+	for _, c := range []struct {
+		w                 Workload
+		perSync           float64
+		wantSync, wantOut int
+	}{
+		{closed, 172.4, 172, 10000},
+		{open, 4.6, 5, 5},
+		{open, 0.2, 1, 1},
+	} {
+		f := floorConfig(c.w, c.perSync)
+		if f.PerSync != c.wantSync || f.Inflight != c.wantOut {
+			t.Errorf("floorConfig(rate %v, %v per sync) = %d per sync, %d in flight; want %d, %d",
+				c.w.Rate, c.perSync, f.PerSync, f.Inflight, c.wantSync, c.wantOut)
+		}
+		if want := wire.RequestHeaderSize + wire.MasterKeySize + wire.EntrySize(1024); f.EntrySize != want {
+			t.Errorf("entry size %d, want %d", f.EntrySize, want)
+		}
+	}
+}
+
 // TestFloorRatio: the bookies' CPU per add counts every bookie an add goes to
 // (WriteQuorum), and the floor line says the ratio.
 func TestFloorRatio(t *testing.T) {
@@ -118,8 +144,7 @@ func TestFloorRatio(t *testing.T) {
 	if got := r.BookieCPUPerAdd(); got != 0 {
 		t.Errorf("BookieCPUPerAdd with bookies in process = %v, want 0", got)
 	}
-	// An open-loop run has no floor, only the CPU per add; a Workload without a write
-	// quorum (one bookie) counts each add once.
+	// A Workload without a write quorum (one bookie) counts each add once.
 	single := Result{AddsPerSec: 50000, BookieCPU: 0.2}
 	if got := single.BookieCPUPerAdd(); got < 3.99 || got > 4.01 {
 		t.Errorf("BookieCPUPerAdd = %v, want 4 us", got)

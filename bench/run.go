@@ -106,9 +106,10 @@ type Reference struct {
 	Alone  *diskref.SharedResult `json:",omitempty"`
 	// Floor is the CPU of the add path's system calls alone (socket read,
 	// journal and entry-log writes and syncs, responses) at the bookies'
-	// own adds per sync, measured after a closed-loop run whose bookies run
-	// in processes of their own (diskref.AddFloor): the bookies' CPU per
-	// add over Floor's is how far they are from what their design must do.
+	// own adds per sync, measured after a run whose bookies run in
+	// processes of their own (diskref.AddFloor, shaped by floorConfig):
+	// the bookies' CPU per add over Floor's is how far they are from what
+	// their design must do at that batch size.
 	Floor *diskref.FloorResult `json:",omitempty"`
 }
 
@@ -261,13 +262,8 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 			}
 			ref.AtBatch = &Reference{PerBatch: n, AddsPerSec: d.RecordsPerSec(), MBPerSec: d.MBPerSec(), P50: d.P50, P99: d.P99}
 		}
-		if w.Closed() && res.BookieCPU > 0 {
-			f, err := diskref.AddFloor(r.opts.RefDir, diskref.FloorConfig{
-				EntrySize: wire.RequestHeaderSize + wire.MasterKeySize + wire.EntrySize(w.Size),
-				ReplySize: len(wire.AppendAddResponse(nil, 0, 0, 0)),
-				PerSync:   max(1, int(res.AddsPerSync+0.5)),
-				Inflight:  w.Inflight,
-			}, r.opts.RefDuration)
+		if res.BookieCPU > 0 {
+			f, err := diskref.AddFloor(r.opts.RefDir, floorConfig(w, res.AddsPerSync), r.opts.RefDuration)
 			if err != nil {
 				return res, fmt.Errorf("bench: add-path floor: %w", err)
 			}
@@ -280,6 +276,26 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 		}
 	}
 	return res, err
+}
+
+// floorConfig is the shape of w's adds as the bookies saw them, for
+// diskref.AddFloor: perSync adds per journal sync, and a closed loop's
+// in-flight count. An open loop's adds arrive a batch at a time, the
+// bookies answering each batch before much more arrives, so its floor
+// keeps one batch in flight: a read, a sync and a reply per perSync adds,
+// the per-batch system calls of that rate at their leanest.
+func floorConfig(w Workload, perSync float64) diskref.FloorConfig {
+	n := max(1, int(perSync+0.5))
+	inflight := n
+	if w.Closed() {
+		inflight = w.Inflight
+	}
+	return diskref.FloorConfig{
+		EntrySize: wire.RequestHeaderSize + wire.MasterKeySize + wire.EntrySize(w.Size),
+		ReplySize: len(wire.AppendAddResponse(nil, 0, 0, 0)),
+		PerSync:   n,
+		Inflight:  inflight,
+	}
 }
 
 // sharedReference measures Reference.Shared and Alone after an open-loop run
