@@ -517,10 +517,13 @@ func (j *Journal) run() {
 		// (Options.InlineRecords). Under load, hand a large batch to the
 		// completer and go on with the next one. Either way calls to
 		// Completed never overlap: inline only when the completer is idle.
-		j.mu.Lock()
-		more := len(j.pending.comps) > 0
-		j.mu.Unlock()
-		if (!more || len(b.comps) <= j.opts.InlineRecords) && j.handedOff.Load() == 0 {
+		inline := len(b.comps) <= j.opts.InlineRecords
+		if !inline {
+			j.mu.Lock()
+			inline = len(j.pending.comps) == 0
+			j.mu.Unlock()
+		}
+		if inline && j.handedOff.Load() == 0 {
 			j.finish(b)
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand"
 	"path"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -484,6 +485,63 @@ func testCompletedNeverOverlaps(t *testing.T, inline int) {
 	if last != 2000 {
 		t.Fatalf("last completion %d, want 2000", last)
 	}
+}
+
+// TestSmallBatchReportedByWriter: a batch with records pending after it is
+// reported on the writer goroutine when it holds at most InlineRecords
+// records, and on the completer when the limit is negative. The first
+// batch's write is held until the second record is pending; Synced runs on
+// the writer, so Completed runs there exactly when the two see the same
+// goroutine.
+func TestSmallBatchReportedByWriter(t *testing.T) {
+	for _, c := range []struct {
+		inline   int
+		onWriter bool
+	}{{0, true}, {1, true}, {-1, false}} {
+		var armed atomic.Bool
+		gate := vfs.NewGate(func(name string) bool { return armed.Load() && strings.Contains(name, ".log") }) // a segment keeps the name it was made under, .log.tmp
+		var writer, reporter atomic.Value
+		reported := make(chan struct{})
+		j, err := Open(vfs.NewFaultFS(vfs.NewMemFS(), gate.Inject), "/j", Options{
+			InlineRecords: c.inline,
+			Synced: func(time.Duration) {
+				writer.CompareAndSwap(nil, goroutineID())
+			},
+			Completed: func([]Completion) {
+				if reporter.CompareAndSwap(nil, goroutineID()) {
+					close(reported)
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.settle() // the next segment is prepared: later writes to segments are batches
+		armed.Store(true)
+		if _, err := j.Append(TypeEntry, []byte("first"), nil); err != nil {
+			t.Fatal(err)
+		}
+		for gate.Held() == 0 {
+			runtime.Gosched()
+		}
+		if _, err := j.Append(TypeEntry, []byte("pending"), nil); err != nil {
+			t.Fatal(err)
+		}
+		gate.Open()
+		<-reported
+		if onWriter := writer.Load() == reporter.Load(); onWriter != c.onWriter {
+			t.Errorf("InlineRecords %d: one-record batch reported on the writer %v, want %v", c.inline, onWriter, c.onWriter)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// goroutineID returns the calling goroutine's number, from its stack header.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	return strings.Fields(string(buf[:runtime.Stack(buf, false)]))[1]
 }
 
 // SpareSegments zero-fills segments before Open returns, so the first ones
