@@ -296,6 +296,28 @@ bookie_journal_batch_latency_seconds_sum 1.5
 	}
 }
 
+// TestParseProcStat: the machine's CPU time and steal come from the "cpu"
+// line, guest time not counted twice; a kernel without a steal column, or
+// no "cpu" line first, gives nothing rather than a wrong share.
+func TestParseProcStat(t *testing.T) {
+	a, ok := parseProcStat([]byte("cpu  100 1 50 800 20 0 9 20 7 0\ncpu0 50 0 25 400 10 0 4 10 3 0\n"))
+	if want := (cpuTimes{total: 1000, steal: 20}); !ok || a != want {
+		t.Fatalf("parsed %+v %v, want %+v", a, ok, want)
+	}
+	b, _ := parseProcStat([]byte("cpu  200 1 100 1500 40 0 19 140 7 0\n"))
+	if got := stealShare(a, b); got != 12 {
+		t.Errorf("steal share %v%%, want 12%% (120 of 1000 ticks)", got)
+	}
+	if got := stealShare(b, a); got != -1 {
+		t.Errorf("steal share backwards %v, want -1", got)
+	}
+	for _, bad := range []string{"cpu  100 1 50 800 20 0 9\n", "intr 5\ncpu  1 2 3 4 5 6 7 8\n", "cpu  1 2 x 4 5 6 7 8\n", ""} {
+		if _, ok := parseProcStat([]byte(bad)); ok {
+			t.Errorf("parsed %q", bad)
+		}
+	}
+}
+
 func TestSuite(t *testing.T) {
 	ws, err := Suite("quick", Scale{}, 0)
 	if err != nil || len(ws) == 0 {
@@ -419,6 +441,9 @@ func TestEndToEnd(t *testing.T) {
 		}
 		if res.Reference == nil || res.Reference.MBPerSec <= 0 || res.Reference.TCPMsgsPerSec <= 0 {
 			t.Errorf("%s: reference %+v", w.Name, res.Reference)
+		}
+		if _, ok := machineCPU(); ok && (res.Steal < 0 || res.Steal > 100) {
+			t.Errorf("%s: steal %v%% while /proc/stat reads", w.Name, res.Steal)
 		}
 		if len(res.Timeline) == 0 || len(res.Spectrum) == 0 || res.BookieRSS <= 0 {
 			t.Errorf("%s: timeline %d samples, spectrum %d points, rss %d", w.Name, len(res.Timeline), len(res.Spectrum), res.BookieRSS)

@@ -15,7 +15,7 @@ import (
 // result with its reference and ratios.
 func WriteTable(w io.Writer, results []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tin flight\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\tadds/cpu-s\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\tloadavg\tcpu psi\t")
+	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tin flight\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\tadds/cpu-s\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\tloadavg\tcpu psi\tsteal\t")
 	for _, r := range results {
 		w := r.Workload
 		if r.Failover != nil || r.GC != nil || r.Read != nil {
@@ -26,11 +26,11 @@ func WriteTable(w io.Writer, results []Result) error {
 			load = fmt.Sprintf("%.0f/s", w.Rate)
 		}
 		l := r.Latency
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d/%d\t%d\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%.1f\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d/%d\t%d\t%s\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%.1f\t%s\t%s\t\n",
 			w.Name, sizeName(w.Size), w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Ledgers, load,
 			r.AddsPerSec, r.MBPerSec, fmtDur(l.P50), fmtDur(l.P95), fmtDur(l.P99), fmtDur(l.P999), fmtDur(l.Max),
 			orDash(r.AddsPerSync, "%.0f"), cpuString(r), orDash(r.AddsPerCPUSecond(), "%.0f"), float64(r.BookieRSS)/(1<<20),
-			refMB(r), orDash(r.MBRatio(), "%.2f"), refDelta(r), r.Errors, r.Load, psi(r.CPUPressure))
+			refMB(r), orDash(r.MBRatio(), "%.2f"), refDelta(r), r.Errors, r.Load, percent(r.CPUPressure), percent(r.Steal))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -115,7 +115,7 @@ func WriteTable(w io.Writer, results []Result) error {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-func psi(v float64) string {
+func percent(v float64) string {
 	if v < 0 {
 		return "-"
 	}

@@ -155,9 +155,11 @@ type Result struct {
 	BookiesInProcess bool
 	// Load is the 1-minute load average at the end; CPUPressure the share
 	// of the last 10 s (percent) in which a runnable task waited for a CPU
-	// (-1: unknown).
-	Load, CPUPressure float64
-	Reference         *Reference `json:",omitempty"`
+	// (-1: unknown); Steal the share (percent) of the machine's CPU time
+	// in the measured part that a hypervisor gave to other guests (-1:
+	// unknown, or not measured). A shared VM's figures move with it.
+	Load, CPUPressure, Steal float64
+	Reference                *Reference `json:",omitempty"`
 	// Failover is set for a failover workload, whose other fields are mostly zero.
 	Failover *FailoverResult `json:",omitempty"`
 	// GC is set for a gc workload.
@@ -217,7 +219,7 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 		}
 		w.Rate = w.OfMax * r.lastMax
 	}
-	res := Result{Workload: w}
+	res := Result{Workload: w, Steal: -1}
 	if w.GC {
 		err := r.runGC(ctx, w, &res)
 		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
@@ -424,6 +426,8 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 	var before clusterStats
 	var cpu0 time.Duration
 	var start time.Time
+	var machine0 cpuTimes
+	var machineOK bool
 	if err == nil {
 		before = scrapeAll(ctx, bookies)
 		if r.opts.Measuring != nil {
@@ -434,6 +438,7 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 		}
 		rec.Reset()
 		cpu0, start = processCPU(), time.Now()
+		machine0, machineOK = machineCPU()
 		err = r.wait(ctx, w.Duration, fail, func(t time.Duration, last time.Duration) {
 			win := rec.Window()
 			s := Sample{T: t.Seconds(), AddsPerSec: float64(win.Count) / last.Seconds(),
@@ -463,6 +468,9 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 			r.opts.Measuring(w, false)
 		}
 		cpu := processCPU() - cpu0
+		if machine1, ok := machineCPU(); ok && machineOK {
+			res.Steal = stealShare(machine0, machine1)
+		}
 		after := scrapeAll(ctx, bookies)
 		res.Adds = res.Latency.Count
 		res.AddsPerSec = float64(res.Adds) / res.Elapsed.Seconds()

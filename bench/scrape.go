@@ -224,6 +224,51 @@ func cpuPressure() float64 {
 	return -1
 }
 
+// cpuTimes is the machine's CPU time so far, in clock ticks, from the
+// "cpu" line of /proc/stat: all of it, and what the hypervisor gave to
+// other guests while this one had work (steal).
+type cpuTimes struct{ total, steal uint64 }
+
+// machineCPU reads /proc/stat; ok is false where it cannot.
+func machineCPU() (t cpuTimes, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}, false
+	}
+	return parseProcStat(b)
+}
+
+// parseProcStat reads the "cpu" line of /proc/stat: user nice system idle
+// iowait irq softirq steal, then guest and guest_nice, which user and nice
+// already count. Older kernels stop before steal; then ok is false.
+func parseProcStat(b []byte) (t cpuTimes, ok bool) {
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTimes{}, false
+	}
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return cpuTimes{}, false
+		}
+		t.total += n
+		if i == 7 {
+			t.steal = n
+		}
+	}
+	return t, true
+}
+
+// stealShare returns the percent of the machine's CPU time between a and b
+// that was stolen, or -1 when unknown.
+func stealShare(a, b cpuTimes) float64 {
+	if b.total <= a.total || b.steal < a.steal {
+		return -1
+	}
+	return float64(b.steal-a.steal) / float64(b.total-a.total) * 100
+}
+
 // stalls sums, over bookies scraped both times, the checkpoints completed,
 // the seconds they took and the backpressure pauses between two snapshots:
 // what to look at when the timeline shows a stall.
