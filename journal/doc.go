@@ -108,12 +108,13 @@
 // (Options.InlineRecords), hands it to a completer goroutine, which calls
 // Options.Completed while the writer goes on with the next batch (three
 // batch buffers cycle between Append, the writer and the completer); with
-// nothing pending, or a small batch, it calls Completed itself. Append copies each record into
-// the pending batch under the journal's lock, so the buffers are allocated
-// at Open at Options.BatchBytes with their memory touched, and one that must
-// grow doubles: growing by small steps meant a copy into fresh memory under
-// that lock for every step, which stalled a fresh journal's first bursts. Another goroutine creates the next
-// segment ahead of time so that rolling does not wait for preallocation.
+// nothing pending, or a small batch, it calls Completed itself. Append
+// copies each record into the pending batch under the journal's lock, so
+// the buffers are allocated at Open at Options.BatchBytes with their memory
+// touched, and one that must grow doubles: growing by small steps meant a
+// copy into fresh memory under that lock for every step, which stalled a
+// fresh journal's first bursts. Another goroutine creates the next segment
+// ahead of time so that rolling does not wait for preallocation.
 // Append and Checkpoint are safe for concurrent use.
 //
 // The writer never writes a batch before the previous one is synced; so at
