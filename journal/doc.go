@@ -90,8 +90,10 @@
 //     recycled segment (sequence number below the next expected one);
 //   - torn tail (ErrTornTail): a batch that does not verify, with no batch
 //     written after it in this or a later segment. It was never synced, so
-//     never acknowledged: Open truncates the segment at the batch's start
-//     and appends go to a new segment;
+//     never acknowledged: none of its records is replayed, not even those
+//     that verify (a batch is checked whole before any of it is), Open
+//     truncates the segment at the batch's start and appends go to a new
+//     segment;
 //   - corruption (ErrCorrupt): a batch that does not verify, or zeros, with a
 //     later batch after it (so it had been synced), anything damaged before
 //     the checkpoint mark, a bad segment header, or a gap in sequence

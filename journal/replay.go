@@ -131,7 +131,8 @@ type replayer struct {
 	end      Mark
 	records  int
 	tail     error
-	buf      []byte // segment contents; reused
+	buf      []byte   // segment contents; reused
+	recs     []Record // the batch being checked; reused
 
 	truncatedAt Mark  // where a torn tail was found (and, in Open, truncated)
 	tornCause   error // what does not verify there
@@ -310,7 +311,11 @@ func (r *replayer) segment(num uint64, data []byte) (pos int, tail, cause error)
 var errStop = errors.New("journal: replay callback failed")
 
 // batch replays the count records in data[at:at+body], which must carry
-// sequence numbers first, first+1, ... and fill the body exactly.
+// sequence numbers first, first+1, ... and fill the body exactly. The whole
+// batch is checked before any of it is replayed: a torn batch (its first
+// records intact, a later one not) was never synced, so nothing in it was
+// acknowledged, and replaying its intact part would hand the caller
+// positions (and move r.end) past the truncation that removes it.
 func (r *replayer) batch(num uint64, data []byte, at int, first uint64, count, body int) error {
 	last := first + uint64(count) - 1
 	if last < r.mark.Seq && r.mark.Seq > 0 {
@@ -319,6 +324,7 @@ func (r *replayer) batch(num uint64, data []byte, at int, first uint64, count, b
 	}
 	end := at + body
 	seq := first
+	r.recs = r.recs[:0]
 	for at < end {
 		h, n, err := decodeRecord(data[at:end])
 		if err != nil {
@@ -332,27 +338,28 @@ func (r *replayer) batch(num uint64, data []byte, at int, first uint64, count, b
 			return fmt.Errorf("%v record %d at offset %d in batch of %d from %d", h.typ, h.seq, at, count, first)
 		}
 		at += n
-		pos := Mark{Segment: num, Offset: int64(at), Seq: seq}
-		if seq == r.mark.Seq {
-			if r.mark.Offset != 0 && pos.Offset != r.mark.Offset {
-				return fmt.Errorf("%w: checkpoint mark %+v, but record %d ends at offset %d", ErrCorrupt, r.mark, seq, at)
-			}
-			r.markSeen = true
-		}
-		if seq > r.mark.Seq {
-			if r.j.opts.Replay != nil {
-				rec := Record{Seq: seq, Type: h.typ, Payload: data[at-h.length : at], Pos: pos}
-				if err := r.j.opts.Replay(rec); err != nil {
-					return fmt.Errorf("%w: record %d: %w", errStop, seq, err)
-				}
-			}
-			r.records++
-			r.end = pos
-		}
+		r.recs = append(r.recs, Record{Seq: seq, Type: h.typ, Payload: data[at-h.length : at], Pos: Mark{Segment: num, Offset: int64(at), Seq: seq}})
 		seq++
 	}
 	if seq != last+1 {
 		return fmt.Errorf("batch of %d records from %d holds %d", count, first, seq-first)
+	}
+	for _, rec := range r.recs {
+		if rec.Seq == r.mark.Seq {
+			if r.mark.Offset != 0 && rec.Pos.Offset != r.mark.Offset {
+				return fmt.Errorf("%w: checkpoint mark %+v, but record %d ends at offset %d", ErrCorrupt, r.mark, rec.Seq, rec.Pos.Offset)
+			}
+			r.markSeen = true
+		}
+		if rec.Seq > r.mark.Seq {
+			if r.j.opts.Replay != nil {
+				if err := r.j.opts.Replay(rec); err != nil {
+					return fmt.Errorf("%w: record %d: %w", errStop, rec.Seq, err)
+				}
+			}
+			r.records++
+			r.end = rec.Pos
+		}
 	}
 	r.next = seq
 	return nil

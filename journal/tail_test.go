@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bookie-go/bookie/vfs"
 )
@@ -301,5 +302,61 @@ func TestSealedPayloadDamage(t *testing.T) {
 				t.Fatalf("open: %v, want ErrCorrupt naming the seal", err)
 			}
 		})
+	}
+}
+
+// TestTornBatchReplaysNoneOfIt: a batch whose first records are intact and
+// whose last is not was never synced, so none of it was acknowledged: replay
+// hands none of its records to Replay, the journal's durable end stays
+// before it, and the next record takes its first sequence number. (Replaying
+// the intact part let a bookie checkpoint a mark that truncation had
+// removed: the next start found the mark's record missing.)
+func TestTornBatchReplaysNoneOfIt(t *testing.T) {
+	fs := vfs.NewMemFS()
+	opts := Options{SegmentSize: 64 << 10}
+	before := oneRecordBatches(t, fs, opts, 5)
+
+	a := newAcked()
+	gathered := opts
+	gathered.MaxWait = time.Hour // only Close sends the batch: all three records in it
+	gathered.Completed = a.completed
+	j, err := Open(fs, "/j", gathered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 6; i <= 8; i++ {
+		if _, err := j.Append(TypeEntry, payloadFor(uint64(i), 100+i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	torn := a.durable()
+	if len(torn) != 3 || torn[0].Pos.Segment != torn[2].Pos.Segment {
+		t.Fatalf("setup: %d records %+v, want one batch of three", len(torn), torn)
+	}
+	last := torn[2]
+	patch(t, fs, last.Pos.Segment, last.Pos.Offset-3, []byte{0xff ^ last.Payload[len(last.Payload)-3]})
+
+	got, j := replayAll(t, fs, "/j", opts)
+	sameRecords(t, got, before)
+	if info := j.Replayed(); info.Tail != ErrTornTail || info.TruncatedAt.Seq != 5 {
+		t.Fatalf("tail %v truncated at %+v, want ErrTornTail after record 5", info.Tail, info.TruncatedAt)
+	}
+	// A checkpoint at the torn batch's intact records is refused: they are not durable.
+	if err := j.Checkpoint(torn[0].Pos); !errors.Is(err, ErrCheckpoint) {
+		t.Fatalf("checkpoint at a torn record: %v, want ErrCheckpoint", err)
+	}
+	if seq, err := j.Append(TypeEntry, []byte("after"), nil); err != nil || seq != 6 {
+		t.Fatalf("append after the torn batch: seq %d, %v; want 6", seq, err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, j = replayAll(t, fs, "/j", opts)
+	defer j.Close()
+	if len(got) != 6 || got[5].Seq != 6 || string(got[5].Payload) != "after" {
+		t.Fatalf("after reopening: %d records", len(got))
 	}
 }
