@@ -17,7 +17,7 @@ import (
 	"github.com/bookie-go/bookie/internal/diskref"
 )
 
-// Read workloads (issue 19): Workload.Read names one.
+// Read workloads (docs/benchmarks.md, reads): Workload.Read names one.
 //
 //   - catchup: write Workload.ReadBytes to a ledger, close it, wait for the bookies to
 //     checkpoint it, drop the page cache where the machine allows, and read the ledger back from the start (Reader.Read: pipelined

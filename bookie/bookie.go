@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -639,9 +640,9 @@ func boundAddr(eng gnet.Engine) (string, error) {
 	}
 	switch a := sa.(type) {
 	case *unix.SockaddrInet4:
-		return fmt.Sprintf("%d.%d.%d.%d:%d", a.Addr[0], a.Addr[1], a.Addr[2], a.Addr[3], a.Port), nil
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)).String(), nil
 	case *unix.SockaddrInet6:
-		return fmt.Sprintf("[%x]:%d", a.Addr, a.Port), nil
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)).String(), nil
 	}
 	return "", fmt.Errorf("bookie: unexpected listener address %T", sa)
 }

@@ -15,8 +15,8 @@ import (
 // WILLNEED, entrylog.Store.Prefetch), up to two batches ahead, so the
 // reader's next batch is copied from memory while the disk reads the one
 // after. The asking runs on its own goroutine, never on the batch worker that
-// answers the reader (BookKeeper's synchronous read-ahead is the problem
-// issue 19 names), and a task that finds its queue full is dropped:
+// answers the reader (BookKeeper's read-ahead is synchronous, and a
+// reader waits behind it), and a task that finds its queue full is dropped:
 // read-ahead is an optimization, never owed.
 //
 // Why the page cache and not a cache of our own: one was built (entries read

@@ -30,7 +30,7 @@ func indexFileBytes(t *testing.T, dir string) int64 {
 	return total
 }
 
-// TestFarEntryIDs is issue 16 over real TCP: ADDs at entry 25,500,000 and
+// TestFarEntryIDs pins sparse ledgers over real TCP: ADDs at entry 25,500,000 and
 // 2^40 on new ledgers, and after a dense prefix, are stored, read back
 // across a restart, and cost the index one 4 KiB page each (it used to
 // write every page up to the entry id: ~200 MB, or terabytes). Ids between

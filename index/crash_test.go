@@ -219,7 +219,7 @@ func workload(t fataler, rng *rand.Rand, x *Index, c *crashTracker, n int, onSyn
 					e += int64(rng.Intn(3 * SlotsPerPage)) // a gap
 					if rng.Intn(4) == 0 {
 						// A far one: the pages in between are never
-						// written (issue 16).
+						// written (a sparse ledger).
 						e += 1 << (24 + rng.Intn(17))
 					}
 				}

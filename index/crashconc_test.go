@@ -152,7 +152,7 @@ func crashConcurrentRound(t *testing.T, rng, crashRng *rand.Rand, mem *vfs.MemFS
 			if rng.Intn(50) == 0 {
 				e += int64(rng.Intn(2 * SlotsPerPage))
 				if rng.Intn(4) == 0 {
-					e += 1 << (24 + rng.Intn(17)) // far: issue 16
+					e += 1 << (24 + rng.Intn(17)) // far: a sparse ledger
 				}
 			}
 			next[id] = e + 1

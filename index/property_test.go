@@ -21,7 +21,7 @@ func TestProperty(t *testing.T) {
 		defer func() { x.Close() }()
 		c := newTracker(newModel())
 		ledgerGen := rapid.Uint64Range(0, 4)
-		// Mostly near 0, sometimes near 2^40 (a sparse ledger, issue 16).
+		// Mostly near 0, sometimes near 2^40 (a sparse ledger).
 		entryGen := rapid.OneOf(rapid.Int64Range(0, 40*SlotsPerPage), rapid.Int64Range(0, 40*SlotsPerPage),
 			rapid.Int64Range(0, 40*SlotsPerPage), rapid.Int64Range(1<<40, 1<<40+4*SlotsPerPage))
 

@@ -103,7 +103,7 @@ func idxSize(t *testing.T, fs vfs.FS, ledger uint64) int64 {
 	return st.Size()
 }
 
-// TestFarEntryCostsOnePage is issue 16's absurd entry id: a Put at entry
+// TestFarEntryCostsOnePage is a sparse ledger's absurd entry id: a Put at entry
 // 25,500,000 or 2^40, on a new ledger or after a synced dense prefix, must
 // write one index page (not the ~200 MB, or terabytes, of empty pages up to
 // it), and the writeback that holds the write lock writes that one page.

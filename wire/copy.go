@@ -2,7 +2,7 @@ package wire
 
 import "fmt"
 
-// Copies for re-replication (docs/protocol.md, "Unjournaled copies and CHECKPOINT").
+// Copies for re-replication (docs/protocol.md, "CHECKPOINT (0x0C)").
 //
 // A re-replication worker copies entries that are durable on other bookies already, to a
 // bookie no reader asks for them until the ledger's metadata names it. Such a copy does not

@@ -38,9 +38,14 @@
 //	AUTH          0x09 method(2) length(2) data(n)                    length(2) data(n)
 //	READ_BATCH    0x0A ledger(8) first(8) max count(4) max bytes(4)   ledger(8) first(8) LAC(8)
 //	                                                                  count(4) count entries
+//	LIST_ENTRIES  0x0B ledger(8) first entry(8) max ranges(4)         ledger(8) next(8) count(4)
+//	                                                                  count ranges of first(8) last(8)
+//	CHECKPOINT    0x0C -                                              -
 //
 // READ_BATCH is used only when the bookie's Hello accepts FeatureReadBatch (see readbatch.go
 // for what it returns at the LAC, past the end, at a hole and on a fenced ledger).
+// LIST_ENTRIES is a tool's request (listentries.go); CHECKPOINT, and ADDs with
+// FlagUnjournaled, only when the Hello accepts FeatureCopy (copy.go).
 //
 // # Using it
 //

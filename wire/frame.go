@@ -46,7 +46,7 @@ const (
 // same value with the response bit (0x80) set. Part of the format; never renumber.
 type Op uint8
 
-// The operations of protocol version 1. Codes 0x0C to 0x7F are free for later operations;
+// The operations of protocol version 1. Codes 0x0D to 0x7F are free for later operations;
 // a bookie answers one it does not know with StatusUnsupported. An operation added after the
 // first release is used only when the bookie's Hello accepts its feature, or, like
 // LIST_ENTRIES, by tools that answer StatusUnsupported with a clear error.
