@@ -24,7 +24,7 @@ import (
 // operations cost more than the disk time it hid, and a batch worker that
 // got ahead of it read the same bytes again: catch-up reads were x0.39-0.46
 // of the raw sequential read with it, x0.44-0.51 without read-ahead at all,
-// and x0.50-0.54 with the prefetch (docs/benchmarks.md, 2026-12-03).
+// and x0.50-0.54 with the prefetch (docs/benchmarks.md, "Read-ahead into the page cache").
 //
 // Bounds: a stream is read ahead by at most two of its batches, and all
 // streams together by at most Config.ReadCacheBytes of entries not yet

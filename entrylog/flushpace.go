@@ -19,11 +19,11 @@ import (
 // Spreading alone did not help: with writeback only started (not waited
 // for) every 4 MiB, the kernel still queued a flush's pieces on the disk in
 // bursts, and the OMB workload's median doubled without a better tail
-// (docs/benchmarks.md, 2026-12-02 23:37). Since writeback waits for each
+// (docs/benchmarks.md, "Entry-log writeback that waits"). Since writeback waits for each
 // 1 MiB piece (logWriter.writeBack), the disk holds at most one piece of a
 // flush at a time, and spreading those pieces out is what removes the
 // journal's long syncs: OMB p99 54-282 ms the old way, 11-26 ms waited and
-// spread in most runs (docs/benchmarks.md, 2026-12-03). The bookie spreads by default (flush_spread 0.5); the
+// spread in most runs (docs/benchmarks.md, "Entry-log writeback that waits"). The bookie spreads by default (flush_spread 0.5); the
 // store's own default stays disk speed.
 
 // flushPacer paces the flush writer's record writes. Owned by the flusher

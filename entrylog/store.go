@@ -116,7 +116,7 @@ type Options struct {
 	// VM that made the journal's completer, which does the Puts, the
 	// slowest stage for the first 2 x WriteCacheBytes/2 of entries, and
 	// adds on fresh bookies stalled 0.5-1.8 s (docs/benchmarks.md,
-	// 2026-12-05). It costs that memory from the start.
+	// "The write cache's first page faults"). It costs that memory from the start.
 	PrefaultCache bool
 	// WritebackBytes is how many bytes a flush writes before it writes
 	// them back and waits for the disk (vfs.WriteBacker), so the disk takes
