@@ -105,6 +105,12 @@ type keyValue struct {
 // writes both. A client that loses the race gets the counter's new value
 // from the same transaction and tries the next id, so ids are dense,
 // start at 1 and are never reused, even after a ledger is deleted.
+//
+// After an attempt whose outcome is unknown, the ledger key holding our
+// bytes (CreatedAt to the nanosecond and the master key make them ours) is
+// proof that the attempt landed, whether it is found before the next
+// transaction or by that transaction's Else branch: the caller learns the
+// id it created, and no second ledger is made.
 func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (LedgerMetadata, error) {
 	if md.State != StateOpen {
 		return LedgerMetadata{}, fmt.Errorf("%w: new ledger in state %v, want OPEN", ErrInvalidMetadata, md.State)
@@ -131,9 +137,10 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 		lk := s.ledgerKey(md.ID)
 		buf = AppendLedgerMetadata(buf[:0], &md)
 		var resp *clientv3.TxnResponse
-		landed := false
+		landed, inconclusive := false, false
 		err := retry(ctx, func(ctx context.Context, again bool) error {
 			if again {
+				inconclusive = true
 				// The last attempt may have been applied: if the key holds our
 				// bytes (CreatedAt and the master key make them ours), it was.
 				got, err := s.cli.Get(ctx, lk)
@@ -154,11 +161,23 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 				clientv3.OpPut(lk, string(buf)),
 			).Else(
 				clientv3.OpGet(gk),
+				clientv3.OpGet(lk),
 			).Commit()
 			return err
 		})
 		if err != nil {
 			return LedgerMetadata{}, fmt.Errorf("meta: create ledger: %w", err)
+		}
+		if !landed && !resp.Succeeded && inconclusive {
+			// An inconclusive attempt may have been applied after the check
+			// above and before this transaction, which then failed because
+			// that attempt moved the counter: the Else branch read the
+			// ledger key in the same transaction. If it holds our bytes, the
+			// ledger is ours; trying the next id would leave this one an
+			// orphan nobody knows of.
+			if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && bytes.Equal(kvs[0].Value, buf) {
+				md.Version, landed = kvs[0].ModRevision, true
+			}
 		}
 		if landed {
 			return md, nil
@@ -218,6 +237,12 @@ func (s *EtcdStore) getLedger(ctx context.Context, id uint64) (LedgerMetadata, i
 // UpdateLedger implements Store. It reads the stored value to check the
 // transition, then writes in a transaction comparing the key's ModRevision
 // with md.Version, so the check and the write see the same value.
+//
+// After an attempt whose outcome is unknown (its answer timed out; etcd
+// may still apply it), a stored value equal byte for byte to md's encoding
+// is taken as that attempt's write and reported as success, whether it is
+// found before the next compare or after the next compare failed: a write
+// that landed is never reported as ErrBadVersion.
 func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (LedgerMetadata, error) {
 	if err := md.Validate(); err != nil {
 		return LedgerMetadata{}, err
@@ -245,6 +270,13 @@ func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 				return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, err)
 			}
 			continue // re-read: did it land?
+		}
+		if again && errors.Is(err, ErrBadVersion) {
+			// An inconclusive attempt may have been applied after the
+			// re-read above and before this compare: re-read, and if the
+			// stored value is ours, that attempt was the write that moved
+			// the version.
+			continue
 		}
 		return updated, err
 	}
