@@ -79,18 +79,62 @@ func (s *EtcdStore) ledgerKey(id uint64) string {
 func (s *EtcdStore) bookieKey(id BookieID) string { return s.prefix + dirBookies + string(id) }
 func (s *EtcdStore) cookieKey(id BookieID) string { return s.prefix + dirCookies + string(id) }
 
-// decodeLedger decodes a ledger key-value and checks that the id inside
-// matches the id in the key.
+// decodeLedger decodes (and so validates) a ledger key-value and checks
+// that the id inside matches the id in the key. Every failure is a
+// *BadLedgerError.
 func (s *EtcdStore) decodeLedger(kv keyValue) (LedgerMetadata, error) {
 	md, err := DecodeLedgerMetadata(kv.Value)
-	if err != nil {
-		return md, fmt.Errorf("meta: key %s: %w", kv.Key, err)
+	if err == nil && s.ledgerKey(md.ID) != string(kv.Key) {
+		err = fmt.Errorf("%w: holds ledger %d", ErrCorrupt, md.ID)
 	}
-	if want := s.ledgerKey(md.ID); want != string(kv.Key) {
-		return md, fmt.Errorf("meta: key %s: %w: holds ledger %d", kv.Key, ErrCorrupt, md.ID)
+	if err != nil {
+		suffix := strings.TrimPrefix(string(kv.Key), s.prefix+dirLedgers)
+		return LedgerMetadata{}, &BadLedgerError{ID: idAtOrBefore(suffix), Key: string(kv.Key), Err: err}
 	}
 	md.Version = kv.ModRevision
 	return md, nil
+}
+
+// idAtOrBefore returns the largest ledger id whose key suffix (the id as 20
+// zero-padded decimal digits) sorts at or before suffix: the id itself for
+// a well-formed suffix. ListLedgers continues after it, so that a key
+// outside the layout is passed, never read again.
+func idAtOrBefore(suffix string) uint64 {
+	const digits = 20
+	var n uint64
+	saturated := false
+	times10plus := func(d uint64) {
+		if saturated || n > (math.MaxUint64-d)/10 {
+			saturated = true
+			return
+		}
+		n = n*10 + d
+	}
+	for i := 0; i < digits; i++ {
+		if i < len(suffix) && '0' <= suffix[i] && suffix[i] <= '9' {
+			times10plus(uint64(suffix[i] - '0'))
+			continue
+		}
+		// The ids whose first i digits are n sort after suffix if it ends
+		// here or goes on with a byte below '0', before it if above '9'.
+		if i < len(suffix) && suffix[i] > '9' {
+			if n == math.MaxUint64 {
+				saturated = true
+			}
+			n++
+		}
+		for ; i < digits; i++ {
+			times10plus(0)
+		}
+		if saturated {
+			return math.MaxUint64
+		}
+		return max(n, 1) - 1
+	}
+	if saturated {
+		return math.MaxUint64
+	}
+	return n
 }
 
 // keyValue is the part of mvccpb.KeyValue the decoders use.
@@ -364,14 +408,16 @@ func (s *EtcdStore) ListLedgers(ctx context.Context, after uint64, limit int) ([
 		return nil, fmt.Errorf("meta: list ledgers after %d: %w", after, err)
 	}
 	page := make([]LedgerMetadata, 0, len(resp.Kvs))
+	var bad []error
 	for _, kv := range resp.Kvs {
 		md, err := s.decodeLedger(keyValue{kv.Key, kv.Value, kv.ModRevision})
 		if err != nil {
-			return nil, fmt.Errorf("meta: list ledgers: %w", err)
+			bad = append(bad, err)
+			continue
 		}
 		page = append(page, md)
 	}
-	return page, nil
+	return page, errors.Join(bad...)
 }
 
 // WatchLedger implements Store.
@@ -409,7 +455,7 @@ func (s *EtcdStore) watchLedger(ctx context.Context, id uint64, from, sent int64
 				return
 			}
 			md, rev, err := s.getLedger(ctx, id)
-			if errors.Is(err, ErrNoSuchLedger) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnknownFormat) {
+			if errors.Is(err, ErrNoSuchLedger) || errors.Is(err, ErrBadMetadata) {
 				return
 			}
 			if err != nil {
