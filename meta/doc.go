@@ -33,4 +33,20 @@
 // pinned by testdata/ledger-v1-*.bin. Registrations and cookies are JSON
 // objects with a "format" field. docs/metadata.md has the diagrams, the
 // CAS rule of every operation and how ledger ids are allocated.
+//
+// # Validation and truthful retries
+//
+// Every value read is validated: DecodeLedgerMetadata refuses one that
+// breaks LedgerMetadata.Validate (ensemble or quorums 0, no fragments, ...)
+// as ErrCorrupt, so readers may index fragments and divide by the ensemble
+// size. A ledger whose stored value is unusable reads as a *BadLedgerError
+// (ErrBadMetadata), never as a missing ledger; AllLedgers yields it in its
+// place and goes on, so that one bad value does not stop a loop over the
+// others.
+//
+// An etcd request whose answer timed out may still be applied, even after
+// its retry read the key. CreateLedger and UpdateLedger therefore take a
+// stored value equal byte for byte to their own, found after an
+// inconclusive attempt, as their own write: a write that landed is reported
+// as success, never as ErrBadVersion or as a second ledger.
 package meta

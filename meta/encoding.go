@@ -45,8 +45,8 @@ import (
 // ModRevision of the key holding these bytes.
 //
 // Decoding checks, in order: length, magic, format version (ErrUnknownFormat:
-// a later format may change everything after the version), checksum, then
-// the fields (ErrCorrupt).
+// a later format may change everything after the version), checksum, the
+// fields, then the invariants of LedgerMetadata.Validate (all ErrCorrupt).
 const (
 	// FormatVersion is the metadata format this package writes. Part of
 	// the format; bump it for any change of the layout above.
@@ -109,7 +109,10 @@ func AppendLedgerMetadata(dst []byte, md *LedgerMetadata) []byte {
 
 // DecodeLedgerMetadata decodes b, produced by AppendLedgerMetadata. The
 // result does not alias b. Version is left 0. It returns an error wrapping
-// ErrUnknownFormat or ErrCorrupt; it does not run Validate.
+// ErrUnknownFormat or ErrCorrupt. A value that decodes but breaks an
+// invariant of Validate (no fragments, a quorum of 0, WQ > E, ...) is
+// ErrCorrupt too: every reader may index fragments and divide by the
+// ensemble size without checking again.
 func DecodeLedgerMetadata(b []byte) (LedgerMetadata, error) {
 	var md LedgerMetadata
 	if len(b) < 6 || [4]byte(b[:4]) != magic {
@@ -194,6 +197,9 @@ func DecodeLedgerMetadata(b []byte) (LedgerMetadata, error) {
 	}
 	if d.remaining() != 0 {
 		return md, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, d.remaining())
+	}
+	if err := md.check(); err != nil {
+		return md, fmt.Errorf("%w: ledger %d: %v", ErrCorrupt, md.ID, err)
 	}
 	return md, nil
 }

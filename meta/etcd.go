@@ -79,18 +79,62 @@ func (s *EtcdStore) ledgerKey(id uint64) string {
 func (s *EtcdStore) bookieKey(id BookieID) string { return s.prefix + dirBookies + string(id) }
 func (s *EtcdStore) cookieKey(id BookieID) string { return s.prefix + dirCookies + string(id) }
 
-// decodeLedger decodes a ledger key-value and checks that the id inside
-// matches the id in the key.
+// decodeLedger decodes (and so validates) a ledger key-value and checks
+// that the id inside matches the id in the key. Every failure is a
+// *BadLedgerError.
 func (s *EtcdStore) decodeLedger(kv keyValue) (LedgerMetadata, error) {
 	md, err := DecodeLedgerMetadata(kv.Value)
-	if err != nil {
-		return md, fmt.Errorf("meta: key %s: %w", kv.Key, err)
+	if err == nil && s.ledgerKey(md.ID) != string(kv.Key) {
+		err = fmt.Errorf("%w: holds ledger %d", ErrCorrupt, md.ID)
 	}
-	if want := s.ledgerKey(md.ID); want != string(kv.Key) {
-		return md, fmt.Errorf("meta: key %s: %w: holds ledger %d", kv.Key, ErrCorrupt, md.ID)
+	if err != nil {
+		suffix := strings.TrimPrefix(string(kv.Key), s.prefix+dirLedgers)
+		return LedgerMetadata{}, &BadLedgerError{ID: idAtOrBefore(suffix), Key: string(kv.Key), Err: err}
 	}
 	md.Version = kv.ModRevision
 	return md, nil
+}
+
+// idAtOrBefore returns the largest ledger id whose key suffix (the id as 20
+// zero-padded decimal digits) sorts at or before suffix: the id itself for
+// a well-formed suffix. ListLedgers continues after it, so that a key
+// outside the layout is passed, never read again.
+func idAtOrBefore(suffix string) uint64 {
+	const digits = 20
+	var n uint64
+	saturated := false
+	times10plus := func(d uint64) {
+		if saturated || n > (math.MaxUint64-d)/10 {
+			saturated = true
+			return
+		}
+		n = n*10 + d
+	}
+	for i := 0; i < digits; i++ {
+		if i < len(suffix) && '0' <= suffix[i] && suffix[i] <= '9' {
+			times10plus(uint64(suffix[i] - '0'))
+			continue
+		}
+		// The ids whose first i digits are n sort after suffix if it ends
+		// here or goes on with a byte below '0', before it if above '9'.
+		if i < len(suffix) && suffix[i] > '9' {
+			if n == math.MaxUint64 {
+				saturated = true
+			}
+			n++
+		}
+		for ; i < digits; i++ {
+			times10plus(0)
+		}
+		if saturated {
+			return math.MaxUint64
+		}
+		return max(n, 1) - 1
+	}
+	if saturated {
+		return math.MaxUint64
+	}
+	return n
 }
 
 // keyValue is the part of mvccpb.KeyValue the decoders use.
@@ -105,6 +149,12 @@ type keyValue struct {
 // writes both. A client that loses the race gets the counter's new value
 // from the same transaction and tries the next id, so ids are dense,
 // start at 1 and are never reused, even after a ledger is deleted.
+//
+// After an attempt whose outcome is unknown, the ledger key holding our
+// bytes (CreatedAt to the nanosecond and the master key make them ours) is
+// proof that the attempt landed, whether it is found before the next
+// transaction or by that transaction's Else branch: the caller learns the
+// id it created, and no second ledger is made.
 func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (LedgerMetadata, error) {
 	if md.State != StateOpen {
 		return LedgerMetadata{}, fmt.Errorf("%w: new ledger in state %v, want OPEN", ErrInvalidMetadata, md.State)
@@ -131,9 +181,10 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 		lk := s.ledgerKey(md.ID)
 		buf = AppendLedgerMetadata(buf[:0], &md)
 		var resp *clientv3.TxnResponse
-		landed := false
+		landed, inconclusive := false, false
 		err := retry(ctx, func(ctx context.Context, again bool) error {
 			if again {
+				inconclusive = true
 				// The last attempt may have been applied: if the key holds our
 				// bytes (CreatedAt and the master key make them ours), it was.
 				got, err := s.cli.Get(ctx, lk)
@@ -154,11 +205,23 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 				clientv3.OpPut(lk, string(buf)),
 			).Else(
 				clientv3.OpGet(gk),
+				clientv3.OpGet(lk),
 			).Commit()
 			return err
 		})
 		if err != nil {
 			return LedgerMetadata{}, fmt.Errorf("meta: create ledger: %w", err)
+		}
+		if !landed && !resp.Succeeded && inconclusive {
+			// An inconclusive attempt may have been applied after the check
+			// above and before this transaction, which then failed because
+			// that attempt moved the counter: the Else branch read the
+			// ledger key in the same transaction. If it holds our bytes, the
+			// ledger is ours; trying the next id would leave this one an
+			// orphan nobody knows of.
+			if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && bytes.Equal(kvs[0].Value, buf) {
+				md.Version, landed = kvs[0].ModRevision, true
+			}
 		}
 		if landed {
 			return md, nil
@@ -218,6 +281,12 @@ func (s *EtcdStore) getLedger(ctx context.Context, id uint64) (LedgerMetadata, i
 // UpdateLedger implements Store. It reads the stored value to check the
 // transition, then writes in a transaction comparing the key's ModRevision
 // with md.Version, so the check and the write see the same value.
+//
+// After an attempt whose outcome is unknown (its answer timed out; etcd
+// may still apply it), a stored value equal byte for byte to md's encoding
+// is taken as that attempt's write and reported as success, whether it is
+// found before the next compare or after the next compare failed: a write
+// that landed is never reported as ErrBadVersion.
 func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (LedgerMetadata, error) {
 	if err := md.Validate(); err != nil {
 		return LedgerMetadata{}, err
@@ -245,6 +314,13 @@ func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 				return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, err)
 			}
 			continue // re-read: did it land?
+		}
+		if again && errors.Is(err, ErrBadVersion) {
+			// An inconclusive attempt may have been applied after the
+			// re-read above and before this compare: re-read, and if the
+			// stored value is ours, that attempt was the write that moved
+			// the version.
+			continue
 		}
 		return updated, err
 	}
@@ -332,14 +408,16 @@ func (s *EtcdStore) ListLedgers(ctx context.Context, after uint64, limit int) ([
 		return nil, fmt.Errorf("meta: list ledgers after %d: %w", after, err)
 	}
 	page := make([]LedgerMetadata, 0, len(resp.Kvs))
+	var bad []error
 	for _, kv := range resp.Kvs {
 		md, err := s.decodeLedger(keyValue{kv.Key, kv.Value, kv.ModRevision})
 		if err != nil {
-			return nil, fmt.Errorf("meta: list ledgers: %w", err)
+			bad = append(bad, err)
+			continue
 		}
 		page = append(page, md)
 	}
-	return page, nil
+	return page, errors.Join(bad...)
 }
 
 // WatchLedger implements Store.
@@ -377,7 +455,7 @@ func (s *EtcdStore) watchLedger(ctx context.Context, id uint64, from, sent int64
 				return
 			}
 			md, rev, err := s.getLedger(ctx, id)
-			if errors.Is(err, ErrNoSuchLedger) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnknownFormat) {
+			if errors.Is(err, ErrNoSuchLedger) || errors.Is(err, ErrBadMetadata) {
 				return
 			}
 			if err != nil {

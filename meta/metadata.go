@@ -204,9 +204,22 @@ var (
 
 // Validate checks the invariants every stored LedgerMetadata satisfies. It
 // does not look at ID or Version. Errors wrap ErrInvalidMetadata.
+//
+// The stores run it before every write, and DecodeLedgerMetadata runs the
+// same checks on every value read: a stored value that breaks them (written
+// by hand or by a faulty or hostile client) is corrupt, never used.
 func (md *LedgerMetadata) Validate() error {
+	if err := md.check(); err != nil {
+		return fmt.Errorf("%w: ledger %d: %v", ErrInvalidMetadata, md.ID, err)
+	}
+	return nil
+}
+
+// check is Validate without the sentinel: it says which invariant md
+// breaks, or returns nil.
+func (md *LedgerMetadata) check() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: ledger %d: %s", ErrInvalidMetadata, md.ID, fmt.Sprintf(format, args...))
+		return fmt.Errorf(format, args...)
 	}
 	if !md.State.Valid() {
 		return bad("unknown state %v", md.State)

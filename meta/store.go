@@ -1,9 +1,12 @@
 package meta
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
+	"slices"
 	"time"
 )
 
@@ -34,9 +37,39 @@ var (
 	// this code does not know (written by a newer release).
 	ErrUnknownFormat = errors.New("meta: unknown format version")
 	// ErrCorrupt is returned when stored bytes cannot be decoded: bad magic,
-	// checksum mismatch, truncation, or values out of range.
+	// checksum mismatch, truncation, or values out of range (a ledger value
+	// that breaks LedgerMetadata.Validate).
 	ErrCorrupt = errors.New("meta: corrupt metadata")
+	// ErrBadMetadata is returned by every read of ledger metadata
+	// (GetLedger, ListLedgers, AllLedgers, UpdateLedger's read) that finds a
+	// ledger's stored value unusable: it does not decode, breaks Validate,
+	// sits under another ledger's key (each also ErrCorrupt), or has a
+	// format this build does not know (also ErrUnknownFormat). The error is
+	// a *BadLedgerError naming the ledger. Such a ledger is neither missing
+	// nor usable: skip it and report it, never treat it as absent.
+	ErrBadMetadata = errors.New("meta: bad stored ledger metadata")
 )
+
+// BadLedgerError is the error for one ledger whose stored metadata is
+// unusable. errors.Is(err, ErrBadMetadata) holds, and so does errors.Is
+// for the cause's sentinel (ErrCorrupt or ErrUnknownFormat).
+type BadLedgerError struct {
+	// ID is the ledger id the key names. (For a key under P/ledgers/ that
+	// is not 20 decimal digits: the largest id whose key sorts before it.)
+	ID uint64
+	// Key is the etcd key holding the value.
+	Key string
+	// Err says what is wrong with the value.
+	Err error
+}
+
+// Error names the ledger, its key and the cause.
+func (e *BadLedgerError) Error() string {
+	return fmt.Sprintf("meta: ledger %d: bad stored metadata under %s: %v", e.ID, e.Key, e.Err)
+}
+
+// Unwrap returns ErrBadMetadata and the cause.
+func (e *BadLedgerError) Unwrap() []error { return []error{ErrBadMetadata, e.Err} }
 
 // AnyVersion passed as the expected version of DeleteLedger or
 // DeleteCookie deletes whatever version is stored.
@@ -66,6 +99,11 @@ type Store interface {
 	// id order; an empty page means the end (limit <= 0 means 1000). Pages
 	// are read separately: a ledger created or deleted meanwhile may or may
 	// not appear, but none appears twice. See AllLedgers.
+	//
+	// A ledger whose stored value is unusable is left out of the page, and
+	// the page of the others comes back with an error joining one
+	// *BadLedgerError per such ledger (errors.Is(err, ErrBadMetadata)). The
+	// next page starts after the highest id of both.
 	ListLedgers(ctx context.Context, after uint64, limit int) ([]LedgerMetadata, error)
 	// WatchLedger sends the current metadata of ledger id, then every newer
 	// version, on the returned channel. Delivery is latest-wins: a slow
@@ -178,25 +216,63 @@ type Cookie struct {
 }
 
 // AllLedgers iterates over every ledger in increasing id order, fetching
-// pages of ListLedgers. It stops after yielding the first error.
+// pages of ListLedgers. A ledger whose stored value is unusable is yielded
+// in its place as a *BadLedgerError (errors.Is(err, ErrBadMetadata)) with a
+// zero LedgerMetadata, and the iteration goes on: a caller may skip it and
+// report it, or stop. Any other error is yielded last.
 func AllLedgers(ctx context.Context, s Store) iter.Seq2[LedgerMetadata, error] {
 	return func(yield func(LedgerMetadata, error) bool) {
 		var after uint64
 		for {
 			page, err := s.ListLedgers(ctx, after, 0)
-			if err != nil {
-				yield(LedgerMetadata{}, err)
+			bad, other := badLedgers(err)
+			if other != nil {
+				yield(LedgerMetadata{}, other)
 				return
 			}
-			if len(page) == 0 {
+			if len(page) == 0 && len(bad) == 0 {
 				return
 			}
-			for _, md := range page {
-				if !yield(md, nil) {
+			for len(page) > 0 || len(bad) > 0 {
+				if len(bad) > 0 && (len(page) == 0 || bad[0].ID < page[0].ID) {
+					after = max(after, bad[0].ID)
+					if !yield(LedgerMetadata{}, bad[0]) {
+						return
+					}
+					bad = bad[1:]
+					continue
+				}
+				after = max(after, page[0].ID)
+				if !yield(page[0], nil) {
 					return
 				}
+				page = page[1:]
 			}
-			after = page[len(page)-1].ID
 		}
 	}
+}
+
+// badLedgers splits an error of ListLedgers into its *BadLedgerErrors, in
+// increasing id order, and any other error (then the page is not to be
+// used).
+func badLedgers(err error) (bad []*BadLedgerError, other error) {
+	if err == nil {
+		return nil, nil
+	}
+	if b, ok := err.(*BadLedgerError); ok {
+		return []*BadLedgerError{b}, nil
+	}
+	j, ok := err.(interface{ Unwrap() []error }) // errors.Join
+	if !ok {
+		return nil, err
+	}
+	for _, e := range j.Unwrap() {
+		b, ok := e.(*BadLedgerError)
+		if !ok {
+			return nil, err
+		}
+		bad = append(bad, b)
+	}
+	slices.SortFunc(bad, func(x, y *BadLedgerError) int { return cmp.Compare(x.ID, y.ID) })
+	return bad, nil
 }

@@ -126,7 +126,7 @@ func (a *Auditor) lead(ctx context.Context) error {
 	defer tick.Stop()
 	deep := true // at election and every AuditInterval: also ask bookies for their copies
 	for {
-		next, err := a.audit(ctx, st, cur, deep)
+		next, err := a.safeAudit(ctx, st, cur, deep)
 		deep = false
 		if err != nil && ctx.Err() == nil {
 			a.cfg.Logger.Warn("autorecovery: audit failed", "err", err)
@@ -166,6 +166,17 @@ func (a *Auditor) lead(ctx context.Context) error {
 	}
 }
 
+// safeAudit is audit, with a panic turned into the audit's error: the next audit runs
+// after RetryInterval, as after any failed one.
+func (a *Auditor) safeAudit(ctx context.Context, st *auditState, live []meta.BookieInfo, deep bool) (next time.Time, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			next, err = time.Time{}, a.cfg.recovered("audit", r)
+		}
+	}()
+	return a.audit(ctx, st, live, deep)
+}
+
 // auditState is what the elected auditor remembers between audits. Used by lead's
 // goroutine only.
 type auditState struct {
@@ -184,6 +195,9 @@ type auditState struct {
 // ledger it holds (LIST_ENTRIES): a bookie missing a copy its fragment assigns it, or one
 // that cannot tell (its storage was wiped: UnknownLedgerState), is marked to be replaced
 // in that ledger. A bookie that does not answer is left for the next audit.
+//
+// A ledger whose stored metadata is unusable (meta.ErrBadMetadata) is skipped and
+// reported (Metrics.BadLedgers), and the audit goes on with the others.
 func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieInfo, deep bool) (time.Time, error) {
 	if err := a.checkLeading(ctx); err != nil {
 		return time.Time{}, err
@@ -197,6 +211,10 @@ func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieI
 	var next time.Time
 	named := make(map[meta.BookieID]bool)
 	for md, err := range meta.AllLedgers(ctx, a.cfg.Store) {
+		if errors.Is(err, meta.ErrBadMetadata) {
+			a.cfg.skipBadLedger("auditor", err) // and audit the others
+			continue
+		}
 		if err != nil {
 			return time.Time{}, err
 		}

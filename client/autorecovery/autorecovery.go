@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/bookie-go/bookie/client"
@@ -129,6 +130,11 @@ type Metrics struct {
 	FragmentsReplaced prometheus.Counter
 	// UnderReplicatedSeconds observes how long a ledger stayed marked, at repair.
 	UnderReplicatedSeconds prometheus.Histogram
+	// BadLedgers counts ledgers skipped because their stored metadata is unusable
+	// (meta.ErrBadMetadata): once per audit that meets one, once per worker attempt.
+	BadLedgers prometheus.Counter
+	// Panics counts panics caught in an audit or a repair; the process carries on.
+	Panics prometheus.Counter
 }
 
 // NewMetrics returns Metrics registered with reg (nil: not registered).
@@ -150,11 +156,44 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "autorecovery_under_replicated_seconds", Help: "How long a ledger stayed under-replicated, observed at repair.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 16),
 		}),
+		BadLedgers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "autorecovery_bad_ledger_metadata_total", Help: "Ledgers skipped because their stored metadata is unusable.",
+		}),
+		Panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "autorecovery_panics_total", Help: "Panics caught in an audit or a repair.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.UnderReplicated, m.BytesCopied, m.LedgersRepaired, m.FragmentsReplaced, m.UnderReplicatedSeconds)
+		reg.MustRegister(m.UnderReplicated, m.BytesCopied, m.LedgersRepaired, m.FragmentsReplaced, m.UnderReplicatedSeconds,
+			m.BadLedgers, m.Panics)
 	}
 	return m
+}
+
+// skipBadLedger reports and counts a ledger whose stored metadata is unusable (err wraps
+// meta.ErrBadMetadata). Such a ledger is neither repaired nor taken for gone: whoever can
+// write etcd must fix or delete its value (bk ledger info ID says what is wrong).
+func (cfg *Config) skipBadLedger(role string, err error) {
+	cfg.Metrics.BadLedgers.Inc()
+	var bad *meta.BadLedgerError
+	id := uint64(0)
+	if errors.As(err, &bad) {
+		id = bad.ID
+	}
+	cfg.Logger.Error("autorecovery: ledger skipped: its stored metadata is unusable", "role", role, "ledger", id, "err", err)
+}
+
+// errPanicked wraps the value of a panic caught in an audit or a repair.
+var errPanicked = errors.New("autorecovery: panic caught")
+
+// recovered turns r, a panic's value caught by recover in where, into an error, after
+// counting it and logging it with the panicking goroutine's stack. It is the last line of
+// defence: the auditor and the workers run inside the bookie process, and one bad input
+// must not stop it, nor every bookie elected after it.
+func (cfg *Config) recovered(where string, r any) error {
+	cfg.Metrics.Panics.Inc()
+	cfg.Logger.Error("autorecovery: panic caught; carrying on", "where", where, "panic", r, "stack", string(debug.Stack()))
+	return fmt.Errorf("%w in %s: %v", errPanicked, where, r)
 }
 
 // errNoStore is returned when Config.Store is nil.

@@ -70,7 +70,7 @@ func (w *Worker) runSession(ctx context.Context, sess *concurrency.Session, wake
 		}
 	}()
 	for sctx.Err() == nil {
-		if err := w.Pass(sctx, sess); err != nil && sctx.Err() == nil {
+		if err := w.safePass(sctx, sess); err != nil && sctx.Err() == nil {
 			w.cfg.Logger.Warn("autorecovery: worker pass", "name", w.cfg.Name, "err", err)
 		}
 		t := time.NewTimer(w.cfg.RetryInterval)
@@ -81,6 +81,16 @@ func (w *Worker) runSession(ctx context.Context, sess *concurrency.Session, wake
 		}
 		t.Stop()
 	}
+}
+
+// safePass is Pass, with a panic turned into the pass's error.
+func (w *Worker) safePass(ctx context.Context, sess *concurrency.Session) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = w.cfg.recovered("worker pass", r)
+		}
+	}()
+	return w.Pass(ctx, sess)
 }
 
 // Pass looks at every mark once, in random order, and repairs each ledger whose lock it
@@ -114,7 +124,7 @@ func (w *Worker) Pass(ctx context.Context, sess *concurrency.Session) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := w.claimAndRepair(ctx, sess, m.Ledger)
+			err := w.repairMarked(ctx, sess, m.Ledger)
 			<-slots
 			if err != nil && !errors.Is(err, meta.ErrLocked) && !errors.Is(err, errPending) {
 				mu.Lock()
@@ -128,6 +138,24 @@ func (w *Worker) Pass(ctx context.Context, sess *concurrency.Session) error {
 		return ctx.Err()
 	}
 	return first
+}
+
+// repairMarked is claimAndRepair for one marked ledger, run on its own goroutine by Pass.
+// A ledger whose stored metadata is unusable is skipped and reported (its mark stays, the
+// others are repaired); a panic becomes its error (the lock is released by
+// claimAndRepair's own deferred unlock).
+func (w *Worker) repairMarked(ctx context.Context, sess *concurrency.Session, id uint64) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = w.cfg.recovered(fmt.Sprintf("repair of ledger %d", id), r)
+		}
+	}()
+	err = w.claimAndRepair(ctx, sess, id)
+	if errors.Is(err, meta.ErrBadMetadata) {
+		w.cfg.skipBadLedger("worker", err)
+		return nil
+	}
+	return err
 }
 
 // claimAndRepair takes ledger id's lock, re-reads its mark under it, repairs and unmarks.
@@ -169,7 +197,8 @@ func (w *Worker) claimAndRepair(ctx context.Context, sess *concurrency.Session, 
 // duplicate copy, never a second metadata change: every change is a CAS that re-checks
 // the fragment). It returns errPending when an OPEN ledger's last fragment must wait for
 // its grace period; nil when nothing names m.Bookies any more (also when the ledger is
-// gone).
+// gone); an error wrapping meta.ErrBadMetadata when the ledger's stored metadata is
+// unusable (the caller skips it and the mark stays).
 func (w *Worker) Repair(ctx context.Context, m meta.UnderReplicated) error {
 	st := w.cfg.Store
 	md, err := st.GetLedger(ctx, m.Ledger)
@@ -353,6 +382,15 @@ func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, p
 	for range min(w.cfg.Window, len(ids)) {
 		go func() {
 			var first error
+			defer func() {
+				if r := recover(); r != nil {
+					first = w.cfg.recovered(fmt.Sprintf("copy of ledger %d", md.ID), r)
+					cancel()
+					for range work { // drain, so that the feeder is not left blocked
+					}
+				}
+				errs <- first
+			}()
 			for id := range work {
 				if first != nil {
 					continue
@@ -362,7 +400,6 @@ func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, p
 					cancel()
 				}
 			}
-			errs <- first
 		}()
 	}
 	workers := min(w.cfg.Window, len(ids))
