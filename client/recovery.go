@@ -297,21 +297,64 @@ func (q *fenceReplies) complete(r *request) {
 
 // readState is what the recovery reads of one entry have shown so far.
 type readState struct {
-	raw       []byte // a valid copy, once one arrived
-	negatives int    // explicit NoSuchEntry / NoSuchLedger answers
-	waiting   int    // reads not answered yet
+	raw       []byte    // a valid copy, once one arrived
+	negatives int       // explicit NoSuchEntry / NoSuchLedger answers
+	waiting   int       // reads not answered yet
+	provenAt  time.Time // when negatives reached WriteQuorum-AckQuorum+1 with reads still waiting
 	errs      []error
+}
+
+// readVerdict is what recovery may conclude about one entry from its readState.
+type readVerdict int
+
+const (
+	verdictOpen       readVerdict = iota // wait for more answers
+	verdictPresent                       // a valid copy arrived
+	verdictAbsent                        // proven never acknowledged, and no copy can still come
+	verdictIncomplete                    // every read answered, and neither holds
+)
+
+// verdict decides entry st at now. need is WriteQuorum-AckQuorum+1; grace is
+// Config.SpeculativeTimeout (<= 0: wait for every answer). One valid copy makes the entry
+// present, whenever it arrives. need explicit negatives prove it was never acknowledged
+// (the bookies that gave them are fenced: they refuse the writer's late add), but a copy
+// may still come from a bookie of the write set that has not answered, so absence is
+// decided only once every read is answered, or once the ones still waiting have had grace
+// since the proof was complete: a hung bookie does not hold recovery for a request timeout,
+// and a copy only it holds was never acknowledged. It sets st.provenAt the first time the
+// proof is complete; wake is when a verdictOpen entry becomes absent by the grace (zero:
+// only an answer changes it).
+func (st *readState) verdict(need int, grace time.Duration, now time.Time) (v readVerdict, wake time.Time) {
+	switch {
+	case st.raw != nil:
+		return verdictPresent, time.Time{}
+	case st.waiting == 0 && st.negatives >= need:
+		return verdictAbsent, time.Time{}
+	case st.waiting == 0:
+		return verdictIncomplete, time.Time{}
+	case st.negatives < need || grace <= 0:
+		return verdictOpen, time.Time{}
+	}
+	if st.provenAt.IsZero() {
+		st.provenAt = now
+	}
+	if wake = st.provenAt.Add(grace); !now.Before(wake) {
+		return verdictAbsent, time.Time{}
+	}
+	return verdictOpen, wake
 }
 
 // recoveryRead reads entries start .. start+recoveryWindow-1 with fencing reads to every
 // bookie of their write set in md's last fragment (the bookies recorded when recovery
 // started) and returns, in id order, the entries found before the first one proven absent;
-// done reports that one was proven absent. It decides as soon as the prefix is decided,
-// without waiting for the other answers: an entry is present once one bookie returned a
-// copy with a valid checksum and the right ids, absent once WriteQuorum-AckQuorum+1
-// bookies answered NoSuchEntry or NoSuchLedger. An entry for which every bookie answered
-// and neither holds (timeouts, I/O errors, UnknownLedgerState are never negatives) makes
-// it fail with ErrRecoveryIncomplete, returning the entries found before it.
+// done reports that one was proven absent. It decides the window from its first entry on
+// as soon as readState.verdict allows, without waiting for answers about later entries:
+// an entry is present once one bookie returned a copy with a valid checksum and the right
+// ids, absent once WriteQuorum-AckQuorum+1 bookies answered NoSuchEntry or NoSuchLedger
+// and the others answered too (or were given Config.SpeculativeTimeout more). An entry for
+// which every bookie answered and neither holds (timeouts, I/O errors, UnknownLedgerState
+// are never negatives) makes it fail with ErrRecoveryIncomplete, returning the entries
+// found before it.
 func (c *Client) recoveryRead(ctx context.Context, md *meta.LedgerMetadata, key *wire.MasterKey, start int64) (found [][]byte, done bool, err error) {
 	last := md.Fragments[len(md.Fragments)-1]
 	e, wq := int64(md.EnsembleSize), md.WriteQuorum
@@ -330,27 +373,41 @@ func (c *Client) recoveryRead(ctx context.Context, md *meta.LedgerMetadata, key 
 	}
 	for {
 		// Decide the window from its first entry on, as far as the answers allow.
+		var wake time.Time
 		k := 0
+	decide:
 		for ; k < len(states); k++ {
 			st := &states[k]
-			if st.raw != nil {
+			var v readVerdict
+			switch v, wake = st.verdict(need, c.cfg.speculativeTimeout, time.Now()); v {
+			case verdictPresent:
 				continue
-			}
-			if st.negatives >= need {
+			case verdictAbsent:
 				return collect(states[:k]), true, nil
-			}
-			if st.waiting == 0 {
+			case verdictIncomplete:
 				return collect(states[:k]), false, fmt.Errorf("%w: entry %d: %d explicit negatives, need %d: %w",
 					ErrRecoveryIncomplete, start+int64(k), st.negatives, need, errors.Join(st.errs...))
 			}
-			break
+			break decide
 		}
 		if k == len(states) {
 			return collect(states), false, nil
 		}
-		r, err := q.next(ctx)
+		var timer *time.Timer
+		var deadline <-chan time.Time
+		if !wake.IsZero() {
+			timer = time.NewTimer(time.Until(wake))
+			deadline = timer.C
+		}
+		r, err := q.nextBefore(ctx, deadline)
+		if timer != nil {
+			timer.Stop()
+		}
 		if err != nil {
 			return nil, false, err
+		}
+		if r == nil {
+			continue // the grace of entry k ran out: decide again
 		}
 		k = int(r.tag)
 		ent := start + int64(k)
