@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/bits"
 
 	"github.com/bookie-go/bookie/meta"
 )
@@ -154,15 +153,7 @@ func (w *Writer) prepareClose(ctx context.Context) (meta.LedgerMetadata, error) 
 	}
 	md := w.md.Clone()
 	if consolidated && w.head < len(w.ents) {
-		first := w.ents[w.head].id
-		last := md.Fragments[len(md.Fragments)-1]
-		var frags []meta.Fragment
-		for _, f := range md.Fragments {
-			if f.FirstEntry < first {
-				frags = append(frags, f)
-			}
-		}
-		md.Fragments = append(frags, meta.Fragment{FirstEntry: first, Bookies: last.Bookies})
+		md.Fragments = mergeFragments(md.Fragments, w.ents[w.head].id, md.Fragments[len(md.Fragments)-1].Bookies)
 	}
 	md.State = meta.StateClosed
 	md.LastEntryID = w.lac
@@ -223,27 +214,4 @@ func (w *Writer) waitUnlocked(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// consolidateSendsLocked builds the requests that send every in-memory entry to the bookies of
-// its write set under the current ensemble that do not have it. Requires mu held.
-func (w *Writer) consolidateSendsLocked(reqs []*request) []*request {
-	target := w.fragIdx[len(w.fragIdx)-1]
-	for _, p := range w.ents[w.head:] {
-		ws := w.writeSetIn(target, p.id) &^ w.failed
-		reqs = w.sendsLocked(p, ws&^p.ackMask, reqs)
-	}
-	return reqs
-}
-
-// consolidatedLocked reports whether every in-memory entry is on WriteQuorum bookies of its
-// write set under the current ensemble. Requires mu held.
-func (w *Writer) consolidatedLocked() bool {
-	target := w.fragIdx[len(w.fragIdx)-1]
-	for _, p := range w.ents[w.head:] {
-		if bits.OnesCount64(p.ackMask&w.writeSetIn(target, p.id)) < w.wq {
-			return false
-		}
-	}
-	return true
 }

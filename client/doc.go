@@ -53,7 +53,20 @@
 // BookKeeper leaves an entry that was acknowledged at AckQuorum, and whose write set then
 // lost a bookie, with AckQuorum copies forever (docs/replication.md, writer rule 3). This writer keeps every
 // entry in memory until WriteQuorum bookies of its write set have it, not just until it is
-// acknowledged; entries are released in id order. Close first waits for every add to be
+// acknowledged; entries are released in id order.
+//
+// While the ledger is open (merge.go): an acknowledged entry of an earlier fragment whose
+// write set names a failed bookie that misses it (a straggler) could never be released, and
+// every later entry would stay in memory behind it. So once an ensemble change is stored,
+// the writer sends each straggler to its write set under the new last ensemble T, and when
+// every straggler is on WriteQuorum bookies of T it stores, by one CAS of the OPEN metadata
+// (on the ensemble-change goroutine, acks held for the CAS), a fragment with ensemble T
+// starting at the first straggler; the stragglers are then released. The proof is Close's,
+// below: before the CAS every moved entry already has WriteQuorum copies in the write set
+// the new metadata names for it, and entries of T keep their write sets. A member of T
+// that fails meanwhile starts another ensemble change, and the copies go to its ensemble.
+//
+// Close first waits for every add to be
 // acknowledged, then, holding every entry still in memory (ids F..LAC, F the first one not
 // on WriteQuorum bookies), sends each to the bookies of its write set under the current
 // (last) ensemble T that do not have it — a replacement for a dead bookie included — and

@@ -80,6 +80,7 @@ type Writer struct {
 	retrying   bool          // a TooManyRequests retry is scheduled
 	lacSent    int64         // the highest LAC the bookies were sent (piggybacked or WRITE_LAC)
 	lacTimer   bool          // the explicit LAC timer is armed
+	mergeScan  int64         // where mergeReadyLocked resumes its scan; reset with md (merge.go)
 }
 
 // pendingAdd is an entry the writer keeps until WriteQuorum bookies of its write set have it.
@@ -496,6 +497,9 @@ func (w *Writer) complete(r *request) {
 		if !w.changing && w.err == nil {
 			reqs = w.consolidateSendsLocked(reqs)
 		}
+	} else if r.entry < w.md.Fragments[len(w.md.Fragments)-1].FirstEntry {
+		// A straggler's copy came back: the stragglers may be ready to merge (merge.go).
+		w.startMergeLocked()
 	}
 	w.mu.Unlock()
 	putRequest(r)
@@ -681,6 +685,7 @@ func (w *Writer) setMetadataLocked(md meta.LedgerMetadata) error {
 		}
 	}
 	w.md, w.fragIdx = md, fragIdx
+	w.mergeScan = wire.NoEntry
 	return nil
 }
 
@@ -714,12 +719,28 @@ func (w *Writer) changeEnsemble() {
 			}
 		}
 		if len(bad) == 0 {
-			w.changing = false
-			reqs := w.resendLocked(nil)
-			if w.hold {
-				reqs = w.consolidateSendsLocked(reqs)
+			if next, ok := w.mergedLocked(); ok {
+				// Every straggler is on WriteQuorum bookies of the last ensemble: move them
+				// into its fragment (merge.go), then look again.
+				base := w.md.Clone()
+				w.mu.Unlock()
+				err := w.storeMerge(next, base)
+				if err == nil {
+					backoff = w.c.cfg.minBackoff
+					continue
+				}
+				w.changeBackoff(&backoff, started, true, err)
+				continue
 			}
+			w.changing = false
+			// Resend the unacknowledged entries to their new write sets, and copy the
+			// acknowledged ones of earlier fragments that a failed bookie misses (the
+			// stragglers) to their write set under the last ensemble: once they are all
+			// there, a merge moves them into its fragment (merge.go). Close does the same.
+			reqs := w.resendLocked(nil)
+			reqs = w.consolidateSendsLocked(reqs)
 			sendLAC := w.advanceLocked()
+			w.startMergeLocked()
 			w.signalLocked()
 			w.mu.Unlock()
 			w.sendAll(reqs)
@@ -832,29 +853,36 @@ func (w *Writer) changeEnsemble() {
 			continue
 		}
 		cancel()
-		// No spare bookie, or the store is unreachable: acks stay held; try again (or stop
-		// at once when Close finalizes).
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-w.finalize:
-			t.Stop()
-		}
-		backoff = min(2*backoff, w.c.cfg.maxBackoff)
-		w.mu.Lock()
-		switch {
-		case w.c.isClosed():
-			w.failLocked(ErrClosed)
-		case w.c.cfg.changeTimeout > 0 && time.Since(started) > w.c.cfg.changeTimeout:
-			why := ErrNotEnoughBookies
-			if metaErr {
-				why = ErrMetadataUnavailable
-			}
-			w.failLocked(fmt.Errorf("%w: ledger %d: no replacement for a failed bookie in %v: %v",
-				why, w.id, w.c.cfg.changeTimeout, err))
-		}
-		w.mu.Unlock()
+		w.changeBackoff(&backoff, started, metaErr, err)
 	}
+}
+
+// changeBackoff waits before an ensemble change tries again (no spare bookie, or the store
+// is unreachable: acks stay held), or stops at once when Close finalizes, and fails the
+// writer when the change has taken longer than Config.EnsembleChangeTimeout. metaErr says
+// the store did not answer; err is the last failure. Runs on the changeEnsemble goroutine,
+// with mu not held.
+func (w *Writer) changeBackoff(backoff *time.Duration, started time.Time, metaErr bool, err error) {
+	t := time.NewTimer(*backoff)
+	select {
+	case <-t.C:
+	case <-w.finalize:
+		t.Stop()
+	}
+	*backoff = min(2**backoff, w.c.cfg.maxBackoff)
+	w.mu.Lock()
+	switch {
+	case w.c.isClosed():
+		w.failLocked(ErrClosed)
+	case w.c.cfg.changeTimeout > 0 && time.Since(started) > w.c.cfg.changeTimeout:
+		why := ErrNotEnoughBookies
+		if metaErr {
+			why = ErrMetadataUnavailable
+		}
+		w.failLocked(fmt.Errorf("%w: ledger %d: no replacement for a failed bookie in %v: %v",
+			why, w.id, w.c.cfg.changeTimeout, err))
+	}
+	w.mu.Unlock()
 }
 
 // failedOutside returns the bookies marked failed that are not in ensemble.
