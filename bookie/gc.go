@@ -293,11 +293,13 @@ type markStore interface {
 }
 
 // notUnderRepair reports whether ledger id carries no under-replication mark.
-// A store without marks has no repairs.
+// A store that cannot say (one without marks, or a wrapper that hides them)
+// fails closed: the ledger counts as under repair and is kept.
 func (b *Bookie) notUnderRepair(ctx context.Context, id uint64) (bool, error) {
 	ms, ok := b.meta.(markStore)
 	if !ok {
-		return true, nil
+		b.log.Warn("gc: the metadata store cannot say whether a ledger is under repair; keeping it", "ledger", id)
+		return false, nil
 	}
 	_, err := ms.GetUnderReplicated(ctx, id)
 	switch {
