@@ -98,6 +98,7 @@ type Bookie struct {
 	// CHECKPOINT requests waiting for the next checkpoint to begin (copy.go).
 	ckptMu      sync.Mutex
 	ckptWaiters []*request
+	ckptCount   checkpointCount // which checkpoint covers an unjournaled copy (copy.go)
 
 	// The last checkpoint error logged and when; owned by the background
 	// goroutine.

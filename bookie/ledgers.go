@@ -51,6 +51,12 @@ type ledger struct {
 	appendGen    uint64
 	pendingAdds  int
 	drained      *sync.Cond
+
+	// copyCkpt is the number of the checkpoint (checkpointCount.begun)
+	// whose success makes the ledger's last unjournaled copy durable; 0:
+	// no copy since start. Until then a stored entry may exist only in the
+	// write cache (copy.go).
+	copyCkpt uint64
 }
 
 // effectiveLAC is the LAC a READ_LAC answers with. Requires l.mu held.
