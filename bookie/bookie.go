@@ -91,7 +91,7 @@ type Bookie struct {
 	// gcSeen, the ledgers found garbage and when first; storageMu keeps
 	// checkpoints and ledger deletions apart.
 	gcMu      sync.Mutex
-	gcSeen    map[uint64]time.Time
+	gcSeen    map[uint64]gcVerdict
 	gcState   gcState // what GET /gc shows
 	storageMu sync.Mutex
 
@@ -143,7 +143,7 @@ func New(cfg Config) (*Bookie, error) {
 		ledgers: newLedgerTable(),
 		readq:   make(chan *request, readQueueSize),
 		conns:   newConnRegistry(),
-		gcSeen:  make(map[uint64]time.Time),
+		gcSeen:  make(map[uint64]gcVerdict),
 
 		kickCheckpoint: make(chan struct{}, 1),
 		stop:           make(chan struct{}),
