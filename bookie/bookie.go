@@ -92,13 +92,14 @@ type Bookie struct {
 	// gcSeen, the ledgers found garbage and when first; storageMu keeps
 	// checkpoints and ledger deletions apart.
 	gcMu      sync.Mutex
-	gcSeen    map[uint64]time.Time
+	gcSeen    map[uint64]gcVerdict
 	gcState   gcState // what GET /gc shows
 	storageMu sync.Mutex
 
 	// CHECKPOINT requests waiting for the next checkpoint to begin (copy.go).
 	ckptMu      sync.Mutex
 	ckptWaiters []*request
+	ckptCount   checkpointCount // which checkpoint covers an unjournaled copy (copy.go)
 
 	// The last checkpoint error logged and when; owned by the background
 	// goroutine.
@@ -143,7 +144,7 @@ func New(cfg Config) (*Bookie, error) {
 		ledgers: newLedgerTable(),
 		readq:   make(chan *request, readQueueSize),
 		conns:   newConnRegistry(),
-		gcSeen:  make(map[uint64]time.Time),
+		gcSeen:  make(map[uint64]gcVerdict),
 
 		kickCheckpoint: make(chan struct{}, 1),
 		stop:           make(chan struct{}),

@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/wire"
@@ -18,6 +19,22 @@ import (
 // ledger's metadata does not name this bookie for them, and a crash that
 // loses them loses nothing a reader depends on.
 
+// checkpointCount numbers the checkpoints, so that a ledger knows when its
+// unjournaled copies are durable: a copy stored when begun was n is covered
+// once synced reaches n+1 (the next checkpoint to begin flushes it). Both
+// are written under b.storageMu (checkpoints are serialized) and read
+// anywhere.
+type checkpointCount struct {
+	begun  atomic.Uint64 // checkpoints begun (their waiters taken)
+	synced atomic.Uint64 // the number of the last checkpoint that succeeded
+}
+
+// copiesCovered reports whether every unjournaled copy stored in l is
+// durable: a checkpoint begun after it succeeded. Requires l.mu held.
+func (b *Bookie) copiesCovered(l *ledger) bool {
+	return l.copyCkpt <= b.ckptCount.synced.Load()
+}
+
 // storeUnjournaled stores an unjournaled copy e in l's write cache and
 // queues its OK, and reports true; or reports false, leaving the add to the
 // journal like any recovery add, when the write cache is full (the journal
@@ -33,6 +50,8 @@ func (b *Bookie) storeUnjournaled(c *conn, h *wire.Header, l *ledger, e *wire.En
 		c.answer(h, wire.StatusIOError)
 		return true
 	}
+	// After the Put: a checkpoint that begins from now on flushes it.
+	l.copyCkpt = b.ckptCount.begun.Load() + 1
 	l.appended(e.EntryID)
 	l.settleAdds(1)
 	l.lastEntry = max(l.lastEntry, e.EntryID)
@@ -71,12 +90,17 @@ func (b *Bookie) takeCheckpointWaiters() []*request {
 	defer b.ckptMu.Unlock()
 	rs := b.ckptWaiters
 	b.ckptWaiters = nil
+	b.ckptCount.begun.Add(1)
 	return rs
 }
 
 // answerCheckpoint answers the CHECKPOINT requests a checkpoint covered: OK,
-// or IOError when it failed. Runs wherever the checkpoint ran.
+// or IOError when it failed. Requires b.storageMu held (the one
+// takeCheckpointWaiters was called under). Runs wherever the checkpoint ran.
 func (b *Bookie) answerCheckpoint(rs []*request, err error) {
+	if err == nil {
+		b.ckptCount.synced.Store(b.ckptCount.begun.Load())
+	}
 	for _, r := range rs {
 		if err != nil {
 			b.finish(r, wire.StatusIOError, nil)

@@ -18,34 +18,62 @@ import (
 //
 // Every GCInterval the bookie asks the metadata store about each ledger it
 // holds, paced at GCMetadataReadsPerSec reads. A ledger is garbage when the
-// store positively answers that it does not exist (meta.ErrNoSuchLedger), or
-// that it is CLOSED and no fragment names this bookie (its copy was moved
-// elsewhere) and it is not marked under-replicated (a repair may be copying it
-// here: the metadata names the replacement only once the copies are settled,
-// and a big ledger copied at the paced rate can take longer than the grace
-// period). Any other answer — an error, a timeout — is not a verdict: it
-// ends the scan and deletes nothing. A ledger is deleted only when it was
-// garbage in two scans at least GCGracePeriod apart, so a ledger that
-// reaches the bookie before its metadata is visible, or an answer read in
-// the middle of a change, is never deleted on one look.
+// store positively answers that it does not exist, or that it is CLOSED and
+// no fragment names this bookie (its copy was moved elsewhere) and it is not
+// marked under-replicated (a repair may be copying it here: the metadata
+// names the replacement only once the copies are settled, and a big ledger
+// copied at the paced rate can take longer than the grace period). The
+// metadata and the mark are read at one store revision (meta.GCView): read
+// apart, a repair's CAS naming this bookie and its unmark could fall between
+// them. A store that cannot read both so fails closed: a ledger that moved
+// away is kept, and only one whose metadata is gone is garbage. Any other
+// answer — an error, a timeout — is not a verdict: it ends the scan and
+// deletes nothing. A ledger is deleted only when it was garbage in two scans
+// at least GCGracePeriod apart, so a ledger that reaches the bookie before
+// its metadata is visible, or an answer read in the middle of a change, is
+// never deleted on one look.
+//
+// A verdict holds only for the ledger as it was when it was given: each
+// ledger counts the writes it admits (ledger.touched: ADDs of every kind,
+// copies, WRITE_LACs, fences), the count is noted before the metadata is
+// read, and a write admitted since the first verdict starts the grace
+// period over. A scan deletes only after looking at every ledger, so right
+// before each deletion the ledger is claimed (ledger.deleting: from then on
+// every write to it is refused IOError), the claim is refused if a write
+// was admitted since the verdict, and the metadata and mark are read again,
+// at one revision; the deletion goes ahead only if they still say garbage.
+// A repair that copies the ledger here therefore either copied before the
+// claim (its copies veto the deletion) or is refused. The ledger stays in
+// the table, claimed, until storage has deleted it, so an ADD arriving
+// after the delete record is refused rather than stored, answered OK and
+// then deleted with the ledger.
 //
 // Deletion is durable before it is visible and never half done: a
 // TypeLedgerDelete journal record is appended and synced, its completion
-// drops the ledger from the ledger table (reads answer NoSuchLedger), and
-// then storage deletes the ledger's index entries and state (synced) and
-// drops it from the write cache. A crash after the record is synced replays
-// it (replay deletes the ledger again); a crash before deletes nothing.
-// storageMu keeps a checkpoint from running between the record and the
-// storage delete, so the journal mark never passes a delete record whose
-// storage delete has not happened. Entry-log bytes come back through
-// compaction: a scan that deleted ledgers runs a major compaction.
+// marks the ledger deleted, and then storage deletes the ledger's index
+// entries and state (synced) and drops it from the write cache, and the
+// ledger leaves the table (reads answer NoSuchLedger). A crash after the
+// record is synced replays it (replay deletes the ledger again); a crash
+// before deletes nothing. storageMu keeps a checkpoint from running between
+// the record and the storage delete, so the journal mark never passes a
+// delete record whose storage delete has not happened. Entry-log bytes come
+// back through compaction: a scan that deleted ledgers runs a major
+// compaction.
 
 // GCStats reports one garbage collection scan.
 type GCStats struct {
 	Ledgers int           `json:"ledgers"` // ledgers looked up
 	Garbage int           `json:"garbage"` // found garbage this scan (deleted or waiting out the grace period)
 	Deleted int           `json:"deleted"` // deleted
+	Vetoed  int           `json:"vetoed"`  // not deleted: written, or no longer garbage, since the verdict
 	Took    time.Duration `json:"tookNanoseconds"`
+}
+
+// gcVerdict is what GC noted when it first found a ledger garbage.
+type gcVerdict struct {
+	first   time.Time
+	l       *ledger // the ledger's table entry then; nil: none
+	touched uint64  // l.touched then
 }
 
 // GCResult is what CollectNow (the admin API's POST /gc) did.
@@ -231,29 +259,24 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 			return st, err
 		}
 		st.Ledgers++
-		md, err := b.meta.GetLedger(ctx, id)
-		garbage := false
-		switch {
-		case errors.Is(err, meta.ErrNoSuchLedger):
-			garbage = true
-		case err != nil:
-			return st, fmt.Errorf("bookie: gc: metadata of ledger %d: %w", id, err)
-		case md.State == meta.StateClosed && stable && !namesBookie(&md, meta.BookieID(self)):
-			if garbage, err = b.notUnderRepair(ctx, id); err != nil {
-				return st, fmt.Errorf("bookie: gc: mark of ledger %d: %w", id, err)
-			}
+		l, touched := b.gcTouched(id) // before the read: a write after it vetoes
+		garbage, err := b.garbage(ctx, id, self, stable)
+		if err != nil {
+			return st, err
 		}
 		if !garbage {
 			delete(b.gcSeen, id)
 			continue
 		}
 		st.Garbage++
-		first, seen := b.gcSeen[id]
-		if !seen {
-			b.gcSeen[id] = start
+		v, seen := b.gcSeen[id]
+		if !seen || v.l != l || v.touched != touched {
+			// First found garbage, or written since: the grace period
+			// starts now.
+			b.gcSeen[id] = gcVerdict{first: start, l: l, touched: touched}
 			continue
 		}
-		if start.Sub(first) >= time.Duration(b.cfg.GCGracePeriod) {
+		if start.Sub(v.first) >= time.Duration(b.cfg.GCGracePeriod) {
 			doomed = append(doomed, id)
 		}
 	}
@@ -263,10 +286,16 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 		}
 	}
 	for _, id := range doomed {
-		if err := b.deleteLedger(ctx, id); err != nil {
+		deleted, err := b.deleteLedger(ctx, id, b.gcSeen[id], self, stable)
+		if err != nil {
 			return st, err
 		}
 		delete(b.gcSeen, id)
+		if !deleted {
+			st.Vetoed++
+			b.metrics.gcVetoed.Inc()
+			continue
+		}
 		st.Deleted++
 		b.metrics.gcDeleted.Inc()
 	}
@@ -274,6 +303,18 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	b.metrics.gcScans.Inc()
 	b.gcState.set(func(g *gcState) { g.lastScan = time.Now() })
 	return st, nil
+}
+
+// gcTouched returns ledger id's table entry (nil if none) and its count of
+// admitted writes.
+func (b *Bookie) gcTouched(id uint64) (*ledger, uint64) {
+	l := b.ledgers.get(id)
+	if l == nil {
+		return nil, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l, l.touched
 }
 
 // heldLedgers returns, sorted, every ledger the bookie has state or
@@ -286,25 +327,41 @@ func (b *Bookie) heldLedgers() []uint64 {
 	return slices.Compact(ids)
 }
 
-// markStore is what a metadata store that keeps under-replication marks
-// offers (meta.EtcdStore).
-type markStore interface {
-	GetUnderReplicated(ctx context.Context, id uint64) (meta.UnderReplicated, error)
+// gcViewStore is what a metadata store that reads a ledger and its
+// under-replication mark at one revision offers (meta.EtcdStore).
+type gcViewStore interface {
+	GCView(ctx context.Context, id uint64) (meta.GCView, error)
 }
 
-// notUnderRepair reports whether ledger id carries no under-replication mark.
-// A store without marks has no repairs.
-func (b *Bookie) notUnderRepair(ctx context.Context, id uint64) (bool, error) {
-	ms, ok := b.meta.(markStore)
+// garbage reports whether ledger id is garbage on this bookie (self, whose
+// identity is stable: see Config.identity): its metadata is gone, or it is
+// CLOSED, names no bookie self and is not marked under-replicated, all read
+// at one revision. A store that cannot read the mark with the metadata
+// (one without marks, or a wrapper that hides them) fails closed: a ledger
+// that moved away counts as under repair and is kept.
+func (b *Bookie) garbage(ctx context.Context, id uint64, self string, stable bool) (bool, error) {
+	vs, ok := b.meta.(gcViewStore)
 	if !ok {
-		return true, nil
+		md, err := b.meta.GetLedger(ctx, id)
+		switch {
+		case errors.Is(err, meta.ErrNoSuchLedger):
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("bookie: gc: metadata of ledger %d: %w", id, err)
+		case md.State == meta.StateClosed && stable && !namesBookie(&md, meta.BookieID(self)):
+			b.log.Warn("gc: the metadata store cannot say whether a ledger is under repair; keeping it", "ledger", id)
+		}
+		return false, nil
 	}
-	_, err := ms.GetUnderReplicated(ctx, id)
+	v, err := vs.GCView(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("bookie: gc: metadata of ledger %d: %w", id, err)
+	}
 	switch {
-	case errors.Is(err, meta.ErrNotMarked):
+	case !v.Exists:
 		return true, nil
-	case err != nil:
-		return false, err
+	case v.Ledger.State == meta.StateClosed && stable && !namesBookie(&v.Ledger, meta.BookieID(self)):
+		return !v.Marked, nil
 	}
 	return false, nil
 }
@@ -319,10 +376,27 @@ func namesBookie(md *meta.LedgerMetadata, id meta.BookieID) bool {
 	return false
 }
 
-// deleteLedger deletes ledger id durably: journal the deletion and wait for
-// its sync (its completion drops the ledger from the table), then delete it
-// from storage. Holds storageMu so no checkpoint runs in between.
-func (b *Bookie) deleteLedger(ctx context.Context, id uint64) error {
+// deleteLedger deletes ledger id, found garbage as v says, unless a write
+// was admitted to it since or it is no longer garbage; it reports whether it
+// deleted it. It claims the ledger (refusing writes from then on), reads the
+// metadata and mark again, journals the deletion and waits for its sync (its
+// completion marks the ledger deleted), deletes it from storage and drops
+// it from the table. Holds storageMu from the record to the storage delete
+// so no checkpoint runs in between.
+func (b *Bookie) deleteLedger(ctx context.Context, id uint64, v gcVerdict, self string, stable bool) (bool, error) {
+	l := b.claim(id, v)
+	if l == nil {
+		return false, nil
+	}
+	deleted := false
+	defer func() {
+		if !deleted {
+			b.unclaim(l)
+		}
+	}()
+	if garbage, err := b.garbage(ctx, id, self, stable); err != nil || !garbage {
+		return false, err
+	}
 	b.storageMu.Lock()
 	defer b.storageMu.Unlock()
 	var buf [8]byte
@@ -334,26 +408,65 @@ func (b *Bookie) deleteLedger(ctx context.Context, id uint64) error {
 			break
 		}
 		if !errors.Is(err, journal.ErrFull) {
-			return fmt.Errorf("bookie: gc: journal the deletion of ledger %d: %w", id, err)
+			return false, fmt.Errorf("bookie: gc: journal the deletion of ledger %d: %w", id, err)
 		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 	if err := <-done; err != nil {
-		return fmt.Errorf("bookie: gc: journal the deletion of ledger %d: %w", id, err)
+		return false, fmt.Errorf("bookie: gc: journal the deletion of ledger %d: %w", id, err)
 	}
+	// The record is durable: from here the ledger stays claimed, refusing
+	// writes, whatever happens (a restart replays the deletion).
+	deleted = true
 	if err := b.store.DeleteLedger(id); err != nil {
-		return fmt.Errorf("bookie: gc: delete ledger %d from storage: %w", id, err)
+		return false, fmt.Errorf("bookie: gc: delete ledger %d from storage: %w", id, err)
 	}
-	return nil
+	b.ledgers.remove(id)
+	return true, nil
 }
 
-// forgetLedger drops a deleted ledger from the ledger table, answering its
-// parked long polls. Runs on the journal writer (a completed delete record)
-// or in replay.
+// claim marks ledger id deleting, so that it refuses every write, if no
+// write was admitted to it since verdict v, and returns it; nil if a write
+// was. A ledger held in storage only gets a placeholder table entry to
+// claim, which stays in the table if the claim is given up (a write may
+// have found it meanwhile) and saves no state until written.
+func (b *Bookie) claim(id uint64, v gcVerdict) *ledger {
+	var l *ledger
+	created := false
+	if v.l == nil {
+		if l, created = b.ledgers.getOrCreate(id, b.cookie.Limbo); !created {
+			return nil // a write made it since the verdict
+		}
+	} else if l = b.ledgers.get(id); l != v.l {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if created && l.touched == 0 {
+		l.dirty = false // a placeholder: no state of its own to save
+	}
+	if l.deleting || l.touched != v.touched {
+		return nil
+	}
+	l.deleting = true
+	return l
+}
+
+// unclaim gives a claim up: l takes writes again.
+func (b *Bookie) unclaim(l *ledger) {
+	l.mu.Lock()
+	l.deleting = false
+	l.mu.Unlock()
+}
+
+// forgetLedger marks a deleted ledger deleted, answering its parked long
+// polls, and drops it from the ledger table; a ledger GC deletes live
+// (claimed) leaves the table only once storage deleted it (deleteLedger).
+// Runs on the journal writer (a completed delete record) or in replay.
 func (b *Bookie) forgetLedger(id uint64) {
 	l := b.ledgers.get(id)
 	if l == nil {
@@ -362,6 +475,9 @@ func (b *Bookie) forgetLedger(id uint64) {
 	l.mu.Lock()
 	l.deleted = true
 	b.wakeAllPollers(l)
+	claimed := l.deleting
 	l.mu.Unlock()
-	b.ledgers.remove(id)
+	if !claimed {
+		b.ledgers.remove(id)
+	}
 }

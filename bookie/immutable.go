@@ -13,7 +13,11 @@ import (
 // Entries are immutable (docs/protocol.md, ADD): an ADD of an entry id the
 // bookie stores is compared with the stored entry by checksum, the last 8
 // bytes of a sealed entry. The same checksum is answered OK and nothing is
-// written again; another is answered EntryExists and nothing changes.
+// written again; another is answered EntryExists and nothing changes. One
+// exception: while the ledger holds unjournaled copies (copy.go) that no
+// checkpoint has made durable yet, an ADD that is not itself such a copy is
+// journaled again and answered after its sync, since the stored copy it
+// matches may be lost in a power loss (TestDuplicateAddOfUncheckpointedCopyIsDurable).
 //
 // The common path costs two integer compares: an id at or above both
 // l.appendedNext (one past the highest id appended to the journal) and
@@ -109,7 +113,16 @@ func (b *Bookie) addExisting(c *conn, l *ledger, h *wire.Header, e *wire.Entry) 
 	case entryAbsent:
 		return true
 	case entrySame:
-		// The stored copy was journaled and synced before it was stored.
+		if h.Flags&wire.FlagUnjournaled == 0 && !b.copiesCovered(l) {
+			// The stored copy may be an unjournaled copy no checkpoint has
+			// made durable yet: an OK now could be lost with it. Journal
+			// this add like a new one (storing the same bytes again) and
+			// answer after its sync. A copy is answered OK: its sender
+			// makes it durable with a CHECKPOINT.
+			return true
+		}
+		// The stored copy was journaled and synced before it was stored,
+		// or a checkpoint made it durable.
 		c.loopOut = wire.AppendAddResponse(c.loopOut, h.RequestID, e.LedgerID, e.EntryID)
 		b.metrics.response(h.Op, wire.StatusOK)
 	case entryDiffers:

@@ -51,6 +51,31 @@ type ledger struct {
 	appendGen    uint64
 	pendingAdds  int
 	drained      *sync.Cond
+
+	// copyCkpt is the number of the checkpoint (checkpointCount.begun)
+	// whose success makes the ledger's last unjournaled copy durable; 0:
+	// no copy since start. Until then a stored entry may exist only in the
+	// write cache (copy.go).
+	copyCkpt uint64
+
+	// Garbage collection (gc.go). touched counts the writes admitted to
+	// the ledger (ADDs of every kind, copies, WRITE_LACs, fences): GC
+	// deletes it only if none was admitted since it found it garbage.
+	// deleting is set once GC has decided to delete it: from then on every
+	// write is refused, until the ledger has left the table or GC gave the
+	// deletion up.
+	touched  uint64
+	deleting bool
+}
+
+// admit notes a write to l and reports whether l takes it: not while GC
+// deletes l. Requires l.mu held.
+func (l *ledger) admit() bool {
+	if l.deleting {
+		return false
+	}
+	l.touched++
+	return true
 }
 
 // effectiveLAC is the LAC a READ_LAC answers with. Requires l.mu held.

@@ -37,6 +37,7 @@ type metrics struct {
 	journalWaits  prometheus.Counter
 	gcScans       prometheus.Counter
 	gcDeleted     prometheus.Counter
+	gcVetoed      prometheus.Counter
 	cutConns      *prometheus.CounterVec // by reason
 	readOnly      prometheus.Gauge
 	checkpoints   prometheus.Counter
@@ -107,7 +108,9 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		Name: "bookie_gc_scans_total", Help: "Completed garbage collection scans."})
 	m.gcDeleted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_gc_ledgers_deleted_total", Help: "Ledgers deleted by garbage collection (metadata gone, or closed without this bookie)."})
-	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted)
+	m.gcVetoed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_gc_deletions_vetoed_total", Help: "Ledgers garbage collection was about to delete and kept: written to, or no longer garbage, since its verdict."})
+	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted, m.gcVetoed)
 	m.scrubBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_bytes_total", Help: "Entry bytes re-read and verified by the scrubber."})
 	m.scrubDamaged = prometheus.NewCounter(prometheus.CounterOpts{

@@ -210,6 +210,13 @@ func (b *Bookie) lockForWrite(c *conn, h *wire.Header, ledgerID uint64, key *wir
 	}
 	l, _ = b.ledgers.getOrCreate(ledgerID, b.cookie.Limbo)
 	l.mu.Lock()
+	if !l.admit() {
+		// Garbage collection is deleting the ledger: a write taken now
+		// would be deleted with it after its OK (gc.go).
+		l.mu.Unlock()
+		c.answer(h, wire.StatusIOError)
+		return nil, false
+	}
 	ok, err := b.keyCheck(l, key)
 	switch {
 	case err != nil:
@@ -231,6 +238,12 @@ func (b *Bookie) lockForWrite(c *conn, h *wire.Header, ledgerID uint64, key *wir
 func (b *Bookie) fence(c *conn, h *wire.Header, ledgerID uint64, key *wire.MasterKey, r *request) (retry bool) {
 	l, _ := b.ledgers.getOrCreate(ledgerID, b.cookie.Limbo)
 	l.mu.Lock()
+	if !l.admit() { // garbage collection is deleting it (gc.go)
+		l.mu.Unlock()
+		b.release(r)
+		c.answer(h, wire.StatusIOError)
+		return false
+	}
 	ok, err := b.keyCheck(l, key)
 	if err != nil {
 		l.mu.Unlock()
