@@ -279,7 +279,16 @@ func Open(fs vfs.FS, dir string, opts Options) (*Journal, error) {
 	j.nextSeq = st.lastSeq + 1
 	j.durable = st.end
 	if j.active, err = j.factory.create(st.maxSegment + 1); err != nil {
-		return nil, err
+		// A full disk must not keep a journal that holds segments from
+		// starting: go on in the last one, after its last record.
+		if !errors.Is(err, syscall.ENOSPC) || !st.reusable {
+			return nil, err
+		}
+		active, rerr := j.factory.reopen(st.maxSegment, st.lastEnd)
+		if rerr != nil {
+			return nil, errors.Join(err, rerr)
+		}
+		j.active = active
 	}
 	j.pending = newBatch(opts.BatchBytes)
 	j.free <- newBatch(opts.BatchBytes)
@@ -677,6 +686,11 @@ func (j *Journal) fail(err error) error {
 func (j *Journal) roll() error {
 	p := <-j.next
 	j.preparing = false
+	if errors.Is(p.err, syscall.ENOSPC) {
+		// Prepared while the disk was full: a checkpoint may have freed a
+		// segment since, so try again now that one is needed.
+		p.seg, p.err = j.factory.create(j.active.num + 1)
+	}
 	if p.err != nil {
 		return p.err
 	}
