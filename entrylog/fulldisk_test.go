@@ -43,8 +43,9 @@ func TestFlushWritesWhatFits(t *testing.T) {
 	}
 	record := int64(RecordSize(size + SealSize))
 
-	// Room for a little more than 9 records beyond the reserve.
-	fs.free.Store(opts.ReserveBytes + uint64(9*record+100))
+	// Room for a little more than 9 records beyond the reserve and a log's
+	// preallocation.
+	fs.free.Store(opts.ReserveBytes + uint64(opts.PreallocBytes) + uint64(9*record+100))
 	if err := s.Flush(); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("Flush with room for 9 of 40 records = %v, want ErrDiskFull", err)
 	}

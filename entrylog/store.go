@@ -555,12 +555,14 @@ func (s *Store) wakeCacheWaitersLocked() {
 // flushed, so it is read here without cacheMu. Requires flushMu.
 func (s *Store) writeHalf(h *half) error {
 	// What fits beyond the reserve is written; the rest waits in the half
-	// for the next flush, which resumes after h.flushedTo.
+	// for the next flush, which resumes after h.flushedTo. A flush that
+	// does not fit whole keeps room for the preallocation of a new log
+	// too, so that it leaves the reserve to compaction.
 	need := s.unflushedBytes(h)
 	budget := int64(-1) // unlimited
 	if err := s.checkSpace(uint64(need), s.opts.ReserveBytes); err != nil {
 		free, _, _ := s.fs.DiskUsage(s.dir)
-		budget = max(0, int64(free)-int64(s.opts.ReserveBytes))
+		budget = max(0, int64(free)-int64(s.opts.ReserveBytes)-min(s.opts.PreallocBytes, s.opts.LogSize))
 		if budget < s.firstUnflushed(h) {
 			return err // not even one record fits
 		}

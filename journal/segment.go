@@ -297,6 +297,13 @@ func (sf *segmentFactory) takeFree() string {
 	return name
 }
 
+// hasFree reports whether a file is held for reuse.
+func (sf *segmentFactory) hasFree() bool {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	return len(sf.free) > 0
+}
+
 // isFree reports whether name is held for reuse.
 func (sf *segmentFactory) isFree(name string) bool {
 	sf.mu.Lock()
