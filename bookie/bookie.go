@@ -134,7 +134,7 @@ type Bookie struct {
 // replays the journal into storage and checkpoints. It does not listen yet:
 // call Start.
 func New(cfg Config) (*Bookie, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.sizedForDisk().withDefaults()
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}

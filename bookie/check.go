@@ -16,15 +16,17 @@ import (
 
 // Effective returns c with every zero field set to its default: the
 // configuration New runs with.
-func (c Config) Effective() Config { return c.withDefaults() }
+func (c Config) Effective() Config { return c.sizedForDisk().withDefaults() }
 
 // Check validates c (with defaults filled in) without touching the data
-// directories or the network: addresses parse, sizes and thresholds are in
-// range, the secret file and the files the metadata endpoint names (TLS
+// directories or the network (it reads the size of the disks that hold them:
+// unset sizes scale with it, see sizedForDisk): addresses parse, sizes and
+// thresholds are in range, the data disks can hold those sizes, and the
+// secret file and the files the metadata endpoint names (TLS
 // certificates, etcd password) are readable. It returns every problem found,
 // joined.
 func (c Config) Check() error {
-	c = c.withDefaults()
+	c = c.sizedForDisk().withDefaults()
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("bookie: config: "+format, args...)) }
 	checkAddr := func(name, addr string, zeroPortOK bool) {
@@ -107,6 +109,12 @@ func (c Config) Check() error {
 		bad("write_cache_bytes %d and entry_log_size %d hold entries of at most %d bytes, less than max_frame_size %d: "+
 			"a largest entry would be journaled but could not be stored (want write_cache_bytes >= 2 x max_frame_size + 128 "+
 			"and entry_log_size >= max_frame_size + 1 KiB)", c.WriteCacheBytes, c.EntryLogSize, max(m, 0), c.MaxFrameSize)
+	}
+	if len(errs) == 0 {
+		// The sizes are valid; see whether the data disks can hold them.
+		if err := c.checkDiskRoom(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if !(0 < c.DiskWritableThreshold && c.DiskWritableThreshold < c.DiskFullThreshold && c.DiskFullThreshold <= 1) {
 		bad("want 0 < disk_writable_threshold (%v) < disk_full_threshold (%v) <= 1", c.DiskWritableThreshold, c.DiskFullThreshold)

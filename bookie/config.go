@@ -125,6 +125,8 @@ type Config struct {
 	MaxPollWait time.Duration `json:"-"`
 
 	// JournalSegmentSize is the size journal segments are preallocated to.
+	// Unset, it scales with the journal's disk (disksize.go): the default
+	// from a 4 GiB disk on.
 	JournalSegmentSize int64 `json:"journal_segment_size"`
 	// JournalQueueBytes bounds bytes waiting for the journal writer.
 	JournalQueueBytes int64 `json:"journal_queue_bytes"`
@@ -133,7 +135,8 @@ type Config struct {
 	// so that the larger batches of a burst after a start do not grow them
 	// under the journal's lock.
 	JournalBatchBytes int64 `json:"journal_batch_bytes"`
-	// WriteCacheBytes is the write cache (both halves).
+	// WriteCacheBytes is the write cache (both halves). Unset, it scales
+	// with the ledger disk (disksize.go): the default from a 2 GiB disk on.
 	WriteCacheBytes int64 `json:"write_cache_bytes"`
 	// WriteCacheLazy maps the write cache's memory as adds first reach it,
 	// instead of all of it at start (entrylog.Options.PrefaultCache): a
@@ -145,7 +148,8 @@ type Config struct {
 	// segments are recycled rather than zero-filled while it takes adds.
 	// Negative: none (a small local cluster).
 	JournalSpareSegments int `json:"journal_spare_segments"`
-	// EntryLogSize is the size at which entry logs roll.
+	// EntryLogSize is the size at which entry logs roll. Unset, it scales
+	// with the ledger disk (disksize.go): the default from a 16 GiB disk on.
 	EntryLogSize int64 `json:"entry_log_size"`
 	// EntryLogWritebackBytes is the piece in which a flush writes entry
 	// logs back and waits for the disk, so a journal fdatasync on the same

@@ -23,8 +23,11 @@ import (
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("BOOKIE_CHILD_DIR"); dir != "" {
 		cfg := testConfig(dir)
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		cfg.CheckpointInterval = Duration(200 * time.Millisecond) // checkpoints race the kills
+		if os.Getenv("BOOKIE_CHILD_DEFAULTS") != "" {
+			cfg = defaultsConfig(dir) // TestLoopDiskDefaultsFullKillRestart
+		}
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		if ep := os.Getenv("BOOKIE_CHILD_METADATA"); ep != "" {
 			gcChildConfig(&cfg, ep) // TestGCAndCompactionSurviveSIGKILL
 		}

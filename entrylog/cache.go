@@ -130,6 +130,17 @@ type half struct {
 
 	free    []*ledgerSlots      // emptied by reset, reused by put
 	deleted map[uint64]struct{} // ledgers deleted while this half was flushing; requires indexMu and cacheMu (write) to change
+	// flushedTo is the last entry an unfinished flush of this half made
+	// durable and indexed (a flush stopped at the space it may use); the
+	// next flush resumes after it. Requires flushMu.
+	flushedTo flushMark
+}
+
+// flushMark is a position in a half's (ledger, entry) order.
+type flushMark struct {
+	ledger uint64
+	entry  int64
+	set    bool
 }
 
 func newHalf(budget int64, offsetBits uint) *half {
@@ -297,4 +308,5 @@ func (h *half) reset() {
 	}
 	h.lastSlots = nil
 	h.deleted = nil
+	h.flushedTo = flushMark{}
 }

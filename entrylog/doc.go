@@ -143,10 +143,16 @@
 //
 // # Disk space
 //
-// A flush that would leave less than Options.ReserveBytes free fails with
-// ErrDiskFull (data stays cached), so compaction, which may use the reserve,
-// can still free space on a nearly full disk. Usage and Writable let the
-// bookie go read-only above a usage threshold and back once space is freed.
+// A flush never writes into the last Options.ReserveBytes of free space, so
+// compaction, which may use the reserve, can still free space on a nearly
+// full disk. A flush that does not fit writes what does (keeping room for one
+// log preallocation too), in (ledger, entry) order, makes it durable and
+// indexed, and fails with ErrDiskFull; the rest
+// stays cached and the next flush resumes after the last entry written. The
+// entries of a ledger deleted while cached are neither written nor counted
+// in the space a flush needs, so deleting ledgers frees a refused flush.
+// Usage and Writable let the bookie go read-only above a usage threshold and
+// back once space is freed.
 //
 // # Concurrency
 //

@@ -24,7 +24,8 @@ var (
 	// write cache half.
 	ErrTooLarge = errors.New("entrylog: entry larger than a write cache half")
 	// ErrDiskFull is returned by Flush (and Compact) when writing would leave
-	// less than Options.ReserveBytes free. The data stays in the write cache.
+	// less than Options.ReserveBytes free. A flush first writes what fits
+	// (durable and indexed); the rest stays in the write cache.
 	ErrDiskFull = errors.New("entrylog: disk full")
 	// ErrInvalid is returned by Put for a negative entry id, which the
 	// index cannot store.
@@ -553,9 +554,20 @@ func (s *Store) wakeCacheWaitersLocked() {
 // index before its record is durable. h is immutable while it is being
 // flushed, so it is read here without cacheMu. Requires flushMu.
 func (s *Store) writeHalf(h *half) error {
-	if err := s.checkSpace(uint64(len(h.arena)), s.opts.ReserveBytes); err != nil {
-		return err
+	// What fits beyond the reserve is written; the rest waits in the half
+	// for the next flush, which resumes after h.flushedTo. A flush that
+	// does not fit whole keeps room for the preallocation of a new log
+	// too, so that it leaves the reserve to compaction.
+	need := s.unflushedBytes(h)
+	budget := int64(-1) // unlimited
+	if err := s.checkSpace(uint64(need), s.opts.ReserveBytes); err != nil {
+		free, _, _ := s.fs.DiskUsage(s.dir)
+		budget = max(0, int64(free)-int64(s.opts.ReserveBytes)-min(s.opts.PreallocBytes, s.opts.LogSize))
+		if budget < s.firstUnflushed(h) {
+			return err // not even one record fits
+		}
 	}
+	var written int64
 	w := &s.fw
 	s.fp.begin(h)
 	defer s.fp.end()
@@ -584,8 +596,14 @@ func (s *Store) writeHalf(h *half) error {
 	}
 	s.pending = s.pending[:0]
 	first, segBytes := 0, int64(0)
-	err := h.each(func(ledger uint64, entry int64, rec []byte, off uint64) error {
+	stopped := false
+	err := s.eachUnflushed(h, func(ledger uint64, entry int64, rec []byte, off uint64) error {
 		size := int64(len(rec))
+		if budget >= 0 && written+size > budget {
+			stopped = true
+			return errStopFlush
+		}
+		written += size
 		if off != runEnd || !w.fits(size) {
 			if err := handOver(); err != nil {
 				return err
@@ -610,7 +628,7 @@ func (s *Store) writeHalf(h *half) error {
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && err != errStopFlush {
 		return fail(err)
 	}
 	if err := handOver(); err != nil {
@@ -635,7 +653,65 @@ func (s *Store) writeHalf(h *half) error {
 		s.sealLocked(id)
 	}
 	w.filled = w.filled[:0]
+	if n := len(s.pending); n > 0 {
+		last := s.pending[n-1]
+		h.flushedTo = flushMark{ledger: last.ledger, entry: last.entry, set: true}
+	}
+	if stopped {
+		return fmt.Errorf("%w: wrote %d of the write cache's %d bytes, what fits beyond the %d reserved; the rest stays cached",
+			ErrDiskFull, written, need, s.opts.ReserveBytes)
+	}
 	return nil
+}
+
+// errStopFlush ends a flush's walk of a half at the space it may use.
+var errStopFlush = errors.New("entrylog: flush budget reached")
+
+// eachUnflushed calls fn for h's entries a flush must still write, in
+// (ledger, entry) order: those after h.flushedTo, of ledgers not deleted
+// since h was handed to the flusher. Requires flushMu; h is immutable but
+// for deleted, which is read under cacheMu.
+func (s *Store) eachUnflushed(h *half, fn func(ledger uint64, entry int64, rec []byte, off uint64) error) error {
+	from := h.flushedTo
+	var current uint64
+	checked, gone := false, false
+	return h.each(func(ledger uint64, entry int64, rec []byte, off uint64) error {
+		if from.set && (ledger < from.ledger || ledger == from.ledger && entry <= from.entry) {
+			return nil
+		}
+		if !checked || ledger != current {
+			s.cacheMu.RLock()
+			_, gone = h.deleted[ledger]
+			s.cacheMu.RUnlock()
+			current, checked = ledger, true
+		}
+		if gone {
+			return nil
+		}
+		return fn(ledger, entry, rec, off)
+	})
+}
+
+// unflushedBytes returns the record bytes a flush of h must still write.
+// Requires flushMu.
+func (s *Store) unflushedBytes(h *half) int64 {
+	var n int64
+	s.eachUnflushed(h, func(_ uint64, _ int64, rec []byte, _ uint64) error {
+		n += int64(len(rec))
+		return nil
+	})
+	return n
+}
+
+// firstUnflushed returns the size of the first record a flush of h must
+// still write (0 if none). Requires flushMu.
+func (s *Store) firstUnflushed(h *half) int64 {
+	var n int64
+	s.eachUnflushed(h, func(_ uint64, _ int64, rec []byte, _ uint64) error {
+		n = int64(len(rec))
+		return errStopFlush
+	})
+	return n
 }
 
 // indexSegments Puts each segment's locations into the index, skipping

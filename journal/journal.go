@@ -82,7 +82,9 @@ type Options struct {
 	// takes appends: zero-filling writes the whole segment once more, on
 	// the writer's disk and CPU. Spares are kept across restarts. Default 0;
 	// negative makes none at all, not even the next segment (a start on a
-	// nearly full disk: only the active segment is made).
+	// nearly full disk): Open goes on in the last segment, after its last
+	// record, unless a recycled or spare file is held, and the segment after
+	// it is made when the journal rolls to it.
 	SpareSegments int
 	// MaxQueueBytes bounds the memory of records accepted but not yet
 	// completed (record bytes plus a fixed per-record cost). Append returns
@@ -278,13 +280,32 @@ func Open(fs vfs.FS, dir string, opts Options) (*Journal, error) {
 	}
 	j.nextSeq = st.lastSeq + 1
 	j.durable = st.end
-	if j.active, err = j.factory.create(st.maxSegment + 1); err != nil {
-		return nil, err
+	// A nearly full disk makes no segment at start: go on in the last one,
+	// after its last record, unless a file is held for reuse.
+	nearlyFull := opts.SpareSegments < 0
+	if nearlyFull && st.reusable && !j.factory.hasFree() {
+		j.active, err = j.factory.reopen(st.maxSegment, st.lastEnd)
+	}
+	if j.active == nil {
+		if j.active, err = j.factory.create(st.maxSegment + 1); err != nil {
+			// A full disk must not keep a journal that holds segments
+			// from starting either.
+			if !errors.Is(err, syscall.ENOSPC) || !st.reusable {
+				return nil, err
+			}
+			active, rerr := j.factory.reopen(st.maxSegment, st.lastEnd)
+			if rerr != nil {
+				return nil, errors.Join(err, rerr)
+			}
+			j.active = active
+		}
 	}
 	j.pending = newBatch(opts.BatchBytes)
 	j.free <- newBatch(opts.BatchBytes)
 	j.free <- newBatch(opts.BatchBytes)
-	j.prepareNext()
+	if !nearlyFull {
+		j.prepareNext() // else the first roll makes it
+	}
 	go j.complete()
 	go j.run()
 	return j, nil
@@ -327,6 +348,9 @@ func (j *Journal) prepareNext() {
 // settle waits until the segment prepared ahead at Open is ready, so that a
 // benchmark does not time start-up. Must not run concurrently with Append.
 func (j *Journal) settle() {
+	if !j.preparing {
+		return
+	}
 	p := <-j.next
 	j.next <- p
 }
@@ -675,8 +699,17 @@ func (j *Journal) fail(err error) error {
 // roll closes the active segment and makes the prepared one active, then
 // starts preparing the one after. Runs on the writer goroutine.
 func (j *Journal) roll() error {
-	p := <-j.next
-	j.preparing = false
+	var p prepared
+	if j.preparing {
+		p = <-j.next
+		j.preparing = false
+	}
+	if p.seg == nil && p.err == nil || errors.Is(p.err, syscall.ENOSPC) {
+		// None prepared (a start on a nearly full disk), or prepared
+		// while the disk was full: a checkpoint may have freed a segment
+		// since, so try now that one is needed.
+		p.seg, p.err = j.factory.create(j.active.num + 1)
+	}
 	if p.err != nil {
 		return p.err
 	}

@@ -68,6 +68,11 @@ type recovered struct {
 	lastSeq    uint64
 	end        Mark
 	maxSegment uint64
+	// reusable says the segment maxSegment was read to a clean end (its
+	// records end at lastEnd, the tail made clean): the writer may go on
+	// in it when no new segment can be made (a full disk).
+	reusable bool
+	lastEnd  int64
 }
 
 // recover reads the checkpoint mark, frees segments before it, replays the
@@ -112,8 +117,19 @@ func (j *Journal) recover() (recovered, error) {
 		live = append(live, num)
 	}
 	r := newReplayer(j, mark)
-	if err := r.walk(live, true, nil); err != nil {
+	lastRead, lastEnd := uint64(0), -1
+	seen := func(num uint64, end int, tail error) {
+		if tail != nil {
+			lastRead, lastEnd = num, end
+		} else {
+			lastEnd = -1
+		}
+	}
+	if err := r.walk(live, true, seen); err != nil {
 		return st, err
+	}
+	if len(live) > 0 && lastEnd >= 0 && lastRead == st.maxSegment {
+		st.reusable, st.lastEnd = true, int64(lastEnd)
 	}
 	j.replayed = ReplayInfo{Checkpoint: mark, Records: r.records, End: r.end, Tail: r.tail, TruncatedAt: r.truncatedAt}
 	st.lastSeq = r.next - 1

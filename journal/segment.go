@@ -173,6 +173,37 @@ func (sf *segmentFactory) create(num uint64) (*segment, error) {
 	return &segment{num: num, f: f, off: segmentHeaderSize, size: sf.size}, nil
 }
 
+// reopen opens existing segment num to go on writing it at off, where its
+// records end (replay made the tail clean there): the segment a journal
+// starts in when it cannot make a new one. The file was made durable when
+// it was created, so nothing needs syncing before the first ack; its size
+// is the soft limit for batches, as for a segment created now. A version 1
+// segment cannot hold sealed records and is not reopened.
+func (sf *segmentFactory) reopen(num uint64, off int64) (*segment, error) {
+	name := path.Join(sf.dir, segmentName(num))
+	f, err := sf.fs.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("journal: reopen segment %s: %w", name, err)
+	}
+	hdr := make([]byte, segmentHeaderSize)
+	_, err = f.ReadAt(hdr, 0)
+	if err == nil {
+		err = checkSegmentHeader(hdr, num)
+	}
+	if err == nil && binary.LittleEndian.Uint32(hdr[8:]) != segmentVersion {
+		err = fmt.Errorf("version %d segment", binary.LittleEndian.Uint32(hdr[8:]))
+	}
+	var size int64
+	if err == nil {
+		size, err = f.Size()
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("journal: reopen segment %s: %w", name, err)
+	}
+	return &segment{num: num, f: f, off: off, size: max(size, off)}, nil
+}
+
 // preallocate reserves size bytes of f as mode says.
 func preallocate(f vfs.File, mode Prealloc, size int64) error {
 	switch mode {
@@ -264,6 +295,13 @@ func (sf *segmentFactory) takeFree() string {
 	name := sf.free[len(sf.free)-1]
 	sf.free = sf.free[:len(sf.free)-1]
 	return name
+}
+
+// hasFree reports whether a file is held for reuse.
+func (sf *segmentFactory) hasFree() bool {
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	return len(sf.free) > 0
 }
 
 // isFree reports whether name is held for reuse.
