@@ -53,7 +53,18 @@ type testClient struct {
 
 func dial(t *testing.T, addr string) *testClient {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
+	return dialFrom(t, "", addr)
+}
+
+// dialFrom is dial from local address from ("": any), such as 127.0.0.2
+// for a client at another address than the others.
+func dialFrom(t *testing.T, from, addr string) *testClient {
+	t.Helper()
+	var d net.Dialer
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,6 +221,9 @@ func (t *tlsConn) serve() {
 			}
 		}
 		if b.unparsedOver() {
+			if b.cutUnparsedOffender(c) {
+				return
+			}
 			c.pauseOn(&b.waitUnparsed, func() bool { return !b.unparsedOver() })
 			continue
 		}

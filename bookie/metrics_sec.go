@@ -1,0 +1,14 @@
+package bookie
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// registerLimitMetrics exports the totals the connection limits keep
+// (docs/security.md, "Limits"): connections not yet authenticated.
+func (b *Bookie) registerLimitMetrics() {
+	b.metrics.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bookie_unauthenticated_connections",
+			Help: "Connections that have not completed their Hello and, with a cluster secret, their AUTH.",
+		}, func() float64 { return float64(b.conns.unauthenticated()) }),
+	)
+}
