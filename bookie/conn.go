@@ -31,7 +31,7 @@ type conn struct {
 	helloSeen atomic.Bool
 	authSeen  atomic.Bool
 	// cut: a total bound chose this connection to be closed; from then on it
-	// counts for nothing in the unparsed total (unparsed.go), so that
+	// counts for nothing in the totals (unparsed.go, outbound.go), so that
 	// the bound does not close another for bytes that are about to go.
 	cut atomic.Bool
 
@@ -56,6 +56,10 @@ type conn struct {
 	onWritten gnet.AsyncCallback
 	closed    bool     // protected by mu
 	verdict   *verdict // the existence check's answer for the head frame; protected by mu
+	// outbound is the reply bytes handed to the transport and not yet
+	// written to the socket, counted in b.conns.outbound (outbound.go);
+	// protected by mu.
+	outbound int64
 
 	// unparsed is the bytes buffered on the connection and not parsed,
 	// as of the end of its last traffic; counted in b.unparsedBytes.
@@ -215,6 +219,7 @@ func (c *conn) flush() {
 	c.inWrite = buf
 	c.out = replyPool.Get()
 	c.writing = true
+	c.setOutboundLocked(c.outbound + int64(len(buf.B)))
 	c.mu.Unlock()
 	if err := c.gc.AsyncWrite(buf.B, c.onWritten); err != nil {
 		c.mu.Lock()
@@ -227,10 +232,12 @@ func (c *conn) flush() {
 }
 
 // written is the AsyncWrite callback (bound once to c.onWritten so flushing
-// does not allocate): recycle the buffer, cut a client that does not read its
-// replies, and send what queued meanwhile. Runs on the event loop (for a
-// TLS connection, inside AsyncWrite, on the goroutine that flushed); gc is
-// nil for a TLS connection.
+// does not allocate): recycle the buffer, charge what the transport still
+// holds, cut a client that does not read its replies (alone, or the slowest
+// of all when their replies together are over the bound, outbound.go), and
+// send what queued meanwhile. Runs on the event loop (for a TLS connection,
+// inside AsyncWrite, on the goroutine that flushed); gc is nil for a TLS
+// connection.
 func (c *conn) written(_ gnet.Conn, err error) error {
 	c.mu.Lock()
 	replyPool.Put(c.inWrite)
@@ -240,8 +247,12 @@ func (c *conn) written(_ gnet.Conn, err error) error {
 	if err != nil {
 		return nil
 	}
+	c.remeasureOutbound()
 	if cut, err := c.cutIfSlow(); cut {
 		return err
+	}
+	if c.b.boundOutbound(c) {
+		return c.gc.Close()
 	}
 	c.flush()
 	return nil
@@ -347,6 +358,7 @@ func (b *Bookie) closeConn(c *conn) {
 	b.conns.remove(c)
 	c.mu.Lock()
 	c.closed = true
+	c.setOutboundLocked(0)
 	c.mu.Unlock()
 	b.setUnparsed(c, 0)
 	b.waitLimits.remove(c)
@@ -464,6 +476,10 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 		c.loopOut = c.loopOut[:0]
 	}
 	if c.closing {
+		return true
+	}
+	c.remeasureOutbound()
+	if b.boundOutbound(c) {
 		return true
 	}
 	// A client that keeps sending while paused is cut off once more than a

@@ -28,6 +28,9 @@ type connRegistry struct {
 	shaking  map[string][]*conn // unauthenticated connections per address, oldest first
 	nShaking int                // the sum of len(shaking[k])
 	closed   bool
+
+	// Reply bytes not yet written, all connections (outbound.go).
+	outbound outboundTotal
 }
 
 func newConnRegistry() *connRegistry {
@@ -222,7 +225,9 @@ type connClock struct {
 func (b *Bookie) sweep(now time.Time) {
 	n := now.UnixNano()
 	hs, fr, idle := int64(b.cfg.HandshakeTimeout), int64(b.cfg.FrameTimeout), int64(b.cfg.IdleTimeout)
-	for _, c := range b.conns.snapshot() {
+	cs := b.conns.snapshot()
+	b.wakeCharged(cs)
+	for _, c := range cs {
 		var reason string
 		switch {
 		case !c.authSeen.Load() && hs > 0 && n-c.clock.opened > hs:

@@ -3,12 +3,17 @@ package bookie
 import "github.com/prometheus/client_golang/prometheus"
 
 // registerLimitMetrics exports the totals the connection limits keep
-// (docs/security.md, "Limits"): connections not yet authenticated.
+// (docs/security.md, "Limits"): connections not yet authenticated and reply
+// bytes not yet written.
 func (b *Bookie) registerLimitMetrics() {
 	b.metrics.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bookie_unauthenticated_connections",
 			Help: "Connections that have not completed their Hello and, with a cluster secret, their AUTH.",
 		}, func() float64 { return float64(b.conns.unauthenticated()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bookie_outbound_bytes",
+			Help: "Reply bytes handed to the connections and not yet written to their sockets (bounded by max_inflight_bytes).",
+		}, func() float64 { return float64(b.conns.outbound.bytes.Load()) }),
 	)
 }

@@ -129,10 +129,3 @@ func (b *Bookie) registerUnparsedMetrics() {
 	}, func() float64 { return float64(b.unparsedBytes.Load()) }))
 	b.registerLimitMetrics()
 }
-
-// cutFromTotals marks c as chosen to be closed and takes it out of the
-// totals at once. Runs anywhere.
-func (c *conn) cutFromTotals() {
-	c.cut.Store(true)
-	c.b.setUnparsed(c, 0)
-}
