@@ -29,8 +29,10 @@ type connRegistry struct {
 	nShaking int                // the sum of len(shaking[k])
 	closed   bool
 
-	// Reply bytes not yet written, all connections (outbound.go).
+	// Totals over connections that no event loop owns (outbound.go,
+	// poll.go): reply bytes not yet written, and parked long polls.
 	outbound outboundTotal
+	polls    pollQueue
 }
 
 func newConnRegistry() *connRegistry {
