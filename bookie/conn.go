@@ -69,7 +69,12 @@ type conn struct {
 	inflight      atomic.Int64 // requests parsed and not answered
 	inflightBytes atomic.Int64
 	batchReads    atomic.Int64 // READ_BATCHes parsed and not answered (readbatch.go)
+	listing       atomic.Int32 // LIST_ENTRIES parsed and not answered (opguard.go)
+	checkpoints   atomic.Int32 // CHECKPOINTs parsed and not answered (opguard.go)
 	paused        atomic.Bool
+	// features are the optional features the Hello negotiated; owned by
+	// the event loop.
+	features wire.Features
 
 	// batchNo is the last journal batch that queued a reply here; owned by
 	// the journal writer goroutine.
@@ -129,6 +134,7 @@ func (c *conn) newRequest(h *wire.Header, size int) *request {
 		r = new(request)
 	}
 	*r = request{conn: c, op: h.Op, flags: h.Flags, id: h.RequestID, size: int64(size), start: c.now}
+	c.countOp(h.Op, 1)
 	c.inflight.Add(1)
 	c.inflightBytes.Add(r.size)
 	c.b.inflightBytes.Add(r.size)
@@ -139,6 +145,7 @@ func (c *conn) newRequest(h *wire.Header, size int) *request {
 // paused on limits. Runs anywhere.
 func (b *Bookie) release(r *request) {
 	c := r.conn
+	c.countOp(r.op, -1)
 	b.releaseN(c, 1, r.size)
 	*r = request{}
 	c.mu.Lock()
@@ -454,6 +461,8 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 		switch {
 		case !c.helloDone:
 			h.handleHello(c, frame)
+		case !c.admitOp(frame):
+			// answered; the frame is done
 		default:
 			retry = b.handleFrame(c, frame)
 			if c.authed && !c.authSeen.Load() {
@@ -579,6 +588,7 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 	}
 	reply.Version = v
 	reply.Features = hello.Features & c.b.features()
+	c.features = reply.Features
 	if c.b.secret != nil {
 		rand.Read(c.nonce[:])
 		reply.AuthMethod, reply.Auth = wire.AuthHMACSHA256, c.nonce[:]

@@ -71,7 +71,8 @@ func dialFrom(t *testing.T, from, addr string) *testClient {
 	t.Cleanup(func() { nc.Close() })
 	c := &testClient{t: t, nc: nc}
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1})); err != nil {
+	// Offering every feature: a request of one not negotiated is refused.
+	if _, err := nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1, Features: supportedFeatures})); err != nil {
 		t.Fatal(err)
 	}
 	h, err := wire.DecodeHello(c.readFrame())
