@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// adminServer serves /metrics, /healthz, /readyz, /info, /ledgers and
-// /debug/pprof/. /info and /ledgers need the cluster secret when there is
-// one (requireSecret).
+// adminServer serves /metrics, /healthz, /readyz, /info, /ledgers, /gc,
+// /read-only and /debug/pprof/. All but /metrics, /healthz and /readyz need
+// the cluster secret when there is one (requireSecret).
 type adminServer struct {
 	srv *http.Server
 	ln  net.Listener
@@ -97,11 +97,13 @@ func startAdmin(b *Bookie, addr string) (*adminServer, error) {
 		b.SetManualReadOnly(on)
 		serveJSON(func() any { return b.Status() })(w, r)
 	}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// Profiles cost the bookie CPU (a goroutine dump stops the world) and
+	// show its internals: with a secret, they need it like POST /gc.
+	mux.HandleFunc("/debug/pprof/", b.requireSecret(pprof.Index))
+	mux.HandleFunc("/debug/pprof/cmdline", b.requireSecret(pprof.Cmdline))
+	mux.HandleFunc("/debug/pprof/profile", b.requireSecret(pprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", b.requireSecret(pprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", b.requireSecret(pprof.Trace))
 	a := &adminServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
 	go func() {
 		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

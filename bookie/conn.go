@@ -20,11 +20,20 @@ type conn struct {
 	b  *Bookie
 	gc transport // the gnet.Conn, or a *tlsConn
 
-	ip       string        // remote IP, for per-source limits
-	registry registryState // protected by b.conns.mu
-	clock    connClock     // timestamps for the sweeper
-	// helloSeen mirrors helloDone for the sweeper.
+	ip        string        // sourceKey of the remote address, for per-source limits
+	registry  registryState // protected by b.conns.mu
+	inShaking bool          // counted as not yet authenticated; protected by b.conns.mu
+	clock     connClock     // timestamps for the sweeper
+	// helloSeen mirrors helloDone for the sweeper; authSeen mirrors authed
+	// for the sweeper and the registry (set by the event loop once the
+	// connection may send requests: after its Hello without a secret, after
+	// a valid AUTH with one).
 	helloSeen atomic.Bool
+	authSeen  atomic.Bool
+	// cut: a total bound chose this connection to be closed; from then on it
+	// counts for nothing in the totals (unparsed.go, outbound.go), so that
+	// the bound does not close another for bytes that are about to go.
+	cut atomic.Bool
 
 	// Owned by the connection's event loop.
 	nonce     [wire.NonceSize]byte // the authentication challenge sent in our Hello
@@ -47,6 +56,10 @@ type conn struct {
 	onWritten gnet.AsyncCallback
 	closed    bool     // protected by mu
 	verdict   *verdict // the existence check's answer for the head frame; protected by mu
+	// outbound is the reply bytes handed to the transport and not yet
+	// written to the socket, counted in b.conns.outbound (outbound.go);
+	// protected by mu.
+	outbound int64
 
 	// unparsed is the bytes buffered on the connection and not parsed,
 	// as of the end of its last traffic; counted in b.unparsedBytes.
@@ -56,7 +69,12 @@ type conn struct {
 	inflight      atomic.Int64 // requests parsed and not answered
 	inflightBytes atomic.Int64
 	batchReads    atomic.Int64 // READ_BATCHes parsed and not answered (readbatch.go)
+	listing       atomic.Int32 // LIST_ENTRIES parsed and not answered (opguard.go)
+	checkpoints   atomic.Int32 // CHECKPOINTs parsed and not answered (opguard.go)
 	paused        atomic.Bool
+	// features are the optional features the Hello negotiated; owned by
+	// the event loop.
+	features wire.Features
 
 	// batchNo is the last journal batch that queued a reply here; owned by
 	// the journal writer goroutine.
@@ -116,6 +134,7 @@ func (c *conn) newRequest(h *wire.Header, size int) *request {
 		r = new(request)
 	}
 	*r = request{conn: c, op: h.Op, flags: h.Flags, id: h.RequestID, size: int64(size), start: c.now}
+	c.countOp(h.Op, 1)
 	c.inflight.Add(1)
 	c.inflightBytes.Add(r.size)
 	c.b.inflightBytes.Add(r.size)
@@ -126,6 +145,7 @@ func (c *conn) newRequest(h *wire.Header, size int) *request {
 // paused on limits. Runs anywhere.
 func (b *Bookie) release(r *request) {
 	c := r.conn
+	c.countOp(r.op, -1)
 	b.releaseN(c, 1, r.size)
 	*r = request{}
 	c.mu.Lock()
@@ -206,6 +226,7 @@ func (c *conn) flush() {
 	c.inWrite = buf
 	c.out = replyPool.Get()
 	c.writing = true
+	c.setOutboundLocked(c.outbound + int64(len(buf.B)))
 	c.mu.Unlock()
 	if err := c.gc.AsyncWrite(buf.B, c.onWritten); err != nil {
 		c.mu.Lock()
@@ -218,10 +239,12 @@ func (c *conn) flush() {
 }
 
 // written is the AsyncWrite callback (bound once to c.onWritten so flushing
-// does not allocate): recycle the buffer, cut a client that does not read its
-// replies, and send what queued meanwhile. Runs on the event loop (for a
-// TLS connection, inside AsyncWrite, on the goroutine that flushed); gc is
-// nil for a TLS connection.
+// does not allocate): recycle the buffer, charge what the transport still
+// holds, cut a client that does not read its replies (alone, or the slowest
+// of all when their replies together are over the bound, outbound.go), and
+// send what queued meanwhile. Runs on the event loop (for a TLS connection,
+// inside AsyncWrite, on the goroutine that flushed); gc is nil for a TLS
+// connection.
 func (c *conn) written(_ gnet.Conn, err error) error {
 	c.mu.Lock()
 	replyPool.Put(c.inWrite)
@@ -231,8 +254,12 @@ func (c *conn) written(_ gnet.Conn, err error) error {
 	if err != nil {
 		return nil
 	}
+	c.remeasureOutbound()
 	if cut, err := c.cutIfSlow(); cut {
 		return err
+	}
+	if c.b.boundOutbound(c) {
+		return c.gc.Close()
 	}
 	c.flush()
 	return nil
@@ -279,11 +306,12 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen sets up the connection's state. A connection over the total limit
-// gets a Hello with StatusTooManyRequests, sent without waiting for the
-// client's, and is closed; one that finds its address with
-// MaxHandshakingPerIP connections in the handshake closes the oldest of them
-// (limits.go). Runs on the event loop.
+// OnOpen sets up the connection's state. A connection over the total limit,
+// with no unauthenticated connection to close for it, gets a Hello with
+// StatusTooManyRequests, sent without waiting for the client's, and is
+// closed; one that finds its address with MaxHandshakingPerIP
+// unauthenticated connections closes the oldest of them (limits.go). Runs on
+// the event loop.
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := newConn(h.b, gc)
 	if !h.b.openConn(c) {
@@ -293,24 +321,25 @@ func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	return nil, gnet.None
 }
 
-// openConn registers a new connection under the connection limits; false:
-// it is over one and must be refused. Runs on the event loop of c.
+// openConn registers a new connection under the connection limits, closing
+// the unauthenticated connections the registry evicts for it; false: it is
+// over one and must be refused. Runs on the event loop of c.
 func (b *Bookie) openConn(c *conn) bool {
 	ok, reason, evicted := b.conns.admit(c, b.cfg.MaxConnections, b.cfg.MaxHandshakingPerIP)
+	for _, e := range evicted {
+		b.metrics.cutConns.WithLabelValues("handshake_evicted").Inc()
+		e.gc.Close()
+	}
 	if !ok {
 		b.metrics.cutConns.WithLabelValues(reason).Inc()
 		return false
-	}
-	if evicted != nil {
-		b.metrics.cutConns.WithLabelValues("handshake_evicted").Inc()
-		evicted.gc.Close()
 	}
 	b.metrics.connections.Inc()
 	return true
 }
 
 func newConn(b *Bookie, gc transport) *conn {
-	c := &conn{b: b, gc: gc, out: replyPool.Get(), ip: remoteIP(gc.RemoteAddr())}
+	c := &conn{b: b, gc: gc, out: replyPool.Get(), ip: sourceKey(gc.RemoteAddr())}
 	c.onWritten = c.written
 	now := time.Now().UnixNano()
 	c.clock.opened = now
@@ -336,6 +365,7 @@ func (b *Bookie) closeConn(c *conn) {
 	b.conns.remove(c)
 	c.mu.Lock()
 	c.closed = true
+	c.setOutboundLocked(0)
 	c.mu.Unlock()
 	b.setUnparsed(c, 0)
 	b.waitLimits.remove(c)
@@ -392,8 +422,13 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 		}
 		p, _ := gc.Peek(wire.LengthSize)
 		limit := b.cfg.MaxFrameSize
-		if !c.helloDone {
+		switch {
+		case !c.helloDone:
 			limit = wire.MaxHelloSize
+		case !c.authed:
+			// Before a valid AUTH, only an AUTH is legal: nobody
+			// unauthenticated gets to park megabytes here.
+			limit = wire.MaxAuthFrameSize
 		}
 		n, err := wire.FrameSize(p, limit)
 		if err != nil {
@@ -423,10 +458,16 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 			break
 		}
 		var retry bool
-		if !c.helloDone {
+		switch {
+		case !c.helloDone:
 			h.handleHello(c, frame)
-		} else {
+		case !c.admitOp(frame):
+			// answered; the frame is done
+		default:
 			retry = b.handleFrame(c, frame)
+			if c.authed && !c.authSeen.Load() {
+				b.authenticated(c)
+			}
 		}
 		if retry {
 			c.waitForJournal(n)
@@ -446,6 +487,10 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 	if c.closing {
 		return true
 	}
+	c.remeasureOutbound()
+	if b.boundOutbound(c) {
+		return true
+	}
 	// A client that keeps sending while paused is cut off once more than a
 	// frame's worth past its byte budget is buffered.
 	buffered := gc.InboundBuffered()
@@ -457,14 +502,17 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 }
 
 // refuseStream handles a length prefix the bookie does not accept: over
-// the frame limit (MaxHelloSize for the first frame) or below the smallest
+// the frame limit (MaxHelloSize for the first frame, MaxAuthFrameSize until
+// a connection asked for AUTH has authenticated) or below the smallest
 // frame. The stream cannot be resynchronized, so the connection is closed,
 // after an answer where one can be given (docs/protocol.md, "Errors and
 // closing"):
 //   - the first frame: a Hello with StatusBadRequest;
 //   - a later frame over the limit: BadRequest with the opcode and request id
 //     of its header, which lies inside the declared frame; it waits for those
-//     16 bytes (returning false) under the frame timeout;
+//     16 bytes (returning false) under the frame timeout; before
+//     authentication, AuthRequired instead (Unauthorized for an AUTH), as
+//     authenticate answers a frame that is no valid AUTH;
 //   - a later frame below the smallest: no answer, since it holds no header
 //     and the bytes after it are not its own.
 //
@@ -483,6 +531,18 @@ func (h *handler) refuseStream(c *conn, err error, buffered int) (closed bool) {
 			return false
 		}
 		hdr := wire.Header{Op: wire.Op(p[5] &^ 0x80), RequestID: binary.BigEndian.Uint64(p[8:])}
+		if !c.authed {
+			// Over MaxAuthFrameSize before authentication: answered as
+			// authenticate answers it, nothing more is read.
+			status, reason := wire.StatusAuthRequired, "unauthenticated"
+			if hdr.Op == wire.OpAuth {
+				status, reason = wire.StatusUnauthorized, "auth_failed"
+			}
+			c.answer(&hdr, status)
+			h.b.metrics.cutConns.WithLabelValues(reason).Inc()
+			c.closing = true
+			return true
+		}
 		c.answer(&hdr, wire.StatusBadRequest)
 	}
 	h.b.metrics.cutConns.WithLabelValues("bad_frame").Inc()
@@ -528,13 +588,16 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 	}
 	reply.Version = v
 	reply.Features = hello.Features & c.b.features()
+	c.features = reply.Features
 	if c.b.secret != nil {
 		rand.Read(c.nonce[:])
 		reply.AuthMethod, reply.Auth = wire.AuthHMACSHA256, c.nonce[:]
-	} else {
-		c.authed = true
 	}
 	c.loopOut = wire.AppendHello(c.loopOut, &reply)
 	c.helloDone = true
 	c.helloSeen.Store(true)
+	if c.b.secret == nil {
+		c.authed = true
+		c.b.authenticated(c)
+	}
 }

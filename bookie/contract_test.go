@@ -209,9 +209,10 @@ func TestFenceWithFailedJournal(t *testing.T) {
 
 // TestRefusedConnectionSeesAHello: a connection over the connection limits
 // gets a Hello with TooManyRequests, then is closed ("Connection
-// lifecycle"): over the total limit at once, before the client's Hello (the
-// client here sends nothing, so nothing unread makes the close a reset); over
-// the per-address limit of established connections, in answer to its Hello.
+// lifecycle"): over the total limit, when no connection is left in its
+// handshake to make room, at once, before the client's Hello (the client here
+// sends nothing, so nothing unread makes the close a reset); over the
+// per-address limit of established connections, in answer to its Hello.
 func TestRefusedConnectionSeesAHello(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.MaxConnections = 2
@@ -224,7 +225,7 @@ func TestRefusedConnectionSeesAHello(t *testing.T) {
 		t.Fatalf("connection over the per-address limit: %+v %v, want a TooManyRequests Hello", h, err)
 	}
 	waitUntil(t, func() bool { return len(b.conns.snapshot()) == 1 })
-	rawConn(t, b.Addr(), false) // the second of two in total, in its handshake
+	dialFrom(t, "127.0.0.2", b.Addr()) // the second of two in total, from another address
 	waitUntil(t, func() bool { return len(b.conns.snapshot()) == 2 })
 	total := rawConn(t, b.Addr(), false)
 	if h, err := wire.DecodeHello(untilClosed(t, total)); err != nil || h.Status != wire.StatusTooManyRequests || h.Version != 0 {

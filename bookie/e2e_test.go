@@ -53,14 +53,26 @@ type testClient struct {
 
 func dial(t *testing.T, addr string) *testClient {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
+	return dialFrom(t, "", addr)
+}
+
+// dialFrom is dial from local address from ("": any), such as 127.0.0.2
+// for a client at another address than the others.
+func dialFrom(t *testing.T, from, addr string) *testClient {
+	t.Helper()
+	var d net.Dialer
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
 	c := &testClient{t: t, nc: nc}
 	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1})); err != nil {
+	// Offering every feature: a request of one not negotiated is refused.
+	if _, err := nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1, Features: supportedFeatures})); err != nil {
 		t.Fatal(err)
 	}
 	h, err := wire.DecodeHello(c.readFrame())

@@ -9,60 +9,118 @@ import (
 
 // connRegistry counts connections in total and per source address, and lets
 // the sweeper find connections that overstay a timeout. Connections that have
-// not completed the handshake are counted apart from established ones, so
-// that a flood of half-open connections from one address cannot take the
-// established connections' room: past maxShakingPerIP half-open connections
-// from an address, the oldest of them is closed to make room for the new one.
+// not authenticated (not completed their Hello, or, when the bookie asks for
+// AUTH, not sent a valid one) are counted apart from the others, as
+// "shaking", so that they cannot take an authenticated client's room:
+//
+//   - past maxShakingPerIP shaking connections from an address, the oldest
+//     of them is closed to make room for the new one;
+//   - at maxTotal connections, the oldest shaking connection of any address
+//     is closed to make room; only when none is shaking is the new one
+//     refused;
+//   - the sweeper closes one still shaking after HandshakeTimeout.
+//
+// Addresses are sourceKeys: an IPv6 address counts as its /64.
 type connRegistry struct {
-	mu      sync.Mutex
-	all     map[*conn]struct{}
-	perIP   map[string]int     // established connections per address
-	shaking map[string][]*conn // connections in the handshake per address, oldest first
-	closed  bool
+	mu       sync.Mutex
+	all      map[*conn]struct{}
+	perIP    map[string]int     // connections past their Hello per address
+	shaking  map[string][]*conn // unauthenticated connections per address, oldest first
+	nShaking int                // the sum of len(shaking[k])
+	closed   bool
+
+	// Totals over connections that no event loop owns (outbound.go,
+	// poll.go): reply bytes not yet written, and parked long polls.
+	outbound outboundTotal
+	polls    pollQueue
 }
 
 func newConnRegistry() *connRegistry {
 	return &connRegistry{all: make(map[*conn]struct{}), perIP: make(map[string]int), shaking: make(map[string][]*conn)}
 }
 
-// admit registers c, in the handshake, unless the total limit is reached;
-// reason says which limit. When the address already has maxShakingPerIP
-// connections in the handshake, the oldest is unregistered and returned in
-// evicted for the caller to close. Runs on the event loop of c.
-func (r *connRegistry) admit(c *conn, maxTotal, maxShakingPerIP int) (ok bool, reason string, evicted *conn) {
+// admit registers c, shaking, unless the total limit is reached with no
+// shaking connection to close for it; reason says which limit. The shaking
+// connections closed to make room (the oldest of c's address at
+// maxShakingPerIP, the oldest of all at maxTotal) are unregistered and
+// returned in evicted for the caller to close. Runs on the event loop of c.
+func (r *connRegistry) admit(c *conn, maxTotal, maxShakingPerIP int) (ok bool, reason string, evicted []*conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if maxTotal > 0 && len(r.all) >= maxTotal {
-		return false, "max_connections", nil
-	}
 	if q := r.shaking[c.ip]; maxShakingPerIP > 0 && len(q) >= maxShakingPerIP {
-		evicted = q[0]
-		r.dropLocked(evicted)
+		evicted = append(evicted, q[0])
+		r.dropLocked(q[0])
+	}
+	if maxTotal > 0 && len(r.all) >= maxTotal {
+		oldest := r.oldestShakingLocked()
+		if oldest == nil {
+			return false, "max_connections", evicted
+		}
+		evicted = append(evicted, oldest)
+		r.dropLocked(oldest)
 	}
 	r.all[c] = struct{}{}
 	r.shaking[c.ip] = append(r.shaking[c.ip], c)
+	r.nShaking++
+	c.inShaking = true
 	c.registry = regShaking
 	return true, "", evicted
 }
 
-// established moves c out of the handshake count into its address's
-// established count, unless that is at maxPerIP: then c stays registered
-// (it is about to be closed) but counts for neither. Runs on the event loop
-// of c.
+// oldestShakingLocked returns the shaking connection opened first, nil if
+// none. It looks at the head of each address's list: one per address, and
+// only when the total limit is reached. Requires r.mu held.
+func (r *connRegistry) oldestShakingLocked() *conn {
+	var oldest *conn
+	for _, q := range r.shaking {
+		if len(q) > 0 && (oldest == nil || q[0].clock.opened < oldest.clock.opened) {
+			oldest = q[0]
+		}
+	}
+	return oldest
+}
+
+// established counts c, whose Hello arrived, against its address's limit,
+// unless that is at maxPerIP: then c stays registered (it is about to be
+// closed) but counts for none. c stays shaking until authenticated. Runs on
+// the event loop of c.
 func (r *connRegistry) established(c *conn, maxPerIP int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.all[c]; !ok {
 		return false // evicted or swept meanwhile
 	}
-	r.unshakeLocked(c)
 	c.registry = regUncounted
 	if maxPerIP > 0 && r.perIP[c.ip] >= maxPerIP {
+		r.unshakeLocked(c)
 		return false
 	}
 	r.perIP[c.ip]++
 	c.registry = regEstablished
 	return true
+}
+
+// authenticated takes c out of the shaking count. Runs on the event loop of
+// c.
+func (r *connRegistry) authenticated(c *conn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unshakeLocked(c)
+}
+
+// authenticated notes that c may send requests now: it stops counting as
+// unauthenticated (above) and the sweeper's handshake timeout no longer
+// applies. Runs on the event loop of c.
+func (b *Bookie) authenticated(c *conn) {
+	c.authSeen.Store(true)
+	b.conns.authenticated(c)
+}
+
+// unauthenticated returns how many registered connections are shaking.
+func (r *connRegistry) unauthenticated() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nShaking
 }
 
 func (r *connRegistry) remove(c *conn) {
@@ -77,10 +135,8 @@ func (r *connRegistry) dropLocked(c *conn) {
 		return
 	}
 	delete(r.all, c)
-	switch c.registry {
-	case regShaking:
-		r.unshakeLocked(c)
-	case regEstablished:
+	r.unshakeLocked(c)
+	if c.registry == regEstablished {
 		if r.perIP[c.ip]--; r.perIP[c.ip] <= 0 {
 			delete(r.perIP, c.ip)
 		}
@@ -88,9 +144,14 @@ func (r *connRegistry) dropLocked(c *conn) {
 	c.registry = regUncounted
 }
 
-// unshakeLocked takes c out of its address's handshake list. Requires r.mu
-// held.
+// unshakeLocked takes c out of its address's shaking list, if it is in it.
+// Requires r.mu held.
 func (r *connRegistry) unshakeLocked(c *conn) {
+	if !c.inShaking {
+		return
+	}
+	c.inShaking = false
+	r.nShaking--
 	q := r.shaking[c.ip]
 	for i, x := range q {
 		if x == c {
@@ -110,8 +171,8 @@ type registryState uint8
 
 const (
 	regUncounted   registryState = iota // not counted against a per-address limit
-	regShaking                          // in the handshake
-	regEstablished                      // handshake done
+	regShaking                          // before its Hello
+	regEstablished                      // its Hello done (it may still be shaking: conn.inShaking)
 )
 
 func (r *connRegistry) snapshot() []*conn {
@@ -124,18 +185,30 @@ func (r *connRegistry) snapshot() []*conn {
 	return cs
 }
 
-func remoteIP(a net.Addr) string {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.IP.String()
-	}
-	if a == nil {
+// sourceKey is the address a connection counts against in the per-address
+// limits: an IPv4 address (an IPv4-mapped IPv6 one included) as itself, an
+// IPv6 address as its /64, since one host is commonly given a whole /64 and
+// per-address limits over its addresses would bound nothing.
+func sourceKey(a net.Addr) string {
+	var ip net.IP
+	switch t := a.(type) {
+	case *net.TCPAddr:
+		ip = t.IP
+	case nil:
 		return ""
+	default:
+		host, _, err := net.SplitHostPort(a.String())
+		if err != nil {
+			return a.String()
+		}
+		if ip = net.ParseIP(host); ip == nil {
+			return host
+		}
 	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
+	if ip.To4() != nil {
+		return ip.String()
 	}
-	return host
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // connClock holds a connection's timestamps (unix nanoseconds) for the
@@ -146,18 +219,24 @@ type connClock struct {
 	partialSince atomic.Int64 // when the frame now buffered incompletely began; 0 if none
 }
 
-// sweep closes connections that overstay a timeout: no handshake within
-// HandshakeTimeout, a frame that takes longer than FrameTimeout to arrive
+// sweep closes connections that overstay a timeout: not authenticated within
+// HandshakeTimeout (no Hello, or, when the bookie asks for it, no valid
+// AUTH), a frame that takes longer than FrameTimeout to arrive
 // (slowloris), or nothing in flight and nothing received for IdleTimeout.
 // Runs on the background goroutine.
 func (b *Bookie) sweep(now time.Time) {
 	n := now.UnixNano()
 	hs, fr, idle := int64(b.cfg.HandshakeTimeout), int64(b.cfg.FrameTimeout), int64(b.cfg.IdleTimeout)
-	for _, c := range b.conns.snapshot() {
+	cs := b.conns.snapshot()
+	b.wakeCharged(cs)
+	for _, c := range cs {
 		var reason string
 		switch {
-		case !c.helloSeen.Load() && hs > 0 && n-c.clock.opened > hs:
+		case !c.authSeen.Load() && hs > 0 && n-c.clock.opened > hs:
 			reason = "handshake_timeout"
+			if c.helloSeen.Load() {
+				reason = "auth_timeout"
+			}
 		case fr > 0 && c.clock.partialSince.Load() != 0 && n-c.clock.partialSince.Load() > fr:
 			reason = "frame_timeout"
 		case idle > 0 && c.inflight.Load() == 0 && n-c.clock.lastActivity.Load() > idle:

@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,18 +14,170 @@ import (
 // otherwise (docs/protocol.md, LONG_POLL_LAC).
 const maxPollWait = 60 * time.Second
 
+// maxParkedPolls bounds the long polls parked at once, all connections
+// together; one more is answered TooManyRequests (docs/protocol.md,
+// LONG_POLL_LAC; docs/security.md, "Limits"). Each parked poll holds a
+// request, a waiter and a place in the timeout heap, a few hundred bytes.
+const maxParkedPolls = 1 << 16
+
 // pollWaiter is a long-poll LAC read waiting for its ledger's LAC to pass
-// r.prevLAC. Exactly one of the wake-up and the timer answers it (done).
+// r.prevLAC. Exactly one of the wake-up and the timeout answers it (done).
 type pollWaiter struct {
-	r     *request
-	timer *time.Timer
-	done  atomic.Bool
+	r        *request
+	l        *ledger
+	deadline int64 // unix nanoseconds; set before it is queued, then read-only
+	idx      int   // its index in l.waiters; protected by l.mu
+	heapIdx  int   // its index in the timeout heap, -1 once out; protected by pollQueue.mu
+	done     atomic.Bool
+}
+
+// pollQueue holds the parked polls' timeouts: a min-heap by deadline, served
+// by one goroutine (pollTimer) that answers each poll whose deadline passed.
+// Parking, waking and timing out a poll each cost O(log n) under the queue's
+// mutex and O(1) under its ledger's; no poll has a goroutine or a runtime
+// timer of its own. Lock order: a ledger's mu, then the queue's mu.
+type pollQueue struct {
+	mu    sync.Mutex
+	heap  []*pollWaiter // protected by mu
+	count atomic.Int64  // len(heap), read without mu for the metric
+	kick  chan struct{} // wakes pollTimer for an earlier deadline; capacity 1
+	once  sync.Once     // starts pollTimer on the first parked poll
+}
+
+// push queues w's timeout, unless maxParkedPolls are parked; it reports
+// whether it did. Requires w.l.mu held.
+func (q *pollQueue) push(w *pollWaiter) bool {
+	q.mu.Lock()
+	if len(q.heap) >= maxParkedPolls {
+		q.mu.Unlock()
+		return false
+	}
+	w.heapIdx = len(q.heap)
+	q.heap = append(q.heap, w)
+	q.up(w.heapIdx)
+	first := w.heapIdx == 0
+	q.count.Store(int64(len(q.heap)))
+	q.mu.Unlock()
+	if first {
+		select {
+		case q.kick <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// remove takes w's timeout out of the heap, if it is still there.
+func (q *pollQueue) remove(w *pollWaiter) {
+	q.mu.Lock()
+	if i := w.heapIdx; i >= 0 {
+		q.removeAt(i)
+	}
+	q.mu.Unlock()
+}
+
+// popExpired appends the waiters whose deadline is at or before now to dst,
+// taking them out of the heap, and returns the next deadline (0: none).
+func (q *pollQueue) popExpired(now int64, dst []*pollWaiter) ([]*pollWaiter, int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.heap) > 0 && q.heap[0].deadline <= now {
+		dst = append(dst, q.heap[0])
+		q.removeAt(0)
+	}
+	if len(q.heap) == 0 {
+		return dst, 0
+	}
+	return dst, q.heap[0].deadline
+}
+
+// removeAt takes the waiter at heap index i out. Requires q.mu held.
+func (q *pollQueue) removeAt(i int) {
+	h := q.heap
+	last := len(h) - 1
+	w := h[i]
+	if i != last {
+		h[i] = h[last]
+		h[i].heapIdx = i
+	}
+	h[last] = nil
+	q.heap = h[:last]
+	if i != last {
+		q.down(i)
+		q.up(i)
+	}
+	w.heapIdx = -1
+	q.count.Store(int64(len(q.heap)))
+}
+
+func (q *pollQueue) up(i int) {
+	h := q.heap
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].deadline <= h[i].deadline {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		h[p].heapIdx, h[i].heapIdx = p, i
+		i = p
+	}
+}
+
+func (q *pollQueue) down(i int) {
+	h := q.heap
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].deadline < h[l].deadline {
+			m = r
+		}
+		if h[i].deadline <= h[m].deadline {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		h[i].heapIdx, h[m].heapIdx = i, m
+		i = m
+	}
+}
+
+// pollTimer answers the parked polls whose timeout passed, in deadline
+// order, until the bookie stops. Runs on its own goroutine.
+func (b *Bookie) pollTimer() {
+	defer b.wg.Done()
+	q := &b.conns.polls
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var expired []*pollWaiter
+	for {
+		now := time.Now().UnixNano()
+		var next int64
+		expired, next = q.popExpired(now, expired[:0])
+		for _, w := range expired {
+			b.pollTimedOut(w)
+		}
+		clear(expired)
+		wait := time.Hour
+		if next != 0 {
+			wait = time.Duration(next - now)
+		}
+		timer.Reset(wait)
+		select {
+		case <-b.stop:
+			return
+		case <-timer.C:
+		case <-q.kick:
+		}
+	}
 }
 
 // handleLongPoll answers at once when the LAC is already past the client's,
 // or the ledger is fenced (it will not move on its own); otherwise it parks
 // the request until an add or WRITE_LAC moves the LAC, a fence arrives, or the
-// timeout passes. Runs on the event loop.
+// timeout passes. With maxParkedPolls parked, it answers TooManyRequests.
+// Runs on the event loop.
 func (b *Bookie) handleLongPoll(c *conn, h *wire.Header, frame []byte) {
 	req, err := wire.DecodeLongPollLACRequest(frame)
 	if err != nil {
@@ -44,10 +197,21 @@ func (b *Bookie) handleLongPoll(c *conn, h *wire.Header, frame []byte) {
 		b.submitRead(r)
 		return
 	}
-	w := &pollWaiter{r: r}
-	l.waiters = append(l.waiters, w)
+	q := &b.conns.polls
+	q.once.Do(func() {
+		q.kick = make(chan struct{}, 1)
+		b.wg.Add(1)
+		go b.pollTimer()
+	})
 	wait := min(time.Duration(req.TimeoutMillis)*time.Millisecond, b.cfg.MaxPollWait)
-	w.timer = time.AfterFunc(wait, func() { b.pollTimedOut(l, w) })
+	w := &pollWaiter{r: r, l: l, deadline: c.now.Add(wait).UnixNano(), idx: len(l.waiters)}
+	if !q.push(w) {
+		l.mu.Unlock()
+		b.release(r)
+		c.answer(h, wire.StatusTooManyRequests)
+		return
+	}
+	l.waiters = append(l.waiters, w)
 	l.mu.Unlock()
 }
 
@@ -64,6 +228,7 @@ func (b *Bookie) wakePollers(l *ledger, on *conn) {
 				b.firePoll(w)
 			}
 		} else {
+			w.idx = len(kept)
 			kept = append(kept, w)
 		}
 	}
@@ -81,23 +246,32 @@ func (b *Bookie) wakeAllPollers(l *ledger) {
 	l.waiters = l.waiters[:0]
 }
 
+// firePoll answers w through a read worker, unless its timeout did.
+// Requires w.l.mu held; the caller takes w out of l.waiters.
 func (b *Bookie) firePoll(w *pollWaiter) {
 	if w.done.CompareAndSwap(false, true) {
-		w.timer.Stop()
+		b.conns.polls.remove(w)
 		b.submitRead(w.r)
 	}
 }
 
-func (b *Bookie) pollTimedOut(l *ledger, w *pollWaiter) {
+// pollTimedOut answers w, whose deadline passed, unless a wake-up did: it
+// takes w out of its ledger's waiters (in O(1): the last takes its place)
+// and hands it to a read worker, which answers with the LAC as it is then.
+// Runs on the poll timer.
+func (b *Bookie) pollTimedOut(w *pollWaiter) {
 	if !w.done.CompareAndSwap(false, true) {
 		return
 	}
+	l := w.l
 	l.mu.Lock()
-	for i, x := range l.waiters {
-		if x == w {
-			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
-			break
-		}
+	// A wake-up that lost the race to done dropped w already.
+	if i := w.idx; i < len(l.waiters) && l.waiters[i] == w {
+		last := len(l.waiters) - 1
+		l.waiters[i] = l.waiters[last]
+		l.waiters[i].idx = i
+		l.waiters[last] = nil
+		l.waiters = l.waiters[:last]
 	}
 	l.mu.Unlock()
 	b.submitRead(w.r)
@@ -128,9 +302,9 @@ func (b *Bookie) answerPollCached(w *pollWaiter, lac int64, on *conn) bool {
 		if entry != nil {
 			pollBufs.Put(entry)
 		}
-		return true // its timer answers it
+		return true // its timeout answers it
 	}
-	w.timer.Stop()
+	b.conns.polls.remove(w)
 	var data []byte
 	if entry != nil {
 		data = entry.B

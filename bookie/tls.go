@@ -221,6 +221,9 @@ func (t *tlsConn) serve() {
 			}
 		}
 		if b.unparsedOver() {
+			if b.cutUnparsedOffender(c) {
+				return
+			}
 			c.pauseOn(&b.waitUnparsed, func() bool { return !b.unparsedOver() })
 			continue
 		}
@@ -286,6 +289,7 @@ func (t *tlsConn) writeLoop() {
 		t.queued -= len(out)
 		last := t.draining && len(t.out) == 0
 		t.mu.Unlock()
+		t.c.remeasureOutbound()
 		if cap(out) > 1<<20 {
 			out = nil // do not keep a burst's buffer
 		}

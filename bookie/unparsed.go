@@ -6,38 +6,44 @@ import "github.com/prometheus/client_golang/prometheus"
 //
 // Each connection's buffered-but-unparsed bytes (a partial frame, or whole
 // frames a paused connection has not parsed) are bounded per connection by
-// the inbound_overflow cut (conn.go). Config.MaxUnparsedBytes bounds their
-// sum over all connections, b.unparsedBytes, which each connection updates
-// at the end of its traffic and a TLS reader after each read (setUnparsed).
-// When the sum is at or over the bound:
+// the frame limit and the inbound_overflow cut (conn.go); before a
+// connection that must authenticate has done so, its frame limit is
+// wire.MaxAuthFrameSize, so an unauthenticated client holds at most about a
+// kilobyte and one read. Config.MaxUnparsedBytes bounds their sum over all
+// connections, b.unparsedBytes, which each connection updates at the end of
+// its traffic and a TLS reader after each read (setUnparsed). When the sum
+// is over the bound, the connection that finds it so closes the offender
+// (reason "unparsed_overflow"): of the connections holding unparsed bytes,
+// an unauthenticated one if any (the one holding most), else the one holding
+// most, which is the one furthest from a well-behaved client's single frame
+// in progress. A connection holding nothing is never the offender, so a
+// client that sends whole frames is not cut for what others hold. The cut
+// is the same for both transports:
 //
-//   - a TLS connection is not read any more (true backpressure: the bytes
-//     stay in the kernel and the client's TCP window closes) until the sum
-//     drops under the bound. New TLS connections are not read either, so
-//     their Hello waits too. Readers already blocked in a read when the sum
-//     crossed the bound each take in one more read (at most tlsReadChunk,
-//     one TLS record) before they stop: the sum can exceed the bound by
-//     that much per TLS connection. (crypto/tls also holds up to one
-//     record per connection in its own buffer, not counted here.)
 //   - a gnet connection cannot be left unread: gnet reads every readable
 //     socket into the connection's buffer and offers no way to stop (v2.9.7).
-//     So the bookie closes the gnet connection that holds the most unparsed
-//     bytes (reason "unparsed_overflow"), which is the one furthest from a
-//     well-behaved client's single frame in progress; the others go on. The
-//     sum can exceed the bound between two such checks by at most one read
+//     The sum can exceed the bound between two checks by at most one read
 //     per event loop (readBufferBytes).
-//
-// Connections stopped with a partial frame that can never complete are cut
-// by FrameTimeout as usual, which frees their room.
+//   - a TLS reader that finds the sum at or over the bound before a read
+//     closes the offender (itself, if that is it) and, while the sum stays
+//     over, does not read (its client's TCP window closes) until the
+//     offender's close brings the sum under the bound. Readers already
+//     blocked in a read when the sum crossed it each take in one more read
+//     (at most tlsReadChunk, one TLS record): the sum can exceed the bound
+//     by that much per TLS connection. (crypto/tls also holds up to one
+//     record per connection in its own buffer, not counted here.)
 
 // tlsReadChunk is the most a TLS reader reads at once: one TLS record's
 // plaintext (crypto/tls returns at most one record per Read).
 const tlsReadChunk = 16 << 10
 
-// setUnparsed records that c holds n unparsed bytes and returns the new
-// total. A drop under the bound wakes the TLS connections that stopped
-// reading. Runs on the event loop of c.
+// setUnparsed records that c holds n unparsed bytes (0 once c is cut) and
+// returns the new total. A drop under the bound wakes the TLS connections
+// that stopped reading. Runs on the event loop of c, or where c is cut.
 func (b *Bookie) setUnparsed(c *conn, n int) int64 {
+	if c.cut.Load() {
+		n = 0
+	}
 	old := c.unparsed.Swap(int64(n))
 	if old == int64(n) {
 		return b.unparsedBytes.Load()
@@ -50,49 +56,61 @@ func (b *Bookie) setUnparsed(c *conn, n int) int64 {
 }
 
 // boundUnparsed records c's unparsed bytes after its traffic and applies
-// the total bound to gnet connections; it reports whether to close c.
-// Runs on the event loop of c.
+// the total bound; it reports whether to close c. Runs on the event loop of
+// c.
 func (b *Bookie) boundUnparsed(c *conn, buffered int) (closeIt bool) {
 	if b.setUnparsed(c, buffered) <= b.cfg.MaxUnparsedBytes {
 		return false
 	}
-	if _, ok := c.gc.(*tlsConn); ok {
-		return false // its reader stops reading (tlsConn.serve)
-	}
-	victim := b.conns.mostUnparsed()
+	return b.cutUnparsedOffender(c)
+}
+
+// cutUnparsedOffender closes the offender of the unparsed bound (see above)
+// and reports whether that is c, which the caller then closes itself.
+// Nothing is closed when no connection holds unparsed bytes. Runs on the
+// event loop of c.
+func (b *Bookie) cutUnparsedOffender(c *conn) (closeIt bool) {
+	victim := b.conns.unparsedOffender()
 	if victim == nil {
-		victim = c
+		return false
 	}
 	b.metrics.cutConns.WithLabelValues("unparsed_overflow").Inc()
 	// victim.ip, not victim.gc.RemoteAddr(): a gnet.Conn's address may be
 	// read only on its own event loop.
 	b.log.Warn("closing connection: unparsed bytes of all connections over max_unparsed_bytes", "remote_ip", victim.ip,
-		"unparsed", victim.unparsed.Load(), "total", b.unparsedBytes.Load())
+		"unparsed", victim.unparsed.Load(), "total", b.unparsedBytes.Load(), "authenticated", victim.authSeen.Load())
+	// Out of the totals and unregistered first, so that the next
+	// connection over the bound neither counts its bytes nor chooses it
+	// again.
+	victim.cutFromTotals()
 	if victim == c {
 		return true
 	}
-	// Unregistered first, so that the next connection over the bound does
-	// not choose it again; its OnClose returns its bytes.
 	b.conns.remove(victim)
 	victim.gc.Close()
 	return false
 }
 
-// mostUnparsed returns the registered gnet connection with the most
-// unparsed bytes, nil if none holds any. Runs anywhere; only called over
-// the bound, so its scan is off the common path.
-func (r *connRegistry) mostUnparsed() *conn {
+// unparsedOffender returns the registered connection that the unparsed
+// bound closes: the unauthenticated one holding the most unparsed bytes,
+// else the one holding the most; nil if none holds any. Runs anywhere; only
+// called over the bound, so its scan is off the common path.
+func (r *connRegistry) unparsedOffender() *conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var most *conn
-	var n int64
+	var most, mostUnauthed *conn
+	var n, nUnauthed int64
 	for c := range r.all {
-		if _, ok := c.gc.(*tlsConn); ok {
-			continue
-		}
-		if u := c.unparsed.Load(); u > n {
+		u := c.unparsed.Load()
+		if u > n {
 			most, n = c, u
 		}
+		if u > nUnauthed && !c.authSeen.Load() {
+			mostUnauthed, nUnauthed = c, u
+		}
+	}
+	if mostUnauthed != nil {
+		return mostUnauthed
 	}
 	return most
 }
@@ -103,9 +121,11 @@ func (b *Bookie) unparsedOver() bool {
 	return b.unparsedBytes.Load() >= b.cfg.MaxUnparsedBytes
 }
 
-// registerUnparsedMetrics exports the total as bookie_unparsed_bytes.
+// registerUnparsedMetrics exports the total as bookie_unparsed_bytes, and
+// the other connection totals (metrics_sec.go).
 func (b *Bookie) registerUnparsedMetrics() {
 	b.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "bookie_unparsed_bytes", Help: "Bytes received on all connections and not yet parsed (bounded by max_unparsed_bytes).",
 	}, func() float64 { return float64(b.unparsedBytes.Load()) }))
+	b.registerLimitMetrics()
 }

@@ -289,6 +289,12 @@ func decodeEmptyRequest(frame []byte, op Op) (Header, error) {
 // MaxAuthSize is the largest authentication data an AUTH frame or a Hello may carry.
 const MaxAuthSize = 1024
 
+// MaxAuthFrameSize is the largest AUTH frame, length prefix included: a request header,
+// method (2), data length (2) and MaxAuthSize bytes of data. Before a bookie that asked for
+// authentication has seen a valid AUTH, no longer frame can be legal (docs/protocol.md,
+// "Handshake"); pass it as FrameSize's limit then.
+const MaxAuthFrameSize = RequestHeaderSize + 4 + MaxAuthSize
+
 // Authentication methods, carried by Hello.AuthMethod and AuthRequest.Method. Part of the
 // format; never renumber.
 const (

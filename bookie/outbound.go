@@ -1,0 +1,131 @@
+package bookie
+
+import (
+	"sync/atomic"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// Reply bytes not yet written, in total.
+//
+// A reply is charged to its connection (conn.outbound) from the moment it is
+// handed to the transport (flush) until the transport has written it to the
+// socket: the bytes of the AsyncWrite in progress plus what the transport
+// buffers (OutboundBuffered). Per connection, more than MaxOutboundBytes
+// buffered cuts the connection (slow_reader, conn.cutIfSlow). In total,
+// outboundTotal is the sum over connections; over maxOutboundTotal the
+// connection holding the most unwritten reply bytes, the slowest reader, is
+// closed (reason "outbound_overflow"), so that clients that never read
+// their replies cannot together hold more than that in the bookie's memory.
+//
+// The charge is measured where it is exact: after each AsyncWrite on the
+// connection's event loop (a gnet connection's outbound buffer may be read
+// only there), at the end of each traffic, and after each write of a TLS
+// connection's writer. gnet does not tell when its buffer drains to the
+// socket without a new write, so the sweeper wakes the connections that are
+// charged (remeasure) once a second; between, a gnet connection's charge may
+// be higher than what it still holds, never lower.
+
+// outboundTotal is the reply bytes of all connections not yet written.
+type outboundTotal struct {
+	bytes atomic.Int64
+}
+
+// maxOutboundTotal is the bound on outboundTotal: max_inflight_bytes, the
+// same room in-flight requests have.
+func (b *Bookie) maxOutboundTotal() int64 { return b.cfg.MaxInflightBytes }
+
+// setOutboundLocked sets c's charge to n bytes (0 once c is cut). Requires
+// c.mu held.
+func (c *conn) setOutboundLocked(n int64) {
+	if c.cut.Load() {
+		n = 0
+	}
+	if d := n - c.outbound; d != 0 {
+		c.outbound = n
+		c.b.conns.outbound.bytes.Add(d)
+	}
+}
+
+// remeasureOutbound sets c's charge from its transport. Runs on the event
+// loop of c (the TLS writer, too: a tlsConn's OutboundBuffered is safe
+// anywhere).
+func (c *conn) remeasureOutbound() {
+	n := int64(c.gc.OutboundBuffered())
+	c.mu.Lock()
+	if c.inWrite != nil {
+		n += int64(len(c.inWrite.B))
+	}
+	if !c.closed {
+		c.setOutboundLocked(n)
+	}
+	c.mu.Unlock()
+}
+
+// boundOutbound closes the slowest reader when the total is over its bound
+// and reports whether that is c, which the caller then closes. Runs on the
+// event loop of c.
+func (b *Bookie) boundOutbound(c *conn) (closeIt bool) {
+	if b.conns.outbound.bytes.Load() <= b.maxOutboundTotal() {
+		return false
+	}
+	victim := b.conns.slowestReader()
+	if victim == nil {
+		return false
+	}
+	b.metrics.cutConns.WithLabelValues("outbound_overflow").Inc()
+	b.log.Warn("closing connection: unwritten replies of all connections over max_inflight_bytes", "remote_ip", victim.ip,
+		"total", b.conns.outbound.bytes.Load())
+	victim.cutFromTotals()
+	if victim == c {
+		return true
+	}
+	b.conns.remove(victim)
+	victim.gc.Close()
+	return false
+}
+
+// cutFromTotals marks c as chosen to be closed and takes it out of the
+// totals at once. Runs anywhere.
+func (c *conn) cutFromTotals() {
+	c.cut.Store(true)
+	c.mu.Lock()
+	c.setOutboundLocked(0)
+	c.mu.Unlock()
+	c.b.setUnparsed(c, 0)
+}
+
+// slowestReader returns the registered connection with the most reply bytes
+// not yet written, nil if none has any. Runs anywhere; only over the bound.
+func (r *connRegistry) slowestReader() *conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var most *conn
+	var n int64
+	for c := range r.all {
+		c.mu.Lock()
+		o := c.outbound
+		c.mu.Unlock()
+		if o > n {
+			most, n = c, o
+		}
+	}
+	return most
+}
+
+// wakeCharged has every gnet connection with a charge run traffic, which
+// remeasures it: gnet drains its buffer without telling. Runs on the
+// background goroutine.
+func (b *Bookie) wakeCharged(cs []*conn) {
+	for _, c := range cs {
+		if _, ok := c.gc.(gnet.Conn); !ok {
+			continue
+		}
+		c.mu.Lock()
+		charged := c.outbound > 0 && !c.closed
+		c.mu.Unlock()
+		if charged {
+			c.gc.Wake(nil)
+		}
+	}
+}

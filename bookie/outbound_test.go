@@ -1,0 +1,82 @@
+package bookie
+
+import (
+	"bytes"
+	"net"
+	"syscall"
+	"testing"
+
+	"github.com/bookie-go/bookie/wire"
+)
+
+// smallWindow dials addr with a 4 KiB receive buffer, so that the bookie's
+// replies pile up on its side quickly.
+func smallWindow(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return nc
+}
+
+// TestUnreadRepliesBoundedInTotal: clients that ask for large replies and
+// never read them are each under max_outbound_bytes, but together over the
+// total bound (max_inflight_bytes): the slowest readers are cut until the
+// unwritten replies fit, and a legitimate client's PING, READ and ADD go on.
+func TestUnreadRepliesBoundedInTotal(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxInflightBytes = 4 << 20 // the total bound
+	cfg.MaxOutboundBytes = 64 << 20
+	b := startBookie(t, cfg)
+	good := dial(t, b.Addr())
+	big := bytes.Repeat([]byte("r"), 64<<10)
+	if s := good.add(testKey, 0, 1, 0, -1, big); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	// Four readers, 256 reads of 64 KiB each, 16 MiB of replies apiece,
+	// none read.
+	const readers, reads = 4, 256
+	var attackers []net.Conn
+	for i := 0; i < readers; i++ {
+		nc := smallWindow(t, b.Addr())
+		hello(t, nc)
+		var frames []byte
+		for r := 0; r < reads; r++ {
+			frames = wire.AppendReadRequest(frames, uint64(r+1), 0, 1, 0, &testKey)
+		}
+		if _, err := nc.Write(frames); err != nil {
+			t.Fatal(err)
+		}
+		attackers = append(attackers, nc)
+	}
+	waitUntil(t, func() bool { return cutCount(t, b, "outbound_overflow") >= 1 })
+	if s := good.ping(); s != wire.StatusOK {
+		t.Fatalf("legitimate ping: %v", s)
+	}
+	if r, s := good.read(0, 1, 0); s != wire.StatusOK || !bytes.Equal(r.Entry.Payload, big) {
+		t.Fatalf("legitimate read: %v", s)
+	}
+	if s := good.add(testKey, 0, 1, 1, 0, []byte("after")); s != wire.StatusOK {
+		t.Fatalf("legitimate add: %v", s)
+	}
+	waitUntil(t, func() bool { return outboundTotalBytes(b) <= cfg.MaxInflightBytes })
+	if n := cutCount(t, b, "slow_reader"); n != 0 {
+		t.Fatalf("%v cut as slow readers on their own: the test meant the total bound", n)
+	}
+	for _, nc := range attackers {
+		nc.Close()
+	}
+	waitUntil(t, func() bool { return outboundTotalBytes(b) == 0 })
+}
+
+func outboundTotalBytes(b *Bookie) int64 { return b.conns.outbound.bytes.Load() }

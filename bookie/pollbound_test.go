@@ -1,0 +1,96 @@
+package bookie
+
+import (
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/wire"
+)
+
+// TestParkedPollsBounded: one connection parks maxParkedPolls long polls; the
+// next is answered TooManyRequests at once, and a legitimate client's PING
+// and ADD to the polled ledger go on.
+func TestParkedPollsBounded(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxConnInflight = 2 * maxParkedPolls // only the total bound applies
+	b := startBookie(t, cfg)
+	good := dial(t, b.Addr())
+	if s := good.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	nc := rawConn(t, b.Addr(), true)
+	var frames []byte
+	for i := 1; i <= maxParkedPolls+1; i++ {
+		frames = wire.AppendLongPollLACRequest(frames, uint64(i), 0, 1, 1000, 60_000)
+	}
+	go nc.Write(frames)
+	c := &testClient{t: t, nc: nc}
+	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	h, err := wire.ParseHeader(c.readFrame())
+	if err != nil || h.Status != wire.StatusTooManyRequests || h.RequestID != maxParkedPolls+1 {
+		t.Fatalf("poll over the bound: %+v %v, want TooManyRequests for request %d", h, err, maxParkedPolls+1)
+	}
+	if n := parkedTotal(b); n != maxParkedPolls {
+		t.Fatalf("%d polls parked, want %d", n, maxParkedPolls)
+	}
+	if s := good.ping(); s != wire.StatusOK {
+		t.Fatalf("legitimate ping: %v", s)
+	}
+	if s := good.add(testKey, 0, 1, 1, 0, []byte("y")); s != wire.StatusOK {
+		t.Fatalf("legitimate add to the polled ledger: %v", s)
+	}
+}
+
+// TestPollTimeoutsAndWakeups: polls that time out and polls that an add
+// wakes, interleaved on one ledger, are each answered exactly once, and none
+// stays parked.
+func TestPollTimeoutsAndWakeups(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxPollWait = 200 * time.Millisecond
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	if s := w.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	const n = 1000
+	nc := rawConn(t, b.Addr(), true)
+	var frames []byte
+	for i := 1; i <= n; i++ {
+		prev := int64(0) // woken by the add of entry 2 (LAC 1)
+		if i%2 == 0 {
+			prev = 1000 // times out
+		}
+		frames = wire.AppendLongPollLACRequest(frames, uint64(i), 0, 1, prev, uint32(10+i%50))
+	}
+	if _, err := nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return parkedPolls(b, 1) > 0 })
+	if s := w.add(testKey, 0, 1, 1, 0, []byte("y")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if s := w.add(testKey, 0, 1, 2, 1, []byte("z")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	c := &testClient{t: t, nc: nc}
+	seen := make(map[uint64]bool)
+	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for len(seen) < n {
+		r, err := wire.DecodeLongPollLACResponse(c.readFrame())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[r.RequestID] {
+			t.Fatalf("poll %d answered twice", r.RequestID)
+		}
+		seen[r.RequestID] = true
+		if r.Status != wire.StatusOK && r.Status != wire.StatusTooManyRequests {
+			t.Fatalf("poll %d: %v", r.RequestID, r.Status)
+		}
+	}
+	if p, q := parkedPolls(b, 1), parkedTotal(b); p != 0 || q != 0 {
+		t.Fatalf("%d polls still on the ledger, %d in the timeout queue", p, q)
+	}
+}
+
+func parkedTotal(b *Bookie) int64 { return b.conns.polls.count.Load() }
