@@ -147,8 +147,7 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 		}
 		return nil
 	}
-	what := args[0]
-	fs := flag.NewFlagSet("inspect "+what, flag.ContinueOnError)
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, inspectUsage); fs.PrintDefaults() }
 	df := addDataFlags(fs)
@@ -157,13 +156,20 @@ func runInspect(args []string, stdout, stderr io.Writer) error {
 	entries := fs.Bool("entries", false, "index, ledger: list every entry's location")
 	var ledger ledgerFlag
 	fs.Var(&ledger, "ledger", "only this ledger (journal, entrylog: implies --records)")
-	pos, err := parseInterleaved(fs, args[1:])
+	// Flags may come before what to inspect (bk inspect --data X journal)
+	// as well as after it.
+	pos, err := parseInterleaved(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	if len(pos) == 0 {
+		fmt.Fprint(stderr, inspectUsage)
+		return errors.New("what to inspect is missing")
+	}
+	what, pos := pos[0], pos[1:]
 	dirs, err := df.dirs()
 	if err != nil {
 		return err

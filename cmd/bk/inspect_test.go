@@ -51,6 +51,14 @@ func TestInspectAndVerifyCommands(t *testing.T) {
 			t.Fatalf("inspect %s --json: %q, %v", what, js, err)
 		}
 	}
+	// Flags before what to inspect count the same as after it.
+	var before, beforeErr bytes.Buffer
+	if err := runInspect([]string{"--data", data, "--json", "journal"}, &before, &beforeErr); err != nil || !json.Valid(before.Bytes()) {
+		t.Fatalf("inspect --data DIR --json journal: %q, %v (stderr %q)", before.String(), err, beforeErr.String())
+	}
+	if err := runInspect([]string{"--data", data}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("inspect --data DIR with nothing to inspect: %v, want what is missing", err)
+	}
 	text, err := run(runInspect, "ledger", "5")
 	if err != nil || !strings.Contains(text, "no such ledger") {
 		t.Fatalf("inspect ledger 5: %q, %v", text, err)
