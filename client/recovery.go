@@ -120,6 +120,19 @@ func (c *Client) recoverOnce(ctx context.Context, md meta.LedgerMetadata) (meta.
 	}
 	lastEntry := lac + int64(len(wb.ents))
 
+	// The closed ledger holds WQ copies of every entry written back, or is marked for
+	// autorecovery before it closes short of them: a mark then exists whenever the close
+	// landed, also if this client dies right after it.
+	short, err := wb.finish(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if len(short) > 0 {
+		if err := c.markShort(ctx, id, short); err != nil {
+			return fail(err)
+		}
+	}
+
 	// 5. Close at the last recovered entry, with the bookies the write-back replaced (if
 	// any) in a fragment starting at the first entry written back. The loser of a race
 	// reports the winner's result.
@@ -150,6 +163,35 @@ func (c *Client) recoverOnce(ctx context.Context, md meta.LedgerMetadata) (meta.
 		return fail(err)
 	}
 	return closed, nil
+}
+
+// underReplicationMarker is the part of a metadata store that records a ledger whose
+// fragments lack copies on some bookies, for autorecovery to refill or replace them
+// (meta.EtcdStore.MarkUnderReplicated).
+type underReplicationMarker interface {
+	MarkUnderReplicated(ctx context.Context, id uint64, bookies []meta.BookieID, reason string) error
+}
+
+// reasonRecoveryShort is the reason recovery gives when it marks a ledger it closes with
+// fewer than WriteQuorum copies of some entries written back.
+const reasonRecoveryShort = "recovery closed it short of WQ copies"
+
+// markShort marks ledger id under-replicated on bookies, before recovery closes it with
+// their copies missing. A store that cannot record the mark fails it with
+// ErrRecoveryIncomplete: closing short without one would leave the missing copies to the
+// next deep audit, or to nobody.
+func (c *Client) markShort(ctx context.Context, id uint64, bookies []meta.BookieID) error {
+	m, ok := c.store.(underReplicationMarker)
+	if !ok {
+		return fmt.Errorf("%w: copies missing on %v and the metadata store cannot mark the ledger under-replicated", ErrRecoveryIncomplete, bookies)
+	}
+	_, err := metaCall(c, ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, m.MarkUnderReplicated(ctx, id, bookies, reasonRecoveryShort)
+	})
+	if err != nil {
+		return fmt.Errorf("mark under-replicated on %v before closing short of WQ copies: %w", bookies, err)
+	}
+	return nil
 }
 
 // replies collects the completions of requests recovery sent, in the order they arrive, so
@@ -440,13 +482,17 @@ func collect(states []readState) [][]byte {
 	return out
 }
 
-// writeBack brings the entries recovery found to AckQuorum bookies of their write set, with
-// the recovery flag (fenced bookies accept it). It writes to the last fragment's ensemble,
-// except that a bookie that fails a write-back (an error, a timeout, any status but OK) is
-// replaced by a live writable bookie outside the ensemble: every entry written back so far
-// is then copied to the replacement where its write set includes it, and the closing CAS
-// records the new ensemble in a fragment starting at the first entry written back. The
-// metadata is not changed before that CAS (docs/durability.md, "Recovery").
+// writeBack brings the entries recovery found to their write sets, with the recovery flag
+// (fenced bookies accept it): add returns once each is on AckQuorum bookies, and finish
+// once each is on all WriteQuorum bookies, or on at least AckQuorum with every missing copy
+// on a bookie that cannot take it now (docs/durability.md, "Recovery", rule 5). It writes
+// to the last fragment's ensemble, except that a bookie that fails a write-back (an error,
+// a timeout, any status but OK), or leaves one unanswered for Config.SpeculativeTimeout
+// while its entry is short of the copies waited for, is replaced by a live writable bookie
+// outside the ensemble: every entry written back so far is then copied to the replacement
+// where its write set includes it, and the closing CAS records the new ensemble in a
+// fragment starting at the first entry written back. The metadata is not changed before
+// that CAS.
 //
 // A writeBack is used by one goroutine.
 type writeBack struct {
@@ -458,7 +504,9 @@ type writeBack struct {
 	failed   []meta.BookieID     // bookies that failed a write-back: never chosen again
 	replaced bool                // ensemble differs from the last fragment's
 	ents     []wbEntry           // every entry written back, from first on
-	settled  int                 // ents[:settled] are on AckQuorum bookies of the ensemble
+	goal     int                 // copies each entry is waited for: AckQuorum, then WriteQuorum
+	lost     uint64              // positions whose bookie failed and found no replacement
+	lostErr  []error             // why, for ErrRecoveryIncomplete
 	noSpare  bool                // a replacement was not found: stop replacing slow bookies
 	sent     map[*request]wbSend // requests in flight
 	q        *replies
@@ -499,23 +547,96 @@ func (wb *writeBack) writeSet(id int64) uint64 {
 
 // add appends entries (encoded, as read) after those already written back, and returns once
 // every entry written back so far is on AckQuorum bookies of its write set in the current
-// ensemble. It does not wait for the other answers.
+// ensemble. It does not wait for the other answers: finish does.
 func (wb *writeBack) add(ctx context.Context, entries [][]byte) error {
 	for _, raw := range entries {
 		wb.ents = append(wb.ents, wbEntry{raw: raw})
 	}
+	wb.goal = wb.md.AckQuorum
+	return wb.wait(ctx, func(time.Time) bool { return wb.atLeast(wb.md.AckQuorum) })
+}
+
+// finish waits until every entry written back is on all WriteQuorum bookies of its write
+// set, so that the closed ledger holds WQ copies. It settles for fewer only where no
+// bookie can take a copy now: every entry has AckQuorum copies, and each missing copy
+// belongs to a bookie that failed with no replacement left, or that has not answered for
+// Config.SpeculativeTimeout with no replacement left (hung). short names those bookies;
+// the caller must mark the ledger under-replicated for them before it closes.
+func (wb *writeBack) finish(ctx context.Context) (short []meta.BookieID, err error) {
+	wb.goal = wb.md.WriteQuorum
+	var missing uint64
+	err = wb.wait(ctx, func(now time.Time) bool {
+		if wb.atLeast(wb.md.WriteQuorum) {
+			missing = 0
+			return true
+		}
+		if !wb.atLeast(wb.md.AckQuorum) {
+			return false
+		}
+		slow := wb.slowPositions(now)
+		missing = 0
+		for k := range wb.ents {
+			miss := wb.writeSet(wb.first+int64(k)) &^ wb.ents[k].stored
+			if miss&^(wb.lost|slow[k]) != 0 {
+				return false // a bookie that can still take it
+			}
+			missing |= miss
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for ; missing != 0; missing &= missing - 1 {
+		short = append(short, wb.ensemble[bits.TrailingZeros64(missing)])
+	}
+	return short, nil
+}
+
+// atLeast reports whether every entry is on n bookies of its write set.
+func (wb *writeBack) atLeast(n int) bool {
+	for k := range wb.ents {
+		if bits.OnesCount64(wb.ents[k].stored) < n {
+			return false
+		}
+	}
+	return true
+}
+
+// slowPositions returns, per entry, the positions whose request for it has gone unanswered
+// for Config.SpeculativeTimeout while no replacement is left (nil unless noSpare).
+func (wb *writeBack) slowPositions(now time.Time) []uint64 {
+	slow := make([]uint64, len(wb.ents))
+	d := wb.c.cfg.speculativeTimeout
+	if d <= 0 || !wb.noSpare {
+		return slow
+	}
+	for r, s := range wb.sent {
+		if wb.ensemble[s.pos] == s.bookie && now.Sub(s.at) >= d {
+			slow[r.tag] |= 1 << s.pos
+		}
+	}
+	return slow
+}
+
+// wait sends every missing copy and handles answers until done reports true. It fails with
+// ErrRecoveryIncomplete as soon as an entry can no longer reach AckQuorum copies (too many
+// bookies of its write set failed with no replacement). Each turn costs O(entries): sends,
+// done and nextSlow look at every entry or request.
+func (wb *writeBack) wait(ctx context.Context, done func(now time.Time) bool) error {
+	if err := wb.reachable(); err != nil {
+		return err
+	}
 	for {
 		wb.sendMissing()
-		for wb.settled < len(wb.ents) && bits.OnesCount64(wb.ents[wb.settled].stored) >= wb.md.AckQuorum {
-			wb.settled++
-		}
-		if wb.settled == len(wb.ents) {
+		now := time.Now()
+		if done(now) {
 			return nil
 		}
 		var timer *time.Timer
 		var deadline <-chan time.Time
-		if at, ok := wb.nextSlow(); ok {
-			timer = time.NewTimer(time.Until(at))
+		if at, ok := wb.nextSlow(now); ok {
+			timer = time.NewTimer(at.Sub(now))
 			deadline = timer.C
 		}
 		r, err := wb.q.nextBefore(ctx, deadline)
@@ -535,19 +656,43 @@ func (wb *writeBack) add(ctx context.Context, entries [][]byte) error {
 	}
 }
 
-// nextSlow returns when the oldest write-back still needed for an entry short of
-// AckQuorum becomes slow (Config.SpeculativeTimeout after it was sent); ok is false when
-// none can (speculation disabled, or no spare left).
-func (wb *writeBack) nextSlow() (at time.Time, ok bool) {
+// reachable fails with ErrRecoveryIncomplete if an entry can no longer reach AckQuorum
+// copies: too many bookies of its write set failed with no replacement.
+func (wb *writeBack) reachable() error {
+	for k := range wb.ents {
+		en := &wb.ents[k]
+		if reach := bits.OnesCount64(en.stored | wb.writeSet(wb.first+int64(k))&^wb.lost); reach < wb.md.AckQuorum {
+			return fmt.Errorf("%w: entry %d can reach %d copies, need %d: %w",
+				ErrRecoveryIncomplete, wb.first+int64(k), reach, wb.md.AckQuorum, errors.Join(wb.lostErr...))
+		}
+	}
+	return nil
+}
+
+// waited reports whether request r (sent as s) is still to the bookie at its position and
+// for an entry short of the copies waited for.
+func (wb *writeBack) waited(r *request, s wbSend) bool {
+	return wb.ensemble[s.pos] == s.bookie && bits.OnesCount64(wb.ents[r.tag].stored) < wb.goal
+}
+
+// nextSlow returns when the oldest write-back still waited for becomes slow
+// (Config.SpeculativeTimeout after it was sent), for replaceSlow, or, with no spare left,
+// for finish to settle without it; ok is false when none can (speculation disabled, or
+// every one is slow already with no spare left).
+func (wb *writeBack) nextSlow(now time.Time) (at time.Time, ok bool) {
 	d := wb.c.cfg.speculativeTimeout
-	if d <= 0 || wb.noSpare {
+	if d <= 0 {
 		return time.Time{}, false
 	}
 	for r, s := range wb.sent {
-		if int(r.tag) < wb.settled || wb.ensemble[s.pos] != s.bookie {
+		if !wb.waited(r, s) {
 			continue
 		}
-		if t := s.at.Add(d); !ok || t.Before(at) {
+		t := s.at.Add(d)
+		if wb.noSpare && !t.After(now) {
+			continue
+		}
+		if !ok || t.Before(at) {
 			at, ok = t, true
 		}
 	}
@@ -555,15 +700,19 @@ func (wb *writeBack) nextSlow() (at time.Time, ok bool) {
 }
 
 // replaceSlow replaces, speculatively, the bookies whose write-back of an entry short of
-// AckQuorum has gone unanswered for Config.SpeculativeTimeout: a hung bookie (accepts
-// requests, answers none) would otherwise hold recovery for a whole request timeout.
-// Replacing a bookie that is merely slow is safe: the entries written back belong, in the
-// closing metadata, to the new ensemble, and are on AckQuorum bookies of it before the
-// close; a late copy on the old bookie is never read. Without a spare it keeps waiting.
+// the copies waited for has gone unanswered for Config.SpeculativeTimeout: a hung bookie
+// (accepts requests, answers none) would otherwise hold recovery for a whole request
+// timeout. Replacing a bookie that is merely slow is safe: the entries written back belong,
+// in the closing metadata, to the new ensemble, and are on the bookies of it finish waited
+// for before the close; a late copy on the old bookie is never read. Without a spare it
+// keeps waiting (and finish may settle without the slow bookie).
 func (wb *writeBack) replaceSlow(ctx context.Context) {
+	if wb.noSpare {
+		return
+	}
 	now := time.Now()
 	for r, s := range wb.sent {
-		if int(r.tag) < wb.settled || wb.ensemble[s.pos] != s.bookie || now.Sub(s.at) < wb.c.cfg.speculativeTimeout {
+		if !wb.waited(r, s) || now.Sub(s.at) < wb.c.cfg.speculativeTimeout {
 			continue
 		}
 		if err := wb.replace(ctx, s.pos, fmt.Errorf("write back of entry %d to %s: no answer in %v", r.entry, s.bookie, wb.c.cfg.speculativeTimeout)); err != nil {
@@ -573,13 +722,16 @@ func (wb *writeBack) replaceSlow(ctx context.Context) {
 	}
 }
 
-// sendMissing sends every entry to the positions of its write set that neither stored it
-// nor have a request for it in flight.
+// sendMissing sends every entry to the positions of its write set that neither stored it,
+// nor have a request for it in flight, nor lost their bookie.
 func (wb *writeBack) sendMissing() {
-	for k := wb.settled; k < len(wb.ents); k++ {
+	for k := range wb.ents {
 		en := &wb.ents[k]
+		if bits.OnesCount64(en.stored) >= wb.goal {
+			continue
+		}
 		id := wb.first + int64(k)
-		for todo := wb.writeSet(id) &^ (en.stored | en.sent); todo != 0; todo &= todo - 1 {
+		for todo := wb.writeSet(id) &^ (en.stored | en.sent | wb.lost); todo != 0; todo &= todo - 1 {
 			pos := bits.TrailingZeros64(todo)
 			r := getRequest()
 			r.op, r.flags, r.ledger, r.entry, r.key, r.raw = wire.OpAdd, wire.FlagRecovery, wb.md.ID, id, wb.key, en.raw
@@ -593,7 +745,8 @@ func (wb *writeBack) sendMissing() {
 
 // handle records one write-back answer. A failure replaces the bookie unless it answered
 // TooManyRequests (backpressure: the entry is resent to it after MinBackoff) or
-// Unauthorized (recovery stops).
+// Unauthorized (recovery stops). A failed bookie with no replacement left is given up: no
+// more copies are sent to it.
 func (wb *writeBack) handle(ctx context.Context, r *request) error {
 	s, ok := wb.sent[r]
 	delete(wb.sent, r)
@@ -620,11 +773,22 @@ func (wb *writeBack) handle(ctx context.Context, r *request) error {
 	case errors.Is(r.err, ErrClosed):
 		return r.err
 	}
+	if wb.lost&(1<<pos) != 0 {
+		return nil // given up already: one failure was enough
+	}
 	cause := r.err
 	if cause == nil {
 		cause = fmt.Errorf("bookie answered %v", r.status)
 	}
-	return wb.replace(ctx, pos, fmt.Errorf("write back of entry %d to %s: %w", r.entry, b, cause))
+	cause = fmt.Errorf("write back of entry %d to %s: %w", r.entry, b, cause)
+	if err := wb.replace(ctx, pos, cause); err != nil {
+		wb.noSpare = true
+		wb.lost |= 1 << pos
+		wb.lostErr = append(wb.lostErr, err)
+		wb.c.quarantine(b)
+		return wb.reachable()
+	}
+	return nil
 }
 
 // replace puts a live writable bookie outside the ensemble (and never one that failed) at
@@ -633,13 +797,13 @@ func (wb *writeBack) handle(ctx context.Context, r *request) error {
 func (wb *writeBack) replace(ctx context.Context, pos int, cause error) error {
 	repl, err := wb.c.pickReplacements(ctx, wb.ensemble, []int{pos}, wb.md.WriteQuorum, wb.failed)
 	if err != nil {
-		return fmt.Errorf("%w: no replacement for a bookie of the last fragment: %w (%w)", ErrRecoveryIncomplete, err, cause)
+		return fmt.Errorf("no replacement for a bookie of the last fragment: %w (%w)", err, cause)
 	}
 	wb.failed = append(wb.failed, wb.ensemble[pos])
 	wb.c.quarantine(wb.ensemble[pos])
 	wb.ensemble[pos] = repl[0]
 	wb.replaced = true
-	wb.settled = 0
+	wb.lost &^= 1 << pos
 	for k := range wb.ents {
 		wb.ents[k].stored &^= 1 << pos
 		wb.ents[k].sent &^= 1 << pos
