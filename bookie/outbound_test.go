@@ -2,10 +2,12 @@ package bookie
 
 import (
 	"bytes"
+	"crypto/tls"
 	"net"
 	"syscall"
 	"testing"
 
+	"github.com/bookie-go/bookie/meta/metatest"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -33,12 +35,38 @@ func smallWindow(t *testing.T, addr string) net.Conn {
 // never read them are each under max_outbound_bytes, but together over the
 // total bound (max_inflight_bytes): the slowest readers are cut until the
 // unwritten replies fit, and a legitimate client's PING, READ and ADD go on.
+// Over plain TCP and over TLS.
 func TestUnreadRepliesBoundedInTotal(t *testing.T) {
-	cfg := testConfig(t.TempDir())
+	for _, useTLS := range []bool{false, true} {
+		name := "plain"
+		if useTLS {
+			name = "tls"
+		}
+		t.Run(name, func(t *testing.T) { testUnreadReplies(t, useTLS) })
+	}
+}
+
+func testUnreadReplies(t *testing.T, useTLS bool) {
+	p := metatest.NewPKI(t)
+	cfg := tlsTestConfig(t, p, false)
 	cfg.MaxInflightBytes = 4 << 20 // the total bound
 	cfg.MaxOutboundBytes = 64 << 20
 	b := startBookie(t, cfg)
+	addr := b.Addr()
+	tcfg := &tls.Config{RootCAs: p.Roots, ServerName: "localhost"}
+	attacker := func() net.Conn { return smallWindow(t, addr) }
 	good := dial(t, b.Addr())
+	if useTLS {
+		addr = b.TLSAddr()
+		attacker = func() net.Conn {
+			tc := tls.Client(smallWindow(t, addr), tcfg)
+			if err := tc.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			return tc
+		}
+		good = dialTLS(t, addr, tcfg)
+	}
 	big := bytes.Repeat([]byte("r"), 64<<10)
 	if s := good.add(testKey, 0, 1, 0, -1, big); s != wire.StatusOK {
 		t.Fatal(s)
@@ -48,7 +76,7 @@ func TestUnreadRepliesBoundedInTotal(t *testing.T) {
 	const readers, reads = 4, 256
 	var attackers []net.Conn
 	for i := 0; i < readers; i++ {
-		nc := smallWindow(t, b.Addr())
+		nc := attacker()
 		hello(t, nc)
 		var frames []byte
 		for r := 0; r < reads; r++ {
