@@ -196,6 +196,12 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 					return nil
 				}
 			}
+			// After an inconclusive attempt the Else branch also reads the
+			// ledger key (see below).
+			orElse := []clientv3.Op{clientv3.OpGet(gk)}
+			if inconclusive {
+				orElse = append(orElse, clientv3.OpGet(lk))
+			}
 			var err error
 			resp, err = s.cli.Txn(ctx).If(
 				clientv3.Compare(clientv3.ModRevision(gk), "=", rev),
@@ -203,10 +209,7 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 			).Then(
 				clientv3.OpPut(gk, strconv.FormatUint(md.ID, 10)),
 				clientv3.OpPut(lk, string(buf)),
-			).Else(
-				clientv3.OpGet(gk),
-				clientv3.OpGet(lk),
-			).Commit()
+			).Else(orElse...).Commit()
 			return err
 		})
 		if err != nil {

@@ -55,7 +55,8 @@ var (
 // for the cause's sentinel (ErrCorrupt or ErrUnknownFormat).
 type BadLedgerError struct {
 	// ID is the ledger id the key names. (For a key under P/ledgers/ that
-	// is not 20 decimal digits: the largest id whose key sorts before it.)
+	// is not 20 decimal digits: the largest id whose key sorts at or before
+	// it.)
 	ID uint64
 	// Key is the etcd key holding the value.
 	Key string

@@ -315,10 +315,14 @@ func checkUnused(ctx context.Context, s meta.Store, id meta.BookieID) error {
 }
 
 // ledgersNaming counts the ledgers with a fragment naming bookie id, calling each (if not
-// nil) with every such ledger.
+// nil) with every such ledger. A ledger whose stored metadata is unusable is an error: it
+// may name id, and nothing can tell.
 func ledgersNaming(ctx context.Context, s meta.Store, id meta.BookieID, each func(meta.LedgerMetadata) error) (int, error) {
 	n := 0
 	for md, err := range meta.AllLedgers(ctx, s) {
+		if errors.Is(err, meta.ErrBadMetadata) {
+			return n, fmt.Errorf("cannot tell whether every ledger is off %s: %w (fix or delete that ledger's metadata in etcd)", id, err)
+		}
 		if err != nil {
 			return n, err
 		}
