@@ -271,6 +271,13 @@ func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, wire
 	}
 	switch h.AuthMethod {
 	case wire.AuthNone:
+		if len(c.cfg.secret) > 0 {
+			// Every bookie of a cluster with a secret asks for AUTH. One that does not
+			// cannot prove it holds the secret, and may be anyone: it would be sent
+			// master keys and entries, and its answers believed.
+			nc.Close()
+			return nil, nil, 0, fmt.Errorf("%w: handshake: bookie asks for no authentication, and this client holds the cluster secret (Config.Secret): refusing a bookie that cannot prove it holds it", ErrUnauthorized)
+		}
 	case wire.AuthHMACSHA256:
 		if err := c.authenticate(nc, br, slices.Clone(h.Auth)); err != nil {
 			nc.Close()
