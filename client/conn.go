@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -511,7 +510,7 @@ func (r *request) decode(frame []byte, h wire.Header, owned bool) (kept bool, _ 
 	case wire.OpRead:
 		resp, err := wire.DecodeReadResponse(frame)
 		if err != nil {
-			if errors.Is(err, wire.ErrChecksumMismatch) {
+			if entryFault(h, len(frame)-wire.ResponseHeaderSize) {
 				// A corrupt entry is this bookie's problem, not the connection's.
 				r.status = wire.StatusIOError
 				return false, nil
@@ -530,13 +529,26 @@ func (r *request) decode(frame []byte, h wire.Header, owned bool) (kept bool, _ 
 		if err != nil {
 			return false, err
 		}
+		if resp.Status == wire.StatusOK && resp.Ledger != r.ledger {
+			// The bookie's LAC of another ledger says nothing of this one.
+			r.status = wire.StatusIOError
+			return false, nil
+		}
 		r.lac = resp.LAC
 	case wire.OpReadBatch:
 		return r.decodeReadBatch(frame, owned)
 	case wire.OpLongPollLAC:
 		resp, err := wire.DecodeLongPollLACResponse(frame)
 		if err != nil {
+			if entryFault(h, len(frame)-wire.ResponseHeaderSize-16) {
+				r.status = wire.StatusIOError
+				return false, nil
+			}
 			return false, err
+		}
+		if resp.Status == wire.StatusOK && resp.Ledger != r.ledger {
+			r.status = wire.StatusIOError
+			return false, nil
 		}
 		r.lac = resp.LAC
 		if resp.HasEntry {
@@ -568,6 +580,16 @@ func (r *request) decode(frame []byte, h wire.Header, owned bool) (kept bool, _ 
 		r.lac, r.ranges = resp.Next, resp.Ranges
 	}
 	return false, nil
+}
+
+// entryFault reports whether a READ or LONG_POLL_LAC response that failed to decode failed
+// in the entry it carries (entryLen bytes, after the response's own fields), and not in its
+// framing: an OK response with no flags and an entry. Its frame was delimited by its length
+// prefix and names its request, so the connection is intact: the client handles it like
+// IOError from that replica (docs/protocol.md, "Errors and closing"), and the connection, which
+// a writer may be using, stays up.
+func entryFault(h wire.Header, entryLen int) bool {
+	return h.Status == wire.StatusOK && h.Flags == 0 && entryLen > 0
 }
 
 // fail tears down connection generation gen and fails everything in flight on it.
