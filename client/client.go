@@ -118,7 +118,10 @@ type Config struct {
 	// leaves the bound to the ctx. Adds never wait for the store.
 	MetadataTimeout time.Duration
 	// Secret is the cluster secret, for bookies that require HMAC-SHA256 authentication
-	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable.
+	// (docs/protocol.md, "Authentication"). Unset, such bookies are unreachable. Set, every
+	// bookie must prove it holds the secret too: one that asks for no authentication is
+	// refused in the handshake (requests to it fail with ErrUnauthorized), and is sent
+	// nothing.
 	Secret []byte
 	// NoBatchReads makes Reader.Read use one READ per entry even with bookies that accept
 	// READ_BATCH (client/readbatch.go): for comparisons, and for a bookie suspected of

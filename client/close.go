@@ -17,7 +17,12 @@ import (
 // open (a recovery closes it later).
 //
 // From the moment Close decides what to store until its CAS is answered, no ensemble change
-// starts or stores anything: a late bookie failure cannot race the closing CAS.
+// starts or stores anything: a late bookie failure cannot race the closing CAS. If the CAS
+// goes unanswered (the store did not answer: it may have stored it), Close returns the
+// error and the writer stays as it was when it sent it: no append, no ensemble change, no
+// metadata change of its own. Close may then be called again: it sends the same CAS again,
+// and succeeds if it finds the ledger CLOSED at exactly this LAC (this close, stored after
+// all, or a recovery's: either holds every entry this writer acknowledged).
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	if w.closed {
@@ -25,18 +30,29 @@ func (w *Writer) Close(ctx context.Context) error {
 		return nil
 	}
 	w.closing = true
+	pending := w.pendingClose
 	w.mu.Unlock()
-	stopWatch := w.watchFencing()
-	md, err := w.prepareClose(ctx)
-	stopWatch()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err == nil && w.err != nil {
-		err = w.err // the watch saw a recovery take the ledger over
-	}
-	if err != nil {
-		w.unfinalizeLocked()
-		return err
+	var md meta.LedgerMetadata
+	if pending != nil {
+		// No watch: it would take this writer's own close, if it was stored, for a
+		// takeover. The CAS tells a takeover apart.
+		md = pending.Clone()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+	} else {
+		stopWatch := w.watchFencing()
+		var err error
+		md, err = w.prepareClose(ctx)
+		stopWatch()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if err == nil && w.err != nil {
+			err = w.err // the watch saw a recovery take the ledger over
+		}
+		if err != nil {
+			w.unfinalizeLocked()
+			return err
+		}
 	}
 
 	update := func() (meta.LedgerMetadata, error) {
@@ -55,11 +71,14 @@ func (w *Writer) Close(ctx context.Context) error {
 		if gerr != nil {
 			break
 		}
-		if cur.State == meta.StateClosed && cur.LastEntryID == md.LastEntryID && cur.Length == md.Length {
-			// An earlier Close whose CAS went unanswered (ErrMetadataUnavailable) may
-			// have stored it after all, or a recovery closed the ledger meanwhile:
-			// either way, a ledger closed at exactly this LAC holds what this writer
-			// acknowledged.
+		if cur.State == meta.StateClosed && cur.LastEntryID == md.LastEntryID &&
+			(pending != nil || (sameLayout(&cur, &md) && cur.Length == md.Length)) {
+			// This close is stored: an attempt the store reported failed landed after
+			// all. After a close that went unanswered (pending), a ledger closed at
+			// exactly this LAC may be that close or a recovery's, which does not record
+			// the length: either way it holds what this writer acknowledged, and the
+			// retried Close reports success. On a first Close, a recovery's close is a
+			// takeover (ErrFenced), as the watch reports it.
 			updated, err = cur, nil
 			break
 		}
@@ -79,8 +98,10 @@ func (w *Writer) Close(ctx context.Context) error {
 			return w.err
 		}
 		// The outcome is unknown (the store did not answer): the writer accepts no more
-		// appends (closing stays set), and Close may be called again.
-		w.unfinalizeLocked()
+		// appends (closing stays set), changes no metadata (finalizing stays set: an
+		// ensemble change would CAS on the version before this close and, if the close
+		// landed, take it for a takeover), and a retried Close sends this CAS again.
+		w.pendingClose = &md
 		return fmt.Errorf("client: close ledger %d: %w", w.id, err)
 	}
 	w.setMetadataLocked(updated)

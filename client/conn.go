@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -271,6 +270,13 @@ func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, wire
 	}
 	switch h.AuthMethod {
 	case wire.AuthNone:
+		if len(c.cfg.secret) > 0 {
+			// Every bookie of a cluster with a secret asks for AUTH. One that does not
+			// cannot prove it holds the secret, and may be anyone: it would be sent
+			// master keys and entries, and its answers believed.
+			nc.Close()
+			return nil, nil, 0, fmt.Errorf("%w: handshake: bookie asks for no authentication, and this client holds the cluster secret (Config.Secret): refusing a bookie that cannot prove it holds it", ErrUnauthorized)
+		}
 	case wire.AuthHMACSHA256:
 		if err := c.authenticate(nc, br, slices.Clone(h.Auth)); err != nil {
 			nc.Close()
@@ -504,7 +510,7 @@ func (r *request) decode(frame []byte, h wire.Header, owned bool) (kept bool, _ 
 	case wire.OpRead:
 		resp, err := wire.DecodeReadResponse(frame)
 		if err != nil {
-			if errors.Is(err, wire.ErrChecksumMismatch) {
+			if entryFault(h, len(frame)-wire.ResponseHeaderSize) {
 				// A corrupt entry is this bookie's problem, not the connection's.
 				r.status = wire.StatusIOError
 				return false, nil
@@ -523,13 +529,26 @@ func (r *request) decode(frame []byte, h wire.Header, owned bool) (kept bool, _ 
 		if err != nil {
 			return false, err
 		}
+		if resp.Status == wire.StatusOK && resp.Ledger != r.ledger {
+			// The bookie's LAC of another ledger says nothing of this one.
+			r.status = wire.StatusIOError
+			return false, nil
+		}
 		r.lac = resp.LAC
 	case wire.OpReadBatch:
 		return r.decodeReadBatch(frame, owned)
 	case wire.OpLongPollLAC:
 		resp, err := wire.DecodeLongPollLACResponse(frame)
 		if err != nil {
+			if entryFault(h, len(frame)-wire.ResponseHeaderSize-16) {
+				r.status = wire.StatusIOError
+				return false, nil
+			}
 			return false, err
+		}
+		if resp.Status == wire.StatusOK && resp.Ledger != r.ledger {
+			r.status = wire.StatusIOError
+			return false, nil
 		}
 		r.lac = resp.LAC
 		if resp.HasEntry {
@@ -561,6 +580,16 @@ func (r *request) decode(frame []byte, h wire.Header, owned bool) (kept bool, _ 
 		r.lac, r.ranges = resp.Next, resp.Ranges
 	}
 	return false, nil
+}
+
+// entryFault reports whether a READ or LONG_POLL_LAC response that failed to decode failed
+// in the entry it carries (entryLen bytes, after the response's own fields), and not in its
+// framing: an OK response with no flags and an entry. Its frame was delimited by its length
+// prefix and names its request, so the connection is intact: the client handles it like
+// IOError from that replica (docs/protocol.md, "Errors and closing"), and the connection, which
+// a writer may be using, stays up.
+func entryFault(h wire.Header, entryLen int) bool {
+	return h.Status == wire.StatusOK && h.Flags == 0 && entryLen > 0
 }
 
 // fail tears down connection generation gen and fails everything in flight on it.

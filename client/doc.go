@@ -119,6 +119,10 @@
 // verifies checksum, ledger and entry id of every entry, and asks the next bookie of the
 // write set when one fails or has not answered within Config.SpeculativeTimeout
 // (speculative reads: a slow or hung bookie costs that much, not a request timeout).
+// The LAC may rise past what the reader's metadata places right (a long poll answered by a
+// bookie kept across an ensemble change): the metadata is known right up to the LAC the
+// reader knew when it read it (later fragments start above the writer's LAC then), and a
+// read beyond that reads the metadata again first (TestReaderRereadsMetadataPastItsLAC).
 //
 // # Failing fast
 //

@@ -60,7 +60,7 @@ func TestLongLivedWriterSurvivesFailures(t *testing.T) {
 			write := func(k int64) {
 				t.Helper()
 				for range k {
-					d := append(slices64(next), data...)
+					d := append(idPrefix(next), data...)
 					actx, cancel := context.WithTimeout(ctx, 15*time.Second)
 					id, err := w.Append(actx, d)
 					cancel()
@@ -95,7 +95,7 @@ func TestLongLivedWriterSurvivesFailures(t *testing.T) {
 			})
 			var wg sync.WaitGroup
 			for range 10 {
-				d := append(slices64(next), data...)
+				d := append(idPrefix(next), data...)
 				id := next
 				next++
 				wg.Add(1)
@@ -137,20 +137,18 @@ func TestLongLivedWriterSurvivesFailures(t *testing.T) {
 			if md.LastEntryID != next-1 {
 				t.Fatalf("closed at %d, want %d", md.LastEntryID, next-1)
 			}
-			for _, f := range md.Fragments[len(md.Fragments)-1:] {
-				for _, b := range f.Bookies {
-					if string(b) == victim || string(b) == hung {
-						t.Fatalf("failed bookie %s in the last fragment %v", b, md.Fragments)
-					}
+			for _, b := range md.Fragments[len(md.Fragments)-1].Bookies {
+				if string(b) == victim || string(b) == hung {
+					t.Fatalf("failed bookie %s in the last fragment %v", b, md.Fragments)
 				}
 			}
 		})
 	}
 }
 
-// slices64 returns id's 8 bytes, big-endian, as a fresh slice: a payload prefix that makes
+// idPrefix returns id's 8 bytes, big-endian, as a fresh slice: a payload prefix that makes
 // every entry's bytes distinct.
-func slices64(id int64) []byte {
+func idPrefix(id int64) []byte {
 	b := make([]byte, 8, 8+1000)
 	for i := range 8 {
 		b[i] = byte(id >> (56 - 8*i))

@@ -23,9 +23,15 @@ type Reader struct {
 	c  *Client
 	id uint64
 
-	mu  sync.Mutex // protects md and lac
+	mu  sync.Mutex // protects md, lac and mdLAC
 	md  meta.LedgerMetadata
 	lac int64 // the highest entry known readable
+	// mdLAC is the highest entry md is known to place right: the LAC known before md was
+	// read. A fragment stored after that read (an ensemble change) starts above the
+	// writer's LAC then, so above mdLAC; entries up to mdLAC have AckQuorum copies in the
+	// write set md names (later changes of earlier fragments only add copies elsewhere).
+	// A read past it reads the metadata first (checkRange).
+	mdLAC int64
 }
 
 // OpenLedger opens ledger id for reading. With recover, a ledger that is not CLOSED is first
@@ -44,7 +50,7 @@ func (c *Client) OpenLedger(ctx context.Context, id uint64, recover bool) (*Read
 			return nil, err
 		}
 	}
-	r := &Reader{c: c, id: id, md: md, lac: wire.NoEntry}
+	r := &Reader{c: c, id: id, md: md, lac: wire.NoEntry, mdLAC: wire.NoEntry}
 	if md.State == meta.StateClosed {
 		r.lac = md.LastEntryID
 	} else if _, err := r.ReadLAC(ctx); err != nil {
@@ -81,16 +87,11 @@ func (r *Reader) LastAddConfirmed() int64 {
 // ReadLAC refreshes the metadata and, while the ledger is open, asks the bookies of its last
 // fragment for their LAC; it returns the highest known.
 func (r *Reader) ReadLAC(ctx context.Context) (int64, error) {
-	md, err := metaCall(r.c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
-		return r.c.store.GetLedger(ctx, r.id)
-	})
+	md, err := r.refresh(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("client: ledger %d: %w", r.id, err)
+		return 0, err
 	}
 	if md.State == meta.StateClosed {
-		r.mu.Lock()
-		r.md, r.lac = md, md.LastEntryID
-		r.mu.Unlock()
 		return md.LastEntryID, nil
 	}
 	last := md.Fragments[len(md.Fragments)-1]
@@ -121,11 +122,37 @@ func (r *Reader) ReadLAC(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("%w: ledger %d: read LAC: %v", ErrReadFailed, r.id, lastErr)
 	}
 	r.mu.Lock()
-	r.md = md
 	r.lac = max(r.lac, best)
 	lac := r.lac
 	r.mu.Unlock()
 	return lac, nil
+}
+
+// refresh reads the metadata, installs it (unless a newer version is installed already)
+// and returns it. Entries up to the LAC known before the read are placed right by it
+// (mdLAC); a CLOSED ledger is readable up to its last entry.
+func (r *Reader) refresh(ctx context.Context) (meta.LedgerMetadata, error) {
+	r.mu.Lock()
+	before := r.lac
+	r.mu.Unlock()
+	md, err := metaCall(r.c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
+		return r.c.store.GetLedger(ctx, r.id)
+	})
+	if err != nil {
+		return md, fmt.Errorf("client: ledger %d: %w", r.id, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case md.Version > r.md.Version:
+		r.md, r.mdLAC = md, before
+	case md.Version == r.md.Version:
+		r.mdLAC = max(r.mdLAC, before)
+	}
+	if r.md.State == meta.StateClosed {
+		r.lac = r.md.LastEntryID
+	}
+	return r.md, nil
 }
 
 // WaitLAC waits until the LAC is above prev (long-poll LAC reads on the last fragment's
@@ -176,7 +203,7 @@ const readWindow = 256
 // within Config.SpeculativeTimeout (a slow or hung bookie), the next bookie of the write set
 // is asked too, and the first valid copy wins.
 func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
-	md, err := r.checkRange(first, last)
+	md, err := r.checkRange(ctx, first, last)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +224,7 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 // once (a catch-up, a replay) neither allocates nor clears a buffer per response. Copy
 // e.Data to keep it.
 func (r *Reader) Scan(ctx context.Context, first, last int64, fn func(e Entry) error) error {
-	md, err := r.checkRange(first, last)
+	md, err := r.checkRange(ctx, first, last)
 	if err != nil {
 		return err
 	}
@@ -212,15 +239,21 @@ func (r *Reader) Scan(ctx context.Context, first, last int64, fn func(e Entry) e
 }
 
 // checkRange returns the metadata to read first..last with, or why the range cannot be read.
-func (r *Reader) checkRange(first, last int64) (meta.LedgerMetadata, error) {
+// The LAC may have risen (ReadLAC, WaitLAC, Follow's long polls) past what the metadata is
+// known to place right (mdLAC): an ensemble change since would send the reads to the
+// replaced bookies. Then the metadata is read again first.
+func (r *Reader) checkRange(ctx context.Context, first, last int64) (meta.LedgerMetadata, error) {
 	r.mu.Lock()
-	md, lac := r.md, r.lac
+	md, lac, mdLAC := r.md, r.lac, r.mdLAC
 	r.mu.Unlock()
 	if first < 0 || last < first {
 		return md, fmt.Errorf("client: ledger %d: bad range %d..%d", r.id, first, last)
 	}
 	if last > lac {
 		return md, fmt.Errorf("%w: ledger %d: entry %d, LAC %d", ErrBeyondLAC, r.id, last, lac)
+	}
+	if last > mdLAC && md.State != meta.StateClosed {
+		return r.refresh(ctx)
 	}
 	return md, nil
 }

@@ -81,6 +81,9 @@ type Writer struct {
 	lacSent    int64         // the highest LAC the bookies were sent (piggybacked or WRITE_LAC)
 	lacTimer   bool          // the explicit LAC timer is armed
 	mergeScan  int64         // where mergeReadyLocked resumes its scan; reset with md (merge.go)
+	// pendingClose is the closing CAS that went unanswered (it may be stored): a retried
+	// Close sends it again. finalizing stays set while it is (close.go).
+	pendingClose *meta.LedgerMetadata
 }
 
 // pendingAdd is an entry the writer keeps until WriteQuorum bookies of its write set have it.
