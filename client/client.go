@@ -106,7 +106,10 @@ type Config struct {
 	// bookie of the write set (Reader.Read), and how long recovery waits for a bookie's
 	// answer to a write-back before it treats the bookie as slow and, if a spare is
 	// registered, replaces it (as for a failed write-back): a hung bookie then costs this
-	// long instead of RequestTimeout. Default 200 ms; negative disables both.
+	// long instead of RequestTimeout. It is also how long recovery waits, once an entry has
+	// its WriteQuorum-AckQuorum+1 negatives, for the rest of the write set before it decides
+	// the entry absent. Default 200 ms; negative disables all three (recovery then waits for
+	// every answer).
 	SpeculativeTimeout time.Duration
 	// QuarantineTime is how long a bookie that failed a request (or that recovery replaced)
 	// is left out of new ensembles and replacements, unless too few others are available.

@@ -88,17 +88,22 @@
 // last fragment and go on as soon as every write set has WriteQuorum-AckQuorum+1 fenced
 // bookies; take LAC = max(returned LACs, first entry of the last fragment - 1); read entries
 // from LAC+1, 32 at a time, with fencing reads to every bookie of the write set. An entry is
-// present as soon as any bookie returns it with a valid checksum and the right ids; absent as
-// soon as WriteQuorum-AckQuorum+1 bookies answer NoSuchEntry or NoSuchLedger; when every
-// bookie answered and neither holds (timeouts, I/O errors, UnknownLedgerState) recovery
-// stops with ErrRecoveryIncomplete and closes nothing. Nothing waits for an answer it does
-// not need, so a hung bookie costs nothing while the others meet the thresholds. Because
-// every recovery read fences, a negative answer can never turn positive later (BookKeeper
-// #2614, docs/replication.md; client.TestSeed000). Entries found are written back with the recovery flag to
-// their write set (AckQuorum acks each); a bookie that fails a write-back, or does not
-// answer it within Config.SpeculativeTimeout, is replaced by a spare, and the new ensemble
-// is stored only in the closing CAS, at the last entry found. A bookie that has not
-// answered its fence when recovery ends is quarantined.
+// present as soon as any bookie returns it with a valid checksum and the right ids, whatever
+// order the answers come in; it is absent once WriteQuorum-AckQuorum+1 bookies answer
+// NoSuchEntry or NoSuchLedger and every other bookie of the write set has answered too, or
+// stayed silent for Config.SpeculativeTimeout after the negatives (a copy only a silent
+// bookie holds was never acknowledged); when every bookie answered and neither holds
+// (timeouts, I/O errors, UnknownLedgerState) recovery stops with ErrRecoveryIncomplete and
+// closes nothing. Because every recovery read fences, a negative answer can never turn
+// positive later (BookKeeper #2614, docs/replication.md; client.TestSeed000,
+// client.TestRecoveryOneCopyIsPresentInAnyOrder). Entries found are written back with the
+// recovery flag to their write set, and recovery closes once WriteQuorum bookies stored each
+// (it moves on to the next read window at AckQuorum); a bookie that fails a write-back, or
+// does not answer it within Config.SpeculativeTimeout, is replaced by a spare, and the new
+// ensemble is stored only in the closing CAS, at the last entry found. With no spare left, recovery
+// closes with AckQuorum copies only after marking the ledger under-replicated for the
+// missing bookies, before the closing CAS (client.TestRecoveryClosesWithWriteQuorumCopies).
+// A bookie that has not answered its fence when recovery ends is quarantined.
 // The loser of a close race re-reads the metadata and returns the winner's result.
 //
 // # After a bookie is lost: autorecovery and placement
