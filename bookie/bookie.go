@@ -100,6 +100,7 @@ type Bookie struct {
 	ckptMu      sync.Mutex
 	ckptWaiters []*request
 	ckptCount   checkpointCount // which checkpoint covers an unjournaled copy (copy.go)
+	copied      copiedLedgers   // which ledgers each connection copied to (copy.go)
 
 	// The last checkpoint error logged and when; owned by the background
 	// goroutine.

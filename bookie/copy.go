@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/bookie-go/bookie/entrylog"
@@ -17,7 +18,87 @@ import (
 // checkpoint to begin has synced every entry stored before it. Until the
 // copier has that answer, over the connection the copies went over, the
 // ledger's metadata does not name this bookie for them, and a crash that
-// loses them loses nothing a reader depends on.
+// loses them loses nothing a reader depends on. Garbage collection may also
+// take copies away: a CHECKPOINT is answered IOError when a ledger the
+// connection copied to since its last CHECKPOINT was deleted (or is being
+// deleted) since the connection's first copy to it, so the copier never
+// settles copies the bookie no longer holds.
+
+// copiedLedgers remembers, per connection, the ledgers (table entries) it
+// stored unjournaled copies in since its last CHECKPOINT, and, per
+// CHECKPOINT waiting for a checkpoint, the ledgers it answers for. A deleted
+// ledger leaves the table for good: copies after its deletion go to a new
+// entry, so an entry marked deleted proves copies were lost.
+type copiedLedgers struct {
+	mu     sync.Mutex
+	byConn map[*conn]map[*ledger]struct{}
+	byReq  map[*request]map[*ledger]struct{}
+}
+
+// note records that c copied to l. Runs on the event loop.
+func (cl *copiedLedgers) note(c *conn, l *ledger) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	ls := cl.byConn[c]
+	if ls == nil {
+		if cl.byConn == nil {
+			cl.byConn = make(map[*conn]map[*ledger]struct{})
+		}
+		cl.prune()
+		ls = make(map[*ledger]struct{})
+		cl.byConn[c] = ls
+	}
+	ls[l] = struct{}{}
+}
+
+// prune forgets closed connections that copied and never asked for a
+// CHECKPOINT, once there are many. Requires cl.mu held.
+func (cl *copiedLedgers) prune() {
+	if len(cl.byConn) < 64 {
+		return
+	}
+	for c := range cl.byConn {
+		c.mu.Lock()
+		closed := c.closed
+		c.mu.Unlock()
+		if closed {
+			delete(cl.byConn, c)
+		}
+	}
+}
+
+// take moves c's ledgers to CHECKPOINT request r. Runs on the event loop.
+func (cl *copiedLedgers) take(c *conn, r *request) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	ls := cl.byConn[c]
+	if ls == nil {
+		return
+	}
+	delete(cl.byConn, c)
+	if cl.byReq == nil {
+		cl.byReq = make(map[*request]map[*ledger]struct{})
+	}
+	cl.byReq[r] = ls
+}
+
+// lost reports whether a ledger CHECKPOINT request r answers for was
+// deleted, or is being deleted, and forgets r's ledgers.
+func (cl *copiedLedgers) lost(r *request) bool {
+	cl.mu.Lock()
+	ls := cl.byReq[r]
+	delete(cl.byReq, r)
+	cl.mu.Unlock()
+	for l := range ls {
+		l.mu.Lock()
+		gone := l.deleted || l.deleting
+		l.mu.Unlock()
+		if gone {
+			return true
+		}
+	}
+	return false
+}
 
 // checkpointCount numbers the checkpoints, so that a ledger knows when its
 // unjournaled copies are durable: a copy stored when begun was n is covered
@@ -52,6 +133,7 @@ func (b *Bookie) storeUnjournaled(c *conn, h *wire.Header, l *ledger, e *wire.En
 	}
 	// After the Put: a checkpoint that begins from now on flushes it.
 	l.copyCkpt = b.ckptCount.begun.Load() + 1
+	b.copied.note(c, l)
 	l.appended(e.EntryID)
 	l.settleAdds(1)
 	l.lastEntry = max(l.lastEntry, e.EntryID)
@@ -74,6 +156,7 @@ func (b *Bookie) handleCheckpoint(c *conn, h *wire.Header, frame []byte) {
 		return
 	}
 	r := c.newRequest(h, len(frame))
+	b.copied.take(c, r)
 	b.ckptMu.Lock()
 	b.ckptWaiters = append(b.ckptWaiters, r)
 	b.ckptMu.Unlock()
@@ -95,14 +178,18 @@ func (b *Bookie) takeCheckpointWaiters() []*request {
 }
 
 // answerCheckpoint answers the CHECKPOINT requests a checkpoint covered: OK,
-// or IOError when it failed. Requires b.storageMu held (the one
+// or IOError when it failed or a ledger the request's connection copied to
+// was deleted since (see copiedLedgers). Requires b.storageMu held (the one
 // takeCheckpointWaiters was called under). Runs wherever the checkpoint ran.
 func (b *Bookie) answerCheckpoint(rs []*request, err error) {
 	if err == nil {
 		b.ckptCount.synced.Store(b.ckptCount.begun.Load())
 	}
 	for _, r := range rs {
-		if err != nil {
+		if lost := b.copied.lost(r); err != nil || lost {
+			if lost {
+				b.log.Warn("a CHECKPOINT answers for copies to a ledger deleted since: IOError")
+			}
 			b.finish(r, wire.StatusIOError, nil)
 			continue
 		}

@@ -426,6 +426,8 @@ func (b *Bookie) deleteLedger(ctx context.Context, id uint64, v gcVerdict, self 
 		return false, fmt.Errorf("bookie: gc: delete ledger %d from storage: %w", id, err)
 	}
 	b.ledgers.remove(id)
+	b.damage.dropLedger(id)
+	b.metrics.damaged.Set(float64(b.damage.count.Load()))
 	return true, nil
 }
 

@@ -341,3 +341,41 @@ func TestGCNeverDropsAnAddAnsweredOK(t *testing.T) {
 		t.Fatalf("an ADD answered OK during the deletion reads back %v", s)
 	}
 }
+
+// A CHECKPOINT never vouches for copies garbage collection deleted: a connection copies to
+// a ledger that moved away and is not under repair (a copier whose repair was taken over),
+// GC then finds the ledger garbage twice and deletes it, and the connection's CHECKPOINT is
+// answered IOError, so the copier never settles copies the bookie does not hold. Its next
+// CHECKPOINT, with nothing copied since, is OK.
+func TestCheckpointFailsForCopiesOfDeletedLedger(t *testing.T) {
+	g := newGCBed(t, nil)
+	ctx := context.Background()
+	id := g.movedLedger(t, 4)
+	for e := int64(0); e < 5; e++ {
+		if s := g.c.add(testKey, copyFlags, id, e, e-1, copyPayload(e)); s != wire.StatusOK {
+			t.Fatalf("copy %d: %v", e, s)
+		}
+	}
+	other := dial(t, g.b.Addr())
+	live := gcLedger(t, g.store, g.cfg.Listen)
+	if s := other.add(testKey, copyFlags, live, 0, -1, copyPayload(0)); s != wire.StatusOK {
+		t.Fatalf("copy to another ledger: %v", s)
+	}
+	for scan := range 2 {
+		if _, err := g.b.GC(ctx); err != nil {
+			t.Fatalf("scan %d: %v", scan, err)
+		}
+	}
+	if got := checkHeld(t, g.b, id, 0, 5); got != 0 {
+		t.Fatalf("%d copies held after the deletion", got)
+	}
+	if s := g.c.checkpoint(); s != wire.StatusIOError {
+		t.Fatalf("CHECKPOINT after the copied ledger was deleted: %v, want IOError", s)
+	}
+	if s := g.c.checkpoint(); s != wire.StatusOK {
+		t.Fatalf("a second CHECKPOINT, nothing copied since: %v", s)
+	}
+	if s := other.checkpoint(); s != wire.StatusOK {
+		t.Fatalf("CHECKPOINT of a connection whose ledger was not deleted: %v", s)
+	}
+}

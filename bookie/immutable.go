@@ -18,6 +18,13 @@ import (
 // checkpoint has made durable yet, an ADD that is not itself such a copy is
 // journaled again and answered after its sync, since the stored copy it
 // matches may be lost in a power loss (TestDuplicateAddOfUncheckpointedCopyIsDurable).
+// Another: a stored copy that is damaged (the scrubber found it so, or it
+// reads back corrupt) can be compared with nothing. A recovery ADD of the
+// entry (a writer's recovery or a repair's copy, verified against its
+// checksum when it was decoded) replaces it: it is journaled like a new add,
+// even when it is an unjournaled copy, its completion stores it over the
+// damaged one and takes the entry out of the damage set, and it is answered
+// after the sync. Any other ADD of a damaged entry is answered IOError.
 //
 // The common path costs two integer compares: an id at or above both
 // l.appendedNext (one past the highest id appended to the journal) and
@@ -58,6 +65,7 @@ const (
 	entrySame                        // stored with the same checksum: OK
 	entryDiffers                     // stored with another checksum: EntryExists
 	entryFailed                      // the stored copy could not be read: IOError
+	entryDamaged                     // the stored copy is damaged: a recovery add replaces it
 )
 
 // entrySum returns the checksum that ends a sealed entry.
@@ -95,9 +103,10 @@ func settleAdd(l *ledger) {
 
 // addExisting handles an ADD whose id may be stored (l.mayExist): it acts on
 // the connection's verdict for this frame, or starts a check. It returns
-// true when the add is to be journaled. Requires l.mu held. Runs on the
-// event loop.
-func (b *Bookie) addExisting(c *conn, l *ledger, h *wire.Header, e *wire.Entry) (journal bool) {
+// journal true when the add is to be journaled, and replace true when it
+// replaces a damaged stored copy (then it is journaled even when it is an
+// unjournaled copy). Requires l.mu held. Runs on the event loop.
+func (b *Bookie) addExisting(c *conn, l *ledger, h *wire.Header, e *wire.Entry) (journal, replace bool) {
 	sum := entrySum(e.Raw)
 	c.mu.Lock()
 	v := c.verdict
@@ -107,11 +116,17 @@ func (b *Bookie) addExisting(c *conn, l *ledger, h *wire.Header, e *wire.Entry) 
 		v.outcome == entryAbsent && v.gen != l.appendGen {
 		c.awaitingCheck = true
 		go b.checkExisting(c, l, e.LedgerID, e.EntryID, sum)
-		return false
+		return false, false
 	}
 	switch v.outcome {
 	case entryAbsent:
-		return true
+		return true, false
+	case entryDamaged:
+		if h.Flags&wire.FlagRecovery != 0 {
+			b.log.Info("a recovery add replaces a damaged stored entry", "ledger", e.LedgerID, "entry", e.EntryID)
+			return true, true
+		}
+		c.answer(h, wire.StatusIOError)
 	case entrySame:
 		if h.Flags&wire.FlagUnjournaled == 0 && !b.copiesCovered(l) {
 			// The stored copy may be an unjournaled copy no checkpoint has
@@ -119,7 +134,7 @@ func (b *Bookie) addExisting(c *conn, l *ledger, h *wire.Header, e *wire.Entry) 
 			// this add like a new one (storing the same bytes again) and
 			// answer after its sync. A copy is answered OK: its sender
 			// makes it durable with a CHECKPOINT.
-			return true
+			return true, false
 		}
 		// The stored copy was journaled and synced before it was stored,
 		// or a checkpoint made it durable.
@@ -132,7 +147,7 @@ func (b *Bookie) addExisting(c *conn, l *ledger, h *wire.Header, e *wire.Entry) 
 	default:
 		c.answer(h, wire.StatusIOError)
 	}
-	return false
+	return false, false
 }
 
 // checkExisting finds whether entry of ledger l is stored, once no add of
@@ -151,6 +166,8 @@ func (b *Bookie) checkExisting(c *conn, l *ledger, ledgerID uint64, entry int64,
 	l.mu.Unlock()
 	data, err := b.store.Get(ledgerID, entry, nil)
 	switch {
+	case b.damage.has(ledgerID, entry) || errors.Is(err, entrylog.ErrCorrupt):
+		v.outcome = entryDamaged
 	case err == nil && len(data) >= wire.ChecksumSize && entrySum(data) == sum:
 		v.outcome = entrySame
 	case err == nil:

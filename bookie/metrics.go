@@ -48,7 +48,11 @@ type metrics struct {
 	ledgers       prometheus.GaugeFunc
 	scrubBytes    prometheus.Counter
 	scrubDamaged  prometheus.Counter
-	scrubPasses   prometheus.Counter
+	// Damaged entries (scrub.go): repaired by a recovery add, and still
+	// outstanding.
+	damageRepaired prometheus.Counter
+	damaged        prometheus.Gauge
+	scrubPasses    prometheus.Counter
 }
 
 func newMetrics(ledgerCount func() float64) *metrics {
@@ -115,6 +119,11 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		Name: "bookie_scrub_bytes_total", Help: "Entry bytes re-read and verified by the scrubber."})
 	m.scrubDamaged = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_damaged_entries_total", Help: "Entries the scrubber found corrupt or unreadable."})
+	m.damageRepaired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_damaged_entries_repaired_total", Help: "Damaged entries replaced by a recovery ADD of a verified copy."})
+	m.damaged = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "bookie_damaged_entries", Help: "Entries known damaged and not yet repaired (reads answer IOError; LIST_ENTRIES leaves them out)."})
+	m.registry.MustRegister(m.damageRepaired, m.damaged)
 	m.scrubPasses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_passes_total", Help: "Completed scrub passes."})
 	for op := range m.requestsByOp {

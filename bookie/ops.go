@@ -180,10 +180,14 @@ func (b *Bookie) handleAdd(c *conn, h *wire.Header, frame []byte) (retry bool) {
 		return retry
 	}
 	defer l.mu.Unlock()
-	if l.mayExist(req.Entry.EntryID) && !b.addExisting(c, l, h, &req.Entry) {
-		return false
+	replace := false
+	if l.mayExist(req.Entry.EntryID) {
+		var journal bool
+		if journal, replace = b.addExisting(c, l, h, &req.Entry); !journal {
+			return false
+		}
 	}
-	if req.Unjournaled() && b.storeUnjournaled(c, h, l, &req.Entry) {
+	if req.Unjournaled() && !replace && b.storeUnjournaled(c, h, l, &req.Entry) {
 		return false
 	}
 	r := c.newRequest(h, len(frame))
@@ -455,6 +459,12 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			}
 			run.add(b, r.led, r.entry, int64(binary.BigEndian.Uint64(cp.Payload[16:])))
 			b.addReplies = append(b.addReplies, r)
+			if b.damage.repaired(entryKey{r.ledger, r.entry}) {
+				// The cache holds the journaled copy now: reads and
+				// LIST_ENTRIES see it (immutable.go).
+				b.metrics.damageRepaired.Inc()
+				b.metrics.damaged.Set(float64(b.damage.count.Load()))
+			}
 			continue
 		}
 		run.flush(b)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,11 @@ type entryKey struct {
 
 // damage is the set of entries the scrubber found unreadable or corrupt.
 // Reads of them answer IOError (never NoSuchEntry), so clients go to another
-// replica.
+// replica; LIST_ENTRIES leaves them out, so autorecovery's deep audit finds
+// the copy missing and a worker refills it; a recovery ADD of the entry
+// replaces the damaged copy (journaled like a new add), and its completion
+// takes the entry out of the set (immutable.go). The set lives in memory: a
+// restart forgets it, and the next scrub finds what is still damaged.
 type damage struct {
 	mu      sync.RWMutex
 	entries map[entryKey]error // protected by mu
@@ -40,6 +45,53 @@ func (d *damage) add(k entryKey, err error) bool {
 	d.entries[k] = err
 	d.count.Store(int64(len(d.entries)))
 	return true
+}
+
+// repaired takes k out of the set and reports whether it was in it.
+func (d *damage) repaired(k entryKey) bool {
+	if d.count.Load() == 0 {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.entries[k]; !ok {
+		return false
+	}
+	delete(d.entries, k)
+	d.count.Store(int64(len(d.entries)))
+	return true
+}
+
+// dropLedger forgets the damaged entries of a deleted ledger.
+func (d *damage) dropLedger(ledger uint64) {
+	if d.count.Load() == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k := range d.entries {
+		if k.ledger == ledger {
+			delete(d.entries, k)
+		}
+	}
+	d.count.Store(int64(len(d.entries)))
+}
+
+// ofLedger returns the damaged entries of ledger, sorted; nil if none.
+func (d *damage) ofLedger(ledger uint64) []int64 {
+	if d.count.Load() == 0 {
+		return nil
+	}
+	d.mu.RLock()
+	var ids []int64
+	for k := range d.entries {
+		if k.ledger == ledger {
+			ids = append(ids, k.entry)
+		}
+	}
+	d.mu.RUnlock()
+	slices.Sort(ids)
+	return ids
 }
 
 // has reports whether an entry is known damaged. Lock-free while none is.
@@ -74,8 +126,8 @@ type ScrubStats struct {
 // ScrubBytesPerSec, and checks each against both checksums (the entry log
 // record's and the entry's own xxhash64) and against the ledger and entry id
 // the index filed it under. Damaged entries are logged, counted in
-// bookie_scrub_damaged_entries_total and remembered, so reads of them answer
-// IOError. Entries still in the write cache are not scrubbed (they have not
+// bookie_scrub_damaged_entries_total and remembered (see damage), so reads
+// of them answer IOError and LIST_ENTRIES leaves them out. Entries still in the write cache are not scrubbed (they have not
 // been written yet).
 func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 	var st ScrubStats
@@ -108,6 +160,7 @@ func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 				st.Damaged++
 				if b.damage.add(entryKey{id, entry}, err) {
 					b.metrics.scrubDamaged.Inc()
+					b.metrics.damaged.Set(float64(b.damage.count.Load()))
 					b.log.Error("scrub: damaged entry", "ledger", id, "entry", entry, "err", err)
 				}
 			}
