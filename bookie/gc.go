@@ -62,11 +62,14 @@ import (
 
 // GCStats reports one garbage collection scan.
 type GCStats struct {
-	Ledgers int           `json:"ledgers"` // ledgers looked up
-	Garbage int           `json:"garbage"` // found garbage this scan (deleted or waiting out the grace period)
-	Deleted int           `json:"deleted"` // deleted
-	Vetoed  int           `json:"vetoed"`  // not deleted: written, or no longer garbage, since the verdict
-	Took    time.Duration `json:"tookNanoseconds"`
+	Ledgers int `json:"ledgers"` // ledgers looked up
+	Garbage int `json:"garbage"` // found garbage this scan (deleted or waiting out the grace period)
+	Deleted int `json:"deleted"` // deleted
+	Vetoed  int `json:"vetoed"`  // not deleted: written, or no longer garbage, since the verdict
+	// BadMetadata counts ledgers kept because their stored metadata is not valid
+	// (meta.ErrBadMetadata): never a verdict, and the scan goes on past them.
+	BadMetadata int           `json:"badMetadata"`
+	Took        time.Duration `json:"tookNanoseconds"`
 }
 
 // gcVerdict is what GC noted when it first found a ledger garbage.
@@ -261,7 +264,15 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 		st.Ledgers++
 		l, touched := b.gcTouched(id) // before the read: a write after it vetoes
 		garbage, err := b.garbage(ctx, id, self, stable)
-		if err != nil {
+		if errors.Is(err, meta.ErrBadMetadata) {
+			// Metadata that does not decode or breaks the rules proves
+			// nothing: keep the ledger, and go on with the others, so one
+			// hostile value cannot stop every scan on this bookie.
+			st.BadMetadata++
+			b.metrics.gcBadMetadata.Inc()
+			b.log.Warn("gc: keeping a ledger whose metadata is not valid", "ledger", id, "err", err)
+			garbage = false
+		} else if err != nil {
 			return st, err
 		}
 		if !garbage {
@@ -394,9 +405,23 @@ func (b *Bookie) deleteLedger(ctx context.Context, id uint64, v gcVerdict, self 
 			b.unclaim(l)
 		}
 	}()
-	if garbage, err := b.garbage(ctx, id, self, stable); err != nil || !garbage {
+	if garbage, err := b.garbage(ctx, id, self, stable); errors.Is(err, meta.ErrBadMetadata) {
+		return false, nil // no longer provably garbage: a veto, and the scan goes on
+	} else if err != nil || !garbage {
 		return false, err
 	}
+	deleted, err := b.removeClaimed(ctx, l)
+	return deleted, err
+}
+
+// removeClaimed deletes ledger l, which the caller claimed (claim): it
+// journals the deletion and waits for its sync, deletes the ledger from
+// storage and drops it from the table. It reports whether the deletion
+// record is durable: from then on the ledger stays claimed, refusing writes,
+// whatever happens (a restart replays the deletion). Holds storageMu from
+// the record to the storage delete so no checkpoint runs in between.
+func (b *Bookie) removeClaimed(ctx context.Context, l *ledger) (bool, error) {
+	id := l.id
 	b.storageMu.Lock()
 	defer b.storageMu.Unlock()
 	var buf [8]byte
@@ -419,11 +444,8 @@ func (b *Bookie) deleteLedger(ctx context.Context, id uint64, v gcVerdict, self 
 	if err := <-done; err != nil {
 		return false, fmt.Errorf("bookie: gc: journal the deletion of ledger %d: %w", id, err)
 	}
-	// The record is durable: from here the ledger stays claimed, refusing
-	// writes, whatever happens (a restart replays the deletion).
-	deleted = true
 	if err := b.store.DeleteLedger(id); err != nil {
-		return false, fmt.Errorf("bookie: gc: delete ledger %d from storage: %w", id, err)
+		return true, fmt.Errorf("bookie: gc: delete ledger %d from storage: %w", id, err)
 	}
 	b.ledgers.remove(id)
 	b.damage.dropLedger(id)

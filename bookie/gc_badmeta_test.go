@@ -30,9 +30,9 @@ func TestGCKeepsLedgersWithBadMetadata(t *testing.T) {
 	c := dial(t, b.Addr())
 
 	payload := func(l uint64, e int64) []byte { return bytes.Repeat([]byte{byte(l), byte(e)}, 100) }
-	// A scan stops at the first ledger whose metadata it cannot read, so each hostile value
-	// gets its turn as the only one: it is written, scanned past the grace period, checked,
-	// and then replaced by a valid value naming this bookie before the next.
+	// Each hostile value gets its turn as the only one: it is written, scanned past the
+	// grace period, checked, and then replaced by a valid value naming this bookie before
+	// the next.
 	for _, h := range metatest.HostileLedgers() {
 		id := gcLedger(t, store, cfg.Listen)
 		for e := int64(0); e < 10; e++ {
@@ -63,5 +63,53 @@ func TestGCKeepsLedgersWithBadMetadata(t *testing.T) {
 			}
 		}
 		metatest.PutLedgerValue(t, store, valid)
+	}
+}
+
+// TestGCGoesOnPastBadMetadata: a ledger with hostile metadata is kept and counted, and the
+// scan goes on past it: a ledger after it whose metadata is gone is still deleted. Before,
+// the first bad value ended every scan, so nothing after it was ever collected.
+func TestGCGoesOnPastBadMetadata(t *testing.T) {
+	srv := metatest.StartServer(t)
+	store := metatest.Open(t, srv.Endpoint()).(*meta.EtcdStore)
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir())
+	cfg.Listen = freePort(t)
+	cfg.Metadata = srv.Endpoint()
+	cfg.GCInterval = -1
+	cfg.GCGracePeriod = Duration(time.Nanosecond)
+	b := startBookie(t, cfg)
+	c := dial(t, b.Addr())
+
+	bad, gone := gcLedger(t, store, cfg.Listen), gcLedger(t, store, cfg.Listen) // bad < gone: scanned first
+	for _, id := range []uint64{bad, gone} {
+		if s := c.add(testKey, 0, id, 0, -1, []byte("entry")); s != wire.StatusOK {
+			t.Fatalf("add %d/0: %v", id, s)
+		}
+	}
+	md := metatest.ValidLedger()
+	md.ID, md.State, md.LastEntryID = bad, meta.StateClosed, 0
+	md.EnsembleSize = 0 // hostile: a valid checksum, an impossible ledger
+	metatest.PutLedgerValue(t, store, md)
+	if err := store.DeleteLedger(ctx, gone, meta.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	var total GCStats
+	for scan := range 2 {
+		st, err := b.GC(ctx)
+		if err != nil {
+			t.Fatalf("scan %d: %v; a bad ledger must not stop the scan", scan, err)
+		}
+		total.BadMetadata += st.BadMetadata
+		total.Deleted += st.Deleted
+	}
+	if total.BadMetadata != 2 || total.Deleted != 1 {
+		t.Fatalf("two scans: %d bad-metadata verdicts (want 2) and %d deletions (want 1, the ledger whose metadata is gone)", total.BadMetadata, total.Deleted)
+	}
+	if _, s := c.read(0, gone, 0); s != wire.StatusNoSuchLedger {
+		t.Fatalf("read of the deleted ledger: %v, want NoSuchLedger", s)
+	}
+	if r, s := c.read(0, bad, 0); s != wire.StatusOK || string(r.Entry.Payload) != "entry" {
+		t.Fatalf("read of the ledger with bad metadata: %v; it must be kept", s)
 	}
 }

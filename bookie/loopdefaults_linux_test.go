@@ -131,7 +131,12 @@ func testLoopDiskDefaults(t *testing.T, size int64) {
 	// Delete the ledger that filled the disk, as garbage collection does,
 	// and compact: the flush and the space are freed.
 	before := freeBytes()
-	if err := b.deleteLedger(context.Background(), doomed); err != nil {
+	l, touched := b.gcTouched(doomed)
+	claimed := b.claim(doomed, gcVerdict{l: l, touched: touched})
+	if claimed == nil {
+		t.Fatal("delete on the full disk: the ledger could not be claimed")
+	}
+	if _, err := b.removeClaimed(context.Background(), claimed); err != nil {
 		t.Fatalf("delete on the full disk: %v", err)
 	}
 	if _, err := b.store.Compact(context.Background()); err != nil {

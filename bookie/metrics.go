@@ -38,6 +38,7 @@ type metrics struct {
 	gcScans       prometheus.Counter
 	gcDeleted     prometheus.Counter
 	gcVetoed      prometheus.Counter
+	gcBadMetadata prometheus.Counter
 	cutConns      *prometheus.CounterVec // by reason
 	readOnly      prometheus.Gauge
 	checkpoints   prometheus.Counter
@@ -114,7 +115,9 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		Name: "bookie_gc_ledgers_deleted_total", Help: "Ledgers deleted by garbage collection (metadata gone, or closed without this bookie)."})
 	m.gcVetoed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_gc_deletions_vetoed_total", Help: "Ledgers garbage collection was about to delete and kept: written to, or no longer garbage, since its verdict."})
-	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted, m.gcVetoed)
+	m.gcBadMetadata = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_gc_bad_metadata_total", Help: "Ledgers a garbage collection scan kept because their stored metadata is not valid."})
+	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted, m.gcVetoed, m.gcBadMetadata)
 	m.scrubBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_bytes_total", Help: "Entry bytes re-read and verified by the scrubber."})
 	m.scrubDamaged = prometheus.NewCounter(prometheus.CounterOpts{
