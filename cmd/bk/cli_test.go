@@ -235,7 +235,7 @@ func TestLedgerWriteFailureNamesOpenLedger(t *testing.T) {
 	stdin, feed := io.Pipe()
 	done := make(chan bkResult, 1)
 	go func() {
-		done <- runBK(t, stdin, nil, "ledger", "write", "--metadata", lc.Endpoint(),
+		done <- runBK(t, stdin, nil, "ledger", "write", "--metadata", lc.Endpoint(), "--timeout", "5s",
 			"--ensemble", "1", "--write-quorum", "1", "--ack-quorum", "1")
 	}()
 	// ledger write creates the ledger before it reads stdin.
@@ -510,7 +510,7 @@ func TestBookieStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	id, _, err := writeLines(ctx, cl, strings.NewReader("a\nb\n"), client.LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2})
+	id, _, err := writeLines(ctx, cl, strings.NewReader("a\nb\n"), client.LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
