@@ -326,9 +326,17 @@ func TestLedgerReadRangesAndJSON(t *testing.T) {
 		{[]string{"--last", "2"}, want(2, 3)},
 		{[]string{"--to", "1", "--last", "1"}, want(1)},
 		{[]string{"--from", "9"}, nil},
+		{[]string{"--last", "0"}, nil},
 	} {
 		if got := read(c.args...); strings.Join(got, "|") != strings.Join(c.want, "|") {
 			t.Errorf("read %v = %q, want %q", c.args, got, c.want)
+		}
+	}
+	// Ranges that cannot hold an entry are usage errors, not empty output.
+	for _, args := range [][]string{{"--from", "3", "--to", "1"}, {"--last", "-1"}, {"--from", "-2"}} {
+		r := runBK(t, nil, env, append([]string{"ledger", "read", id}, args...)...)
+		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, args[0]) {
+			t.Errorf("read %v: exit %d, stdout %q, stderr %q; want a usage error naming %s", args, r.code, r.stdout, r.stderr, args[0])
 		}
 	}
 	if r := runBK(t, nil, env, "ledger", "read", id); r.stdout != strings.Join(lines, "\n")+"\n" {
@@ -371,14 +379,15 @@ func TestLedgerReadRangesAndJSON(t *testing.T) {
 // TestReadRange pins how --from, --to and --last combine.
 func TestReadRange(t *testing.T) {
 	for _, c := range []struct{ from, to, last, lac, first, end int64 }{
-		{0, -1, 0, 9, 0, 9},
-		{3, -1, 0, 9, 3, 9},
-		{0, 5, 0, 9, 0, 5},
-		{0, 20, 0, 9, 0, 9},
+		{0, -1, -1, 9, 0, 9},
+		{3, -1, -1, 9, 3, 9},
+		{0, 5, -1, 9, 0, 5},
+		{0, 20, -1, 9, 0, 9},
 		{0, -1, 3, 9, 7, 9},
 		{8, -1, 5, 9, 8, 9},
 		{0, 4, 2, 9, 3, 4},
-		{0, -1, 0, -1, 0, -1}, // empty ledger: nothing
+		{0, -1, 0, 9, 10, 9},   // --last 0: nothing
+		{0, -1, -1, -1, 0, -1}, // empty ledger: nothing
 	} {
 		if first, end := readRange(c.from, c.to, c.last, c.lac); first != c.first || end != c.end {
 			t.Errorf("readRange(from %d, to %d, last %d, lac %d) = %d..%d, want %d..%d",

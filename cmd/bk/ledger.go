@@ -62,7 +62,7 @@ var ledgerVerbs = []ledgerVerb{
 		flags: func(fs *flag.FlagSet, o *ledgerOpts) {
 			fs.Int64Var(&o.from, "from", 0, "first entry id")
 			fs.Int64Var(&o.to, "to", -1, "last entry id (default: the last confirmed)")
-			fs.Int64Var(&o.last, "last", 0, "only the last N entries")
+			fs.Int64Var(&o.last, "last", 0, "only the last N entries (0: none; default: every entry in the range)")
 		}, run: ledgerRead},
 	{name: "tail", args: "ID", needID: true, summary: "follow an open ledger, printing entries as they are confirmed",
 		flags: func(fs *flag.FlagSet, o *ledgerOpts) {
@@ -130,6 +130,10 @@ func runLedger(args []string) error {
 		}
 		return errUsage
 	}
+	if err := o.checkRange(fs); err != nil {
+		fmt.Fprintf(os.Stderr, "bk ledger %s: %v\n", name, err)
+		return errUsage
+	}
 	switch {
 	case verb.needID && len(pos) != 1:
 		return fmt.Errorf("%s needs one ledger id (bk ledger %s %s)", name, name, verb.args)
@@ -166,6 +170,30 @@ func runLedger(args []string) error {
 		return fmt.Errorf("ledger %d does not exist", o.id)
 	}
 	return err
+}
+
+// checkRange checks --from, --to and --last once fs is parsed, and sets
+// o.last to -1 (every entry) when --last was not given.
+func (o *ledgerOpts) checkRange(fs *flag.FlagSet) error {
+	if o.from < 0 {
+		return fmt.Errorf("--from %d: want an entry id, 0 or more", o.from)
+	}
+	if fs.Lookup("to") == nil { // a verb without --to and --last
+		return nil
+	}
+	lastSet := false
+	fs.Visit(func(f *flag.Flag) { lastSet = lastSet || f.Name == "last" })
+	switch {
+	case o.to < -1:
+		return fmt.Errorf("--to %d: want an entry id, 0 or more", o.to)
+	case o.to >= 0 && o.from > o.to:
+		return fmt.Errorf("--from %d is after --to %d: no entries between", o.from, o.to)
+	case lastSet && o.last < 0:
+		return fmt.Errorf("--last %d: want 0 or more", o.last)
+	case !lastSet:
+		o.last = -1
+	}
+	return nil
 }
 
 // emit writes v as one line of JSON.
@@ -285,14 +313,14 @@ func ledgerRead(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
 }
 
 // readRange returns the entries read shows: from..to (to < 0: the last
-// confirmed entry, lac), or with last > 0 only the last that many of them.
-// first > last means none.
+// confirmed entry, lac), or with last >= 0 only the last that many of them
+// (last 0: none, as tail -n 0). first > end means none.
 func readRange(from, to, last, lac int64) (first, end int64) {
 	first, end = max(from, 0), lac
 	if to >= 0 {
 		end = min(to, lac)
 	}
-	if last > 0 {
+	if last >= 0 {
 		first = max(first, end-last+1)
 	}
 	return first, end
