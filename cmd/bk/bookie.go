@@ -18,6 +18,9 @@ func init() {
 	register("bookie", "run a bookie; bookie status|ledgers|config ... to look at one", runBookie)
 }
 
+// bookieVerbs are the words bk bookie takes before its flags.
+var bookieVerbs = []string{"config", "status", "ledgers", "decommission", "recommission"}
+
 const bookieUsage = `usage: bk bookie [flags]                   run a bookie
        bk bookie config --print [flags]    print the effective config (file, flags and defaults) as JSON
        bk bookie config --check [flags]    validate the config and that its ports can be bound, then exit

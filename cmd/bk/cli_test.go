@@ -670,9 +670,13 @@ func TestBashCompletion(t *testing.T) {
 	os.WriteFile(script, []byte(r.stdout), 0o644)
 	complete := func(words ...string) string {
 		t.Helper()
+		// The script runs COMP_WORDS[0] for flags: this test binary is bk.
+		words[0] = os.Args[0]
 		line := "source " + script + "; COMP_WORDS=(" + strings.Join(words, " ") + "); COMP_CWORD=" +
 			strconv.Itoa(len(words)-1) + "; _bk; echo \"${COMPREPLY[*]}\""
-		out, err := exec.Command(bash, "--norc", "-c", line).CombinedOutput()
+		cmd := exec.Command(bash, "--norc", "-c", line)
+		cmd.Env = cleanEnv(t, nil)
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("bash: %v: %s", err, out)
 		}
@@ -689,6 +693,47 @@ func TestBashCompletion(t *testing.T) {
 	}
 	if got := complete("bk", "ver"); got != "verify version" {
 		t.Errorf("bk ver<TAB> = %q", got)
+	}
+	for _, c := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"bk", "au"}, "autorecovery"},
+		{[]string{"bk", "co"}, "completion cookie"},
+		{[]string{"bk", "autorecovery", "s"}, "status"},
+		{[]string{"bk", "cookie", ""}, "delete"},
+		{[]string{"bk", "completion", ""}, "bash zsh"},
+		// Flags come from the command's own help, with the verb's.
+		{[]string{"bk", "ledger", "read", "--fr"}, "--from"},
+		{[]string{"bk", "ledger", "read", "7", "--la"}, "--last"},
+		{[]string{"bk", "ledger", "write", "--wr"}, "--write-quorum"},
+		{[]string{"bk", "gc", "--sta"}, "--status"},
+		{[]string{"bk", "bookie", "status", "--al"}, "--all"},
+		{[]string{"bk", "inspect", "journal", "--rec"}, "--records"},
+		{[]string{"bk", "cookie", "delete", "--fo"}, "--force"},
+	} {
+		if got := complete(c.words...); got != c.want {
+			t.Errorf("%s<TAB> = %q, want %q", strings.Join(c.words, " "), got, c.want)
+		}
+	}
+}
+
+// TestZshCompletion: bk completion zsh prints a script (the bash one behind
+// zsh's bashcompinit) that zsh, where installed, loads without error.
+func TestZshCompletion(t *testing.T) {
+	r := runBK(t, nil, nil, "completion", "zsh")
+	if r.code != 0 || !strings.Contains(r.stdout, "bashcompinit") || !strings.Contains(r.stdout, "complete -o default -F _bk bk") {
+		t.Fatalf("bk completion zsh: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		t.Skip("no zsh on this machine to load the script in (the script is checked above)")
+	}
+	script := filepath.Join(t.TempDir(), "bk.zsh")
+	os.WriteFile(script, []byte(r.stdout), 0o644)
+	out, err := exec.Command(zsh, "-f", "-c", "source "+script+" && complete -p bk").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "_bk") {
+		t.Fatalf("zsh: %v: %s", err, out)
 	}
 }
 
