@@ -523,13 +523,73 @@ func TestBookieStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = runBK(t, nil, env, "bookie", "ledgers", a1, "--json")
-	var held []bookie.LedgerState
-	if err := json.Unmarshal([]byte(r.stdout), &held); err != nil || r.code != 0 {
-		t.Fatalf("bookie ledgers: exit %d, %v, %q %q", r.code, err, r.stdout, r.stderr)
+	// Several admin addresses, as bk bookie status takes them.
+	r = runBK(t, nil, env, "bookie", "ledgers", a0, a1, "--json")
+	if r.code != 0 {
+		t.Fatalf("bookie ledgers: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
-	if len(held) != 1 || held[0].ID != id || held[0].LastEntry != 1 {
-		t.Fatalf("bookie ledgers = %+v, want ledger %d with last entry 1", held, id)
+	dec = json.NewDecoder(strings.NewReader(r.stdout))
+	for _, a := range []string{a0, a1} {
+		var row bookieLedgers
+		if err := dec.Decode(&row); err != nil {
+			t.Fatalf("bookie ledgers: %v in %q", err, r.stdout)
+		}
+		if row.Admin != a || len(row.Ledgers) != 1 || row.Ledgers[0].ID != id || row.Ledgers[0].LastEntry != 1 {
+			t.Fatalf("bookie ledgers of %s = %+v, want ledger %d with last entry 1", a, row, id)
+		}
+	}
+	r = runBK(t, nil, env, "bookie", "ledgers", a1, dead)
+	if r.code != 1 || !strings.Contains(r.stdout, a1+"  "+strconv.FormatUint(id, 10)) || !strings.Contains(r.stdout, dead+"  UNREACHABLE") {
+		t.Fatalf("bookie ledgers with one unreachable: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// TestBookieReadOnlyCommand: bk bookie read-only ADDR on|off sets and lifts
+// the operator's read-only reason through the admin endpoint, with the
+// cluster secret as the other admin commands send it, and bk bookie -h
+// lists the verbs.
+func TestBookieReadOnlyCommand(t *testing.T) {
+	secret := "read-only secret"
+	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Configure: func(_ int, cfg *bookie.Config) { cfg.Admin, cfg.Secret = "127.0.0.1:0", []byte(secret) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	b0, a0 := lc.Bookies[0], lc.Bookies[0].AdminAddr()
+	env := []string{"BK_CLUSTER_SECRET=" + secret}
+	if r := runBK(t, nil, nil, "bookie", "read-only", a0, "on"); r.code != 1 || !strings.Contains(r.stdout, "the cluster has a secret") {
+		t.Fatalf("read-only without the secret: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if ro, _ := b0.ReadOnly(); ro {
+		t.Fatal("a request without the secret made the bookie read-only")
+	}
+	r := runBK(t, nil, env, "bookie", "read-only", a0, "on")
+	if ro, why := b0.ReadOnly(); r.code != 0 || !ro || !strings.Contains(r.stdout, "read-only: "+why) {
+		t.Fatalf("read-only on: exit %d, stdout %q, stderr %q; bookie read-only %v (%s)", r.code, r.stdout, r.stderr, ro, why)
+	}
+	if ro, _ := lc.Bookies[1].ReadOnly(); ro {
+		t.Fatal("read-only on one admin address changed another bookie")
+	}
+	r = runBK(t, nil, env, "bookie", "read-only", "--json", a0, "off")
+	var row bookieStatus
+	if err := json.Unmarshal([]byte(r.stdout), &row); err != nil || r.code != 0 || row.Status == nil || row.Status.ReadOnly {
+		t.Fatalf("read-only off --json: exit %d, %v, stdout %q", r.code, err, r.stdout)
+	}
+	if ro, why := b0.ReadOnly(); ro {
+		t.Fatalf("still read-only after off: %s", why)
+	}
+	for _, args := range [][]string{{a0}, {a0, "maybe"}, {}} {
+		if r := runBK(t, nil, env, append([]string{"bookie", "read-only"}, args...)...); r.code != 2 || !strings.Contains(r.stderr, "on|off") {
+			t.Errorf("read-only %q: exit %d, stderr %q; want a usage error", args, r.code, r.stderr)
+		}
+	}
+	r = runBK(t, nil, nil, "bookie", "-h")
+	for _, verb := range bookieVerbs {
+		if r.code != 0 || !strings.Contains(r.stderr, "bk bookie "+verb+" ") {
+			t.Errorf("bk bookie -h: exit %d, does not list %q: %s", r.code, verb, r.stderr)
+		}
 	}
 }
 
