@@ -635,6 +635,25 @@ func TestREADMEFollowUp(t *testing.T) {
 	}
 }
 
+// TestREADMEListsEveryCommand: the README's row for cmd/bk names every
+// command bk has.
+func TestREADMEListsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, row, ok := strings.Cut(string(readme), "\n| `cmd/bk` |")
+	if !ok {
+		t.Fatal("README: no row for cmd/bk in the layout table")
+	}
+	row, _, _ = strings.Cut(row, "\n")
+	for _, c := range commands {
+		if !strings.Contains(row, "`"+c.name+"`") {
+			t.Errorf("README's cmd/bk row does not list bk %s: %s", c.name, row)
+		}
+	}
+}
+
 // TestREADMEGoExamples: every Go block of the README's client section,
 // indented one tab, appears line for line in client/example_test.go, whose
 // examples go test runs and checks the output of; so the README's client
