@@ -15,18 +15,25 @@ import (
 )
 
 func init() {
-	register("bookie", "run a bookie; bookie status|ledgers|config ... to look at one", runBookie)
+	register("bookie", "run a bookie; bookie status|ledgers|read-only|config|decommission ... to look at or manage one", runBookie)
 }
+
+// bookieVerbs are the words bk bookie takes before its flags.
+var bookieVerbs = []string{"config", "status", "ledgers", "read-only", "decommission", "recommission"}
 
 const bookieUsage = `usage: bk bookie [flags]                   run a bookie
        bk bookie config --print [flags]    print the effective config (file, flags and defaults) as JSON
        bk bookie config --check [flags]    validate the config and that its ports can be bound, then exit
        bk bookie status [ADMIN-ADDR ...]   health, version, uptime, read-only and why, disk, ledgers, sizes
-       bk bookie ledgers [ADMIN-ADDR]      the ledgers one bookie holds: last entry, LAC, fenced, limbo
+       bk bookie ledgers [ADMIN-ADDR ...]  the ledgers each bookie holds: last entry, LAC, fenced, limbo
+       bk bookie read-only [ADMIN-ADDR ...] on|off
+                                           make bookies refuse adds, or lift that (other reasons stay)
        bk bookie decommission BOOKIE-ID    re-replicate everything a bookie holds elsewhere, then remove its registration and cookie for good
        bk bookie recommission BOOKIE-ID    let a decommissioned id register again (new storage)
 
-Run 'bk bookie -h' or 'bk bookie <config|status|ledgers> -h' for flags.`
+The verbs that talk to a running bookie take admin addresses (default 127.0.0.1:8181),
+or --all or --bookie ID to find them in the metadata store.
+Run 'bk bookie <verb> -h' for a verb's flags.`
 
 func runBookie(args []string) error {
 	if len(args) > 0 {
@@ -37,6 +44,8 @@ func runBookie(args []string) error {
 			return runBookieStatus(args[1:])
 		case "ledgers":
 			return runBookieLedgers(args[1:])
+		case "read-only":
+			return runBookieReadOnly(args[1:])
 		case "decommission":
 			return runBookieDecommission(args[1:])
 		case "recommission":
@@ -47,6 +56,10 @@ func runBookie(args []string) error {
 		}
 	}
 	fs := flag.NewFlagSet("bookie", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nflags of bk bookie (running one):\n", bookieUsage)
+		fs.PrintDefaults()
+	}
 	bf := addBookieFlags(fs)
 	fs.Parse(args)
 	if fs.NArg() > 0 {

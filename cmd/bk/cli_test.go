@@ -235,7 +235,7 @@ func TestLedgerWriteFailureNamesOpenLedger(t *testing.T) {
 	stdin, feed := io.Pipe()
 	done := make(chan bkResult, 1)
 	go func() {
-		done <- runBK(t, stdin, nil, "ledger", "write", "--metadata", lc.Endpoint(),
+		done <- runBK(t, stdin, nil, "ledger", "write", "--metadata", lc.Endpoint(), "--timeout", "5s",
 			"--ensemble", "1", "--write-quorum", "1", "--ack-quorum", "1")
 	}()
 	// ledger write creates the ledger before it reads stdin.
@@ -326,9 +326,17 @@ func TestLedgerReadRangesAndJSON(t *testing.T) {
 		{[]string{"--last", "2"}, want(2, 3)},
 		{[]string{"--to", "1", "--last", "1"}, want(1)},
 		{[]string{"--from", "9"}, nil},
+		{[]string{"--last", "0"}, nil},
 	} {
 		if got := read(c.args...); strings.Join(got, "|") != strings.Join(c.want, "|") {
 			t.Errorf("read %v = %q, want %q", c.args, got, c.want)
+		}
+	}
+	// Ranges that cannot hold an entry are usage errors, not empty output.
+	for _, args := range [][]string{{"--from", "3", "--to", "1"}, {"--last", "-1"}, {"--from", "-2"}} {
+		r := runBK(t, nil, env, append([]string{"ledger", "read", id}, args...)...)
+		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, args[0]) {
+			t.Errorf("read %v: exit %d, stdout %q, stderr %q; want a usage error naming %s", args, r.code, r.stdout, r.stderr, args[0])
 		}
 	}
 	if r := runBK(t, nil, env, "ledger", "read", id); r.stdout != strings.Join(lines, "\n")+"\n" {
@@ -371,14 +379,15 @@ func TestLedgerReadRangesAndJSON(t *testing.T) {
 // TestReadRange pins how --from, --to and --last combine.
 func TestReadRange(t *testing.T) {
 	for _, c := range []struct{ from, to, last, lac, first, end int64 }{
-		{0, -1, 0, 9, 0, 9},
-		{3, -1, 0, 9, 3, 9},
-		{0, 5, 0, 9, 0, 5},
-		{0, 20, 0, 9, 0, 9},
+		{0, -1, -1, 9, 0, 9},
+		{3, -1, -1, 9, 3, 9},
+		{0, 5, -1, 9, 0, 5},
+		{0, 20, -1, 9, 0, 9},
 		{0, -1, 3, 9, 7, 9},
 		{8, -1, 5, 9, 8, 9},
 		{0, 4, 2, 9, 3, 4},
-		{0, -1, 0, -1, 0, -1}, // empty ledger: nothing
+		{0, -1, 0, 9, 10, 9},   // --last 0: nothing
+		{0, -1, -1, -1, 0, -1}, // empty ledger: nothing
 	} {
 		if first, end := readRange(c.from, c.to, c.last, c.lac); first != c.first || end != c.end {
 			t.Errorf("readRange(from %d, to %d, last %d, lac %d) = %d..%d, want %d..%d",
@@ -510,17 +519,77 @@ func TestBookieStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	id, _, err := writeLines(ctx, cl, strings.NewReader("a\nb\n"), client.LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2})
+	id, _, err := writeLines(ctx, cl, strings.NewReader("a\nb\n"), client.LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = runBK(t, nil, env, "bookie", "ledgers", a1, "--json")
-	var held []bookie.LedgerState
-	if err := json.Unmarshal([]byte(r.stdout), &held); err != nil || r.code != 0 {
-		t.Fatalf("bookie ledgers: exit %d, %v, %q %q", r.code, err, r.stdout, r.stderr)
+	// Several admin addresses, as bk bookie status takes them.
+	r = runBK(t, nil, env, "bookie", "ledgers", a0, a1, "--json")
+	if r.code != 0 {
+		t.Fatalf("bookie ledgers: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
-	if len(held) != 1 || held[0].ID != id || held[0].LastEntry != 1 {
-		t.Fatalf("bookie ledgers = %+v, want ledger %d with last entry 1", held, id)
+	dec = json.NewDecoder(strings.NewReader(r.stdout))
+	for _, a := range []string{a0, a1} {
+		var row bookieLedgers
+		if err := dec.Decode(&row); err != nil {
+			t.Fatalf("bookie ledgers: %v in %q", err, r.stdout)
+		}
+		if row.Admin != a || len(row.Ledgers) != 1 || row.Ledgers[0].ID != id || row.Ledgers[0].LastEntry != 1 {
+			t.Fatalf("bookie ledgers of %s = %+v, want ledger %d with last entry 1", a, row, id)
+		}
+	}
+	r = runBK(t, nil, env, "bookie", "ledgers", a1, dead)
+	if r.code != 1 || !strings.Contains(r.stdout, a1+"  "+strconv.FormatUint(id, 10)) || !strings.Contains(r.stdout, dead+"  UNREACHABLE") {
+		t.Fatalf("bookie ledgers with one unreachable: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// TestBookieReadOnlyCommand: bk bookie read-only ADDR on|off sets and lifts
+// the operator's read-only reason through the admin endpoint, with the
+// cluster secret as the other admin commands send it, and bk bookie -h
+// lists the verbs.
+func TestBookieReadOnlyCommand(t *testing.T) {
+	secret := "read-only secret"
+	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Configure: func(_ int, cfg *bookie.Config) { cfg.Admin, cfg.Secret = "127.0.0.1:0", []byte(secret) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	b0, a0 := lc.Bookies[0], lc.Bookies[0].AdminAddr()
+	env := []string{"BK_CLUSTER_SECRET=" + secret}
+	if r := runBK(t, nil, nil, "bookie", "read-only", a0, "on"); r.code != 1 || !strings.Contains(r.stdout, "the cluster has a secret") {
+		t.Fatalf("read-only without the secret: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if ro, _ := b0.ReadOnly(); ro {
+		t.Fatal("a request without the secret made the bookie read-only")
+	}
+	r := runBK(t, nil, env, "bookie", "read-only", a0, "on")
+	if ro, why := b0.ReadOnly(); r.code != 0 || !ro || !strings.Contains(r.stdout, "read-only: "+why) {
+		t.Fatalf("read-only on: exit %d, stdout %q, stderr %q; bookie read-only %v (%s)", r.code, r.stdout, r.stderr, ro, why)
+	}
+	if ro, _ := lc.Bookies[1].ReadOnly(); ro {
+		t.Fatal("read-only on one admin address changed another bookie")
+	}
+	r = runBK(t, nil, env, "bookie", "read-only", "--json", a0, "off")
+	var row bookieStatus
+	if err := json.Unmarshal([]byte(r.stdout), &row); err != nil || r.code != 0 || row.Status == nil || row.Status.ReadOnly {
+		t.Fatalf("read-only off --json: exit %d, %v, stdout %q", r.code, err, r.stdout)
+	}
+	if ro, why := b0.ReadOnly(); ro {
+		t.Fatalf("still read-only after off: %s", why)
+	}
+	for _, args := range [][]string{{a0}, {a0, "maybe"}, {}} {
+		if r := runBK(t, nil, env, append([]string{"bookie", "read-only"}, args...)...); r.code != 2 || !strings.Contains(r.stderr, "on|off") {
+			t.Errorf("read-only %q: exit %d, stderr %q; want a usage error", args, r.code, r.stderr)
+		}
+	}
+	r = runBK(t, nil, nil, "bookie", "-h")
+	for _, verb := range bookieVerbs {
+		if r.code != 0 || !strings.Contains(r.stderr, "bk bookie "+verb+" ") {
+			t.Errorf("bk bookie -h: exit %d, does not list %q: %s", r.code, verb, r.stderr)
+		}
 	}
 }
 
@@ -562,6 +631,25 @@ func TestREADMEFollowUp(t *testing.T) {
 	for _, b := range lc.Bookies {
 		if !strings.Contains(string(out), b.Addr()) {
 			t.Errorf("bookies did not list %s:\n%s", b.Addr(), out)
+		}
+	}
+}
+
+// TestREADMEListsEveryCommand: the README's row for cmd/bk names every
+// command bk has.
+func TestREADMEListsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, row, ok := strings.Cut(string(readme), "\n| `cmd/bk` |")
+	if !ok {
+		t.Fatal("README: no row for cmd/bk in the layout table")
+	}
+	row, _, _ = strings.Cut(row, "\n")
+	for _, c := range commands {
+		if !strings.Contains(row, "`"+c.name+"`") {
+			t.Errorf("README's cmd/bk row does not list bk %s: %s", c.name, row)
 		}
 	}
 }
@@ -661,9 +749,13 @@ func TestBashCompletion(t *testing.T) {
 	os.WriteFile(script, []byte(r.stdout), 0o644)
 	complete := func(words ...string) string {
 		t.Helper()
+		// The script runs COMP_WORDS[0] for flags: this test binary is bk.
+		words[0] = os.Args[0]
 		line := "source " + script + "; COMP_WORDS=(" + strings.Join(words, " ") + "); COMP_CWORD=" +
 			strconv.Itoa(len(words)-1) + "; _bk; echo \"${COMPREPLY[*]}\""
-		out, err := exec.Command(bash, "--norc", "-c", line).CombinedOutput()
+		cmd := exec.Command(bash, "--norc", "-c", line)
+		cmd.Env = cleanEnv(t, nil)
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("bash: %v: %s", err, out)
 		}
@@ -680,6 +772,47 @@ func TestBashCompletion(t *testing.T) {
 	}
 	if got := complete("bk", "ver"); got != "verify version" {
 		t.Errorf("bk ver<TAB> = %q", got)
+	}
+	for _, c := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"bk", "au"}, "autorecovery"},
+		{[]string{"bk", "co"}, "completion cookie"},
+		{[]string{"bk", "autorecovery", "s"}, "status"},
+		{[]string{"bk", "cookie", ""}, "delete"},
+		{[]string{"bk", "completion", ""}, "bash zsh"},
+		// Flags come from the command's own help, with the verb's.
+		{[]string{"bk", "ledger", "read", "--fr"}, "--from"},
+		{[]string{"bk", "ledger", "read", "7", "--la"}, "--last"},
+		{[]string{"bk", "ledger", "write", "--wr"}, "--write-quorum"},
+		{[]string{"bk", "gc", "--sta"}, "--status"},
+		{[]string{"bk", "bookie", "status", "--al"}, "--all"},
+		{[]string{"bk", "inspect", "journal", "--rec"}, "--records"},
+		{[]string{"bk", "cookie", "delete", "--fo"}, "--force"},
+	} {
+		if got := complete(c.words...); got != c.want {
+			t.Errorf("%s<TAB> = %q, want %q", strings.Join(c.words, " "), got, c.want)
+		}
+	}
+}
+
+// TestZshCompletion: bk completion zsh prints a script (the bash one behind
+// zsh's bashcompinit) that zsh, where installed, loads without error.
+func TestZshCompletion(t *testing.T) {
+	r := runBK(t, nil, nil, "completion", "zsh")
+	if r.code != 0 || !strings.Contains(r.stdout, "bashcompinit") || !strings.Contains(r.stdout, "complete -o default -F _bk bk") {
+		t.Fatalf("bk completion zsh: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		t.Skip("no zsh on this machine to load the script in (the script is checked above)")
+	}
+	script := filepath.Join(t.TempDir(), "bk.zsh")
+	os.WriteFile(script, []byte(r.stdout), 0o644)
+	out, err := exec.Command(zsh, "-f", "-c", "source "+script+" && complete -p bk").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "_bk") {
+		t.Fatalf("zsh: %v: %s", err, out)
 	}
 }
 

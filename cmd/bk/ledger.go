@@ -62,7 +62,7 @@ var ledgerVerbs = []ledgerVerb{
 		flags: func(fs *flag.FlagSet, o *ledgerOpts) {
 			fs.Int64Var(&o.from, "from", 0, "first entry id")
 			fs.Int64Var(&o.to, "to", -1, "last entry id (default: the last confirmed)")
-			fs.Int64Var(&o.last, "last", 0, "only the last N entries")
+			fs.Int64Var(&o.last, "last", 0, "only the last N entries (0: none; default: every entry in the range)")
 		}, run: ledgerRead},
 	{name: "tail", args: "ID", needID: true, summary: "follow an open ledger, printing entries as they are confirmed",
 		flags: func(fs *flag.FlagSet, o *ledgerOpts) {
@@ -119,7 +119,7 @@ func runLedger(args []string) error {
 	}
 	o.cluster.add(fs)
 	fs.BoolVar(&o.asJSON, "json", false, "print JSON for scripts")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "time limit for the whole command (tail: per wait)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "time limit for each call to the cluster, not the whole command (write: creating, each append, closing; read: opening, each batch of 1000 entries; tail: each wait); 0 for none")
 	if verb.flags != nil {
 		verb.flags(fs, o)
 	}
@@ -128,6 +128,10 @@ func runLedger(args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
+		return errUsage
+	}
+	if err := o.checkRange(fs); err != nil {
+		fmt.Fprintf(os.Stderr, "bk ledger %s: %v\n", name, err)
 		return errUsage
 	}
 	switch {
@@ -144,6 +148,9 @@ func runLedger(args []string) error {
 		if o.state = strings.ToUpper(o.state); o.state != "OPEN" && o.state != "IN_RECOVERY" && o.state != "CLOSED" {
 			return fmt.Errorf("--state %q: want OPEN, IN_RECOVERY or CLOSED", o.state)
 		}
+	}
+	if o.timeout < 0 {
+		return fmt.Errorf("--timeout %v: want 0 (no limit) or more", o.timeout)
 	}
 	if o.password == "" {
 		o.password = os.Getenv("BK_LEDGER_PASSWORD")
@@ -165,6 +172,30 @@ func runLedger(args []string) error {
 	return err
 }
 
+// checkRange checks --from, --to and --last once fs is parsed, and sets
+// o.last to -1 (every entry) when --last was not given.
+func (o *ledgerOpts) checkRange(fs *flag.FlagSet) error {
+	if o.from < 0 {
+		return fmt.Errorf("--from %d: want an entry id, 0 or more", o.from)
+	}
+	if fs.Lookup("to") == nil { // a verb without --to and --last
+		return nil
+	}
+	lastSet := false
+	fs.Visit(func(f *flag.Flag) { lastSet = lastSet || f.Name == "last" })
+	switch {
+	case o.to < -1:
+		return fmt.Errorf("--to %d: want an entry id, 0 or more", o.to)
+	case o.to >= 0 && o.from > o.to:
+		return fmt.Errorf("--from %d is after --to %d: no entries between", o.from, o.to)
+	case lastSet && o.last < 0:
+		return fmt.Errorf("--last %d: want 0 or more", o.last)
+	case !lastSet:
+		o.last = -1
+	}
+	return nil
+}
+
 // emit writes v as one line of JSON.
 func (o *ledgerOpts) emit(v any) error { return json.NewEncoder(o.out).Encode(v) }
 
@@ -182,11 +213,9 @@ func (o *ledgerOpts) recoverHint(id uint64) string {
 }
 
 func ledgerWrite(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
-	wctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	id, n, err := writeLines(wctx, cl, os.Stdin, client.LedgerOptions{
+	id, n, err := writeLines(ctx, cl, os.Stdin, client.LedgerOptions{
 		EnsembleSize: o.ensemble, WriteQuorum: o.wq, AckQuorum: o.aq, Password: []byte(o.password),
-	})
+	}, o.timeout)
 	if err != nil {
 		if id == 0 {
 			return fmt.Errorf("%w%s", err, readOnlyHint(cl))
@@ -205,8 +234,9 @@ func ledgerWrite(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
 // command that closes it.
 func (o *ledgerOpts) writeFailed(cl *client.Client, id uint64, n int, cause error) error {
 	switch {
+	case errors.Is(cause, errNotAcknowledged):
 	case errors.Is(cause, context.DeadlineExceeded):
-		cause = fmt.Errorf("%w (--timeout %v)", cause, o.timeout)
+		cause = fmt.Errorf("%w (--timeout %v per call)", cause, o.timeout)
 	case errors.Is(cause, context.Canceled):
 		cause = errors.New("interrupted")
 	}
@@ -261,15 +291,17 @@ func openLedger(ctx context.Context, cl *client.Client, o *ledgerOpts, follow bo
 }
 
 func ledgerRead(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
-	rctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	r, err := openLedger(rctx, cl, o, false)
+	octx, cancel := callContext(ctx, o.timeout)
+	r, err := openLedger(octx, cl, o, false)
+	cancel()
 	if err != nil {
 		return err
 	}
 	first, last := readRange(o.from, o.to, o.last, r.LastAddConfirmed())
 	for from := first; from <= last; from += 1000 {
+		rctx, cancel := callContext(ctx, o.timeout)
 		entries, err := r.Read(rctx, from, min(from+999, last))
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -281,14 +313,14 @@ func ledgerRead(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
 }
 
 // readRange returns the entries read shows: from..to (to < 0: the last
-// confirmed entry, lac), or with last > 0 only the last that many of them.
-// first > last means none.
+// confirmed entry, lac), or with last >= 0 only the last that many of them
+// (last 0: none, as tail -n 0). first > end means none.
 func readRange(from, to, last, lac int64) (first, end int64) {
 	first, end = max(from, 0), lac
 	if to >= 0 {
 		end = min(to, lac)
 	}
-	if last > 0 {
+	if last >= 0 {
 		first = max(first, end-last+1)
 	}
 	return first, end
@@ -317,7 +349,7 @@ func ledgerTail(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
 		if r.Closed() {
 			return nil
 		}
-		wctx, cancel := context.WithTimeout(ctx, o.timeout)
+		wctx, cancel := callContext(ctx, o.timeout)
 		_, err := r.WaitLAC(wctx, lac)
 		cancel()
 		if ctx.Err() != nil {
@@ -330,7 +362,7 @@ func ledgerTail(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
 }
 
 func ledgerRecover(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
-	rctx, cancel := context.WithTimeout(ctx, o.timeout)
+	rctx, cancel := callContext(ctx, o.timeout)
 	defer cancel()
 	r, err := cl.OpenLedger(rctx, o.id, true)
 	if err != nil {
@@ -405,13 +437,45 @@ func ledgerInfo(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
 // docs/operations.md).
 const maxLineBytes = 8<<20 - 84
 
+// maxPendingLines is how many appended lines writeLines lets wait for
+// their acknowledgement before it stops reading stdin.
+const maxPendingLines = 1024
+
+// interruptedCloseLimit bounds waiting for the pending appends and closing
+// the ledger once the command is interrupted, whatever --timeout says.
+const interruptedCloseLimit = 10 * time.Second
+
+// callContext returns ctx bounded by timeout, the limit on one call to the
+// cluster; timeout 0 means no limit.
+func callContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
+// errNotAcknowledged is returned by writeLines when an appended line is not
+// acknowledged within the per-call timeout.
+var errNotAcknowledged = errors.New("not acknowledged in time")
+
 // writeLines creates a ledger, appends each line of in (without its "\n";
 // a "\r" before it is kept) as one entry, pipelined, and closes the
 // ledger. It returns the ledger's id (0 if it was never created) and the
-// lines sent. When ctx ends first it stops reading, waits for the entries
-// sent and still closes the ledger, with a fresh 10 s limit.
-func writeLines(ctx context.Context, cl *client.Client, in io.Reader, opts client.LedgerOptions) (id uint64, n int, err error) {
-	w, err := cl.CreateLedger(ctx, opts)
+// lines sent.
+//
+// timeout bounds each call to the cluster, not the command: creating the
+// ledger, each append (from when it is sent until it is acknowledged) and
+// closing; 0 means no limit. Waiting for in to produce a line is not a
+// call, so a slow producer is never cut off. When ctx ends (an interrupt)
+// it stops reading, waits for the entries sent and still closes the
+// ledger, within interruptedCloseLimit.
+//
+// Runs on the caller's goroutine, which owns sent; AppendAsync's callbacks
+// only send on acks.
+func writeLines(ctx context.Context, cl *client.Client, in io.Reader, opts client.LedgerOptions, timeout time.Duration) (id uint64, n int, err error) {
+	cctx, cancel := callContext(ctx, timeout)
+	w, err := cl.CreateLedger(cctx, opts)
+	cancel()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -421,56 +485,84 @@ func writeLines(ctx context.Context, cl *client.Client, in io.Reader, opts clien
 	defer close(stopRead)
 	go func() { readErr <- readLines(in, lines, stopRead) }()
 
-	errc := make(chan error, 1)
-	pending := make(chan struct{}, 1024)
-	fail := func(e error) {
-		select {
-		case errc <- e:
-		default:
+	// acks gets one result per append, in entry-id order (AppendAsync calls
+	// back in that order); at most maxPendingLines are outstanding, so a
+	// callback never blocks.
+	acks := make(chan error, maxPendingLines)
+	// sent holds the send time of each append not yet acknowledged, oldest first.
+	var sent []time.Time
+	deadline := time.NewTimer(time.Hour)
+	deadline.Stop()
+	defer deadline.Stop()
+	// armed says whether deadline runs for sent[0].
+	armed := false
+	expired := func() <-chan time.Time {
+		if timeout <= 0 || len(sent) == 0 {
+			deadline.Stop()
+			armed = false
+			return nil
+		}
+		if !armed {
+			deadline.Reset(time.Until(sent[0].Add(timeout)))
+			armed = true
+		}
+		return deadline.C
+	}
+	acked := func(e error) {
+		sent, armed = sent[1:], false
+		if e != nil && err == nil {
+			err = e
 		}
 	}
+	tooSlow := func() error {
+		return fmt.Errorf("line %d %w (--timeout %v per call): %w", n-len(sent)+1, errNotAcknowledged, timeout, context.DeadlineExceeded)
+	}
 loop:
-	for {
+	for err == nil {
+		next := lines
+		if len(sent) == maxPendingLines {
+			next = nil // wait for an acknowledgement first
+		}
 		select {
-		case line, ok := <-lines:
+		case line, ok := <-next:
 			if !ok {
 				err = <-readErr
 				break loop
 			}
-			select {
-			case pending <- struct{}{}:
-			case <-ctx.Done():
-				err = ctx.Err()
-				break loop
-			}
-			w.AppendAsync(line, func(_ int64, err error) {
-				<-pending
-				if err != nil {
-					fail(err)
-				}
-			})
+			sent = append(sent, time.Now())
+			w.AppendAsync(line, func(_ int64, e error) { acks <- e })
 			n++
-		case err = <-errc:
-			break loop
+		case e := <-acks:
+			acked(e)
+		case <-expired():
+			err = tooSlow()
 		case <-ctx.Done():
 			err = ctx.Err()
-			break loop
 		}
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+
+	// Wait for the appends sent, each within its own limit, then close.
+	wait, cancelWait := context.WithCancel(context.WithoutCancel(ctx))
+	if ctx.Err() != nil {
+		wait, cancelWait = context.WithTimeout(context.WithoutCancel(ctx), interruptedCloseLimit)
+	}
+	defer cancelWait()
+drain:
+	for len(sent) > 0 && !errors.Is(err, errNotAcknowledged) {
+		select {
+		case e := <-acks:
+			acked(e)
+		case <-expired():
+			if err == nil {
+				err = tooSlow()
+			}
+			break drain
+		case <-wait.Done():
+			break drain
+		}
+	}
+	cctx, cancel = callContext(wait, timeout)
 	defer cancel()
-	for i := 0; i < cap(pending); i++ {
-		select {
-		case pending <- struct{}{}:
-		case <-cctx.Done():
-		}
-	}
-	if err == nil {
-		select {
-		case err = <-errc:
-		default:
-		}
-	}
 	if cerr := w.Close(cctx); err == nil {
 		err = cerr
 	}

@@ -115,7 +115,7 @@ func runDemo(endpoint string, secret []byte) error {
 	}
 	defer cl.Close()
 	id, n, err := writeLines(ctx, cl, strings.NewReader("hello\nfrom\nbookie-go\n"),
-		client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2})
+		client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2}, 0)
 	if err != nil {
 		return err
 	}

@@ -3,18 +3,22 @@
 //
 //	bk bookie     [flags]                run one bookie
 //	bk bookie     status|ledgers [ADMIN] a bookie's health and sizes; the ledgers it holds
+//	bk bookie     read-only [ADMIN] on|off  make a bookie refuse adds, or lift that
+//	bk bookie     decommission|recommission ID  empty a bookie for good; let its id back
 //	bk bookie     config --print|--check the effective config; validate it
 //	bk local      --bookies N [--demo]   run embedded etcd and N bookies on loopback
 //	bk bookies    [--metadata URL]       list live bookies
 //	bk ledger     write|read|tail|recover|delete|list|info ...
 //	bk gc         [ADMIN ...]            garbage collect deleted ledgers and compact, now
+//	bk autorecovery [status|enable|disable]  run re-replication; see or switch it
+//	bk cookie     delete ID              remove a decommissioned bookie's cookie
 //	bk bench      [--local] [workloads]  benchmarks beside a raw disk reference
 //	bk inspect    journal|entrylog|index|ledger|cookie   dump a stopped bookie's data
 //	bk verify     [--data DIR]           check every checksum and index entry on disk
 //	bk faultproxy --listen A --target B  frame-aware fault-injecting proxy
 //	bk chaos      --seeds N --duration D randomized fault soak with invariant checks
 //	bk version                           print the version (also bk --version)
-//	bk completion bash                   shell completion script
+//	bk completion bash|zsh               shell completion script
 //
 // Every command takes -h for its flags. Commands that talk to a cluster
 // find its metadata store in --metadata, else $BK_METADATA, else the CLI

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	neturl "net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -158,49 +159,132 @@ func printStatusTable(rows []bookieStatus) error {
 	return w.Flush()
 }
 
-// runBookieLedgers lists the ledgers one bookie holds, from its admin
+// bookieLedgers is one bookie's answer to bk bookie ledgers: the ledgers
+// it holds, or why it did not answer.
+type bookieLedgers struct {
+	Admin   string               `json:"admin"`
+	Ledgers []bookie.LedgerState `json:"ledgers"`
+	Error   string               `json:"error,omitempty"`
+}
+
+// runBookieLedgers lists the ledgers each bookie holds, from its admin
 // endpoint's GET /ledgers.
 func runBookieLedgers(args []string) error {
 	fs := flag.NewFlagSet("bookie ledgers", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: bk bookie ledgers [ADMIN-ADDRESS] [flags]\n\n"+
-			"Lists the ledgers a bookie holds (GET /ledgers on its admin endpoint, default %s):\n"+
-			"last entry stored, LAC, fenced, limbo.\n\nflags:\n", defaultAdmin)
+		fmt.Fprintf(fs.Output(), "usage: bk bookie ledgers [ADMIN-ADDRESS ... | --all | --bookie ID] [flags]\n\n"+
+			"Lists the ledgers each bookie holds (GET /ledgers on its admin endpoint, default %s;\n"+
+			"--all and --bookie find them in the metadata store): last entry stored, LAC, fenced,\n"+
+			"limbo. Exit 1 when one is unreachable.\n\nflags:\n", defaultAdmin)
 		fs.PrintDefaults()
 	}
-	asJSON := fs.Bool("json", false, "print the JSON array")
-	timeout := fs.Duration("timeout", 10*time.Second, "time limit")
-	var cluster clusterFlags
-	cluster.addSecret(fs)
-	addrs, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	var t adminTargets
+	t.add(fs, "print JSON: one object per bookie, {\"admin\", \"ledgers\"|\"error\"}", 10*time.Second)
+	addrs, secret, err := t.parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	rows := make([]bookieLedgers, len(addrs))
+	failed := 0
+	for i, a := range addrs {
+		rows[i] = bookieLedgers{Admin: a}
+		if err := adminGet(a, "/ledgers", secret, t.timeout, &rows[i].Ledgers); err != nil {
+			rows[i].Ledgers, rows[i].Error = nil, err.Error()
+			failed++
 		}
-		return errUsage
 	}
-	if len(addrs) > 1 {
-		return fmt.Errorf("one admin address at a time, got %q", addrs)
+	if t.asJSON {
+		err = printJSONLines(rows)
+	} else {
+		err = printLedgersTable(rows)
 	}
-	addr := defaultAdmin
-	if len(addrs) == 1 {
-		addr = addrs[0]
-	}
-	_, secret, err := cluster.resolve()
 	if err != nil {
 		return err
 	}
-	var ledgers []bookie.LedgerState
-	if err := adminGet(addr, "/ledgers", secret, *timeout, &ledgers); err != nil {
-		return fmt.Errorf("%s: %w", addr, err)
+	if failed > 0 {
+		return fmt.Errorf("%d of %d bookies unreachable", failed, len(rows))
 	}
-	if *asJSON {
-		return json.NewEncoder(os.Stdout).Encode(ledgers)
-	}
+	return nil
+}
+
+func printLedgersTable(rows []bookieLedgers) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "LEDGER\tLAST ENTRY\tLAC\tFENCED\tLIMBO")
-	for _, l := range ledgers {
-		fmt.Fprintf(w, "%d\t%d\t%d\t%v\t%v\n", l.ID, l.LastEntry, l.LAC, l.Fenced, l.Limbo)
+	fmt.Fprintln(w, "BOOKIE\tLEDGER\tLAST ENTRY\tLAC\tFENCED\tLIMBO")
+	for _, r := range rows {
+		if r.Error != "" {
+			fmt.Fprintf(w, "%s\tUNREACHABLE: %s\t\t\t\t\n", r.Admin, r.Error)
+			continue
+		}
+		for _, l := range r.Ledgers {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%v\t%v\n", r.Admin, l.ID, l.LastEntry, l.LAC, l.Fenced, l.Limbo)
+		}
 	}
 	return w.Flush()
+}
+
+// runBookieReadOnly sets or lifts the operator's read-only reason on each
+// bookie (POST /read-only on its admin endpoint) and shows its status.
+func runBookieReadOnly(args []string) error {
+	const synopsis = "usage: bk bookie read-only [ADMIN-ADDRESS ... | --all | --bookie ID] [flags] on|off"
+	fs := flag.NewFlagSet("bookie read-only", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\n"+
+			"on makes each bookie refuse adds (POST /read-only?on=true on its admin endpoint, default\n"+
+			"%s; --all and --bookie find them in the metadata store) until off lifts it; reads,\n"+
+			"fencing and recovery go on. off lifts only the operator's reason: a full disk or a\n"+
+			"failed journal keeps the bookie read-only. Shows each bookie's state after. Exit 1\n"+
+			"when one is unreachable or refused.\n\nflags:\n", synopsis, defaultAdmin)
+		fs.PrintDefaults()
+	}
+	var t adminTargets
+	t.add(fs, "print JSON: one object per bookie, {\"admin\", \"status\"|\"error\"}", 5*time.Second)
+	// on|off is the last word; the rest are targets and flags.
+	on := false
+	if n := len(args); n > 0 {
+		switch strings.ToLower(args[n-1]) {
+		case "on":
+			on, args = true, args[:n-1]
+		case "off":
+			args = args[:n-1]
+		case "-h", "--help", "-help":
+		default:
+			fmt.Fprintf(os.Stderr, "bk bookie read-only: end with on or off\n%s\n", synopsis)
+			return errUsage
+		}
+	} else {
+		fmt.Fprintln(os.Stderr, synopsis)
+		return errUsage
+	}
+	addrs, secret, err := t.parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	rows := make([]bookieStatus, len(addrs))
+	failed := 0
+	for i, a := range addrs {
+		var s bookie.Status
+		rows[i] = bookieStatus{Admin: a}
+		if err := adminDo(http.MethodPost, a, "/read-only?on="+strconv.FormatBool(on), secret, t.timeout, &s); err != nil {
+			rows[i].Error = err.Error()
+			failed++
+		} else {
+			rows[i].Status = &s
+		}
+	}
+	if t.asJSON {
+		err = printJSONLines(rows)
+	} else {
+		err = printStatusTable(rows)
+	}
+	if err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d bookies unreachable or refused", failed, len(rows))
+	}
+	return nil
 }
