@@ -126,8 +126,11 @@
 // (speculative reads: a slow or hung bookie costs that much, not a request timeout).
 // The LAC may rise past what the reader's metadata places right (a long poll answered by a
 // bookie kept across an ensemble change): the metadata is known right up to the LAC the
-// reader knew when it read it (later fragments start above the writer's LAC then), and a
-// read beyond that reads the metadata again first (TestReaderRereadsMetadataPastItsLAC).
+// reader knew when it read it (later fragments start above the writer's LAC then). Reads
+// need no metadata store, so they go on while it is unavailable; a read beyond that LAC
+// that fails reads the metadata again and, if it changed, reads the rest with it
+// (TestReaderRereadsMetadataPastItsLAC; internal/chaos.TestEtcdNoQuorum reads through an
+// etcd outage).
 //
 // # Failing fast
 //

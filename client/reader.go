@@ -30,7 +30,7 @@ type Reader struct {
 	// read. A fragment stored after that read (an ensemble change) starts above the
 	// writer's LAC then, so above mdLAC; entries up to mdLAC have AckQuorum copies in the
 	// write set md names (later changes of earlier fragments only add copies elsewhere).
-	// A read past it reads the metadata first (checkRange).
+	// A read past it that fails reads the metadata again (scan).
 	mdLAC int64
 }
 
@@ -203,12 +203,11 @@ const readWindow = 256
 // within Config.SpeculativeTimeout (a slow or hung bookie), the next bookie of the write set
 // is asked too, and the first valid copy wins.
 func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
-	md, err := r.checkRange(ctx, first, last)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Entry, 0, last-first+1)
-	err = r.c.scanRange(ctx, &md, first, last, false, func(ents []Entry) error {
+	var out []Entry
+	err := r.scan(ctx, first, last, false, func(ents []Entry) error {
+		if out == nil {
+			out = make([]Entry, 0, last-first+1)
+		}
 		out = append(out, ents...)
 		return nil
 	})
@@ -224,11 +223,7 @@ func (r *Reader) Read(ctx context.Context, first, last int64) ([]Entry, error) {
 // once (a catch-up, a replay) neither allocates nor clears a buffer per response. Copy
 // e.Data to keep it.
 func (r *Reader) Scan(ctx context.Context, first, last int64, fn func(e Entry) error) error {
-	md, err := r.checkRange(ctx, first, last)
-	if err != nil {
-		return err
-	}
-	return r.c.scanRange(ctx, &md, first, last, true, func(ents []Entry) error {
+	return r.scan(ctx, first, last, true, func(ents []Entry) error {
 		for _, e := range ents {
 			if err := fn(e); err != nil {
 				return err
@@ -238,24 +233,54 @@ func (r *Reader) Scan(ctx context.Context, first, last int64, fn func(e Entry) e
 	})
 }
 
-// checkRange returns the metadata to read first..last with, or why the range cannot be read.
-// The LAC may have risen (ReadLAC, WaitLAC, Follow's long polls) past what the metadata is
-// known to place right (mdLAC): an ensemble change since would send the reads to the
-// replaced bookies. Then the metadata is read again first.
-func (r *Reader) checkRange(ctx context.Context, first, last int64) (meta.LedgerMetadata, error) {
+// scan reads first..last with the reader's metadata and hands the entries to emit, in
+// order. Reads need no metadata store (they go on while it is unavailable), but the LAC may
+// have risen (ReadLAC, WaitLAC, Follow's long polls) past what the metadata is known to
+// place right (mdLAC): an ensemble change since would send the reads of the newer entries
+// to replaced bookies. So when a read past mdLAC of a ledger not CLOSED fails, the metadata
+// is read again and, if it changed, the rest of the range is read with it; otherwise, or if
+// the store does not answer, the read's own error is returned.
+func (r *Reader) scan(ctx context.Context, first, last int64, reuse bool, emit func([]Entry) error) error {
+	md, mdLAC, err := r.checkRange(first, last)
+	if err != nil {
+		return err
+	}
+	next := first
+	var emitErr error
+	track := func(ents []Entry) error {
+		if err := emit(ents); err != nil {
+			emitErr = err
+			return err
+		}
+		if len(ents) > 0 {
+			next = ents[len(ents)-1].ID + 1
+		}
+		return nil
+	}
+	err = r.c.scanRange(ctx, &md, first, last, reuse, track)
+	if err == nil || emitErr != nil || last <= mdLAC || md.State == meta.StateClosed || ctx.Err() != nil {
+		return err
+	}
+	fresh, rerr := r.refresh(ctx)
+	if rerr != nil || fresh.Version == md.Version {
+		return err
+	}
+	return r.c.scanRange(ctx, &fresh, next, last, reuse, track)
+}
+
+// checkRange returns the metadata to read first..last with and the highest entry it is
+// known to place right (mdLAC), or why the range cannot be read.
+func (r *Reader) checkRange(first, last int64) (meta.LedgerMetadata, int64, error) {
 	r.mu.Lock()
 	md, lac, mdLAC := r.md, r.lac, r.mdLAC
 	r.mu.Unlock()
 	if first < 0 || last < first {
-		return md, fmt.Errorf("client: ledger %d: bad range %d..%d", r.id, first, last)
+		return md, mdLAC, fmt.Errorf("client: ledger %d: bad range %d..%d", r.id, first, last)
 	}
 	if last > lac {
-		return md, fmt.Errorf("%w: ledger %d: entry %d, LAC %d", ErrBeyondLAC, r.id, last, lac)
+		return md, mdLAC, fmt.Errorf("%w: ledger %d: entry %d, LAC %d", ErrBeyondLAC, r.id, last, lac)
 	}
-	if last > mdLAC && md.State != meta.StateClosed {
-		return r.refresh(ctx)
-	}
-	return md, nil
+	return md, mdLAC, nil
 }
 
 // scanRange reads entries start..end of md and hands them to emit in order, a run at a
