@@ -61,31 +61,37 @@ type Config struct {
 	// bookie stops reading that connection until replies drain.
 	MaxConnInflight      int   `json:"max_conn_inflight"`
 	MaxConnInflightBytes int64 `json:"max_conn_inflight_bytes"`
-	// MaxInflightBytes bounds the same across all connections.
+	// MaxInflightBytes bounds the same across all connections, and also the
+	// reply bytes handed to connections and not yet written, all together:
+	// over that, the connection with the most unwritten reply bytes (the
+	// slowest reader) is closed.
 	MaxInflightBytes int64 `json:"max_inflight_bytes"`
 	// MaxUnparsedBytes bounds the bytes received on all connections
 	// together and not yet parsed (partial frames, and frames a paused
-	// connection has not parsed yet). Over it, TLS connections stop being
-	// read until the total is under half, and the gnet connection holding
-	// the most unparsed bytes is closed, since gnet cannot stop reading a
-	// socket (see docs/security.md, "Limits"). Default max_inflight_bytes,
-	// and at least 2 x max_frame_size.
+	// connection has not parsed yet). Over it, the offender is closed, on
+	// the plain and the TLS listener alike: the unauthenticated connection
+	// holding the most unparsed bytes, else the connection holding the most;
+	// never one holding none (docs/security.md, "Limits"). Default
+	// max_inflight_bytes, and at least 2 x max_frame_size.
 	MaxUnparsedBytes int64 `json:"max_unparsed_bytes"`
 	// MaxOutboundBytes is how many reply bytes may wait for a client that
 	// does not read them before the connection is cut.
 	MaxOutboundBytes int `json:"max_outbound_bytes"`
 	// MaxConnections and MaxConnectionsPerIP bound open connections, in
-	// total and per client address; over them a new connection is closed at
-	// once.
+	// total and per client address (an IPv6 address counts per /64). At
+	// MaxConnections the oldest unauthenticated connection is closed to make
+	// room for a new one; only when every connection is authenticated is the
+	// new one refused. Over MaxConnectionsPerIP a new connection is refused.
 	MaxConnections      int `json:"max_connections"`
 	MaxConnectionsPerIP int `json:"max_connections_per_ip"`
-	// MaxHandshakingPerIP bounds the connections from one address that have
-	// not completed the handshake, counted apart from MaxConnectionsPerIP
-	// (which counts established ones); a new connection over it closes the
-	// oldest of them, so half-open connections cannot lock a client out.
+	// MaxHandshakingPerIP bounds the connections from one address that are
+	// not yet authenticated (no Hello yet, or, with a cluster secret, no
+	// valid AUTH yet), counted apart from MaxConnectionsPerIP (which counts
+	// established ones); a new connection over it closes the oldest of them,
+	// so half-open connections cannot lock a client out.
 	MaxHandshakingPerIP int `json:"max_handshaking_per_ip"`
-	// HandshakeTimeout closes a connection that has not sent its Hello in
-	// time; FrameTimeout one that takes longer than this to deliver one frame
+	// HandshakeTimeout closes a connection that has not sent its Hello, and,
+	// with a cluster secret, a valid AUTH, this long after it opened; FrameTimeout one that takes longer than this to deliver one frame
 	// (slowloris); IdleTimeout one with nothing in flight that sent nothing
 	// for this long. A negative IdleTimeout disables it.
 	HandshakeTimeout Duration `json:"handshake_timeout"`
