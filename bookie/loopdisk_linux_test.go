@@ -31,7 +31,7 @@ func mountLoopDisk(t *testing.T, size int64) string {
 		}
 	}
 	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, "disk.img"), filepath.Join(dir, "mnt")
+	img, mnt := filepath.Join(imageDir(t, dir), "disk.img"), filepath.Join(dir, "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +53,26 @@ func mountLoopDisk(t *testing.T, size int64) string {
 		}
 	})
 	return mnt
+}
+
+// imageDir returns where a loop disk's image file goes: a fresh directory in
+// /dev/shm (memory) where there is one, else dir. A file system filled at
+// full speed on an image on the real disk queues every other fdatasync on
+// that disk behind its writeback for seconds, and bookies of tests running
+// beside it (other packages of go test ./...) then turned read-only for a
+// stalled sync (disk_stall_threshold). In memory, the ext4 file system and
+// its ENOSPC are as real, and nothing else waits for it.
+func imageDir(t *testing.T, dir string) string {
+	t.Helper()
+	if st, err := os.Stat("/dev/shm"); err != nil || !st.IsDir() {
+		return dir
+	}
+	shm, err := os.MkdirTemp("/dev/shm", "bookie-loopdisk-")
+	if err != nil {
+		return dir
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) }) // registered before the unmount, so it runs after it
+	return shm
 }
 
 // The disk-full way back on a real, small file system (a 160 MiB ext4
