@@ -39,8 +39,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 }
 
 // errPending means a ledger was repaired as far as possible now, but its mark must stay:
-// an OPEN ledger's last fragment still waits for its grace period.
-var errPending = errors.New("autorecovery: last fragment of an open ledger left to its writer for now")
+// an OPEN ledger's last fragment, or an IN_RECOVERY ledger, still waits for its grace
+// period.
+var errPending = errors.New("autorecovery: an open or recovering ledger left to its writer or recoverer for now")
 
 // Run repairs marked ledgers until ctx ends, and returns ctx's error. It holds one etcd
 // session for its locks, replaced when it is lost. Run owns its goroutine; call it once.
@@ -195,8 +196,8 @@ func (w *Worker) claimAndRepair(ctx context.Context, sess *concurrency.Session, 
 // Repair replaces every bookie of m.Bookies in every fragment of m's ledger, copying the
 // entries first. The caller holds the ledger's lock (a lock lost meanwhile costs a
 // duplicate copy, never a second metadata change: every change is a CAS that re-checks
-// the fragment). It returns errPending when an OPEN ledger's last fragment must wait for
-// its grace period; nil when nothing names m.Bookies any more (also when the ledger is
+// the fragment). It returns errPending when an OPEN ledger's last fragment, or an
+// IN_RECOVERY ledger, must wait for its grace period (then it recovers the ledger itself); nil when nothing names m.Bookies any more (also when the ledger is
 // gone); an error wrapping meta.ErrBadMetadata when the ledger's stored metadata is
 // unusable (the caller skips it and the mark stays).
 func (w *Worker) Repair(ctx context.Context, m meta.UnderReplicated) error {
@@ -209,9 +210,13 @@ func (w *Worker) Repair(ctx context.Context, m meta.UnderReplicated) error {
 		return err
 	}
 	pending := false
-	if md.State != meta.StateClosed && names(md.Fragments[len(md.Fragments)-1], m.Bookies) {
+	// An IN_RECOVERY ledger is another client's to finish, whoever it names: a recovery
+	// stores its write-back's replacements only in its closing CAS, and marks the ledger
+	// before that CAS when it closes short of WriteQuorum copies, so "nothing names these
+	// bookies" is not true of it until it is CLOSED.
+	if md.State == meta.StateInRecovery || (md.State != meta.StateClosed && names(md.Fragments[len(md.Fragments)-1], m.Bookies)) {
 		if time.Since(m.MarkedAt) < w.cfg.OpenLedgerGrace {
-			pending = true // a live writer changes its own ensemble
+			pending = true // a live writer or recoverer changes its own ensemble
 		} else {
 			w.cfg.Logger.Info("autorecovery: recovering open ledger whose writer is gone", "ledger", md.ID)
 			if md, err = w.cfg.Client.RecoverLedger(ctx, md); err != nil {
