@@ -99,15 +99,19 @@ func (c *Client) RecoverLedger(ctx context.Context, md meta.LedgerMetadata) (met
 // top of cur, the stored value that made its CAS fail, when cur differs from base only by
 // re-replication (package autorecovery replaced bookies of fragments before the last one,
 // which the writer no longer writes to): cur is OPEN, has base's fragment boundaries and
-// base's last fragment. Then every fragment of next that base had with the same bookies
-// takes cur's bookies, next takes cur's version, and it reports true: retry the CAS. Any
-// other difference (a recovery took the ledger over) reports false.
+// base's last fragment. Then every fragment of next but its last that base had with the
+// same bookies takes cur's bookies, next takes cur's version, and it reports true: retry
+// the CAS. Any other difference (a recovery took the ledger over) reports false. Next's
+// last fragment is the writer's own (a new ensemble, or Close's merge onto the last
+// ensemble from the first entry it held): it may start where an earlier fragment of base
+// did, with the same bookies, but it covers entries the re-replication did not copy, so it
+// keeps its bookies (TestAdoptKeepsTheMergedFragment).
 func adoptRereplication(next *meta.LedgerMetadata, base, cur *meta.LedgerMetadata) bool {
 	if !onlyRereplicated(base, cur) {
 		return false
 	}
 	last := len(base.Fragments) - 1
-	for i := range next.Fragments {
+	for i := range next.Fragments[:max(0, len(next.Fragments)-1)] {
 		f := &next.Fragments[i]
 		for k := range last {
 			if base.Fragments[k].FirstEntry == f.FirstEntry && slices.Equal(base.Fragments[k].Bookies, f.Bookies) {
