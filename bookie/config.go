@@ -252,6 +252,12 @@ type Config struct {
 
 	// FS is the file system; tests inject faults through it. Default vfs.Default.
 	FS vfs.FS `json:"-"`
+	// GCBeforeDeletions, a test hook, is called by a GC scan that found
+	// ledgers to delete, on the scan's goroutine, after it judged every
+	// ledger and before it deletes the first (ledgers: those it will try to
+	// delete, each re-checked first). A test holds a scan there to change
+	// the cluster under its verdicts. Nil in production.
+	GCBeforeDeletions func(ledgers []uint64) `json:"-"`
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger `json:"-"`
 }

@@ -296,6 +296,9 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 			delete(b.gcSeen, id)
 		}
 	}
+	if hook := b.cfg.GCBeforeDeletions; hook != nil && len(doomed) > 0 {
+		hook(doomed)
+	}
 	for _, id := range doomed {
 		deleted, err := b.deleteLedger(ctx, id, b.gcSeen[id], self, stable)
 		if err != nil {

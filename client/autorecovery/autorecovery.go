@@ -28,6 +28,7 @@
 package autorecovery
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,6 +77,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when not nil, is where the counters are kept (see NewMetrics).
 	Metrics *Metrics
+	// BeforeSettle, a test hook, is called by a worker after it copied every entry of a
+	// fragment of ledger to target and before it settles the copies (CHECKPOINT), on the
+	// goroutine repairing the ledger; ctx ends when the worker stops. A test holds a
+	// repair there to act while target holds copies no checkpoint covers. Nil in
+	// production.
+	BeforeSettle func(ctx context.Context, ledger uint64, target meta.BookieID)
 }
 
 // DefaultRateBytes is Config.RateBytes's default, 16 MiB/s: on the development machine (five

@@ -34,13 +34,21 @@ type cluster struct {
 	allowUnknown bool
 	// racks[i], if set, is bookie i's rack.
 	racks []string
+	// configure, if set, changes bookie i's configuration at each start.
+	configure func(i int, cfg *bookie.Config)
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func startCluster(t *testing.T, n int, racks ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, endpoint: metatest.Start(t), acked: make(map[uint64][][]byte), racks: racks}
+	return startClusterWith(t, n, nil, racks...)
+}
+
+// startClusterWith starts a cluster whose bookies' configurations configure changes.
+func startClusterWith(t *testing.T, n int, configure func(i int, cfg *bookie.Config), racks ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, endpoint: metatest.Start(t), acked: make(map[uint64][][]byte), racks: racks, configure: configure}
 	c.store = metatest.Open(t, c.endpoint).(*meta.EtcdStore)
 	for i := range n {
 		dir := filepath.Join(t.TempDir(), "bookie"+strconv.Itoa(i))
@@ -64,7 +72,7 @@ func startCluster(t *testing.T, n int, racks ...string) *cluster {
 }
 
 func (c *cluster) config(i int) bookie.Config {
-	return bookie.Config{
+	cfg := bookie.Config{
 		Listen:             c.addrs[i],
 		DataDir:            c.dirs[i],
 		Metadata:           c.endpoint,
@@ -84,6 +92,10 @@ func (c *cluster) config(i int) bookie.Config {
 		Rack:                 c.rack(i),
 		Logger:               quietLogger(),
 	}
+	if c.configure != nil {
+		c.configure(i, &cfg)
+	}
+	return cfg
 }
 
 func (c *cluster) rack(i int) string {

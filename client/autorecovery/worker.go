@@ -426,6 +426,9 @@ feed:
 	if first == nil && ctx.Err() != nil {
 		first = ctx.Err()
 	}
+	if first == nil && w.cfg.BeforeSettle != nil {
+		w.cfg.BeforeSettle(ctx, md.ID, target)
+	}
 	if first == nil {
 		// Durable before named: nothing may name target for these copies before this
 		// (docs/replication.md, autorecovery rule 4).
