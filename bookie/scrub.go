@@ -11,6 +11,7 @@ import (
 
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/internal/pace"
+	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -22,8 +23,11 @@ type entryKey struct {
 
 // damage is the set of entries the scrubber found unreadable or corrupt.
 // Reads of them answer IOError (never NoSuchEntry), so clients go to another
-// replica; LIST_ENTRIES leaves them out, so autorecovery's deep audit finds
-// the copy missing and a worker refills it; a recovery ADD of the entry
+// replica; the scrubber marks their ledger under-replicated naming this
+// bookie, with reason scrubMarkReason (markDamaged), so a worker refills the
+// copies without waiting for a deep audit and `bk ledger underreplicated`
+// says why; LIST_ENTRIES leaves them out, so autorecovery's deep audit finds
+// the copy missing too (if the mark could not be written); a recovery ADD of the entry
 // replaces the damaged copy (journaled like a new add), and its completion
 // takes the entry out of the set (immutable.go). The set lives in memory: a
 // restart forgets it, and the next scrub finds what is still damaged.
@@ -140,6 +144,7 @@ func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 	}
 	for _, id := range ledgers {
 		st.Ledgers++
+		found := 0 // entries of this ledger newly found damaged
 		err := b.store.Entries(id, func(entry int64) error {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -159,6 +164,7 @@ func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 			default:
 				st.Damaged++
 				if b.damage.add(entryKey{id, entry}, err) {
+					found++
 					b.metrics.scrubDamaged.Inc()
 					b.metrics.damaged.Set(float64(b.damage.count.Load()))
 					b.log.Error("scrub: damaged entry", "ledger", id, "entry", entry, "err", err)
@@ -169,6 +175,9 @@ func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 			b.metrics.scrubBytes.Add(float64(len(data)))
 			return pacer.Wait(ctx, int64(len(data)))
 		})
+		if found > 0 {
+			b.markDamaged(ctx, id, found)
+		}
 		if err != nil && !errors.Is(err, entrylog.ErrNoSuchLedger) {
 			return st, fmt.Errorf("bookie: scrub ledger %d: %w", id, err)
 		}
@@ -176,6 +185,40 @@ func (b *Bookie) Scrub(ctx context.Context) (ScrubStats, error) {
 	st.Took = time.Since(start)
 	b.metrics.scrubPasses.Inc()
 	return st, nil
+}
+
+// scrubMarkReason is the reason of the under-replication mark the scrubber
+// writes for a ledger it found damaged entries of (`bk ledger
+// underreplicated` shows it).
+const scrubMarkReason = "damaged entries found by the scrubber"
+
+// damageMarker is what a metadata store that keeps under-replication marks
+// offers (meta.EtcdStore).
+type damageMarker interface {
+	MarkUnderReplicated(ctx context.Context, id uint64, bookies []meta.BookieID, reason string) error
+}
+
+// markDamaged marks ledger id, of which the scrubber just found n more
+// damaged entries, under-replicated naming this bookie, so that a worker
+// refills them (in place, or elsewhere). A mark the ledger has already keeps
+// its reason and gains this bookie. Failing to mark is logged, not fatal:
+// LIST_ENTRIES leaves the damaged entries out, so the auditor's next deep
+// audit marks the ledger instead ("copies missing on a live bookie").
+func (b *Bookie) markDamaged(ctx context.Context, id uint64, n int) {
+	m, ok := b.meta.(damageMarker)
+	if !ok {
+		return // no metadata store, or one without marks
+	}
+	self, stable := b.cfg.identity()
+	if !stable {
+		self = b.addr // the id it registered under
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	reason := fmt.Sprintf("%s: %d on %s", scrubMarkReason, n, self)
+	if err := m.MarkUnderReplicated(ctx, id, []meta.BookieID{meta.BookieID(self)}, reason); err != nil {
+		b.log.Warn("scrub: could not mark a damaged ledger under-replicated; the next deep audit will", "ledger", id, "err", err)
+	}
 }
 
 // stopContext returns a context cancelled when the bookie stops (or cancel

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bookie-go/bookie/meta"
@@ -45,10 +47,11 @@ func (c *cluster) flipEntries(i int, id uint64, entries []int64) {
 // TestDamagedReplicasHealThemselves: on a real 3-bookie cluster, bytes of several entries
 // are flipped in one bookie's entry log on disk. Its scrubber finds them; every read of
 // the ledger through the client meanwhile returns the acknowledged bytes (the damaged
-// copies answer IOError and the client reads another replica); the auditor's deep audit
-// (at its election) finds the copies missing on that bookie, since LIST_ENTRIES leaves
-// damaged entries out; a worker refills them in place (no other bookie can take the
-// fragment); and then every entry is back to WriteQuorum byte-identical copies, the
+// copies answer IOError and the client reads another replica); the scrubber marks the
+// ledger under-replicated naming that bookie, with a reason that says so (what `bk ledger
+// underreplicated` shows; LIST_ENTRIES leaves damaged entries out too, so the auditor's
+// deep audit would find the copies missing otherwise); a worker refills them in place (no
+// other bookie can take the fragment); and then every entry is back to WriteQuorum byte-identical copies, the
 // bookie's damage record is empty, and nothing is marked.
 func TestDamagedReplicasHealThemselves(t *testing.T) {
 	ctx := testCtx(t)
@@ -71,6 +74,11 @@ func TestDamagedReplicasHealThemselves(t *testing.T) {
 	st, err := c.bookies[victim].Scrub(ctx)
 	if err != nil || st.Damaged != int64(len(damaged)) {
 		t.Fatalf("scrub: %+v, %v; want %d damaged", st, err, len(damaged))
+	}
+	marks := c.marked(ctx)
+	if len(marks) != 1 || marks[0].Ledger != w.ID() || !slices.Equal(marks[0].Bookies, []meta.BookieID{meta.BookieID(c.addrs[victim])}) ||
+		!strings.HasPrefix(marks[0].Reason, "damaged entries found by the scrubber") {
+		t.Fatalf("marks after the scrub: %+v; want ledger %d marked by the scrubber, naming bookie %s", marks, w.ID(), c.addrs[victim])
 	}
 	c.readAll(ctx, w.ID())
 
