@@ -62,7 +62,14 @@ func runBookieStatus(args []string) error {
 			failed++
 		}
 	}
-	if t.asJSON {
+	return printStatusRows(rows, t.asJSON, failed, "unhealthy")
+}
+
+// printStatusRows prints rows as JSON lines or a table and then fails when failed of
+// them could not be reached or were what (unhealthy, refused).
+func printStatusRows(rows []bookieStatus, asJSON bool, failed int, what string) error {
+	var err error
+	if asJSON {
 		err = printJSONLines(rows)
 	} else {
 		err = printStatusTable(rows)
@@ -71,7 +78,7 @@ func runBookieStatus(args []string) error {
 		return err
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d bookies unreachable or unhealthy", failed, len(rows))
+		return fmt.Errorf("%d of %d bookies unreachable or %s", failed, len(rows), what)
 	}
 	return nil
 }
@@ -275,16 +282,5 @@ func runBookieReadOnly(args []string) error {
 			rows[i].Status = &s
 		}
 	}
-	if t.asJSON {
-		err = printJSONLines(rows)
-	} else {
-		err = printStatusTable(rows)
-	}
-	if err != nil {
-		return err
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d bookies unreachable or refused", failed, len(rows))
-	}
-	return nil
+	return printStatusRows(rows, t.asJSON, failed, "refused")
 }
