@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,8 +37,11 @@ const (
 	// merge of the stragglers into the last fragment.
 	bookieFailAround = 10 * time.Second
 	// bookieFailHeld is how many answers a killed bookie withholds before its connections
-	// are cut.
-	bookieFailHeld = 8
+	// are cut; with WriteQuorum > AckQuorum, the writer also acknowledges at least
+	// bookieFailAcked entries (or Inflight, if more: every add outstanding when the answers
+	// stopped) without it first.
+	bookieFailHeld  = 8
+	bookieFailAcked = 256
 	// clientMaxPendingBytes is client.Config.MaxPendingBytes's default (client/client.go),
 	// which the workload's client keeps: reported beside the bytes written after the fault.
 	clientMaxPendingBytes = 64 << 20
@@ -87,7 +91,9 @@ var errEnough = errors.New("bench: enough bytes after the fault")
 
 // runBookieFail runs one bookie-failure workload: a writer with the client's default
 // configuration (Config left zero but for the dialer: the real pending bounds and timeouts)
-// appends w.Size entries closed-loop, w.Inflight in flight, to one ledger of w.Ensemble,
+// appends w.Size entries, open loop at w.Rate (at most w.MaxOutstanding outstanding,
+// latency from each add's intended send time) or closed loop with w.Inflight in flight
+// when w.Rate is 0, to one ledger of w.Ensemble,
 // w.WriteQuorum, w.AckQuorum on w.Bookies bookies (one more than the ensemble: the spare).
 // Every bookie sits behind a faultproxy.Proxy. After w.Warmup and bookieFailBefore
 // measured, one bookie of the ensemble, at random, fails as w.BookieFail says; the run goes
@@ -129,40 +135,60 @@ func (r *Runner) runBookieFail(ctx context.Context, w Workload, res *Result) err
 	tl := NewRecorder()
 	var bytesAfter, tooMany, failed atomic.Int64
 	var firstErr atomic.Pointer[error]
-	slots := make(chan struct{}, max(w.Inflight, 1))
+	outstanding := w.Inflight
+	if !w.Closed() {
+		outstanding = cmp.Or(w.MaxOutstanding, 100000)
+	}
+	slots := make(chan struct{}, max(outstanding, 1))
 	payload := make([]byte, w.Size)
 	for i := range payload {
 		payload[i] = byte(i*7 + 1)
 	}
+	// send appends one entry, its latency measured from since (an open loop's intended
+	// send time). Runs on the issuer, with a slot taken.
+	send := func(since time.Duration) {
+		wr.AppendAsync(payload, func(_ int64, err error) {
+			if err != nil {
+				if errors.Is(err, client.ErrTooManyPending) {
+					tooMany.Add(1)
+				} else {
+					failed.Add(1)
+				}
+				firstErr.CompareAndSwap(nil, &err)
+			} else {
+				d := r.now() - since
+				ph := phase.Load()
+				recs[ph].Record(d, w.Size)
+				tl.Record(d, w.Size)
+				if ph >= 2 {
+					bytesAfter.Add(int64(w.Size))
+				}
+			}
+			<-slots
+		})
+	}
 	stop, issued := make(chan struct{}), make(chan struct{})
-	go func() { // the issuer: one goroutine, closed loop
+	go func() { // the issuer
 		defer close(issued)
+		if !w.Closed() {
+			issueOpen(NewSchedule(r.now(), w.Rate), r.now, time.Sleep, stop, func(_ int64, intended time.Duration) bool {
+				select {
+				case slots <- struct{}{}:
+				case <-stop:
+					return false
+				}
+				send(intended)
+				return true
+			})
+			return
+		}
 		for {
 			select {
 			case slots <- struct{}{}:
 			case <-stop:
 				return
 			}
-			sent := r.now()
-			wr.AppendAsync(payload, func(_ int64, err error) {
-				if err != nil {
-					if errors.Is(err, client.ErrTooManyPending) {
-						tooMany.Add(1)
-					} else {
-						failed.Add(1)
-					}
-					firstErr.CompareAndSwap(nil, &err)
-				} else {
-					d := r.now() - sent
-					ph := phase.Load()
-					recs[ph].Record(d, w.Size)
-					tl.Record(d, w.Size)
-					if ph >= 2 {
-						bytesAfter.Add(int64(w.Size))
-					}
-				}
-				<-slots
-			})
+			send(r.now())
 		}
 	}()
 
@@ -291,8 +317,8 @@ func (r *Runner) runBookieFail(ctx context.Context, w Workload, res *Result) err
 // injectBookieFault makes one bookie of wr's ensemble, at random, fail as w.BookieFail says
 // and records it in bf. It returns the Held rule of a hung bookie, which holds its answers
 // until discarded. A killed bookie first stops answering: with WriteQuorum > AckQuorum the
-// writer goes on acknowledging entries without it, and once w.Inflight more are
-// acknowledged (so that acknowledged entries lack the killed bookie's copy for certain, as
+// writer goes on acknowledging entries without it, and once max(w.Inflight,
+// bookieFailAcked) more are acknowledged (so that acknowledged entries lack the killed bookie's copy for certain, as
 // when a bookie slows down before it dies) its connections are cut; with WriteQuorum =
 // AckQuorum the writer stalls, and the cut comes once bookieFailHeld answers are withheld.
 func injectBookieFault(ctx context.Context, w Workload, wr *client.Writer, px *bookieProxies, bf *BookieFailResult) (*faultproxy.Held, error) {
@@ -311,7 +337,8 @@ func injectBookieFault(ctx context.Context, w Workload, wr *client.Writer, px *b
 	defer cancel()
 	err := held.Wait(hctx, bookieFailHeld)
 	if lac := wr.LastAddConfirmed(); err == nil && w.WriteQuorum > w.AckQuorum {
-		err = poll(hctx, func() bool { return wr.LastAddConfirmed() >= lac+int64(w.Inflight) })
+		past := int64(max(w.Inflight, bookieFailAcked))
+		err = poll(hctx, func() bool { return wr.LastAddConfirmed() >= lac+past })
 	}
 	p.Partition()
 	held.Discard()
@@ -326,8 +353,8 @@ func injectBookieFault(ctx context.Context, w Workload, wr *client.Writer, px *b
 func writeBookieFail(w io.Writer, r Result) {
 	b := r.BookieFail
 	wl := r.Workload
-	fmt.Fprintf(w, "%s: E%d/WQ%d/AQ%d, %s x %d in flight, closed loop\n",
-		wl.Name, wl.Ensemble, wl.WriteQuorum, wl.AckQuorum, sizeName(wl.Size), wl.Inflight)
+	fmt.Fprintf(w, "%s: E%d/WQ%d/AQ%d, %s, %s\n",
+		wl.Name, wl.Ensemble, wl.WriteQuorum, wl.AckQuorum, sizeName(wl.Size), wl.load())
 	fmt.Fprintf(w, "  %s %s at %.1f s; loadavg %.1f\n", b.Fault, b.Victim, b.FaultAt, r.Load)
 	for _, p := range []struct {
 		name string
