@@ -35,6 +35,18 @@
 // recovers the ledger and writes the first entry of a new one. Reported: kill to CLOSED and
 // kill to that first ack, p50/p99/max (FailoverResult).
 //
+// A bookie-failure workload (Workload.BookieFail, suite "bookiefail", bench/bookiefail.go)
+// measures a writer that outlives a bookie: one closed-loop writer with the client's default
+// configuration (the real MaxPendingBytes, 64 MiB) on one ledger of an E3 ensemble with a
+// spare bookie, every bookie behind a proxy; 5 s into the measured run one bookie of the
+// ensemble is killed (it stops answering, then its connections are cut and refused) or hung
+// (it never answers again; the client's request timeout finds it). Reported: adds/s and
+// p50/p99 before the fault, in the 10 s after it and from there to the end (Duration from
+// the fault), the worst second, the payload acknowledged after the fault against
+// MaxPendingBytes (a writer that kept every entry behind one missing copy would stop near
+// it), the adds refused with ErrTooManyPending, and the closed ledger's fragments
+// (BookieFailResult). The run stops at the first failed add.
+//
 // Depth-1 workloads on one bookie are also compared with a bare synchronous client of
 // docs/protocol.md on one goroutine (syncReference), in the same invocation: what the
 // Go client's queues and goroutines add to an add's latency.

@@ -50,31 +50,11 @@ func (r *Runner) runFailover(ctx context.Context, w Workload, res *Result) error
 	if err != nil {
 		return err
 	}
-	live, err := store.ListBookies(ctx)
+	px, err := proxyBookies(ctx, store)
 	if err != nil {
 		return err
 	}
-	proxies := make(map[string]*faultproxy.Proxy) // dial address -> its proxy
-	byID := make(map[meta.BookieID]*faultproxy.Proxy)
-	defer func() {
-		for _, p := range proxies {
-			p.Close()
-		}
-	}()
-	for _, b := range live {
-		p, err := faultproxy.Listen("127.0.0.1:0", b.DialAddr(), faultproxy.Options{})
-		if err != nil {
-			return fmt.Errorf("bench: failover proxy: %w", err)
-		}
-		proxies[b.DialAddr()], byID[b.ID] = p, p
-	}
-	dial := func(ctx context.Context, addr string) (net.Conn, error) {
-		if p := proxies[addr]; p != nil {
-			addr = p.Addr()
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", addr)
-	}
+	defer px.close()
 	closedHist, ackHist := newHist(), newHist()
 	fr := &FailoverResult{}
 	res.Failover = fr
@@ -85,7 +65,7 @@ func (r *Runner) runFailover(ctx context.Context, w Workload, res *Result) error
 			return err
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		toClosed, toAck, err := r.failoverOnce(rctx, w, store, dial, byID)
+		toClosed, toAck, err := r.failoverOnce(rctx, w, store, px.dial, px.byID)
 		cancel()
 		fr.Runs++
 		if err != nil {
@@ -199,6 +179,47 @@ func (r *Runner) failoverOnce(ctx context.Context, w Workload, store meta.Store,
 	defer cancel()
 	nl.Close(cctx)
 	return toClosed, toAck, nil
+}
+
+// bookieProxies puts a faultproxy.Proxy in front of every live bookie of a store, for the
+// clients of a workload that injects bookie faults: they dial through dial.
+type bookieProxies struct {
+	byAddr map[string]*faultproxy.Proxy // the bookie's dial address -> its proxy
+	byID   map[meta.BookieID]*faultproxy.Proxy
+}
+
+// proxyBookies starts a proxy for every bookie store lists; close stops them.
+func proxyBookies(ctx context.Context, store meta.Store) (*bookieProxies, error) {
+	live, err := store.ListBookies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	px := &bookieProxies{byAddr: make(map[string]*faultproxy.Proxy), byID: make(map[meta.BookieID]*faultproxy.Proxy)}
+	for _, b := range live {
+		p, err := faultproxy.Listen("127.0.0.1:0", b.DialAddr(), faultproxy.Options{})
+		if err != nil {
+			px.close()
+			return nil, fmt.Errorf("bench: bookie proxy: %w", err)
+		}
+		px.byAddr[b.DialAddr()], px.byID[b.ID] = p, p
+	}
+	return px, nil
+}
+
+// dial connects to a bookie through its proxy (client.Config.Dial).
+func (px *bookieProxies) dial(ctx context.Context, addr string) (net.Conn, error) {
+	if p := px.byAddr[addr]; p != nil {
+		addr = p.Addr()
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// close stops every proxy: held frames are discarded, connections cut.
+func (px *bookieProxies) close() {
+	for _, p := range px.byAddr {
+		p.Close()
+	}
 }
 
 // poll waits until cond holds or ctx ends, checking every millisecond.

@@ -18,7 +18,7 @@ func WriteTable(w io.Writer, results []Result) error {
 	fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tledgers\tin flight\tadds/s\tMB/s\tp50\tp95\tp99\tp99.9\tmax\tadds/fsync\tcpu\tadds/cpu-s\trss MiB\tref MB/s\tx ref\tp50-ref p50\terrors\tloadavg\tcpu psi\tsteal\t")
 	for _, r := range results {
 		w := r.Workload
-		if r.Failover != nil || r.GC != nil || r.Read != nil {
+		if r.Failover != nil || r.GC != nil || r.Read != nil || r.BookieFail != nil {
 			continue // below
 		}
 		load := fmt.Sprint(w.Inflight)
@@ -40,6 +40,9 @@ func WriteTable(w io.Writer, results []Result) error {
 	for _, r := range results {
 		if g := r.GC; g != nil {
 			writeGC(w, r)
+		}
+		if r.BookieFail != nil {
+			writeBookieFail(w, r)
 		}
 		if f := r.Failover; f != nil {
 			fmt.Fprintf(w, "%s: %d runs, %d failed; kill to CLOSED p50 %s p99 %s max %s; kill to new ledger's first ack p50 %s p99 %s max %s; loadavg %.1f\n",

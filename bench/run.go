@@ -41,7 +41,7 @@ type Options struct {
 	// batch its journal ran at.
 	SharedDisk bool
 	// TLS, when set, makes every client of the workloads speak TLS to the
-	// bookies' TLS listeners (client.Config.TLS). Failover workloads, whose
+	// bookies' TLS listeners (client.Config.TLS). Failover and bookie-failure workloads, whose
 	// fault proxies sit in front of the plain listeners, refuse it.
 	TLS *tls.Config
 }
@@ -162,6 +162,9 @@ type Result struct {
 	Reference                *Reference `json:",omitempty"`
 	// Failover is set for a failover workload, whose other fields are mostly zero.
 	Failover *FailoverResult `json:",omitempty"`
+	// BookieFail is set for a bookie-failure workload (bench/bookiefail.go); its Adds,
+	// AddsPerSec, Latency and Timeline cover the measured run before and after the fault.
+	BookieFail *BookieFailResult `json:",omitempty"`
 	// GC is set for a gc workload.
 	GC *GCResult `json:",omitempty"`
 	// Read is set for a read workload (bench/read.go), whose other fields are mostly zero.
@@ -230,6 +233,14 @@ func (r *Runner) Run(ctx context.Context, w Workload) (Result, error) {
 			return res, errors.New("bench: failover workloads run over plain TCP only: their fault proxies front the plain listeners")
 		}
 		err := r.runFailover(ctx, w, &res)
+		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
+		return res, err
+	}
+	if w.BookieFail != "" {
+		if r.opts.TLS != nil {
+			return res, errors.New("bench: bookie-failure workloads run over plain TCP only: their fault proxies front the plain listeners")
+		}
+		err := r.runBookieFail(ctx, w, &res)
 		res.Load, res.CPUPressure = loadAvg(), cpuPressure()
 		return res, err
 	}

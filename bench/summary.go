@@ -16,7 +16,7 @@ const SummaryWidth = 100
 func WriteSummary(w io.Writer, results []Result) error {
 	special := 0 // results with their own lines below the table
 	for _, r := range results {
-		if r.Read != nil || r.GC != nil {
+		if r.Read != nil || r.GC != nil || r.BookieFail != nil {
 			special++
 		}
 	}
@@ -24,7 +24,7 @@ func WriteSummary(w io.Writer, results []Result) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "workload\tsize\tE/WQ/AQ\tadds/s\tMB/s\tp50\tp99\tp99.9\tx ref\terrors\t")
 		for _, r := range results {
-			if r.Read != nil || r.GC != nil {
+			if r.Read != nil || r.GC != nil || r.BookieFail != nil {
 				continue // below
 			}
 			wl, l := r.Workload, r.Latency
@@ -40,6 +40,9 @@ func WriteSummary(w io.Writer, results []Result) error {
 	for _, r := range results {
 		if r.GC != nil {
 			writeGC(w, r)
+		}
+		if r.BookieFail != nil {
+			writeBookieFail(w, r)
 		}
 	}
 	writeReadResults(w, results)

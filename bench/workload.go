@@ -41,6 +41,13 @@ type Workload struct {
 	// under a foreground writer measured for Duration before.
 	GC    bool
 	Bytes int64
+	// BookieFail makes the run a bookie-failure measurement (runBookieFail,
+	// bench/bookiefail.go): one writer on one ledger (open loop at Rate, or closed loop
+	// with Inflight when Rate is 0), and one bookie of its
+	// ensemble killed (FaultKill) or hung (FaultHang) after Warmup and 5 s measured;
+	// Duration runs from the fault. Bytes, when > 0, ends the run early once that much
+	// payload is acknowledged after the fault.
+	BookieFail string `json:",omitempty"`
 	// OfMax, when > 0, makes the run open-loop at OfMax times the adds/s
 	// of the last closed-loop run before it in the same Runner (the
 	// latency-curve suite): Rate is set when the run starts.
@@ -77,16 +84,24 @@ func (w Workload) String() string {
 		return fmt.Sprintf("%s: %d failovers, E%d/WQ%d/AQ%d on %d bookies, writer %d in flight of %s", w.Name, w.Runs,
 			w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Bookies, w.Inflight, sizeName(w.Size))
 	}
+	if w.BookieFail != "" {
+		return fmt.Sprintf("%s: a writer of %s, %s, E%d/WQ%d/AQ%d on %d bookies, one bookie's fault: %s", w.Name,
+			sizeName(w.Size), w.load(), w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Bookies, w.BookieFail)
+	}
 	if w.Read != "" {
 		return fmt.Sprintf("%s: read workload %s, %s entries, E%d/WQ%d/AQ%d, %s written first, writer at %.0f/s", w.Name, w.Read,
 			sizeName(w.Size), w.Ensemble, w.WriteQuorum, w.AckQuorum, sizeName(int(w.ReadBytes)), w.Rate)
 	}
-	load := fmt.Sprintf("%d in flight", w.Inflight)
-	if !w.Closed() {
-		load = fmt.Sprintf("open loop %.0f/s", w.Rate)
-	}
 	return fmt.Sprintf("%s: %s, E%d/WQ%d/AQ%d, %d ledger(s), %s", w.Name, sizeName(w.Size),
-		w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Ledgers, load)
+		w.Ensemble, w.WriteQuorum, w.AckQuorum, w.Ledgers, w.load())
+}
+
+// load describes w's load model: "N in flight" or "open loop R/s".
+func (w Workload) load() string {
+	if !w.Closed() {
+		return fmt.Sprintf("open loop %.0f/s", w.Rate)
+	}
+	return fmt.Sprintf("%d in flight", w.Inflight)
 }
 
 func sizeName(n int) string {
@@ -109,10 +124,13 @@ type Scale struct {
 }
 
 // defaultRate is the open-loop rate of the omb workload; readRate that of the read
-// workloads' writers, unless Suite is given another rate.
+// workloads' writers, and bookieFailRate that of the bookiefail workloads' (8 MB/s of 4 KiB
+// entries: 0.5 GB a minute, several times MaxPendingBytes, without filling a shared disk
+// over six runs), unless Suite is given another rate.
 const (
-	defaultRate = 50000
-	readRate    = 1000
+	defaultRate    = 50000
+	readRate       = 1000
+	bookieFailRate = 2000
 )
 
 // suiteDoc describes the suites, for bk bench -h and the docs.
@@ -133,6 +151,7 @@ var suiteDoc = []struct{ name, doc string }{
 	{"read-tail", "a writer at --rate (read workloads: default 1,000/s) 1 KiB adds and a reader following the ledger: add-to-delivery delay p50/p99"},
 	{"read-mixed", "a writer at --rate 1 KiB adds for --duration alone, then for --duration beside one reader catching up, pass after pass, on --read-bytes written and checkpointed before: add p99 with over without"},
 	{"read", "read-catchup, read-tail and read-mixed"},
+	{"bookiefail", "a writer with the client's default configuration, 4 KiB at 2,000 adds/s (--rate) open loop, on E3/WQ2/AQ2, E3/WQ3/AQ2 and E3/WQ3/AQ3 (4 bookies), one bookie of its ensemble killed, then (six runs in all) hung, 5 s into the measured run: adds/s and p50/p99 before, in the 10 s after the fault and for --duration (default 60 s) from the fault; MB acknowledged after the fault against MaxPendingBytes; ErrTooManyPending; the closed ledger's fragments"},
 	{"failover", "a writer killed while one bookie of its E3/WQ2/AQ2 ensemble is hung (4 bookies): kill to CLOSED by a recoverer, and to its new ledger's first ack, over 20 runs"},
 }
 
@@ -235,6 +254,15 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 			w := e3("failover-e3-1KiB", name, 1024, 1, 16)
 			w.Bookies, w.Failover, w.Runs = 4, true, 20
 			ws = []Workload{w}
+		case "bookiefail":
+			for _, fault := range []string{FaultKill, FaultHang} {
+				for _, q := range [][2]int{{2, 2}, {3, 2}, {3, 3}} {
+					w := e3(fmt.Sprintf("bookiefail-%s-e3wq%daq%d", fault, q[0], q[1]), name, 4<<10, 1, 0)
+					w.Bookies, w.WriteQuorum, w.AckQuorum, w.BookieFail = 4, q[0], q[1], fault
+					w.Rate, w.MaxOutstanding, w.Duration = bookieFailRate, 20000, time.Minute
+					ws = append(ws, w)
+				}
+			}
 		case "gc":
 			w := single("gc-64KiB", name, 64<<10, 4, 64) // the output says how many bytes
 			w.GC, w.Bytes = true, 2<<30
@@ -247,7 +275,7 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 			}
 		default:
 			// A single workload of a suite, by its name.
-			for _, suite := range []string{"all", "sustained", "quick"} {
+			for _, suite := range []string{"all", "sustained", "quick", "bookiefail"} {
 				all, _ := Suite(suite, Scale{}, rate)
 				for _, w := range all {
 					if w.Name == strings.TrimSpace(name) && len(ws) == 0 {
@@ -267,6 +295,9 @@ func Suite(names string, sc Scale, rate float64) ([]Workload, error) {
 		out = append(out, ws...)
 	}
 	for i := range out {
+		if out[i].BookieFail != "" && rate != defaultRate {
+			out[i].Rate = rate
+		}
 		if out[i].Read != "" && rate != defaultRate {
 			out[i].Rate = rate
 			if out[i].Read == ReadCatchUp {

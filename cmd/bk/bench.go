@@ -73,7 +73,7 @@ func runBench(args []string) error {
 	metadata := fs.String("metadata", "", "benchmark existing bookies registered at etcd[s]://host:port[,...][/prefix][?query]")
 	admins := fs.String("admin", "", "with --metadata: comma-separated admin addresses (host:port) of the bookies, in the order of their ids, for adds/fsync, CPU and RSS")
 	workloads := fs.String("workload", "quick", "comma-separated suites (below) or single workloads by name (e.g. size-64KiB, ledgers-1000-1KiB)")
-	duration := fs.Duration("duration", 0, "measured time of each workload (default: the workload's own, 10s; quick 3s; sustained 10m)")
+	duration := fs.Duration("duration", 0, "measured time of each workload (default: the workload's own, 10s; quick 3s; sustained 10m; bookiefail 60s from the fault)")
 	warmup := fs.Duration("warmup", 0, "warm-up before each workload (default 2s; quick 1s)")
 	rate := fs.Float64("rate", 50000, "open-loop rate of the omb workload, adds per second over all its ledgers (read workloads' writers: 1,000 unless set to another value)")
 	readBytes := fs.Int64("read-bytes", 0, "bytes the read workloads write before reading them back (default 256 MiB)")
@@ -97,7 +97,7 @@ func runBench(args []string) error {
 	}
 	replay := fs.String("report", "", "print the table (and --plot) of a JSON file written by --json, without running anything")
 	wide := fs.Bool("wide", false, "print every column (CPU, RSS, adds/fsync, the reference, load) and the per-workload details, not just the summary")
-	tlsRun := fs.Bool("tls", false, "run each workload twice, over the bookies' plain and then their TLS listeners (WORKLOAD and WORKLOAD+tls), to measure TLS's cost; with --local the bookies get a throwaway certificate, with --metadata give --bookie-tls-ca (and -cert/-key); failover workloads run in plain only")
+	tlsRun := fs.Bool("tls", false, "run each workload twice, over the bookies' plain and then their TLS listeners (WORKLOAD and WORKLOAD+tls), to measure TLS's cost; with --local the bookies get a throwaway certificate, with --metadata give --bookie-tls-ca (and -cert/-key); failover and bookiefail workloads run in plain only")
 	var benchTLS bookieTLSFlags
 	benchTLS.add(fs)
 	rerepl := addRereplFlags(fs)
@@ -242,7 +242,7 @@ func runBench(args []string) error {
 		if !run(r, w) {
 			break
 		}
-		if rTLS != nil && !w.Failover {
+		if rTLS != nil && !w.Failover && w.BookieFail == "" {
 			w.Name += "+tls"
 			if !run(rTLS, w) {
 				break
