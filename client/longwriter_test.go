@@ -11,18 +11,6 @@ import (
 	"github.com/bookie-go/bookie/wire"
 )
 
-// eventually polls cond until it holds, failing the test with what after 20 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in 20 s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // TestLongLivedWriterSurvivesFailures is a writer that outlives a killed bookie and a hung
 // one and keeps writing several times MaxPendingBytes after each. With WriteQuorum >
 // AckQuorum, the entries acknowledged by AckQuorum bookies whose copy to the failed bookie

@@ -106,15 +106,22 @@ func TestSeed000(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+// eventually polls cond until it holds, failing the test with what after 20 s: the
+// package's one polling helper.
+func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10 s")
+			t.Fatalf("%s: not reached in 20 s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	eventually(t, "condition", cond)
 }
 
 // TestWriterAndRecoverersRace runs a writer while two clients recover its ledger at once:
