@@ -65,6 +65,8 @@
 // below: before the CAS every moved entry already has WriteQuorum copies in the write set
 // the new metadata names for it, and entries of T keep their write sets. A member of T
 // that fails meanwhile starts another ensemble change, and the copies go to its ensemble.
+// A copy that a bookie refuses with TooManyRequests is sent again after the backoff, as an
+// unacknowledged add is (TestStragglerCopyRetriedAfterTooManyRequests).
 //
 // Close first waits for every add to be
 // acknowledged, then, holding every entry still in memory (ids F..LAC, F the first one not

@@ -514,13 +514,16 @@ func (w *Writer) complete(r *request) {
 }
 
 // retry resends, after a TooManyRequests, every in-memory entry to the bookies of its write
-// set it is not on yet.
+// set it is not on yet: the unacknowledged ones, and the acknowledged ones too (a copy
+// refused to a bookie of the last ensemble, a straggler's included, is sent again: only a
+// copy on WriteQuorum bookies releases an entry, or lets the stragglers merge).
 func (w *Writer) retry() {
 	var reqs []*request
 	w.mu.Lock()
 	w.retrying = false
 	if w.err == nil && !w.changing {
 		reqs = w.resendLocked(reqs)
+		reqs = w.consolidateSendsLocked(reqs)
 	}
 	w.mu.Unlock()
 	w.sendAll(reqs)
