@@ -54,18 +54,7 @@ func TestHostileMetadataSkipped(t *testing.T) {
 	cfg := c.fastConfig(c.client(), "r")
 	cfg.AuditInterval = 200 * time.Millisecond // deep audits too: they divide by the ensemble size
 	auditorMetrics, workerMetrics := NewMetrics(nil), NewMetrics(nil)
-	cfg.Metrics = auditorMetrics
-	a, err := NewAuditor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, a.Run)
-	cfg.Metrics = workerMetrics
-	w, err := NewWorker(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, w.Run)
+	a := runAuditorAndWorker(t, cfg, auditorMetrics, workerMetrics)
 
 	waitFor(ctx, t, "the good ledgers repaired", func() bool {
 		return len(c.ledgersNaming(ctx, good, lost)) == 0
@@ -90,6 +79,25 @@ func TestHostileMetadataSkipped(t *testing.T) {
 			t.Errorf("%v panics caught, want none", got)
 		}
 	}
+}
+
+// runAuditorAndWorker runs an auditor counting into am and a worker counting into wm, both
+// with cfg otherwise, until the test ends; it returns the auditor.
+func runAuditorAndWorker(t *testing.T, cfg Config, am, wm *Metrics) *Auditor {
+	t.Helper()
+	cfg.Metrics = am
+	a, err := NewAuditor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, a.Run)
+	cfg.Metrics = wm
+	w, err := NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, w.Run)
+	return a
 }
 
 // panicOnce is a counter whose first Inc panics: a stand-in for any bug that panics
@@ -119,18 +127,7 @@ func TestPanicInPassSurvived(t *testing.T) {
 	auditorMetrics, workerMetrics := NewMetrics(nil), NewMetrics(nil)
 	auditorMetrics.BadLedgers = &panicOnce{Counter: auditorMetrics.BadLedgers}
 	workerMetrics.BadLedgers = &panicOnce{Counter: workerMetrics.BadLedgers}
-	cfg.Metrics = auditorMetrics
-	a, err := NewAuditor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, a.Run)
-	cfg.Metrics = workerMetrics
-	w, err := NewWorker(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run(t, w.Run)
+	a := runAuditorAndWorker(t, cfg, auditorMetrics, workerMetrics)
 
 	waitFor(ctx, t, "the good ledgers repaired after the panics", func() bool {
 		return len(c.ledgersNaming(ctx, good, lost)) == 0 &&
