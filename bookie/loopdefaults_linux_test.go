@@ -58,17 +58,8 @@ func testLoopDiskDefaults(t *testing.T, size int64) {
 	// 192 KiB entries: a few hundred adds fill a disk; the largest frame
 	// the smallest disk's default sizes allow is 1 MiB.
 	payload := func(l uint64, e int64) []byte { return bytes.Repeat([]byte{byte(l), byte(e), byte(e >> 8)}, 64<<10) }
-	acked := map[[2]int64]bool{}
-	next := map[uint64]int64{}
-	add := func(c *testClient, l uint64) wire.Status {
-		e := next[l]
-		s := c.add(testKey, 0, l, e, e-1, payload(l, e))
-		if s == wire.StatusOK {
-			acked[[2]int64{int64(l), e}] = true
-			next[l] = e + 1
-		}
-		return s
-	}
+	acked := newAckedEntries(t, payload)
+	add := acked.add
 	// fill adds until the bookie refuses for a full disk: a ReadOnly while
 	// a quarter of the disk is free is a stalled sync on a busy machine
 	// (disk_stall_threshold), which passes.
@@ -93,21 +84,13 @@ func testLoopDiskDefaults(t *testing.T, size int64) {
 			}
 		}
 	}
-	checkAcked := func(c *testClient, when string) {
-		t.Helper()
-		for k := range acked {
-			r, s := c.read(0, uint64(k[0]), k[1])
-			if s != wire.StatusOK || !bytes.Equal(r.Entry.Payload, payload(uint64(k[0]), k[1])) {
-				t.Fatalf("%s: acknowledged entry %d/%d reads %v", when, k[0], k[1], s)
-			}
-		}
-	}
+	checkAcked := acked.check
 
 	p := startChild(t, dir, "BOOKIE_CHILD_DEFAULTS=1")
 	c := dial(t, p.addr)
 	fill(c, "first fill")
 	checkAcked(c, "read-only")
-	t.Logf("full: %d acknowledged entries, %d KiB free", len(acked), freeBytes()>>10)
+	t.Logf("full: %d acknowledged entries, %d KiB free", len(acked.entries), freeBytes()>>10)
 	for i := range 2 {
 		p.kill() // SIGKILL on the full disk
 		p = startChild(t, dir, "BOOKIE_CHILD_DEFAULTS=1")
@@ -152,11 +135,7 @@ func testLoopDiskDefaults(t *testing.T, size int64) {
 	if _, err := b.store.Compact(context.Background()); err != nil {
 		t.Fatalf("compaction on the full disk: %v", err)
 	}
-	for k := range acked {
-		if k[0] == doomed {
-			delete(acked, k)
-		}
-	}
+	acked.forget(doomed)
 	t.Logf("deleted: %d KiB free, was %d KiB", freeBytes()>>10, before>>10)
 	waitUntil(t, func() bool { ro, _ := b.ReadOnly(); return !ro })
 	if s := add(c, kept); s != wire.StatusOK {

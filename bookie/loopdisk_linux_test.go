@@ -55,6 +55,51 @@ func mountLoopDisk(t *testing.T, size int64) string {
 	return mnt
 }
 
+// ackedEntries is what a disk-full test wrote and the bookie acknowledged, so that it
+// can check, after each read-only turn, kill or restart, that every one still reads back
+// with its bytes.
+type ackedEntries struct {
+	t       *testing.T
+	payload func(l uint64, e int64) []byte
+	entries map[[2]int64]bool // ledger, entry
+	next    map[uint64]int64
+}
+
+func newAckedEntries(t *testing.T, payload func(l uint64, e int64) []byte) *ackedEntries {
+	return &ackedEntries{t: t, payload: payload, entries: map[[2]int64]bool{}, next: map[uint64]int64{}}
+}
+
+// add sends ledger l's next entry and records it if the bookie acknowledges it.
+func (a *ackedEntries) add(c *testClient, l uint64) wire.Status {
+	e := a.next[l]
+	s := c.add(testKey, 0, l, e, e-1, a.payload(l, e))
+	if s == wire.StatusOK {
+		a.entries[[2]int64{int64(l), e}] = true
+		a.next[l] = e + 1
+	}
+	return s
+}
+
+// check fails the test unless every acknowledged entry reads back with its bytes.
+func (a *ackedEntries) check(c *testClient, when string) {
+	a.t.Helper()
+	for k := range a.entries {
+		r, s := c.read(0, uint64(k[0]), k[1])
+		if s != wire.StatusOK || !bytes.Equal(r.Entry.Payload, a.payload(uint64(k[0]), k[1])) {
+			a.t.Fatalf("%s: acknowledged entry %d/%d reads %v", when, k[0], k[1], s)
+		}
+	}
+}
+
+// forget drops ledger l's entries (deleted on purpose).
+func (a *ackedEntries) forget(l uint64) {
+	for k := range a.entries {
+		if uint64(k[0]) == l {
+			delete(a.entries, k)
+		}
+	}
+}
+
 // imageDir returns where a loop disk's image file goes: a fresh directory in
 // /dev/shm (memory) where there is one, else dir. A file system filled at
 // full speed on an image on the real disk queues every other fdatasync on
@@ -98,17 +143,8 @@ func TestLoopDiskFullDeleteAndBack(t *testing.T) {
 
 	doomed, kept := gcLedger(t, store, cfg.Listen), gcLedger(t, store, cfg.Listen)
 	payload := func(l uint64, e int64) []byte { return bytes.Repeat([]byte{byte(l), byte(e), byte(e >> 8)}, 64<<10/3) }
-	acked := map[[2]int64]bool{}
-	next := map[uint64]int64{}
-	add := func(c *testClient, l uint64) wire.Status {
-		e := next[l]
-		s := c.add(testKey, 0, l, e, e-1, payload(l, e))
-		if s == wire.StatusOK {
-			acked[[2]int64{int64(l), e}] = true
-			next[l] = e + 1
-		}
-		return s
-	}
+	acked := newAckedEntries(t, payload)
+	add := acked.add
 	// Fill: three entries of the doomed ledger for one of the kept.
 	for i := 0; ; i++ {
 		l := doomed
@@ -129,15 +165,7 @@ func TestLoopDiskFullDeleteAndBack(t *testing.T) {
 	if ro, why := b.ReadOnly(); !ro || !strings.HasPrefix(why, "disk full") {
 		t.Fatalf("read-only %v %q, want disk full", ro, why)
 	}
-	checkAcked := func(c *testClient, when string) {
-		t.Helper()
-		for k := range acked {
-			r, s := c.read(0, uint64(k[0]), k[1])
-			if s != wire.StatusOK || !bytes.Equal(r.Entry.Payload, payload(uint64(k[0]), k[1])) {
-				t.Fatalf("%s: acknowledged entry %d/%d reads %v", when, k[0], k[1], s)
-			}
-		}
-	}
+	checkAcked := acked.check
 	checkAcked(c, "read-only")
 	debugDisk(t, b, mnt, "read-only")
 	// No flapping: for a few disk checks (one a second) and checkpoints
@@ -175,11 +203,7 @@ func TestLoopDiskFullDeleteAndBack(t *testing.T) {
 			t.Fatalf("collection %d on a full disk: %v", i, err)
 		}
 	}
-	for k := range acked {
-		if uint64(k[0]) == doomed {
-			delete(acked, k)
-		}
-	}
+	acked.forget(doomed)
 	syscall.Statfs(mnt, &fs)
 	freeAfter := fs.Bavail * uint64(fs.Bsize)
 	if freeAfter < freeBefore+50<<20 {
