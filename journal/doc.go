@@ -91,9 +91,11 @@
 //   - torn tail (ErrTornTail): a batch that does not verify, with no batch
 //     written after it in this or a later segment. It was never synced, so
 //     never acknowledged: none of its records is replayed, not even those
-//     that verify (a batch is checked whole before any of it is), Open
-//     truncates the segment at the batch's start and appends go to a new
-//     segment;
+//     that verify (a batch is checked whole before any of it is). Open
+//     clears the segment from the batch's start to its end (zeros written
+//     in place, not a truncation, so the segment keeps its blocks) and
+//     appends go to a new segment, or on in this one when the disk is too
+//     full for a new one;
 //   - corruption (ErrCorrupt): a batch that does not verify, or zeros, with a
 //     later batch after it (so it had been synced), anything damaged before
 //     the checkpoint mark, a bad segment header, or a gap in sequence
@@ -101,7 +103,7 @@
 //     and offset; it never treats corruption as the end of the log.
 //
 // A torn tail cannot be told from damage to a last batch that had been
-// synced: both are truncated. Every write-ahead log shares this limit.
+// synced: both are cleared. Every write-ahead log shares this limit.
 //
 // # Concurrency
 //

@@ -154,3 +154,48 @@ func TestRollRetriesAfterFullDisk(t *testing.T) {
 	defer j3.Close()
 	sameRecords(t, got, a2.durable())
 }
+
+// A torn tail found at start on a full disk does not cost the segment its
+// room: Open clears it in place (no block freed or needed) and the journal
+// goes on in that segment, after the last whole batch, without a new one.
+// Truncating the tail instead left the segment "full" at the cut, so the
+// first append needed a segment the disk had no room for and the journal
+// failed until a restart found space.
+func TestOpenOnFullDiskAfterTornTail(t *testing.T) {
+	for _, where := range []string{"payload", "batch length", "record sequence"} {
+		t.Run(where, func(t *testing.T) {
+			mem := vfs.NewMemFS()
+			disk := &fullDisk{}
+			fs := vfs.NewFaultFS(mem, disk.inject)
+			opts := func(a *acked) Options { o := fullDiskOpts(a); o.SegmentSize = 64 << 10; return o }
+			recs := oneRecordBatches(t, fs, opts(newAcked()), 10)
+			start := damage(t, mem, recs, 9, where)
+
+			disk.full.Store(true)
+			a := newAcked()
+			a.recs = recs[:9]
+			got, j := replayAll(t, fs, "/j", opts(a))
+			if info := j.Replayed(); info.Tail != ErrTornTail || info.TruncatedAt.Offset != start.Offset {
+				t.Fatalf("tail %v at %+v, want ErrTornTail at %+v", info.Tail, info.TruncatedAt, start)
+			}
+			sameRecords(t, got, recs[:9])
+			appendRecords(t, j, a, 9, 20)
+			if fresh, _ := j.Segments(); fresh != 0 {
+				t.Fatalf("%d segments made on a full disk", fresh)
+			}
+			if got := a.durable()[28].Pos.Segment; got != start.Segment {
+				t.Fatalf("appends after the reopen landed in segment %d, want the torn one, %d", got, start.Segment)
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			got, j = replayAll(t, fs, "/j", opts(newAcked()))
+			defer j.Close()
+			sameRecords(t, got, a.durable())
+			if tail := j.Replayed().Tail; tail == ErrTornTail {
+				t.Fatal("tail still torn after it was cleared")
+			}
+		})
+	}
+}

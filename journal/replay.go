@@ -28,7 +28,7 @@ var (
 	ErrGap = fmt.Errorf("%w: gap in sequence numbers", ErrCorrupt)
 	// ErrTornTail is the tail of a journal whose last batch was only partly
 	// written when the process or machine stopped. That batch was never
-	// synced, so never acknowledged; Open truncates the segment at its start.
+	// synced, so never acknowledged; Open clears the segment from its start.
 	ErrTornTail = errors.New("journal: torn tail")
 	// ErrPreallocated is the tail of a segment whose records end in
 	// preallocated space: zeros, or the old records of a recycled segment.
@@ -76,7 +76,7 @@ type recovered struct {
 }
 
 // recover reads the checkpoint mark, frees segments before it, replays the
-// rest and truncates a torn tail. Runs in Open, before the writer starts.
+// rest and clears a torn tail. Runs in Open, before the writer starts.
 func (j *Journal) recover() (recovered, error) {
 	var st recovered
 	names, err := j.fs.List(j.dir)
@@ -150,7 +150,7 @@ type replayer struct {
 	buf      []byte   // segment contents; reused
 	recs     []Record // the batch being checked; reused
 
-	truncatedAt Mark  // where a torn tail was found (and, in Open, truncated)
+	truncatedAt Mark  // where a torn tail was found (and, in Open, cleared)
 	tornCause   error // what does not verify there
 }
 
@@ -174,7 +174,7 @@ func newReplayer(j *Journal, mark Mark) *replayer {
 // from the checkpoint mark's on) follow each other, replays their records
 // after the mark through j.opts.Replay, tells the four tails apart, and
 // checks the mark's record was seen. At a torn tail it stops there, and
-// truncates the segment when truncate is set (Open; Scan only reports it).
+// clears the segment's tail when truncate is set (Open; Scan only reports it).
 // seen, if set, learns where each segment read ends and how (a nil tail
 // with an error). Open and Scan both read through it.
 func (r *replayer) walk(live []uint64, truncate bool, seen func(num uint64, end int, tail error)) error {
@@ -216,7 +216,7 @@ func (r *replayer) run(live []uint64, truncate bool, seen func(num uint64, end i
 				return err
 			}
 			if truncate {
-				if err := r.truncate(num, pos); err != nil {
+				if err := r.clearTail(num, pos, len(data)); err != nil {
 					return err
 				}
 			}
@@ -401,17 +401,24 @@ func (r *replayer) checkLater(num uint64, data []byte, pos int, later []uint64, 
 	return nil
 }
 
-// truncate cuts segment num at pos, durably, so that the next replay ends
-// cleanly there. Runs in Open.
-func (r *replayer) truncate(num uint64, pos int) error {
+// clearTail overwrites segment num from pos to its end (size bytes) with
+// zeros, durably, so that the next replay ends cleanly there (preallocated
+// space). It writes in place rather than truncating: no block is freed, so
+// the segment keeps its room and a journal on a full disk can go on in it
+// (Open's reopen) instead of needing a new segment. Runs in Open.
+func (r *replayer) clearTail(num uint64, pos, size int) error {
 	name := r.j.segmentPath(num)
 	f, err := r.j.fs.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("journal: open %s: %w", name, err)
 	}
 	defer f.Close()
-	if err := f.Truncate(int64(pos)); err != nil {
-		return fmt.Errorf("journal: truncate torn tail of %s at %d: %w", name, pos, err)
+	zeros := make([]byte, min(size-pos, 1<<20))
+	for off := pos; off < size; off += len(zeros) {
+		n := min(len(zeros), size-off)
+		if _, err := f.WriteAt(zeros[:n], int64(off)); err != nil {
+			return fmt.Errorf("journal: clear torn tail of %s at %d: %w", name, pos, err)
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("journal: sync %s: %w", name, err)

@@ -20,7 +20,7 @@ type ScanInfo struct {
 	End Mark
 	// Tail is how the journal ends: io.EOF, ErrPreallocated or ErrTornTail.
 	Tail error
-	// TornAt is where Open would truncate a torn tail (when Tail is
+	// TornAt is where Open would clear a torn tail from (when Tail is
 	// ErrTornTail), and TornCause what does not verify there.
 	TornAt    Mark
 	TornCause error
@@ -51,7 +51,7 @@ type SegmentInfo struct {
 // Scan reads the journal in dir the way Open replays it, without writing
 // anything: it calls fn for every record after the checkpoint mark, in
 // sequence order, and tells the same four tails apart (see the package
-// documentation). It never truncates a torn tail, releases a segment or
+// documentation). It never clears a torn tail, releases a segment or
 // removes a tmp file; it reports them. Corruption is returned as an error
 // wrapping ErrCorrupt (or ErrGap) that names the segment and offset, as Open
 // would fail with; the ScanInfo returned with it describes what was read up
