@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -150,7 +151,8 @@ func Verify(fs vfs.FS, dirs Dirs, opts VerifyOptions) *VerifyReport {
 			}
 		}
 	}()
-	verifyIndex(fs, dirs.Index(), logs, r, progress)
+	complete := verifyIndex(fs, dirs.Index(), logs, r, progress)
+	settleDamage(logs, complete, r)
 	r.Seconds = time.Since(start).Seconds()
 	return r
 }
@@ -236,7 +238,7 @@ func verifyJournal(fs vfs.FS, dir string, r *VerifyReport, progress func(Progres
 		}
 	}
 	if info.Tail == journal.ErrTornTail {
-		r.Notes = append(r.Notes, fmt.Sprintf("journal: torn tail in segment %016x.log at offset %d (a write cut off by a crash, never acknowledged; a restart truncates it): %v",
+		r.Notes = append(r.Notes, fmt.Sprintf("journal: torn tail in segment %016x.log at offset %d (a write cut off by a crash, never acknowledged; a restart clears it): %v",
 			info.TornAt.Segment, info.TornAt.Offset, info.TornCause))
 	}
 	if err != nil {
@@ -263,6 +265,36 @@ func verifyJournal(fs vfs.FS, dir string, r *VerifyReport, progress func(Progres
 type logState struct {
 	reader *entrylog.Reader // nil when the log cannot be read
 	err    error            // why not
+	// damaged are the log's records that do not verify, and refs the
+	// offsets index entries point at: settleDamage decides which damage
+	// matters.
+	damaged []Problem
+	refs    map[int64]bool
+}
+
+// settleDamage reports each damaged entry log record as a problem when an
+// index entry points at it, or when the index could not be read whole (so
+// no one knows whether one does). A damaged record no index entry points
+// at is not read by the bookie: its entry was written again elsewhere (a
+// recovery ADD or re-replication healed it, and the index points at the
+// new copy) or its ledger is gone, and compaction removes it; it is a note.
+func settleDamage(logs map[uint32]*logState, complete bool, r *VerifyReport) {
+	ids := make([]uint32, 0, len(logs))
+	for id := range logs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		st := logs[id]
+		for _, p := range st.damaged {
+			if !complete || st.refs[p.Offset] {
+				r.add(p)
+				continue
+			}
+			r.Notes = append(r.Notes, fmt.Sprintf("entrylog: %s offset %d: damaged record no index entry points at (superseded by a later copy, or of a deleted ledger; compaction removes it): %s",
+				p.File, p.Offset, p.Message))
+		}
+	}
 }
 
 func verifyLogs(fs vfs.FS, dir string, r *VerifyReport, progress func(Progress)) map[uint32]*logState {
@@ -274,7 +306,7 @@ func verifyLogs(fs vfs.FS, dir string, r *VerifyReport, progress func(Progress))
 	}
 	var total, before int64
 	for _, id := range ids {
-		st := &logState{}
+		st := &logState{refs: make(map[int64]bool)}
 		logs[id] = st
 		st.reader, st.err = entrylog.OpenReader(fs, dir, id)
 		if st.err != nil {
@@ -304,13 +336,13 @@ func verifyLogs(fs vfs.FS, dir string, r *VerifyReport, progress func(Progress))
 					p.Ledger, p.Entry = &l, &e
 					p.Message += " (ledger and entry as the damaged record's header claims)"
 				}
-				r.add(p)
+				st.damaged = append(st.damaged, p)
 				return nil
 			}
 			r.EntryLogs.Records++
 			last = off + int64(entrylog.RecordSize(len(rec.Data)))
 			if _, err := checkStoredEntry(rec.Data, rec.Ledger, rec.Entry); err != nil {
-				r.add(Problem{Area: "entrylog", File: info.Path, Offset: off, Ledger: &l, Entry: &e, Message: err.Error()})
+				st.damaged = append(st.damaged, Problem{Area: "entrylog", File: info.Path, Offset: off, Ledger: &l, Entry: &e, Message: err.Error()})
 			}
 			return nil
 		})
@@ -334,7 +366,10 @@ func verifyLogs(fs vfs.FS, dir string, r *VerifyReport, progress func(Progress))
 	return logs
 }
 
-func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyReport, progress func(Progress)) {
+// verifyIndex checks every index entry against the record it points at,
+// and notes the offsets pointed at in logs. It reports whether it read the
+// whole index (every page of every ledger).
+func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyReport, progress func(Progress)) (complete bool) {
 	v, err := index.OpenView(fs, dir)
 	if err != nil {
 		p := Problem{Area: "index", File: dir, Offset: -1, Message: err.Error() + " (the bookie refuses to start)"}
@@ -347,8 +382,9 @@ func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyRepo
 			}
 		}
 		r.add(p)
-		return
+		return false
 	}
+	complete = true
 	for _, o := range v.Orphans {
 		r.Notes = append(r.Notes, fmt.Sprintf("index: orphan file %s (no ledger refers to it; a restart removes it)", o))
 	}
@@ -371,6 +407,7 @@ func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyRepo
 		if err != nil {
 			r.add(Problem{Area: "index", File: l.Path, Offset: -1, Ledger: &ledger, Message: err.Error()})
 			done += stored(l)
+			complete = false
 			continue
 		}
 		l.PageNumbers(func(no uint64) bool {
@@ -381,6 +418,7 @@ func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyRepo
 				first := int64(no) * index.SlotsPerPage
 				r.add(Problem{Area: "index", File: l.Path, Offset: pageOff, Ledger: &ledger,
 					Message: fmt.Sprintf("page %d (entries %d to %d): %v", no, first, first+index.SlotsPerPage-1, err)})
+				complete = false
 				return true
 			}
 			for i, s := range slots {
@@ -396,6 +434,9 @@ func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyRepo
 						Message: fmt.Sprintf("points at log %d offset %d: %s", loc.Log(), loc.Offset(), msg)})
 				}
 				st := logs[loc.Log()]
+				if st != nil {
+					st.refs[int64(loc.Offset())] = true
+				}
 				switch {
 				case st == nil:
 					bad(fmt.Sprintf("no such entry log %s", entrylog.LogName(loc.Log())))
@@ -421,4 +462,5 @@ func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyRepo
 		}
 	}
 	progress(Progress{Phase: "index", Done: total, Total: total, Unit: "pages"})
+	return complete
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/vfs"
+	"github.com/bookie-go/bookie/wire"
 )
 
 // flip xors one byte of a file.
@@ -248,5 +249,64 @@ func TestVerifySparseLedger(t *testing.T) {
 	}
 	if pages != 2 {
 		t.Fatalf("index phase over %d pages, want the 2 stored", pages)
+	}
+}
+
+// TestVerifyHealedRecordIsANote damages a record, then heals it the way a
+// repair does (a recovery ADD of the same entry to a real bookie on the
+// directory, which writes a new copy and points the index at it), and
+// verifies the stopped bookie's directory: the old damaged record is still
+// in its entry log until compaction, but no index entry points at it, so
+// it is a note, not a problem. Damage an index entry points at stays a
+// problem (TestVerifyFindsDamagedEntryLogRecord).
+func TestVerifyHealedRecordIsANote(t *testing.T) {
+	d := copyFixture(t)
+	var target LogRecord
+	if _, err := EntryLogs(vfs.Default, d.Logs(), EntryLogOptions{Scan: true}, func(r LogRecord) error {
+		if r.Ledger == 1 && r.Entry == 11 {
+			target = r
+		}
+		return nil
+	}); err != nil || target.Size == 0 {
+		t.Fatalf("no record of entry 11: %v", err)
+	}
+	file := filepath.Join(d.Logs(), entrylog.LogName(target.Log))
+	flip(t, file, target.Offset+entrylog.RecordHeaderSize+50)
+
+	b, err := bookie.New(fixtureConfig(filepath.Dir(d.Journal)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dialRaw(b.Addr())
+	if err != nil {
+		b.Close()
+		t.Fatal(err)
+	}
+	f, err := c.call(func(dst []byte, id uint64) []byte {
+		return wire.AppendAddRequest(dst, id, wire.FlagRecovery, &fixtureKey, wire.AppendEntry(nil, 1, 11, 10, fixturePayload(1, 11)))
+	})
+	c.nc.Close()
+	if r, derr := wire.DecodeAddResponse(f); err != nil || derr != nil || r.Status != wire.StatusOK {
+		b.Close()
+		t.Fatalf("recovery add: %+v, %v, %v", r, err, derr)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	r := Verify(vfs.Default, d, VerifyOptions{})
+	if !r.OK || r.ProblemCount != 0 {
+		t.Fatalf("problems after healing: %v", r.Problems)
+	}
+	want := fmt.Sprintf("entrylog: %s offset %d: damaged record no index entry points at", file, target.Offset)
+	found := false
+	for _, n := range r.Notes {
+		found = found || strings.HasPrefix(n, want)
+	}
+	if !found {
+		t.Fatalf("notes %q, want one starting %q", r.Notes, want)
 	}
 }
