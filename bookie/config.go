@@ -249,6 +249,17 @@ type Config struct {
 	// EnforceRacks). Read by the program that runs it.
 	PlacementMinRacks     int  `json:"placement_min_racks"`
 	PlacementEnforceRacks bool `json:"placement_enforce_racks"`
+	// AutorecoveryTLSCAFile, AutorecoveryTLSCertFile and
+	// AutorecoveryTLSKeyFile say how the autorecovery worker beside a bookie
+	// that has a TLS listener dials the other bookies: over their TLS
+	// listeners, never plain (it sends master keys and entries), verifying
+	// them with the CAs in the CA file (required then), and presenting the
+	// certificate and key (default: tls_cert_file and tls_key_file, which
+	// then need the client-auth key usage) to bookies that require one.
+	// Read by the program that runs it.
+	AutorecoveryTLSCAFile   string `json:"autorecovery_tls_ca_file"`
+	AutorecoveryTLSCertFile string `json:"autorecovery_tls_cert_file"`
+	AutorecoveryTLSKeyFile  string `json:"autorecovery_tls_key_file"`
 
 	// FS is the file system; tests inject faults through it. Default vfs.Default.
 	FS vfs.FS `json:"-"`

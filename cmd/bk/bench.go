@@ -45,6 +45,10 @@ type localSettings struct {
 // the JSON of a config file: the bench's settings, then ls.configFile's keys.
 func (ls localSettings) bookieConfigJSON() ([]byte, error) {
 	keys := map[string]any{"gc_grace_period": benchGCGrace, "entry_log_size": ls.entryLogSize}
+	if ls.tls != nil { // the autorecovery beside each bookie dials the others over TLS
+		keys["autorecovery_tls_ca_file"] = ls.tls.CAFile
+		keys["autorecovery_tls_cert_file"], keys["autorecovery_tls_key_file"] = ls.tls.ClientCertFile, ls.tls.ClientKeyFile
+	}
 	if ls.configFile != "" {
 		data, err := os.ReadFile(ls.configFile)
 		if err != nil {

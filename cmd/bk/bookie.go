@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/client"
 )
 
 func init() {
@@ -78,6 +80,10 @@ func runBookie(args []string) error {
 	if err := cfg.CheckListeners(); err != nil {
 		return fmt.Errorf("%w\n(nothing was written to the data directories; is another bookie running on this address?)", err)
 	}
+	recoveryTLS, err := autorecoveryTLS(cfg)
+	if err != nil {
+		return err
+	}
 
 	// Keep the heap near what the caches need: without a limit, GOGC=100 lets
 	// the heap reach twice the live caches before collecting. GOMEMLIMIT in
@@ -107,7 +113,7 @@ func runBookie(args []string) error {
 			}
 		}
 		o := recoveryOptions{lostDelay: time.Duration(cfg.AutorecoveryLostDelay), name: b.Addr(),
-			minRacks: cfg.PlacementMinRacks, enforceRacks: cfg.PlacementEnforceRacks}
+			minRacks: cfg.PlacementMinRacks, enforceRacks: cfg.PlacementEnforceRacks, tls: recoveryTLS}
 		if recovery, err = startRecovery(cfg.Metadata, secret, o, cfg.Logger, b.MetricsRegisterer()); err != nil {
 			b.Close()
 			return err
@@ -231,7 +237,8 @@ func runBookieConfig(args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(eff)
 	}
-	if err := errors.Join(cfg.Check(), cfg.CheckListeners()); err != nil {
+	_, tlsErr := autorecoveryTLS(cfg)
+	if err := errors.Join(cfg.Check(), cfg.CheckListeners(), tlsErr); err != nil {
 		return err
 	}
 	fmt.Println("config OK")
@@ -260,4 +267,28 @@ func serveUntilSignal(sig chan os.Signal, stop func() error) error {
 		os.Exit(1)
 	}()
 	return stop()
+}
+
+// autorecoveryTLS is the TLS the autorecovery beside a bookie dials the
+// other bookies with: nil (plain) when the bookie has no TLS listener or
+// runs no autorecovery; otherwise their TLS listeners, verified with
+// autorecovery_tls_ca_file, presenting autorecovery_tls_cert_file (default
+// the bookie's own certificate). A TLS deployment never repairs in clear.
+func autorecoveryTLS(cfg bookie.Config) (*tls.Config, error) {
+	if cfg.TLSListen == "" || cfg.DisableAutorecovery || cfg.Metadata == "" {
+		return nil, nil
+	}
+	if cfg.AutorecoveryTLSCAFile == "" {
+		return nil, errors.New("tls_listen: the autorecovery beside this bookie dials the other bookies over TLS, " +
+			"and needs autorecovery_tls_ca_file (the CAs of their certificates); or set disable_autorecovery")
+	}
+	cert, key := cfg.AutorecoveryTLSCertFile, cfg.AutorecoveryTLSKeyFile
+	if cert == "" && key == "" {
+		cert, key = cfg.TLSCertFile, cfg.TLSKeyFile
+	}
+	t, err := client.TLSConfig(cfg.AutorecoveryTLSCAFile, cert, key, "")
+	if err != nil {
+		return nil, fmt.Errorf("autorecovery TLS: %w", err)
+	}
+	return t, nil
 }

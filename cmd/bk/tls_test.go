@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/meta/metatest"
 )
 
@@ -62,5 +65,59 @@ func TestBookieTLSFlags(t *testing.T) {
 		"--admin", "off", "--tls-listen", freeAddr(t), "--tls-cert", pki.ServerCertFile, "--tls-key", pki.ClientKeyFile)
 	if r.code != 1 || !strings.Contains(r.stderr, "private key does not match public key") {
 		t.Fatalf("bk bookie config --check with a mismatched key: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	checkAutorecoveryTLS(t, endpoint, pki, dir, id)
+}
+
+// checkAutorecoveryTLS: the autorecovery beside a bookie with a TLS listener
+// dials the other bookies over TLS (it carries master keys and entries):
+// a config without autorecovery_tls_ca_file is refused, and the TLS it
+// builds reads a ledger from a bookie that requires client certificates.
+func checkAutorecoveryTLS(t *testing.T, endpoint string, pki *metatest.PKI, dir, id string) {
+	r := runBK(t, nil, nil, "bookie", "config", "--check", "--data", filepath.Join(dir, "other"), "--listen", freeAddr(t),
+		"--admin", "off", "--metadata", endpoint, "--tls-listen", freeAddr(t), "--tls-cert", pki.ServerCertFile, "--tls-key", pki.ServerKeyFile)
+	if r.code != 1 || !strings.Contains(r.stderr, "needs autorecovery_tls_ca_file") {
+		t.Fatalf("bk bookie config --check with TLS and autorecovery but no CA: exit %d, stderr %q", r.code, r.stderr)
+	}
+	cfg := bookie.Config{Metadata: endpoint, TLSListen: "127.0.0.1:0", TLSCertFile: pki.ServerCertFile, TLSKeyFile: pki.ServerKeyFile}
+	if tc, err := autorecoveryTLS(bookie.Config{Metadata: endpoint}); tc != nil || err != nil {
+		t.Fatalf("a bookie without TLS: autorecovery TLS %v, %v; want plain", tc, err)
+	}
+	if tc, err := autorecoveryTLS(func() bookie.Config { c := cfg; c.DisableAutorecovery = true; return c }()); tc != nil || err != nil {
+		t.Fatalf("no autorecovery: TLS %v, %v", tc, err)
+	}
+	cfg.AutorecoveryTLSCAFile = pki.CAFile
+	read := func(c bookie.Config) error {
+		tc, err := autorecoveryTLS(c)
+		if err != nil || tc == nil {
+			t.Fatalf("autorecovery TLS: %v, %v", tc, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cl, err := client.New(ctx, client.Config{Metadata: endpoint, TLS: tc})
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		ledger, _ := strconv.ParseUint(id, 10, 64)
+		rd, err := cl.OpenLedger(ctx, ledger, false)
+		if err != nil {
+			return err
+		}
+		es, err := rd.Read(ctx, 0, 1)
+		if err == nil && (len(es) != 2 || string(es[0].Data) != "over" || string(es[1].Data) != "tls") {
+			t.Fatalf("read over the autorecovery's TLS: %d entries, want over, tls", len(es))
+		}
+		return err
+	}
+	// The default client certificate is the bookie's own: this one is for
+	// servers only, so a bookie that requires client certificates refuses it.
+	if err := read(cfg); err == nil {
+		t.Fatal("a server-only certificate was accepted as a client certificate")
+	}
+	cfg.AutorecoveryTLSCertFile, cfg.AutorecoveryTLSKeyFile = pki.ClientCertFile, pki.ClientKeyFile
+	if err := read(cfg); err != nil {
+		t.Fatalf("read with the autorecovery's TLS: %v", err)
 	}
 }
