@@ -312,7 +312,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 	switch typ {
 	case journal.TypeEntry:
 		if len(p) < wire.EntryHeaderSize {
-			return ErrBadRecord
+			return journal.ErrBadPayload
 		}
 		ledgerID := binary.BigEndian.Uint64(p)
 		entryID := int64(binary.BigEndian.Uint64(p[8:]))
@@ -336,7 +336,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		l.dirty = true
 		l.mu.Unlock()
 	case journal.TypeFence:
-		id, err := ParseFenceRecord(p)
+		id, err := journal.ParseFencePayload(p)
 		if err != nil {
 			return err
 		}
@@ -346,7 +346,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		b.wakeAllPollers(l)
 		l.mu.Unlock()
 	case journal.TypeMasterKey:
-		id, key, err := ParseMasterKeyRecord(p)
+		id, key, err := journal.ParseMasterKeyPayload(p)
 		if err != nil {
 			return err
 		}
@@ -357,7 +357,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 			l.mu.Unlock()
 		}
 	case journal.TypeExplicitLAC:
-		id, lac, err := ParseExplicitLACRecord(p)
+		id, lac, err := journal.ParseExplicitLACPayload(p)
 		if err != nil {
 			return err
 		}
@@ -370,7 +370,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		l.dirty = true
 		l.mu.Unlock()
 	case journal.TypeLedgerDelete:
-		id, err := ParseLedgerDeleteRecord(p)
+		id, err := journal.ParseLedgerDeletePayload(p)
 		if err != nil {
 			return err
 		}

@@ -157,7 +157,7 @@ func (b *Bookie) keyCheck(l *ledger, key *wire.MasterKey) (ok bool, err error) {
 	l.masterKey, l.hasKey, l.dirty = *key, true, true
 	if !l.keyJournaled {
 		var buf [40]byte // journal.Append copies the payload
-		rec := appendMasterKeyRecord(buf[:0], l.id, &l.masterKey)
+		rec := journal.AppendMasterKeyPayload(buf[:0], l.id, &l.masterKey)
 		if _, err := b.journal.Append(journal.TypeMasterKey, rec, nil); err != nil {
 			l.hasKey = false
 			return false, err
@@ -269,7 +269,7 @@ func (b *Bookie) fence(c *conn, h *wire.Header, ledgerID uint64, key *wire.Maste
 		return false
 	}
 	var buf [8]byte // journal.Append copies the payload
-	rec := appendFenceRecord(buf[:0], ledgerID)
+	rec := journal.AppendFencePayload(buf[:0], ledgerID)
 	retry = b.appendJournal(c, h, journal.TypeFence, rec, r)
 	l.mu.Unlock()
 	return retry
@@ -370,7 +370,7 @@ func (b *Bookie) handleWriteLAC(c *conn, h *wire.Header, frame []byte) (retry bo
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.prevLAC = req.Ledger, req.LAC
 	var buf [16]byte // journal.Append copies the payload
-	rec := appendExplicitLACRecord(buf[:0], req.Ledger, req.LAC)
+	rec := journal.AppendExplicitLACPayload(buf[:0], req.Ledger, req.LAC)
 	return b.appendJournal(c, h, journal.TypeExplicitLAC, rec, r)
 }
 
