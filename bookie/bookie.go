@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/internal/datadir"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/vfs"
@@ -112,8 +113,8 @@ type Bookie struct {
 	dirtyConns []*conn
 	addReplies []*request // a batch's stored adds, replied to together
 
-	lock       *dirLock   // held on the journal directory while open
-	meta       meta.Store // nil without a metadata store
+	lock       *datadir.Lock // held on the journal directory while open
+	meta       meta.Store    // nil without a metadata store
 	metaCookie meta.Cookie
 	reg        meta.Registration
 	announceMu sync.Mutex // serializes registration updates
@@ -169,14 +170,14 @@ func New(cfg Config) (*Bookie, error) {
 	opened := false
 	// The lock guards the real directories; a test file system needs none.
 	if cfg.FS == vfs.Default {
-		lock, err := lockDir(cfg.JournalDir)
+		lock, err := datadir.LockDir(cfg.JournalDir)
 		if err != nil {
 			return nil, err
 		}
 		b.lock = lock
 		defer func() {
 			if !opened {
-				lock.release()
+				lock.Release()
 			}
 		}()
 	}
@@ -191,9 +192,9 @@ func New(cfg Config) (*Bookie, error) {
 	// A ledger directory stamped before must already hold an index: a
 	// missing one was wiped, and must not come back empty, answering
 	// NoSuchLedger for ledgers it held.
-	_, statErr := fs.Stat(filepath.Join(cfg.LedgerDir, CookieFile))
+	_, statErr := fs.Stat(filepath.Join(cfg.LedgerDir, datadir.CookieFile))
 	hadCookie := statErr == nil
-	cookie, err := CheckCookies(fs, []string{cfg.JournalDir, cfg.LedgerDir}, id, expected, cfg.AllowUnknownState)
+	cookie, err := datadir.CheckCookies(fs, []string{cfg.JournalDir, cfg.LedgerDir}, id, expected, cfg.AllowUnknownState)
 	if err != nil {
 		b.closeMeta()
 		return nil, err
@@ -759,7 +760,7 @@ func (b *Bookie) closeStorage() error {
 	}
 	errs = append(errs, b.store.Close())
 	b.closeMeta()
-	b.lock.release()
+	b.lock.Release()
 	return errors.Join(errs...)
 }
 
