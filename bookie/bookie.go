@@ -67,6 +67,10 @@ type Bookie struct {
 	damage damage // entries the scrubber found damaged
 
 	inflightBytes atomic.Int64
+	// drained is signalled, without blocking, by the release that brings
+	// inflightBytes to zero once draining is set (releaseN); Close waits
+	// on it (awaitDrained). Capacity 1.
+	drained       chan struct{}
 	unparsedBytes atomic.Int64 // bytes received and not parsed, all connections (unparsed.go)
 	// Connections that stopped parsing, by reason (see pause.go), and TLS
 	// connections that stopped reading on MaxUnparsedBytes (unparsed.go).
@@ -149,6 +153,7 @@ func New(cfg Config) (*Bookie, error) {
 		gcSeen:  make(map[uint64]gcVerdict),
 
 		kickCheckpoint: make(chan struct{}, 1),
+		drained:        make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		runErr:         make(chan error, 1),
 	}
@@ -724,10 +729,7 @@ func (b *Bookie) Close() error {
 	b.draining.Store(true)
 	b.store.Hurry() // a spread flush now finishes at disk speed
 	b.wakeAllForShutdown()
-	deadline := time.Now().Add(5 * time.Second)
-	for b.inflightBytes.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	b.awaitDrained(5 * time.Second)
 	b.serving.Store(false)
 	if b.reg != nil {
 		b.reg.Close()
@@ -751,6 +753,24 @@ func (b *Bookie) Close() error {
 	cerr := b.checkpoint()
 	serr := b.closeStorage()
 	return errors.Join(jerr, cerr, serr)
+}
+
+// awaitDrained waits until no request is in flight (every one answered and
+// released), or until timeout has passed. Runs in Close, after draining is
+// set: from then on the release that brings the in-flight bytes to zero
+// signals b.drained (releaseN), so the wait needs no polling. Either this
+// load sees zero or that release sees draining set (both are sequentially
+// consistent atomics), so the last release is never missed.
+func (b *Bookie) awaitDrained(timeout time.Duration) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for b.inflightBytes.Load() > 0 {
+		select {
+		case <-b.drained:
+		case <-timer.C:
+			return
+		}
+	}
 }
 
 func (b *Bookie) closeStorage() error {
