@@ -17,6 +17,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/bookie-go/bookie/bookie/admin"
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/internal/datadir"
 	"github.com/bookie-go/bookie/journal"
@@ -128,7 +129,7 @@ type Bookie struct {
 	tls      *tlsServer // the TLS listener (tls.go); nil without Config.TLSListen
 	serving  atomic.Bool
 	draining atomic.Bool
-	admin    *adminServer
+	admin    *admin.Server // the admin HTTP server; nil without Config.Admin
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	runErr   chan error
@@ -616,7 +617,7 @@ func (b *Bookie) Start() error {
 		}
 	}
 	if b.cfg.Admin != "" { // before registering: the registration names it
-		a, err := startAdmin(b, b.cfg.Admin)
+		a, err := admin.Start(admin.Config{Addr: b.cfg.Admin, Metrics: b.metrics.registry, Secret: b.secret, Log: b.log}, adminSource{b})
 		if err != nil {
 			b.Close()
 			return err
@@ -735,7 +736,7 @@ func (b *Bookie) Close() error {
 		b.reg.Close()
 	}
 	if b.admin != nil {
-		b.admin.close()
+		b.admin.Close()
 	}
 	if b.tls != nil {
 		b.tls.close()
