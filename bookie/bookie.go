@@ -53,17 +53,9 @@ type Bookie struct {
 	journal *journal.Journal
 	ledgers *ledgerTable
 
-	// lastApplied is the journal position after the last record whose effects
-	// are in storage and the ledger table; checkpoints advance the mark to it.
-	lastAppliedMu sync.Mutex
-	lastApplied   journal.Mark
+	applied appliedMark // how far the journal's records are applied; checkpoints advance the mark to it
 
-	// Why the bookie refuses adds (readonly.go). Protected by roMu;
-	// readOnlyFlag mirrors roReasons != 0 for the add path.
-	roMu         sync.Mutex
-	roReasons    roReason
-	roDetail     map[roReason]string
-	readOnlyFlag atomic.Bool
+	ro readOnlyState // why the bookie refuses adds (readonly.go)
 
 	damage damage // entries the scrubber found damaged
 
@@ -102,21 +94,14 @@ type Bookie struct {
 	gcState   gcState // what GET /gc shows
 	storageMu sync.Mutex
 
-	// CHECKPOINT requests waiting for the next checkpoint to begin (copy.go).
-	ckptMu      sync.Mutex
-	ckptWaiters []*request
-	ckptCount   checkpointCount // which checkpoint covers an unjournaled copy (copy.go)
-	copied      copiedLedgers   // which ledgers each connection copied to (copy.go)
+	// CHECKPOINT requests waiting for the next checkpoint to begin, and
+	// which checkpoint covers an unjournaled copy (copy.go).
+	ckptWaiters checkpointWaiters
+	copied      copiedLedgers // which ledgers each connection copied to (copy.go)
 
-	// The last checkpoint error logged and when; owned by the background
-	// goroutine.
-	ckptErrMsg string
-	ckptErrAt  time.Time
+	ckptErrLog errorThrottle // checkpoint errors logged; owned by the background goroutine
 
-	// completion state, owned by the journal writer goroutine.
-	batchNo    uint64
-	dirtyConns []*conn
-	addReplies []*request // a batch's stored adds, replied to together
+	replies batchReplies // the replies of the batch being completed; owned by the journal writer
 
 	lock       *datadir.Lock // held on the journal directory while open
 	meta       meta.Store    // nil without a metadata store
@@ -158,6 +143,7 @@ func New(cfg Config) (*Bookie, error) {
 		stop:           make(chan struct{}),
 		runErr:         make(chan error, 1),
 	}
+	b.ro.log, b.ro.changed = b.log, b.roChanged
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
 	b.batch = newBatchReader(b)
 	b.registerStorageMetrics()
@@ -442,10 +428,25 @@ func (b *Bookie) segments(fresh bool) float64 {
 	return float64(r)
 }
 
-func (b *Bookie) setApplied(m journal.Mark) {
-	b.lastAppliedMu.Lock()
-	b.lastApplied = m
-	b.lastAppliedMu.Unlock()
+func (b *Bookie) setApplied(m journal.Mark) { b.applied.set(m) }
+
+// appliedMark is the journal position after the last record whose effects
+// are in storage and the ledger table. Safe from any goroutine.
+type appliedMark struct {
+	mu   sync.Mutex
+	mark journal.Mark
+}
+
+func (a *appliedMark) set(m journal.Mark) {
+	a.mu.Lock()
+	a.mark = m
+	a.mu.Unlock()
+}
+
+func (a *appliedMark) get() journal.Mark {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mark
 }
 
 // checkpoint hands dirty ledger states to storage, and storage's Checkpoint
@@ -464,9 +465,7 @@ func (b *Bookie) checkpoint() error {
 // checkpointLocked is checkpoint with b.storageMu held.
 func (b *Bookie) checkpointLocked() error {
 	start := time.Now()
-	b.lastAppliedMu.Lock()
-	mark := b.lastApplied
-	b.lastAppliedMu.Unlock()
+	mark := b.applied.get()
 	b.sinceCheckpoint.Store(0)
 
 	var saved []*ledger
@@ -714,10 +713,29 @@ func (b *Bookie) runCheckpoint() {
 // fails every checkpoint until space is freed). Runs on the background
 // goroutine.
 func (b *Bookie) logCheckpointError(err error) {
-	if msg := err.Error(); msg != b.ckptErrMsg || time.Since(b.ckptErrAt) >= time.Minute {
+	if b.ckptErrLog.due(err, time.Now()) {
 		b.log.Error("checkpoint failed (repeats of this error are logged at most once a minute)", "err", err)
-		b.ckptErrMsg, b.ckptErrAt = msg, time.Now()
 	}
+}
+
+// errorThrottle decides which of a stream of errors to log: the first, any
+// whose text differs from the last logged, and otherwise at most one a
+// minute. Not safe for concurrent use: its owner says which goroutine
+// calls it.
+type errorThrottle struct {
+	msg string    // the last error logged
+	at  time.Time // when
+}
+
+// due reports whether err, happening at now, is to be logged, and if so
+// remembers it as logged.
+func (t *errorThrottle) due(err error, now time.Time) bool {
+	msg := err.Error()
+	if msg == t.msg && now.Sub(t.at) < time.Minute {
+		return false
+	}
+	t.msg, t.at = msg, now
+	return true
 }
 
 // Close shuts the bookie down gracefully: stop reading new requests, let the

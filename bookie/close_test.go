@@ -1,6 +1,7 @@
 package bookie
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -48,5 +49,30 @@ func TestCloseAnswersInflightAdd(t *testing.T) {
 	}
 	if n := b.inflightBytes.Load(); n != 0 {
 		t.Fatalf("%d bytes still in flight after Close", n)
+	}
+}
+
+// A failing checkpoint is logged the first time, again when its text
+// changes, and otherwise at most once a minute.
+func TestErrorThrottle(t *testing.T) {
+	var th errorThrottle
+	t0 := time.Unix(1000, 0)
+	full, io := errors.New("disk full"), errors.New("io error")
+	for i, step := range []struct {
+		err  error
+		at   time.Duration
+		want bool
+	}{
+		{full, 0, true},
+		{full, time.Second, false},
+		{full, 59 * time.Second, false},
+		{io, 60 * time.Second, true},
+		{full, 61 * time.Second, true},
+		{full, 120 * time.Second, false},
+		{full, 121 * time.Second, true},
+	} {
+		if got := th.due(step.err, t0.Add(step.at)); got != step.want {
+			t.Errorf("step %d (%v at %v): due = %v, want %v", i, step.err, step.at, got, step.want)
+		}
 	}
 }
