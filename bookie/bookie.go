@@ -33,16 +33,9 @@ const readBufferBytes = 512 << 10
 var Build = "bookie-go dev"
 
 // Bookie is one storage server: the journal, ledger storage, the ledger state
-// table and the gnet server that speaks the wire protocol.
-//
-// Goroutines and what they own:
-//   - gnet event loops: parse frames, check and update ledger state, append
-//     to the journal, answer cheap requests inline (conn.loopOut).
-//   - the journal writer: owns the active segment; runs b.completed for each
-//     synced batch, which applies records to storage and queues replies.
-//   - read workers: serve READ and piggybacked long-poll reads from storage.
-//   - the checkpointer: flushes storage and advances the journal's mark; also
-//     watches disk usage.
+// table and the gnet server that speaks the wire protocol. The package
+// documentation says which goroutine owns what; each field says what
+// protects it.
 type Bookie struct {
 	cfg     Config
 	log     *slog.Logger
