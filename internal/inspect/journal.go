@@ -69,7 +69,7 @@ type SegmentReport struct {
 }
 
 // RecordInfo is one journal record, its payload decoded as the bookie
-// writes it (bookie/records.go).
+// writes it (journal/payload.go).
 type RecordInfo struct {
 	Seq     uint64 `json:"seq"`
 	Type    string `json:"type"`
