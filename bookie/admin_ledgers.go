@@ -2,10 +2,11 @@ package bookie
 
 import (
 	"cmp"
-	"crypto/subtle"
-	"net/http"
+	"context"
+	"errors"
 	"slices"
-	"strings"
+
+	"github.com/bookie-go/bookie/bookie/admin"
 )
 
 // LedgerState is what a bookie holds for one ledger, as GET /ledgers on
@@ -37,20 +38,32 @@ func (b *Bookie) Ledgers() []LedgerState {
 	return out
 }
 
-// requireSecret wraps an admin handler so that, when the cluster has a
-// secret, it answers 401 unless the request carries
-// "Authorization: Bearer <secret>". The admin listener is plain HTTP: keep
-// it on a private address (the default is loopback).
-func (b *Bookie) requireSecret(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if b.secret != nil {
-			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(token), b.secret) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="bookie admin"`)
-				http.Error(w, "this cluster has a secret: send Authorization: Bearer <secret>", http.StatusUnauthorized)
-				return
-			}
-		}
-		h(w, r)
+// adminSource answers the admin server's questions from the bookie. Every
+// method is safe from any goroutine.
+type adminSource struct{ b *Bookie }
+
+var _ admin.Source = adminSource{}
+
+func (s adminSource) Healthy() error { return s.b.healthErr() }
+
+func (s adminSource) Ready() error {
+	if ro, why := s.b.ReadOnly(); ro {
+		return errors.New("read-only: " + why)
 	}
+	if !s.b.serving.Load() {
+		return errors.New("not serving")
+	}
+	return nil
 }
+
+func (s adminSource) Info() any     { return s.b.Status() }
+func (s adminSource) Ledgers() any  { return s.b.Ledgers() }
+func (s adminSource) GCStatus() any { return s.b.GCStatus() }
+
+func (s adminSource) CollectNow(ctx context.Context) (any, error) {
+	res, err := s.b.CollectNow(ctx)
+	return res, err
+}
+
+func (s adminSource) StartCollect() bool        { return s.b.StartCollect() }
+func (s adminSource) SetManualReadOnly(on bool) { s.b.SetManualReadOnly(on) }

@@ -17,7 +17,9 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/bookie-go/bookie/bookie/admin"
 	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/internal/datadir"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/vfs"
@@ -31,16 +33,9 @@ const readBufferBytes = 512 << 10
 var Build = "bookie-go dev"
 
 // Bookie is one storage server: the journal, ledger storage, the ledger state
-// table and the gnet server that speaks the wire protocol.
-//
-// Goroutines and what they own:
-//   - gnet event loops: parse frames, check and update ledger state, append
-//     to the journal, answer cheap requests inline (conn.loopOut).
-//   - the journal writer: owns the active segment; runs b.completed for each
-//     synced batch, which applies records to storage and queues replies.
-//   - read workers: serve READ and piggybacked long-poll reads from storage.
-//   - the checkpointer: flushes storage and advances the journal's mark; also
-//     watches disk usage.
+// table and the gnet server that speaks the wire protocol. The package
+// documentation says which goroutine owns what; each field says what
+// protects it.
 type Bookie struct {
 	cfg     Config
 	log     *slog.Logger
@@ -51,21 +46,17 @@ type Bookie struct {
 	journal *journal.Journal
 	ledgers *ledgerTable
 
-	// lastApplied is the journal position after the last record whose effects
-	// are in storage and the ledger table; checkpoints advance the mark to it.
-	lastAppliedMu sync.Mutex
-	lastApplied   journal.Mark
+	applied appliedMark // how far the journal's records are applied; checkpoints advance the mark to it
 
-	// Why the bookie refuses adds (readonly.go). Protected by roMu;
-	// readOnlyFlag mirrors roReasons != 0 for the add path.
-	roMu         sync.Mutex
-	roReasons    roReason
-	roDetail     map[roReason]string
-	readOnlyFlag atomic.Bool
+	ro readOnlyState // why the bookie refuses adds (readonly.go)
 
 	damage damage // entries the scrubber found damaged
 
 	inflightBytes atomic.Int64
+	// drained is signalled, without blocking, by the release that brings
+	// inflightBytes to zero once draining is set (releaseN); Close waits
+	// on it (awaitDrained). Capacity 1.
+	drained       chan struct{}
 	unparsedBytes atomic.Int64 // bytes received and not parsed, all connections (unparsed.go)
 	// Connections that stopped parsing, by reason (see pause.go), and TLS
 	// connections that stopped reading on MaxUnparsedBytes (unparsed.go).
@@ -96,24 +87,17 @@ type Bookie struct {
 	gcState   gcState // what GET /gc shows
 	storageMu sync.Mutex
 
-	// CHECKPOINT requests waiting for the next checkpoint to begin (copy.go).
-	ckptMu      sync.Mutex
-	ckptWaiters []*request
-	ckptCount   checkpointCount // which checkpoint covers an unjournaled copy (copy.go)
-	copied      copiedLedgers   // which ledgers each connection copied to (copy.go)
+	// CHECKPOINT requests waiting for the next checkpoint to begin, and
+	// which checkpoint covers an unjournaled copy (copy.go).
+	ckptWaiters checkpointWaiters
+	copied      copiedLedgers // which ledgers each connection copied to (copy.go)
 
-	// The last checkpoint error logged and when; owned by the background
-	// goroutine.
-	ckptErrMsg string
-	ckptErrAt  time.Time
+	ckptErrLog errorThrottle // checkpoint errors logged; owned by the background goroutine
 
-	// completion state, owned by the journal writer goroutine.
-	batchNo    uint64
-	dirtyConns []*conn
-	addReplies []*request // a batch's stored adds, replied to together
+	replies batchReplies // the replies of the batch being completed; owned by the journal writer
 
-	lock       *dirLock   // held on the journal directory while open
-	meta       meta.Store // nil without a metadata store
+	lock       *datadir.Lock // held on the journal directory while open
+	meta       meta.Store    // nil without a metadata store
 	metaCookie meta.Cookie
 	reg        meta.Registration
 	announceMu sync.Mutex // serializes registration updates
@@ -123,7 +107,7 @@ type Bookie struct {
 	tls      *tlsServer // the TLS listener (tls.go); nil without Config.TLSListen
 	serving  atomic.Bool
 	draining atomic.Bool
-	admin    *adminServer
+	admin    *admin.Server // the admin HTTP server; nil without Config.Admin
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	runErr   chan error
@@ -148,9 +132,11 @@ func New(cfg Config) (*Bookie, error) {
 		gcSeen:  make(map[uint64]gcVerdict),
 
 		kickCheckpoint: make(chan struct{}, 1),
+		drained:        make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		runErr:         make(chan error, 1),
 	}
+	b.ro.log, b.ro.changed = b.log, b.roChanged
 	b.metrics = newMetrics(func() float64 { return float64(b.ledgers.count()) })
 	b.batch = newBatchReader(b)
 	b.registerStorageMetrics()
@@ -169,14 +155,14 @@ func New(cfg Config) (*Bookie, error) {
 	opened := false
 	// The lock guards the real directories; a test file system needs none.
 	if cfg.FS == vfs.Default {
-		lock, err := lockDir(cfg.JournalDir)
+		lock, err := datadir.LockDir(cfg.JournalDir)
 		if err != nil {
 			return nil, err
 		}
 		b.lock = lock
 		defer func() {
 			if !opened {
-				lock.release()
+				lock.Release()
 			}
 		}()
 	}
@@ -191,9 +177,9 @@ func New(cfg Config) (*Bookie, error) {
 	// A ledger directory stamped before must already hold an index: a
 	// missing one was wiped, and must not come back empty, answering
 	// NoSuchLedger for ledgers it held.
-	_, statErr := fs.Stat(filepath.Join(cfg.LedgerDir, CookieFile))
+	_, statErr := fs.Stat(filepath.Join(cfg.LedgerDir, datadir.CookieFile))
 	hadCookie := statErr == nil
-	cookie, err := CheckCookies(fs, []string{cfg.JournalDir, cfg.LedgerDir}, id, expected, cfg.AllowUnknownState)
+	cookie, err := datadir.CheckCookies(fs, []string{cfg.JournalDir, cfg.LedgerDir}, id, expected, cfg.AllowUnknownState)
 	if err != nil {
 		b.closeMeta()
 		return nil, err
@@ -312,7 +298,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 	switch typ {
 	case journal.TypeEntry:
 		if len(p) < wire.EntryHeaderSize {
-			return ErrBadRecord
+			return journal.ErrBadPayload
 		}
 		ledgerID := binary.BigEndian.Uint64(p)
 		entryID := int64(binary.BigEndian.Uint64(p[8:]))
@@ -336,7 +322,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		l.dirty = true
 		l.mu.Unlock()
 	case journal.TypeFence:
-		id, err := ParseFenceRecord(p)
+		id, err := journal.ParseFencePayload(p)
 		if err != nil {
 			return err
 		}
@@ -346,7 +332,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		b.wakeAllPollers(l)
 		l.mu.Unlock()
 	case journal.TypeMasterKey:
-		id, key, err := ParseMasterKeyRecord(p)
+		id, key, err := journal.ParseMasterKeyPayload(p)
 		if err != nil {
 			return err
 		}
@@ -357,7 +343,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 			l.mu.Unlock()
 		}
 	case journal.TypeExplicitLAC:
-		id, lac, err := ParseExplicitLACRecord(p)
+		id, lac, err := journal.ParseExplicitLACPayload(p)
 		if err != nil {
 			return err
 		}
@@ -370,7 +356,7 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		l.dirty = true
 		l.mu.Unlock()
 	case journal.TypeLedgerDelete:
-		id, err := ParseLedgerDeleteRecord(p)
+		id, err := journal.ParseLedgerDeletePayload(p)
 		if err != nil {
 			return err
 		}
@@ -435,10 +421,25 @@ func (b *Bookie) segments(fresh bool) float64 {
 	return float64(r)
 }
 
-func (b *Bookie) setApplied(m journal.Mark) {
-	b.lastAppliedMu.Lock()
-	b.lastApplied = m
-	b.lastAppliedMu.Unlock()
+func (b *Bookie) setApplied(m journal.Mark) { b.applied.set(m) }
+
+// appliedMark is the journal position after the last record whose effects
+// are in storage and the ledger table. Safe from any goroutine.
+type appliedMark struct {
+	mu   sync.Mutex
+	mark journal.Mark
+}
+
+func (a *appliedMark) set(m journal.Mark) {
+	a.mu.Lock()
+	a.mark = m
+	a.mu.Unlock()
+}
+
+func (a *appliedMark) get() journal.Mark {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mark
 }
 
 // checkpoint hands dirty ledger states to storage, and storage's Checkpoint
@@ -457,9 +458,7 @@ func (b *Bookie) checkpoint() error {
 // checkpointLocked is checkpoint with b.storageMu held.
 func (b *Bookie) checkpointLocked() error {
 	start := time.Now()
-	b.lastAppliedMu.Lock()
-	mark := b.lastApplied
-	b.lastAppliedMu.Unlock()
+	mark := b.applied.get()
 	b.sinceCheckpoint.Store(0)
 
 	var saved []*ledger
@@ -610,7 +609,7 @@ func (b *Bookie) Start() error {
 		}
 	}
 	if b.cfg.Admin != "" { // before registering: the registration names it
-		a, err := startAdmin(b, b.cfg.Admin)
+		a, err := admin.Start(admin.Config{Addr: b.cfg.Admin, Metrics: b.metrics.registry, Secret: b.secret, Log: b.log}, adminSource{b})
 		if err != nil {
 			b.Close()
 			return err
@@ -707,10 +706,29 @@ func (b *Bookie) runCheckpoint() {
 // fails every checkpoint until space is freed). Runs on the background
 // goroutine.
 func (b *Bookie) logCheckpointError(err error) {
-	if msg := err.Error(); msg != b.ckptErrMsg || time.Since(b.ckptErrAt) >= time.Minute {
+	if b.ckptErrLog.due(err, time.Now()) {
 		b.log.Error("checkpoint failed (repeats of this error are logged at most once a minute)", "err", err)
-		b.ckptErrMsg, b.ckptErrAt = msg, time.Now()
 	}
+}
+
+// errorThrottle decides which of a stream of errors to log: the first, any
+// whose text differs from the last logged, and otherwise at most one a
+// minute. Not safe for concurrent use: its owner says which goroutine
+// calls it.
+type errorThrottle struct {
+	msg string    // the last error logged
+	at  time.Time // when
+}
+
+// due reports whether err, happening at now, is to be logged, and if so
+// remembers it as logged.
+func (t *errorThrottle) due(err error, now time.Time) bool {
+	msg := err.Error()
+	if msg == t.msg && now.Sub(t.at) < time.Minute {
+		return false
+	}
+	t.msg, t.at = msg, now
+	return true
 }
 
 // Close shuts the bookie down gracefully: stop reading new requests, let the
@@ -723,16 +741,13 @@ func (b *Bookie) Close() error {
 	b.draining.Store(true)
 	b.store.Hurry() // a spread flush now finishes at disk speed
 	b.wakeAllForShutdown()
-	deadline := time.Now().Add(5 * time.Second)
-	for b.inflightBytes.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	b.awaitDrained(5 * time.Second)
 	b.serving.Store(false)
 	if b.reg != nil {
 		b.reg.Close()
 	}
 	if b.admin != nil {
-		b.admin.close()
+		b.admin.Close()
 	}
 	if b.tls != nil {
 		b.tls.close()
@@ -752,6 +767,24 @@ func (b *Bookie) Close() error {
 	return errors.Join(jerr, cerr, serr)
 }
 
+// awaitDrained waits until no request is in flight (every one answered and
+// released), or until timeout has passed. Runs in Close, after draining is
+// set: from then on the release that brings the in-flight bytes to zero
+// signals b.drained (releaseN), so the wait needs no polling. Either this
+// load sees zero or that release sees draining set (both are sequentially
+// consistent atomics), so the last release is never missed.
+func (b *Bookie) awaitDrained(timeout time.Duration) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for b.inflightBytes.Load() > 0 {
+		select {
+		case <-b.drained:
+		case <-timer.C:
+			return
+		}
+	}
+}
+
 func (b *Bookie) closeStorage() error {
 	var errs []error
 	if b.journal != nil && !b.closed.Load() {
@@ -759,7 +792,7 @@ func (b *Bookie) closeStorage() error {
 	}
 	errs = append(errs, b.store.Close())
 	b.closeMeta()
-	b.lock.release()
+	b.lock.Release()
 	return errors.Join(errs...)
 }
 

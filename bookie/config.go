@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/internal/datadir"
 	"github.com/bookie-go/bookie/vfs"
 )
 
@@ -364,10 +365,10 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.Listen, d.Listen)
 	setDefault(&c.DataDir, d.DataDir)
 	if c.JournalDir == "" {
-		c.JournalDir = filepath.Join(c.DataDir, "journal")
+		c.JournalDir = filepath.Join(c.DataDir, datadir.JournalDir)
 	}
 	if c.LedgerDir == "" {
-		c.LedgerDir = filepath.Join(c.DataDir, "ledgers")
+		c.LedgerDir = filepath.Join(c.DataDir, datadir.LedgerDir)
 	}
 	setDefault(&c.RegistrationTTL, d.RegistrationTTL)
 	setDefault(&c.EventLoops, d.EventLoops)

@@ -154,11 +154,18 @@ func (b *Bookie) release(r *request) {
 }
 
 // releaseN returns the charge of n finished requests of c, size bytes in
-// all, and wakes connections that paused on limits (see pause.go).
+// all, wakes connections that paused on limits (see pause.go), and, when it
+// releases the last in-flight byte while Close drains, wakes Close.
 func (b *Bookie) releaseN(c *conn, n, size int64) {
 	c.inflight.Add(-n)
 	c.inflightBytes.Add(-size)
 	total := b.inflightBytes.Add(-size)
+	if total == 0 && b.draining.Load() {
+		select {
+		case b.drained <- struct{}{}:
+		default: // a signal is pending already; Close rechecks the count
+		}
+	}
 	if c.paused.Load() && c.underLowWater() {
 		c.resume()
 	}

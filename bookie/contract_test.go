@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/datadir"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -431,7 +432,7 @@ func TestLimboAcceptsAddsToUnknownLedgers(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(cfg.withDefaults().JournalDir, CookieFile)); err != nil {
+	if err := os.Remove(filepath.Join(cfg.withDefaults().JournalDir, datadir.CookieFile)); err != nil {
 		t.Fatal(err)
 	}
 	cfg.AllowUnknownState = true

@@ -100,20 +100,54 @@ func (cl *copiedLedgers) lost(r *request) bool {
 	return false
 }
 
-// checkpointCount numbers the checkpoints, so that a ledger knows when its
-// unjournaled copies are durable: a copy stored when begun was n is covered
-// once synced reaches n+1 (the next checkpoint to begin flushes it). Both
-// are written under b.storageMu (checkpoints are serialized) and read
-// anywhere.
-type checkpointCount struct {
+// checkpointWaiters is the CHECKPOINT requests waiting for the next
+// checkpoint to begin, and the checkpoints' numbers: a ledger knows its
+// unjournaled copies are durable when a copy stored when begun was n is
+// covered, once synced reaches n+1 (the next checkpoint to begin flushes
+// it). mu protects waiting. begun and synced are written under
+// b.storageMu (checkpoints are serialized: begin and succeeded are called
+// from one checkpoint at a time) and read anywhere.
+type checkpointWaiters struct {
+	mu      sync.Mutex
+	waiting []*request
+
 	begun  atomic.Uint64 // checkpoints begun (their waiters taken)
 	synced atomic.Uint64 // the number of the last checkpoint that succeeded
 }
 
+// add queues r for the next checkpoint to begin. Runs anywhere.
+func (w *checkpointWaiters) add(r *request) {
+	w.mu.Lock()
+	w.waiting = append(w.waiting, r)
+	w.mu.Unlock()
+}
+
+// begin numbers a checkpoint beginning now and returns the requests it
+// covers. Requires b.storageMu held.
+func (w *checkpointWaiters) begin() []*request {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rs := w.waiting
+	w.waiting = nil
+	w.begun.Add(1)
+	return rs
+}
+
+// succeeded records that the checkpoint begun last synced. Requires
+// b.storageMu held (the one begin was called under).
+func (w *checkpointWaiters) succeeded() { w.synced.Store(w.begun.Load()) }
+
+// nextCovering returns the number of the first checkpoint that covers what
+// is stored now: the next one to begin.
+func (w *checkpointWaiters) nextCovering() uint64 { return w.begun.Load() + 1 }
+
+// covered reports whether checkpoint n has synced.
+func (w *checkpointWaiters) covered(n uint64) bool { return n <= w.synced.Load() }
+
 // copiesCovered reports whether every unjournaled copy stored in l is
 // durable: a checkpoint begun after it succeeded. Requires l.mu held.
 func (b *Bookie) copiesCovered(l *ledger) bool {
-	return l.copyCkpt <= b.ckptCount.synced.Load()
+	return b.ckptWaiters.covered(l.copyCkpt)
 }
 
 // storeUnjournaled stores an unjournaled copy e in l's write cache and
@@ -132,7 +166,7 @@ func (b *Bookie) storeUnjournaled(c *conn, h *wire.Header, l *ledger, e *wire.En
 		return true
 	}
 	// After the Put: a checkpoint that begins from now on flushes it.
-	l.copyCkpt = b.ckptCount.begun.Load() + 1
+	l.copyCkpt = b.ckptWaiters.nextCovering()
 	b.copied.note(c, l)
 	l.appended(e.EntryID)
 	l.settleAdds(1)
@@ -157,9 +191,7 @@ func (b *Bookie) handleCheckpoint(c *conn, h *wire.Header, frame []byte) {
 	}
 	r := c.newRequest(h, len(frame))
 	b.copied.take(c, r)
-	b.ckptMu.Lock()
-	b.ckptWaiters = append(b.ckptWaiters, r)
-	b.ckptMu.Unlock()
+	b.ckptWaiters.add(r)
 	select {
 	case b.kickCheckpoint <- struct{}{}:
 	default: // one is asked for already
@@ -169,12 +201,7 @@ func (b *Bookie) handleCheckpoint(c *conn, h *wire.Header, frame []byte) {
 // takeCheckpointWaiters returns the CHECKPOINT requests that a checkpoint
 // beginning now covers. Requires b.storageMu held.
 func (b *Bookie) takeCheckpointWaiters() []*request {
-	b.ckptMu.Lock()
-	defer b.ckptMu.Unlock()
-	rs := b.ckptWaiters
-	b.ckptWaiters = nil
-	b.ckptCount.begun.Add(1)
-	return rs
+	return b.ckptWaiters.begin()
 }
 
 // answerCheckpoint answers the CHECKPOINT requests a checkpoint covered: OK,
@@ -183,7 +210,7 @@ func (b *Bookie) takeCheckpointWaiters() []*request {
 // takeCheckpointWaiters was called under). Runs wherever the checkpoint ran.
 func (b *Bookie) answerCheckpoint(rs []*request, err error) {
 	if err == nil {
-		b.ckptCount.synced.Store(b.ckptCount.begun.Load())
+		b.ckptWaiters.succeeded()
 	}
 	for _, r := range rs {
 		if lost := b.copied.lost(r); err != nil || lost {

@@ -428,7 +428,7 @@ func (b *Bookie) removeClaimed(ctx context.Context, l *ledger) (bool, error) {
 	b.storageMu.Lock()
 	defer b.storageMu.Unlock()
 	var buf [8]byte
-	rec := appendLedgerDeleteRecord(buf[:0], id)
+	rec := journal.AppendLedgerDeletePayload(buf[:0], id)
 	done := make(chan error, 1)
 	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
 		_, err := b.journal.Append(journal.TypeLedgerDelete, rec, done)

@@ -52,7 +52,7 @@ type ledger struct {
 	pendingAdds  int
 	drained      *sync.Cond
 
-	// copyCkpt is the number of the checkpoint (checkpointCount.begun)
+	// copyCkpt is the number of the checkpoint (checkpointWaiters.begun)
 	// whose success makes the ledger's last unjournaled copy durable; 0:
 	// no copy since start. Until then a stored entry may exist only in the
 	// write cache (copy.go).

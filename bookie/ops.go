@@ -157,7 +157,7 @@ func (b *Bookie) keyCheck(l *ledger, key *wire.MasterKey) (ok bool, err error) {
 	l.masterKey, l.hasKey, l.dirty = *key, true, true
 	if !l.keyJournaled {
 		var buf [40]byte // journal.Append copies the payload
-		rec := appendMasterKeyRecord(buf[:0], l.id, &l.masterKey)
+		rec := journal.AppendMasterKeyPayload(buf[:0], l.id, &l.masterKey)
 		if _, err := b.journal.Append(journal.TypeMasterKey, rec, nil); err != nil {
 			l.hasKey = false
 			return false, err
@@ -208,7 +208,7 @@ func (b *Bookie) handleAdd(c *conn, h *wire.Header, frame []byte) (retry bool) {
 // not fenced unless recovery is set. It returns the ledger locked, or nil
 // with the request answered (or retry set). Runs on the event loop.
 func (b *Bookie) lockForWrite(c *conn, h *wire.Header, ledgerID uint64, key *wire.MasterKey, recovery bool) (l *ledger, retry bool) {
-	if b.readOnlyFlag.Load() {
+	if b.ro.refusing() {
 		c.answer(h, wire.StatusReadOnly)
 		return nil, false
 	}
@@ -269,7 +269,7 @@ func (b *Bookie) fence(c *conn, h *wire.Header, ledgerID uint64, key *wire.Maste
 		return false
 	}
 	var buf [8]byte // journal.Append copies the payload
-	rec := appendFenceRecord(buf[:0], ledgerID)
+	rec := journal.AppendFencePayload(buf[:0], ledgerID)
 	retry = b.appendJournal(c, h, journal.TypeFence, rec, r)
 	l.mu.Unlock()
 	return retry
@@ -370,7 +370,7 @@ func (b *Bookie) handleWriteLAC(c *conn, h *wire.Header, frame []byte) (retry bo
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.prevLAC = req.Ledger, req.LAC
 	var buf [16]byte // journal.Append copies the payload
-	rec := appendExplicitLACRecord(buf[:0], req.Ledger, req.LAC)
+	rec := journal.AppendExplicitLACPayload(buf[:0], req.Ledger, req.LAC)
 	return b.appendJournal(c, h, journal.TypeExplicitLAC, rec, r)
 }
 
@@ -420,9 +420,7 @@ func (b *Bookie) finishQueued(r *request, s wire.Status, enc func([]byte) []byte
 // wake-up check per run of one connection's replies. Runs on the journal
 // writer goroutine.
 func (b *Bookie) completed(batch []journal.Completion) {
-	b.batchNo++
-	b.dirtyConns = b.dirtyConns[:0]
-	b.addReplies = b.addReplies[:0]
+	b.replies.begin()
 	var bytes int
 	var last journal.Mark
 	var oldest time.Time // the first request of the batch: its age is the batch's latency
@@ -458,7 +456,7 @@ func (b *Bookie) completed(batch []journal.Completion) {
 				continue
 			}
 			run.add(b, r.led, r.entry, int64(binary.BigEndian.Uint64(cp.Payload[16:])))
-			b.addReplies = append(b.addReplies, r)
+			b.replies.adds = append(b.replies.adds, r)
 			if b.damage.repaired(entryKey{r.ledger, r.entry}) {
 				// The cache holds the journaled copy now: reads and
 				// LIST_ENTRIES see it (immutable.go).
@@ -497,26 +495,26 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			b.finishQueued(r, wire.StatusOK, func(dst []byte) []byte {
 				return wire.AppendWriteLACResponse(dst, id, ledgerID, lac)
 			})
-			b.markDirty(r.conn)
+			b.replies.markDirty(r.conn)
 			b.release(r)
 		case journal.TypeForce:
 			ledgerID, id := r.ledger, r.id
 			b.finishQueued(r, wire.StatusOK, func(dst []byte) []byte {
 				return wire.AppendForceResponse(dst, id, ledgerID)
 			})
-			b.markDirty(r.conn)
+			b.replies.markDirty(r.conn)
 			b.release(r)
 		}
 	}
 	run.flush(b)
-	b.replyAdds(b.addReplies)
-	clear(b.addReplies) // drop the pooled requests
+	b.replyAdds(b.replies.adds)
+	clear(b.replies.adds) // drop the pooled requests
 	b.metrics.batchRecords.Observe(float64(len(batch)))
 	b.metrics.batchBytes.Observe(float64(bytes))
 	if !oldest.IsZero() {
 		age := time.Since(oldest).Seconds()
 		b.metrics.fsyncLatency.Observe(age)
-		if len(b.addReplies) > 0 {
+		if len(b.replies.adds) > 0 {
 			b.metrics.addLatency.Observe(age)
 			b.addsSeen.Store(oldest.UnixNano()) // batch reads pace themselves while adds flow
 		}
@@ -530,9 +528,7 @@ func (b *Bookie) completed(batch []journal.Completion) {
 	if last != (journal.Mark{}) {
 		b.setApplied(last)
 	}
-	for _, c := range b.dirtyConns {
-		c.flush()
-	}
+	b.replies.flushConns()
 }
 
 // replyAdds queues the OK replies of a batch's stored adds and releases
@@ -558,18 +554,42 @@ func (b *Bookie) replyAdds(rs []*request) {
 			c.freeShared = append(c.freeShared, r)
 		}
 		c.mu.Unlock()
-		b.markDirty(c)
+		b.replies.markDirty(c)
 		b.releaseN(c, int64(n), size)
 		rs = rs[n:]
 	}
 }
 
-// markDirty notes that c has replies queued by this batch. Runs on the
-// journal writer goroutine.
-func (b *Bookie) markDirty(c *conn) {
-	if c.batchNo != b.batchNo {
-		c.batchNo = b.batchNo
-		b.dirtyConns = append(b.dirtyConns, c)
+// batchReplies is the journal writer's state for the replies of the batch
+// it completes (completed): the batch's number, the connections with
+// replies queued by it, flushed once each at its end, and its stored adds,
+// replied to together. Owned by the journal writer goroutine; no lock. The
+// slices are reused from batch to batch.
+type batchReplies struct {
+	batchNo    uint64
+	dirtyConns []*conn
+	adds       []*request
+}
+
+// begin starts the next batch: a new number, no connection dirty, no add.
+func (br *batchReplies) begin() {
+	br.batchNo++
+	br.dirtyConns = br.dirtyConns[:0]
+	br.adds = br.adds[:0]
+}
+
+// markDirty notes that c has replies queued by this batch.
+func (br *batchReplies) markDirty(c *conn) {
+	if c.batchNo != br.batchNo {
+		c.batchNo = br.batchNo
+		br.dirtyConns = append(br.dirtyConns, c)
+	}
+}
+
+// flushConns flushes each connection this batch queued replies on.
+func (br *batchReplies) flushConns() {
+	for _, c := range br.dirtyConns {
+		c.flush()
 	}
 }
 

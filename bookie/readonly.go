@@ -2,7 +2,10 @@ package bookie
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // roReason is one reason the bookie refuses adds. A bookie is read-only
@@ -43,71 +46,113 @@ var roNames = []struct {
 	{roDiskStalled, "journal disk stalled"},
 }
 
-// ReadOnly reports whether the bookie refuses adds, and why: every reason
-// that holds, with its detail, joined by "; ".
-func (b *Bookie) ReadOnly() (bool, string) {
-	b.roMu.Lock()
-	defer b.roMu.Unlock()
-	if b.roReasons == 0 {
+// readOnlyState is why the bookie refuses adds: the reasons that hold, each
+// with its detail. mu protects reasons and detail; active mirrors
+// reasons != 0 for the add path, which reads it without the lock. Its
+// methods are safe from any goroutine.
+type readOnlyState struct {
+	// log and changed are set once in New, before any other use. changed
+	// is called with mu held after every change of reasons, so that what
+	// it publishes follows the changes in order.
+	log     *slog.Logger
+	changed func(was, now roReason)
+
+	mu      sync.Mutex
+	reasons roReason
+	detail  map[roReason]string
+	active  atomic.Bool
+}
+
+// refusing reports whether any reason holds, without locking: the add path's
+// check.
+func (s *readOnlyState) refusing() bool { return s.active.Load() }
+
+// holds reports whether reason r holds.
+func (s *readOnlyState) holds(r roReason) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reasons&r != 0
+}
+
+// describe reports whether any reason holds, and every reason that holds,
+// with its detail, joined by "; ".
+func (s *readOnlyState) describe() (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reasons == 0 {
 		return false, ""
 	}
 	var parts []string
 	for _, n := range roNames {
-		if b.roReasons&n.r != 0 {
-			parts = append(parts, n.name+b.roDetail[n.r])
+		if s.reasons&n.r != 0 {
+			parts = append(parts, n.name+s.detail[n.r])
 		}
 	}
 	return true, strings.Join(parts, "; ")
 }
 
-// readOnlyFor reports whether reason r holds.
-func (b *Bookie) readOnlyFor(r roReason) bool {
-	b.roMu.Lock()
-	defer b.roMu.Unlock()
-	return b.roReasons&r != 0
+// set makes reason r hold, with detail (": why", or "").
+func (s *readOnlyState) set(r roReason, detail string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.reasons
+	if s.detail == nil {
+		s.detail = make(map[roReason]string)
+	}
+	if was&r == 0 || s.detail[r] != detail {
+		s.log.Warn("read-only", "reason", roName(r)+detail)
+	}
+	s.reasons |= r
+	s.detail[r] = detail
+	s.publish(was)
 }
 
-// setReadOnly makes reason r hold, with detail (": why", or ""). Runs anywhere.
-func (b *Bookie) setReadOnly(r roReason, detail string) {
-	b.roMu.Lock()
-	defer b.roMu.Unlock()
-	was := b.roReasons
-	if b.roDetail == nil {
-		b.roDetail = make(map[roReason]string)
-	}
-	if was&r == 0 || b.roDetail[r] != detail {
-		b.log.Warn("read-only", "reason", roName(r)+detail)
-	}
-	b.roReasons |= r
-	b.roDetail[r] = detail
-	b.roChanged(was)
-}
-
-// clearReadOnly lifts reason r, unless it is sticky. Runs anywhere.
-func (b *Bookie) clearReadOnly(r roReason) {
-	b.roMu.Lock()
-	defer b.roMu.Unlock()
+// clear lifts reason r, unless it is sticky.
+func (s *readOnlyState) clear(r roReason) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	r &^= sticky
-	was := b.roReasons
+	was := s.reasons
 	if was&r == 0 {
 		return
 	}
-	b.roReasons &^= r
-	b.log.Info("read-only reason cleared", "reason", roName(r), "read_only", b.roReasons != 0)
-	b.roChanged(was)
+	s.reasons &^= r
+	s.log.Info("read-only reason cleared", "reason", roName(r), "read_only", s.reasons != 0)
+	s.publish(was)
 }
 
-// roChanged publishes a change from was. Requires roMu held.
-func (b *Bookie) roChanged(was roReason) {
-	ro := b.roReasons != 0
-	b.readOnlyFlag.Store(ro)
+// publish mirrors a change from was into active and tells changed. Requires
+// mu held.
+func (s *readOnlyState) publish(was roReason) {
+	s.active.Store(s.reasons != 0)
+	s.changed(was, s.reasons)
+}
+
+// ReadOnly reports whether the bookie refuses adds, and why: every reason
+// that holds, with its detail, joined by "; ".
+func (b *Bookie) ReadOnly() (bool, string) { return b.ro.describe() }
+
+// readOnlyFor reports whether reason r holds.
+func (b *Bookie) readOnlyFor(r roReason) bool { return b.ro.holds(r) }
+
+// setReadOnly makes reason r hold, with detail (": why", or ""). Runs anywhere.
+func (b *Bookie) setReadOnly(r roReason, detail string) { b.ro.set(r, detail) }
+
+// clearReadOnly lifts reason r, unless it is sticky. Runs anywhere.
+func (b *Bookie) clearReadOnly(r roReason) { b.ro.clear(r) }
+
+// roChanged publishes a change of the read-only reasons from was to now: the
+// metric, and the registration when read-only began or ended. Called by
+// b.ro with its lock held.
+func (b *Bookie) roChanged(was, now roReason) {
+	ro := now != 0
 	if ro {
 		b.metrics.readOnly.Set(1)
 	} else {
 		b.metrics.readOnly.Set(0)
 	}
 	if (was != 0) != ro {
-		b.announceReadOnly() // starts a goroutine that takes roMu itself
+		b.announceReadOnly() // starts a goroutine that takes b.ro's lock itself
 	}
 }
 

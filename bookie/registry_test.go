@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/datadir"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/metatest"
 	"github.com/bookie-go/bookie/wire"
@@ -73,7 +74,7 @@ func TestRegistersAndDetectsWipedDisk(t *testing.T) {
 	if mc, _ := store.GetCookie(ctx, meta.BookieID(cfg.Listen)); mc.InstanceID != b2.Cookie().Instance {
 		t.Fatalf("metadata cookie not updated to the limbo instance")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "journal", CookieFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "journal", datadir.CookieFile)); err != nil {
 		t.Fatal(err)
 	}
 }

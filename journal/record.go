@@ -9,9 +9,9 @@ import (
 )
 
 // RecordType says what a record's payload means. The values are part of the
-// on-disk format: never renumber them, only add new ones. The journal treats
-// every payload as opaque bytes; the payload encoding of each type belongs to
-// the bookie.
+// on-disk format: never renumber them, only add new ones. The journal frames
+// every payload as opaque bytes; payload.go draws and codes the payload of
+// each type the bookie appends.
 type RecordType uint8
 
 // Record types. Part of the format; never renumber.

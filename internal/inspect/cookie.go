@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/internal/datadir"
 	"github.com/bookie-go/bookie/vfs"
 )
 
@@ -30,9 +30,9 @@ type CookieFile struct {
 // Cookies reads the cookie of each directory of dirs.
 func Cookies(fs vfs.FS, dirs Dirs) *CookieReport {
 	rep := &CookieReport{Match: true}
-	var first *bookie.Cookie
+	var first *datadir.Cookie
 	for _, dir := range []string{dirs.Journal, dirs.Ledgers} {
-		cf := CookieFile{File: filepath.Join(dir, bookie.CookieFile)}
+		cf := CookieFile{File: filepath.Join(dir, datadir.CookieFile)}
 		data, err := vfs.ReadFile(fs, cf.File)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -43,7 +43,7 @@ func Cookies(fs vfs.FS, dirs Dirs) *CookieReport {
 			rep.Match = false
 		default:
 			cf.Present = true
-			c, err := bookie.ParseCookie(data)
+			c, err := datadir.ParseCookie(data)
 			if err != nil {
 				cf.Error = err.Error()
 				rep.Match = false

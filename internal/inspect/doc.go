@@ -11,6 +11,8 @@
 // under the reader, so what is read may be a moment's mix (OpenBy tells
 // whether some process holds files there open).
 //
-// The package sits beside cmd/bk, above package bookie (it reads cookies
-// with bookie.ParseCookie); nothing but commands imports it.
+// The package sits beside cmd/bk and beside package bookie, not above it:
+// it decodes journal payloads with the journal's codecs and cookies with
+// internal/datadir, so it links no server (TestInspectLinksNoServer holds
+// that). Nothing but commands imports it.
 package inspect

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
@@ -70,7 +69,7 @@ type SegmentReport struct {
 }
 
 // RecordInfo is one journal record, its payload decoded as the bookie
-// writes it (bookie/records.go).
+// writes it (journal/payload.go).
 type RecordInfo struct {
 	Seq     uint64 `json:"seq"`
 	Type    string `json:"type"`
@@ -136,14 +135,14 @@ func DecodeRecord(r journal.Record) RecordInfo {
 		n := len(ent.Payload)
 		ri.Data = &n
 	case journal.TypeFence:
-		l, err := bookie.ParseFenceRecord(p)
+		l, err := journal.ParseFencePayload(p)
 		if err != nil {
 			ri.Problem = err.Error()
 			break
 		}
 		ri.Ledger = &l
 	case journal.TypeMasterKey:
-		l, key, err := bookie.ParseMasterKeyRecord(p)
+		l, key, err := journal.ParseMasterKeyPayload(p)
 		if err != nil {
 			ri.Problem = err.Error()
 			break
@@ -151,7 +150,7 @@ func DecodeRecord(r journal.Record) RecordInfo {
 		ri.Ledger = &l
 		ri.MasterKey = Fingerprint(key)
 	case journal.TypeExplicitLAC:
-		l, lac, err := bookie.ParseExplicitLACRecord(p)
+		l, lac, err := journal.ParseExplicitLACPayload(p)
 		if err != nil {
 			ri.Problem = err.Error()
 			break

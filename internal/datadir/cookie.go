@@ -1,4 +1,4 @@
-package bookie
+package datadir
 
 import (
 	"bytes"
@@ -16,10 +16,6 @@ import (
 
 	"github.com/bookie-go/bookie/vfs"
 )
-
-// CookieFile is the name of the identity file stamped into every data
-// directory on first start.
-const CookieFile = "COOKIE"
 
 // A Cookie is a bookie's identity, written to every data directory. A later
 // start compares them: a directory whose cookie is missing or different was
@@ -52,13 +48,13 @@ const cookieHeader = "bookie-go cookie v1\n"
 var (
 	// ErrCookieMissing is returned when a data directory holds data but no
 	// cookie, or some directories have a cookie and others do not.
-	ErrCookieMissing = errors.New("bookie: cookie missing")
+	ErrCookieMissing = errors.New("datadir: cookie missing")
 	// ErrCookieMismatch is returned when cookies in different directories (or
 	// in the metadata store) disagree: a directory was swapped or wiped.
-	ErrCookieMismatch = errors.New("bookie: cookie mismatch")
+	ErrCookieMismatch = errors.New("datadir: cookie mismatch")
 	// ErrCookieCorrupt is returned for a cookie file that does not parse or
 	// fails its checksum.
-	ErrCookieCorrupt = errors.New("bookie: cookie corrupt")
+	ErrCookieCorrupt = errors.New("datadir: cookie corrupt")
 )
 
 // Encode returns the cookie's file contents.
@@ -147,7 +143,7 @@ func CheckCookies(fs vfs.FS, dirs []string, bookieID, expected string, allowUnkn
 	var problem error
 	for _, dir := range dirs {
 		if err := fs.MkdirAll(dir, 0o755); err != nil {
-			return Cookie{}, fmt.Errorf("bookie: create %s: %w", dir, err)
+			return Cookie{}, fmt.Errorf("datadir: create %s: %w", dir, err)
 		}
 		path := filepath.Join(dir, CookieFile)
 		data, err := vfs.ReadFile(fs, path)
@@ -163,7 +159,7 @@ func CheckCookies(fs vfs.FS, dirs []string, bookieID, expected string, allowUnkn
 			}
 			found = append(found, Cookie{})
 		case err != nil:
-			return Cookie{}, fmt.Errorf("bookie: read %s: %w", path, err)
+			return Cookie{}, fmt.Errorf("datadir: read %s: %w", path, err)
 		default:
 			c, perr := ParseCookie(data)
 			if perr != nil && problem == nil {
@@ -202,7 +198,7 @@ func CheckCookies(fs vfs.FS, dirs []string, bookieID, expected string, allowUnkn
 	}
 	for _, dir := range dirs {
 		if err := vfs.WriteFileAtomic(fs, filepath.Join(dir, CookieFile), c.Encode()); err != nil {
-			return Cookie{}, fmt.Errorf("bookie: stamp cookie in %s: %w", dir, err)
+			return Cookie{}, fmt.Errorf("datadir: stamp cookie in %s: %w", dir, err)
 		}
 	}
 	return c, nil

@@ -1,4 +1,4 @@
-package bookie
+package datadir
 
 import (
 	"bytes"
