@@ -249,4 +249,42 @@
 // reader that finds none reads into a page outside the cache. Scan and
 // Ledgers call their callback without any lock held, so it may call the
 // Index (compaction calls Put from Scan). A cache hit allocates nothing.
+//
+// # Key-value records
+//
+// The log-structured index meant to replace the paged files (kv.go encodes
+// its records; nothing uses them yet) keeps three kinds of records in one
+// ordered key-value store whose keys compare bytewise; integers in keys are
+// big-endian so that key order is numeric order, and one ledger's entries
+// are one contiguous ascending range (a range delete removes a ledger).
+// Values are little-endian. Kinds are part of the format; never renumber.
+//
+//	format key  "\x00format"                                  (7 bytes)
+//	state key   | 0x01 | ledger (8, BE) |                      (9 bytes)
+//	entry key   | 0x02 | ledger (8, BE) | entry (8, BE) |      (17 bytes)
+//
+// The format record's value, written once when the store is created:
+//
+//	 0          8     10    12       16
+//	+----------+-----+-----+--------+
+//	|"BKIXKVDB"| ver |  0  | crc32c |   crc32c covers bytes 0..11; ver = 1
+//	+----------+-----+-----+--------+
+//
+// A state value (64 bytes):
+//
+//	 0     1     2     4        8           16    24            32          64
+//	+-----+-----+-----+--------+-----------+-----+-------------+------------+
+//	| ver |flags|  0  | crc32c | lastEntry | LAC | explicitLAC | master key |
+//	+-----+-----+-----+--------+-----------+-----+-------------+------------+
+//	ver: 1. flags: as in the state file (bit 0 has master key, bit 1
+//	fenced, bit 2 limbo; others must be 0); a master key without bit 0
+//	must be zero. lastEntry, LAC, explicitLAC: int64, -1 = none.
+//	crc32c: CRC-32C of the ledger id (8 bytes little-endian, from the key)
+//	followed by bytes 0..3 and 8..63, so a value under the wrong key fails.
+//
+// An entry value is the Location (8 bytes), never zero. It has no checksum
+// of its own: the store checksums every block it writes, and a block that
+// fails its checksum is an error, never absence. Golden bytes:
+// testdata/kv.golden (TestKVGolden); fuzz targets FuzzDecodeKVKey,
+// FuzzDecodeKVState, FuzzDecodeKVValue.
 package index
