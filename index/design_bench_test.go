@@ -4,11 +4,12 @@ package index
 // next design" in doc.go): three designs hold the same ledgers, one entry
 // each, and each is asked the same three questions in the same run:
 //
-//   - bytes on disk per ledger (apparent file sizes, after a checkpoint);
+//   - bytes on disk per ledger and per entry (apparent file sizes, after a
+//     checkpoint);
 //   - the duration of a checkpoint after 1% of the ledgers were touched
-//     (one Put of entry 1 and one SetState each), i.e. what a checkpoint
+//     (one Put of the next entry and one SetState each), i.e. what a checkpoint
 //     costs when most ledgers are idle;
-//   - the time of a Get of a random ledger's entry 0 (warm OS cache).
+//   - the time of a Get of a random ledger's random entry (warm OS cache).
 //
 // The designs: "paged" is this package's Index as it is; "pebble" is a
 // log-structured index in github.com/cockroachdb/pebble v1.1.5 with its WAL
@@ -22,7 +23,8 @@ package index
 // it has no crash handling beyond its I/O order and no cache.
 //
 // Run (one iteration is one full measurement; the ledger count is
-// INDEX_DESIGN_LEDGERS, 100,000 unless set):
+// INDEX_DESIGN_LEDGERS, 100,000 unless set, and each ledger holds
+// INDEX_DESIGN_ENTRIES entries, 1 unless set, before the 1% are touched):
 //
 //	go test -run '^$' -bench BenchmarkDesign -benchtime 1x ./index/
 
@@ -51,15 +53,17 @@ type designIndex interface {
 	Close() error
 }
 
-func designLedgers(b *testing.B) uint64 {
-	if s := os.Getenv("INDEX_DESIGN_LEDGERS"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			b.Fatalf("INDEX_DESIGN_LEDGERS=%q: %v", s, err)
+// designParam returns the positive integer in the environment variable
+// name, or def when it is not set.
+func designParam(b *testing.B, name string, def int64) int64 {
+	if s := os.Getenv(name); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			b.Fatalf("%s=%q: want a positive integer", name, s)
 		}
 		return n
 	}
-	return 100_000
+	return def
 }
 
 func BenchmarkDesign(b *testing.B) {
@@ -73,6 +77,9 @@ func BenchmarkDesign(b *testing.B) {
 	}
 	for _, d := range designs {
 		b.Run(d.name, func(b *testing.B) {
+			if d.name == "slots" && designParam(b, "INDEX_DESIGN_ENTRIES", 1) >= slotInline {
+				b.Skipf("the slot model holds only %d entries per ledger (inline)", slotInline)
+			}
 			for range b.N {
 				measureDesign(b, d.open)
 			}
@@ -81,7 +88,8 @@ func BenchmarkDesign(b *testing.B) {
 }
 
 func measureDesign(b *testing.B, open func(dir string) (designIndex, error)) {
-	n := designLedgers(b)
+	n := uint64(designParam(b, "INDEX_DESIGN_LEDGERS", 100_000))
+	entries := designParam(b, "INDEX_DESIGN_ENTRIES", 1)
 	dir := b.TempDir()
 	x, err := open(dir)
 	if err != nil {
@@ -94,8 +102,10 @@ func measureDesign(b *testing.B, open func(dir string) (designIndex, error)) {
 		if err := x.SetState(id, st); err != nil {
 			b.Fatal(err)
 		}
-		if err := x.Put(id, 0, loc(id, 0)); err != nil {
-			b.Fatal(err)
+		for e := range entries {
+			if err := x.Put(id, e, loc(id, e)); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	start := time.Now()
@@ -103,12 +113,12 @@ func measureDesign(b *testing.B, open func(dir string) (designIndex, error)) {
 		b.Fatal(err)
 	}
 	first := time.Since(start)
-	size, files := dirSize(b, dir)
+	size, files := dirSize(b, dir) // n ledgers of entries each, checkpointed
 
 	// Touch 1% of the ledgers, spread over the id space, and checkpoint.
 	st.LAC = 0
 	for id := uint64(0); id < n; id += 100 {
-		if err := x.Put(id, 1, loc(id, 1)); err != nil {
+		if err := x.Put(id, entries, loc(id, entries)); err != nil {
 			b.Fatal(err)
 		}
 		if err := x.SetState(id, st); err != nil {
@@ -125,14 +135,15 @@ func measureDesign(b *testing.B, open func(dir string) (designIndex, error)) {
 	const gets = 100_000
 	start = time.Now()
 	for range gets {
-		id := uint64(rng.Int63n(int64(n)))
-		if got, err := x.Get(id, 0); err != nil || got != loc(id, 0) {
-			b.Fatalf("Get(%d, 0) = %v, %v", id, got, err)
+		id, e := uint64(rng.Int63n(int64(n))), rng.Int63n(entries)
+		if got, err := x.Get(id, e); err != nil || got != loc(id, e) {
+			b.Fatalf("Get(%d, %d) = %v, %v", id, e, got, err)
 		}
 	}
 	get := time.Since(start)
 
 	b.ReportMetric(float64(size)/float64(n), "disk-B/ledger")
+	b.ReportMetric(float64(size)/float64(n*uint64(entries)), "disk-B/entry")
 	b.ReportMetric(float64(files), "files")
 	b.ReportMetric(first.Seconds()*1e3, "first-ckpt-ms")
 	b.ReportMetric(touched.Seconds()*1e3, "1%-ckpt-ms")
