@@ -1,8 +1,8 @@
 package index
 
 // The measurement behind the choice of index design (see "Choosing the
-// next design" in doc.go): three designs hold the same ledgers, one entry
-// each, and each is asked the same three questions in the same run:
+// next design" in doc.go): three designs hold the same ledgers, and each
+// is asked the same three questions in the same run:
 //
 //   - bytes on disk per ledger and per entry (apparent file sizes, after a
 //     checkpoint);
@@ -18,8 +18,8 @@ package index
 // ledger's state (96 bytes) and its first 4 locations inline in a 128-byte
 // slot of one shared file, 32 slots per 4 KiB block, a checkpoint writing
 // the dirty blocks to a double-write file, fsync, in place, fsync (its
-// larger ledgers would keep paged files; none here has more than 2
-// entries). "slots" is a model written for this measurement, not an index:
+// larger ledgers would keep paged files, which the model does not have, so
+// it skips runs of 4 or more entries per ledger). "slots" is a model written for this measurement, not an index:
 // it has no crash handling beyond its I/O order and no cache.
 //
 // Run (one iteration is one full measurement; the ledger count is
