@@ -188,9 +188,13 @@ func Check(events []Event, o Options) ([]Violation, Stats) {
 		if in.Op != OpRead {
 			continue
 		}
+		lac := p.done.LAC
+		if lac == nil {
+			lac = in.LAC
+		}
 		for _, r := range p.done.Entries {
-			if in.LAC != nil && r.Entry > *in.LAC {
-				bad(RuleBeyond, in.Ledger, r.Entry, "%v was given LAC %d", p, *in.LAC)
+			if lac != nil && r.Entry > *lac {
+				bad(RuleBeyond, in.Ledger, r.Entry, "%v was given LAC %d", p, *lac)
 			}
 			if end, ok := closedEnd[in.Ledger]; ok && r.Entry > end {
 				bad(RuleBeyond, in.Ledger, r.Entry, "%v read it; the ledger is closed at %d", p, end)

@@ -44,7 +44,7 @@ func (x *h) end(proc, opName string, l uint64, last int64) {
 }
 
 func (x *h) read(proc string, l uint64, lac int64, rs ...Read) {
-	x.op(proc, Event{Op: OpRead, Ledger: l, LAC: Int(lac)}, Event{Entries: rs})
+	x.op(proc, Event{Op: OpRead, Ledger: l}, Event{LAC: Int(lac), Entries: rs})
 }
 
 // good is a history that breaks no rule: ledger 1 written, closed,
@@ -62,7 +62,7 @@ func good() *h {
 	x.op("w1", Event{Op: OpDelete, Ledger: 2}, Event{})
 	x.end("final", OpRecover, 1, 2)
 	x.read("final", 1, 2, Read{0, "a"}, Read{1, "b"}, Read{2, "c"})
-	x.op("final", Event{Op: OpRead, Ledger: 2, LAC: Int(-1)}, Event{Type: Fail, Err: "no such ledger"})
+	x.op("final", Event{Op: OpRead, Ledger: 2}, Event{Type: Fail, Err: "no such ledger"})
 	return x
 }
 
@@ -163,7 +163,7 @@ func TestLogRoundTrip(t *testing.T) {
 	w.Invoke(Event{Op: OpAppend, Ledger: 4, Hash: "y"}).OK(Event{Entry: Int(1)})
 	w.Invoke(Event{Op: OpClose, Ledger: 4}).Info(errTest)
 	f.Invoke(Event{Op: OpRecover, Ledger: 4}).OK(Event{End: Int(1)})
-	f.Invoke(Event{Op: OpRead, Ledger: 4, LAC: Int(1)}).OK(Event{Entries: []Read{{0, "x"}}})
+	f.Invoke(Event{Op: OpRead, Ledger: 4}).OK(Event{LAC: Int(1), Entries: []Read{{0, "x"}}})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ const (
 	OpAppend  = "append"  // invoke: Ledger, Hash; ok: Entry
 	OpClose   = "close"   // invoke: Ledger; ok: End, the last entry it closed at
 	OpRecover = "recover" // invoke: Ledger; ok: End, the last entry after recovery
-	OpRead    = "read"    // invoke: Ledger, LAC (the last entry it may return); ok: Entries
+	OpRead    = "read"    // invoke: Ledger (before the ledger is opened); ok: LAC (the last entry it may return), Entries
 	OpDelete  = "delete"  // invoke: Ledger
 	OpList    = "list"    // ok: Ledgers, every ledger the metadata store lists
 )

@@ -69,3 +69,20 @@ func dumpLogs(t *testing.T, dir string) {
 		t.Logf("%s:\n%s", filepath.Base(p), data)
 	}
 }
+
+// TestRunTearsDownAfterFailure: a run whose nodes cannot start fails, and leaves no
+// namespace behind.
+func TestRunTearsDownAfterFailure(t *testing.T) {
+	needHosts(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := Run(ctx, Config{Seed: 1, Duration: time.Second, Bookies: 3, Writers: 1, Dir: t.TempDir(),
+		Command: Command{Exe: "/bin/false"}})
+	if err == nil {
+		t.Fatal("a run of nodes that exit at once succeeded")
+	}
+	t.Logf("run failed as it should: %v", err)
+	if l := leftovers(t); len(l) > 0 {
+		t.Fatalf("the failed run left namespaces behind: %v", l)
+	}
+}
