@@ -21,6 +21,7 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
+	"github.com/bookie-go/bookie/internal/faultproxy"
 	"github.com/bookie-go/bookie/internal/history"
 	"github.com/bookie-go/bookie/meta"
 )
@@ -37,9 +38,10 @@ const (
 
 // Ports every host uses on its own address.
 const (
-	etcdClientPort = "2379"
-	etcdPeerPort   = "2380"
-	bookiePort     = "3181"
+	etcdClientPort  = "2379"
+	etcdPeerPort    = "2380"
+	bookiePort      = "3181" // the fault proxy, the bookie's id
+	bookieInnerPort = "3182" // the bookie itself, on the namespace's loopback
 )
 
 // NodeConfig is what one node process runs: written as JSON by the harness, its path
@@ -160,9 +162,14 @@ func runEtcd(ctx context.Context, cfg NodeConfig) error {
 	}
 }
 
+// runBookie runs a bookie behind a fault proxy in the same process: the proxy listens
+// on the host's address and is the bookie's advertised id, the bookie listens on the
+// namespace's loopback. SIGUSR1 makes the proxy slow (half the frames, either way,
+// delayed by 150 ms, so frames also overtake each other); SIGUSR2 makes it fast again.
 func runBookie(ctx context.Context, cfg NodeConfig, logger *slog.Logger) error {
 	bc := bookie.DefaultConfig()
-	bc.Listen = cfg.Addr + ":" + bookiePort
+	bc.Listen = "127.0.0.1:" + bookieInnerPort
+	bc.Advertise = cfg.Addr + ":" + bookiePort
 	bc.DataDir = cfg.Dir
 	bc.Admin = ""
 	bc.Metadata = cfg.Metadata
@@ -173,6 +180,15 @@ func runBookie(ctx context.Context, cfg NodeConfig, logger *slog.Logger) error {
 	bc.EntryLogSize = 16 << 20
 	bc.WriteCacheLazy = true
 	bc.CheckpointInterval = bookie.Duration(time.Second)
+	// The proxy first: the bookie registers its advertised address once it serves.
+	px, err := faultproxy.Listen(bc.Advertise, bc.Listen, faultproxy.Options{Seed: uint64(cfg.Seed)})
+	if err != nil {
+		return err
+	}
+	defer px.Close()
+	slow := make(chan os.Signal, 2)
+	signal.Notify(slow, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(slow)
 	b, err := bookie.New(bc)
 	if err != nil {
 		return err
@@ -182,8 +198,17 @@ func runBookie(ctx context.Context, cfg NodeConfig, logger *slog.Logger) error {
 		return err
 	}
 	ready()
-	<-ctx.Done()
-	return b.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return b.Close()
+		case sig := <-slow:
+			px.Clear()
+			if sig == syscall.SIGUSR1 {
+				px.Add(faultproxy.RuleSpec{Match: faultproxy.Any(), Action: faultproxy.Delay, Delay: 150 * time.Millisecond, Prob: 0.5})
+			}
+		}
+	}
 }
 
 // newClient opens a client with short timeouts: faults last seconds.

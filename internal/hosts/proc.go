@@ -34,6 +34,7 @@ type proc struct {
 	exited chan struct{} // closed when the process was waited for; err is then set
 	err    error
 	paused bool
+	slow   bool // a bookie whose fault proxy delays frames (SIGUSR1 sent)
 }
 
 // start starts the process in its host's namespace.

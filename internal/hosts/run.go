@@ -146,7 +146,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, err
 	}
 	for _, b := range topo.Bookies {
-		if err := c.start(node(b, RoleBookie, 0), hosts[b]); err != nil {
+		if err := c.start(node(b, RoleBookie, cfg.Seed), hosts[b]); err != nil {
 			return res, err
 		}
 	}
@@ -279,12 +279,19 @@ func (c *cluster) inject(f Fault, hosts map[string]*Host) error {
 	case "kill":
 		c.procs[f.A[0]].kill()
 		return nil
+	case "slow":
+		p := c.procs[f.A[0]]
+		if err := p.signal(syscall.SIGUSR1); err != nil {
+			return err
+		}
+		p.slow = true
+		return nil
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
 
-// heal removes every rule, sets every link up, resumes paused processes and restarts
-// killed ones (waiting until they serve).
+// heal removes every rule, sets every link up, resumes paused processes, makes slow
+// bookies fast and restarts killed processes (waiting until they serve).
 func (c *cluster) heal(ctx context.Context) error {
 	errs := []error{c.net.Heal()}
 	for _, name := range c.order {
@@ -292,6 +299,10 @@ func (c *cluster) heal(ctx context.Context) error {
 		if p.paused {
 			errs = append(errs, p.signal(syscall.SIGCONT))
 		}
+		if p.slow && p.running() {
+			errs = append(errs, p.signal(syscall.SIGUSR2))
+		}
+		p.slow = false
 		if (p.cfg.Role == RoleEtcd || p.cfg.Role == RoleBookie) && !p.running() {
 			if err := p.start(); err != nil {
 				errs = append(errs, err)

@@ -9,7 +9,7 @@ import (
 
 // FaultKinds are the faults a schedule draws from; docs/durability.md ("Real hosts")
 // says what each does.
-var FaultKinds = []string{"partition", "bookie-etcd", "etcd-minority", "writer-bookies", "one-way", "link-down", "pause", "kill"}
+var FaultKinds = []string{"partition", "bookie-etcd", "etcd-minority", "writer-bookies", "one-way", "link-down", "pause", "kill", "slow"}
 
 // Topology names the hosts a schedule picks from.
 type Topology struct {
@@ -28,7 +28,7 @@ type Fault struct {
 	At, Hold time.Duration
 	Kind     string
 	// A and B: the two sides of a partition; the blocked sender and receiver of
-	// "one-way"; the one host of "link-down", "pause" and "kill" (A only).
+	// "one-way"; the one host of "link-down", "pause", "kill" and "slow" (A only).
 	A, B []string
 }
 
@@ -95,6 +95,8 @@ func Schedule(seed int64, d time.Duration, t Topology, kinds []string) []Fault {
 			f.A, f.B = []string{all[a]}, []string{all[b]}
 		case "link-down", "pause", "kill":
 			f.A = []string{pick(processes)}
+		case "slow":
+			f.A = []string{pick(t.Bookies)}
 		}
 		out = append(out, f)
 		at += hold + time.Duration(500+rng.Intn(1500))*time.Millisecond
