@@ -42,7 +42,14 @@ func runChaos(args []string) error {
 	onHosts := fs.Bool("hosts", false, "run every etcd member (3), bookie and client as its own host: a Linux network namespace,\n"+
 		"faults made by nftables rules, links and signals, the clients' history judged by an independent checker (root; docs/durability.md, \"Real hosts\")")
 	seed := fs.Int64("seed", 0, "the first run's seed (as --first-seed)")
+	node := fs.String("hosts-node", "", "(internal) run the one host of a --hosts run that this JSON file describes (hosts.NodeConfig);\nthe harness starts it with ip netns exec")
 	fs.Parse(args)
+	if *node != "" {
+		if code := hosts.NodeMain([]string{*node}); code != 0 {
+			os.Exit(code)
+		}
+		return nil
+	}
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 	if explicit["seed"] {
@@ -208,9 +215,9 @@ func runChaosHosts(work string, first int64, seeds int, total, duration time.Dur
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
-	const row = "%6v %8v %8v %9v %8v %7v %10v %9v\n"
-	fmt.Printf(row, "seed", "ledgers", "acked", "read-back", "events", "faults", "violations", "time")
-	var runs, violations, acked, verified, nfaults int
+	const row = "%6v %8v %8v %9v %10v %8v %7v %10v %9v\n"
+	fmt.Printf(row, "seed", "ledgers", "acked", "read-back", "replicated", "events", "faults", "violations", "time")
+	var runs, violations, acked, verified, replicated, nfaults int
 	byKind := map[string]int{}
 	var failed []int64
 	for i := 0; ; i++ {
@@ -230,7 +237,7 @@ func runChaosHosts(work string, first int64, seeds int, total, duration time.Dur
 			return err
 		}
 		cfg := hosts.Config{Seed: seed, Duration: duration, Bookies: bookies, Writers: writers, Faults: kinds, Dir: runDir,
-			Command: hosts.Command{Exe: self, Args: []string{"hosts-node"}}}
+			Command: hosts.Command{Exe: self, Args: []string{"chaos", "--hosts-node"}}}
 		if verbose {
 			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 		}
@@ -252,8 +259,9 @@ func runChaosHosts(work string, first int64, seeds int, total, duration time.Dur
 		nfaults += n
 		acked += res.Stats.Acked
 		verified += res.Stats.Verified
+		replicated += res.Stats.Replicated
 		violations += len(res.Violations)
-		fmt.Printf(row, seed, res.Stats.Ledgers, res.Stats.Acked, res.Stats.Verified, res.Events, n, len(res.Violations), res.Elapsed.Round(time.Second))
+		fmt.Printf(row, seed, res.Stats.Ledgers, res.Stats.Acked, res.Stats.Verified, res.Stats.Replicated, res.Events, n, len(res.Violations), res.Elapsed.Round(time.Second))
 		if len(res.Violations) > 0 {
 			failed = append(failed, seed)
 			for _, v := range res.Violations {
@@ -273,8 +281,8 @@ func runChaosHosts(work string, first int64, seeds int, total, duration time.Dur
 		kindList = append(kindList, fmt.Sprintf("%s=%d", k, byKind[k]))
 	}
 	fmt.Printf("\nfaults injected, by kind: %s\n", strings.Join(kindList, " "))
-	fmt.Printf("%d runs in %v: %d entries acknowledged, %d read back after recovery, %d faults, %d violations",
-		runs, time.Since(start).Round(time.Second), acked, verified, nfaults, violations)
+	fmt.Printf("%d runs in %v: %d entries acknowledged, %d read back after recovery, %d ledgers' copies checked on their bookies, %d faults, %d violations",
+		runs, time.Since(start).Round(time.Second), acked, verified, replicated, nfaults, violations)
 	if len(failed) > 0 {
 		fmt.Printf(", failing seeds %v (replay: bk chaos --hosts --seed N --seeds 1 --duration %v)\n", failed, duration)
 		return fmt.Errorf("%d runs failed", len(failed))

@@ -13,6 +13,7 @@ const (
 	RuleBytes   = "bytes differ"                  // two sights of one entry differ
 	RuleBeyond  = "read beyond LAC or closed end" // a read returned too much
 	RuleDeleted = "deleted ledger came back"      // used after its delete was acked
+	RuleCopies  = "under-replicated"              // a write set's bookie lacks an entry
 )
 
 // Violation is one broken rule.
@@ -60,6 +61,9 @@ type Stats struct {
 	Acked    int            // appends acknowledged
 	Ledgers  int            // ledgers created
 	Verified int            // acknowledged entries the final process read back
+	// Replicated counts the ledgers whose bookies the final process asked (OpCopies);
+	// Copies the copies they hold.
+	Replicated, Copies int
 }
 
 // Check judges events and returns every violation found, and counts.
@@ -211,6 +215,19 @@ func Check(events []Event, o Options) ([]Violation, Stats) {
 			}
 		}
 	}
+	// Copies: the final process's last look at each ledger's bookies finds every entry up
+	// to the end on every bookie of its write set, with the bytes everyone else saw.
+	lastCopies := map[uint64]op{}
+	for _, p := range ops {
+		if p.invoke.Op == OpCopies && p.invoke.Proc == o.Final && p.done.Type == OK {
+			lastCopies[p.invoke.Ledger] = p
+		}
+	}
+	for l, p := range lastCopies {
+		checkCopies(l, p, bad, note)
+		st.Replicated++
+		st.Copies += len(p.done.Copies)
+	}
 	// Every acknowledged entry of a ledger that may not have been deleted is read
 	// back by the final process, after it recovered the ledger.
 	for l, m := range acked {
@@ -233,6 +250,41 @@ func Check(events []Event, o Options) ([]Violation, Stats) {
 		return cmp.Or(cmp.Compare(a.Ledger, b.Ledger), cmp.Compare(a.Entry, b.Entry), cmp.Compare(a.What, b.What))
 	})
 	return out, st
+}
+
+// checkCopies checks one OpCopies result: every entry 0..End on every bookie of its
+// write set.
+func checkCopies(l uint64, p op, bad func(string, uint64, int64, string, ...any), note func(uint64, int64, sight)) {
+	d := p.done
+	if d.End == nil || len(d.Fragments) == 0 || d.WQ <= 0 {
+		bad(RuleCopies, l, -1, "%v names no end, fragments or write quorum", p)
+		return
+	}
+	held := map[string]map[int64]bool{}
+	for _, c := range d.Copies {
+		if held[c.Bookie] == nil {
+			held[c.Bookie] = map[int64]bool{}
+		}
+		held[c.Bookie][c.Entry] = true
+		note(l, c.Entry, sight{c.Hash, fmt.Sprintf("%s's copy (%v)", c.Bookie, p)})
+	}
+	fi := 0
+	for e := int64(0); e <= *d.End; e++ {
+		for fi+1 < len(d.Fragments) && d.Fragments[fi+1].First <= e {
+			fi++
+		}
+		f := d.Fragments[fi]
+		if f.First > e || len(f.Bookies) < d.WQ {
+			bad(RuleCopies, l, e, "no fragment of %v covers it with %d bookies", d.Fragments, d.WQ)
+			continue
+		}
+		for i := range d.WQ {
+			b := f.Bookies[(e+int64(i))%int64(len(f.Bookies))]
+			if !held[b][e] {
+				bad(RuleCopies, l, e, "%s, of its write set in %v, does not hold it (%v)", b, f.Bookies, p)
+			}
+		}
+	}
 }
 
 // pair matches invokes with their completions, in invoke time order.

@@ -63,7 +63,20 @@ func good() *h {
 	x.end("final", OpRecover, 1, 2)
 	x.read("final", 1, 2, Read{0, "a"}, Read{1, "b"}, Read{2, "c"})
 	x.op("final", Event{Op: OpRead, Ledger: 2}, Event{Type: Fail, Err: "no such ledger"})
+	// A first look finds b1 still missing entry 2 (autorecovery had not copied it yet);
+	// only the last look counts.
+	x.copies(1, 2, allCopies[:5])
+	x.copies(1, 2, allCopies)
 	return x
+}
+
+// Ledger 1 of good(): entries 0..2 on ensemble b1 b2 b3, WQ 2: entry 0 on b1 b2,
+// 1 on b2 b3, 2 on b3 b1.
+var allCopies = []Copy{{"b1", 0, "a"}, {"b2", 0, "a"}, {"b2", 1, "b"}, {"b3", 1, "b"}, {"b3", 2, "c"}, {"b1", 2, "c"}}
+
+func (x *h) copies(l uint64, end int64, cs []Copy) {
+	x.op("final", Event{Op: OpCopies, Ledger: l}, Event{End: Int(end), WQ: 2,
+		Fragments: []Fragment{{First: 0, Bookies: []string{"b1", "b2", "b3"}}}, Copies: cs})
 }
 
 func TestCheckAcceptsAGoodHistory(t *testing.T) {
@@ -71,8 +84,8 @@ func TestCheckAcceptsAGoodHistory(t *testing.T) {
 	if len(vs) != 0 {
 		t.Fatalf("violations in a good history: %v", vs)
 	}
-	if st.Acked != 3 || st.Verified != 2 || st.Ledgers != 2 {
-		t.Fatalf("stats %+v, want 3 acked, 2 verified, 2 ledgers", st)
+	if st.Acked != 3 || st.Verified != 2 || st.Ledgers != 2 || st.Replicated != 1 || st.Copies != 6 {
+		t.Fatalf("stats %+v, want 3 acked, 2 verified, 2 ledgers, 1 replicated with 6 copies", st)
 	}
 }
 
@@ -130,6 +143,14 @@ func TestCheckCatches(t *testing.T) {
 		}},
 		{"ledger id created twice", RuleDeleted, func(x *h) {
 			x.create("w2", 1)
+		}},
+		{"a write set's bookie lacks an entry after healing", RuleCopies, func(x *h) {
+			x.copies(1, 2, allCopies[1:])
+		}},
+		{"a bookie's copy holds other bytes", RuleBytes, func(x *h) {
+			cs := append([]Copy{}, allCopies...)
+			cs[3].Hash = "b'"
+			x.copies(1, 2, cs)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

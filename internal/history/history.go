@@ -41,6 +41,11 @@ const (
 	OpRead    = "read"    // invoke: Ledger (before the ledger is opened); ok: LAC (the last entry it may return), Entries
 	OpDelete  = "delete"  // invoke: Ledger
 	OpList    = "list"    // ok: Ledgers, every ledger the metadata store lists
+	// OpCopies is the final process asking the bookies themselves what they hold of a
+	// closed ledger: ok: End, WQ, Fragments (from the metadata) and Copies, every entry each
+	// bookie of a fragment lists (LIST_ENTRIES) in its write sets, with the hash of its
+	// copy read from that bookie.
+	OpCopies = "copies"
 )
 
 // Event is one line of a log. Entry, LAC and End are pointers so that entry
@@ -63,7 +68,25 @@ type Event struct {
 	End     *int64   `json:"end,omitempty"`
 	Entries []Read   `json:"entries,omitempty"`
 	Ledgers []uint64 `json:"ledgers,omitempty"`
-	Err     string   `json:"err,omitempty"`
+	// WQ, Fragments and Copies are an OpCopies result.
+	WQ        int        `json:"wq,omitempty"`
+	Fragments []Fragment `json:"fragments,omitempty"`
+	Copies    []Copy     `json:"copies,omitempty"`
+	Err       string     `json:"err,omitempty"`
+}
+
+// Fragment is a ledger's ensemble from entry First on: entry e is on the WQ bookies
+// Bookies[(e+i) % len(Bookies)], i = 0..WQ-1.
+type Fragment struct {
+	First   int64    `json:"first"`
+	Bookies []string `json:"bookies"`
+}
+
+// Copy is a copy of an entry a bookie holds.
+type Copy struct {
+	Bookie string `json:"bookie"`
+	Entry  int64  `json:"entry"`
+	Hash   string `json:"hash"`
 }
 
 // Read is one entry a read returned.

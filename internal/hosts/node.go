@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/bookie-go/bookie/internal/faultproxy"
 	"github.com/bookie-go/bookie/internal/history"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
 )
 
 // Roles of a node process.
@@ -71,7 +73,7 @@ type NodeConfig struct {
 // It returns the process's exit code.
 func NodeMain(args []string) int {
 	if len(args) != 1 {
-		fmt.Fprintln(os.Stderr, "usage: hosts-node CONFIG.json")
+		fmt.Fprintln(os.Stderr, "usage: bk chaos --hosts-node CONFIG.json")
 		return 2
 	}
 	data, err := os.ReadFile(args[0])
@@ -85,7 +87,7 @@ func NodeMain(args []string) int {
 		err = runNode(ctx, cfg)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "hosts-node %s: %v\n", cfg.Name, err)
+		fmt.Fprintf(os.Stderr, "host %s: %v\n", cfg.Name, err)
 		return 1
 	}
 	return 0
@@ -433,6 +435,20 @@ func runFinal(ctx context.Context, cfg NodeConfig, cl *client.Client, log *histo
 			waitOrDone(ctx, 500*time.Millisecond)
 		}
 	}
+	// Then the bookies themselves: every write set back to WQ copies, autorecovery given
+	// two minutes to repair what the faults left short. Only the last look counts.
+	pending := slices.DeleteFunc(slices.Clone(order), func(id uint64) bool { return deleted[id] || slices.Contains(failed, id) })
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(pending) > 0 && ctx.Err() == nil {
+		pending = slices.DeleteFunc(pending, func(id uint64) bool { return logCopies(ctx, cl, log, id) })
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "final: ledgers short of WQ copies after two minutes: %v\n", pending)
+			break
+		}
+		if len(pending) > 0 {
+			waitOrDone(ctx, 2*time.Second)
+		}
+	}
 	op := log.Invoke(history.Event{Op: history.OpList})
 	c, cancel := opCtx(ctx)
 	defer cancel()
@@ -450,6 +466,67 @@ func runFinal(ctx context.Context, cfg NodeConfig, cl *client.Client, log *histo
 		fmt.Fprintf(os.Stderr, "final: ledgers not recovered within a minute: %v\n", failed)
 	}
 	return nil
+}
+
+// logCopies asks every bookie of closed ledger id's fragments what it holds
+// (LIST_ENTRIES), reads each copy in a write set from its bookie, and logs it all as one
+// OpCopies. It reports whether every write set holds every entry up to the end.
+func logCopies(ctx context.Context, cl *client.Client, log *history.Log, id uint64) bool {
+	op := log.Invoke(history.Event{Op: history.OpCopies, Ledger: id})
+	c, cancel := opCtx(ctx)
+	defer cancel()
+	md, err := cl.Store().GetLedger(c, id)
+	if err != nil {
+		op.Fail(err)
+		return false
+	}
+	if md.State != meta.StateClosed {
+		op.Fail(fmt.Errorf("ledger %d is %v", id, md.State))
+		return false
+	}
+	held := map[meta.BookieID][]wire.EntryRange{}
+	var frags []history.Fragment
+	for _, f := range md.Fragments {
+		hf := history.Fragment{First: f.FirstEntry}
+		for _, b := range f.Bookies {
+			hf.Bookies = append(hf.Bookies, string(b))
+			if _, ok := held[b]; ok {
+				continue
+			}
+			rs, err := cl.ListEntriesFrom(c, b, id, 0)
+			if err != nil && !errors.Is(err, client.ErrNoSuchEntry) {
+				op.Fail(err)
+				return false
+			}
+			held[b] = rs
+		}
+		frags = append(frags, hf)
+	}
+	complete := true
+	var copies []history.Copy
+	for e := int64(0); e <= md.LastEntryID; e++ {
+		f := md.Fragments[md.FragmentAt(e)]
+		for i := range md.WriteQuorum {
+			b := f.Bookies[(e+int64(i))%int64(len(f.Bookies))]
+			if !slices.ContainsFunc(held[b], func(r wire.EntryRange) bool { return r.First <= e && e <= r.Last }) {
+				complete = false
+				continue
+			}
+			raw, err := cl.ReadEntryFrom(c, b, id, e)
+			if err != nil {
+				op.Fail(err)
+				return false
+			}
+			en, err := wire.ParseEntry(raw)
+			if err != nil {
+				op.Fail(err)
+				return false
+			}
+			copies = append(copies, history.Copy{Bookie: string(b), Entry: e, Hash: Hash(en.Payload)})
+		}
+	}
+	op.OK(history.Event{End: history.Int(md.LastEntryID), WQ: md.WriteQuorum, Fragments: frags, Copies: copies})
+	return complete
 }
 
 // waitOrDone waits d or until ctx ends: a client's pause between retries, not a test's

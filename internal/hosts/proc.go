@@ -13,7 +13,7 @@ import (
 
 // Command is how the harness runs a node process: Exe with Args, then the node's config
 // path (NodeMain's argument), in the environment plus Env. bk chaos --hosts runs itself
-// ("bk hosts-node CONFIG"); the tests run their own binary, whose TestMain calls NodeMain.
+// ("bk chaos --hosts-node CONFIG"); the tests run their own binary, whose TestMain calls NodeMain.
 type Command struct {
 	Exe  string
 	Args []string

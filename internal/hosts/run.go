@@ -54,8 +54,8 @@ func (r Result) Summary() string {
 	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, r.Faults[k]))
 	}
-	return fmt.Sprintf("seed %d: %d ledgers, %d acked, %d read back after recovery, %d events, faults [%s], %d violations, %v",
-		r.Seed, r.Stats.Ledgers, r.Stats.Acked, r.Stats.Verified, r.Events, strings.Join(kinds, " "), len(r.Violations), r.Elapsed.Round(time.Second))
+	return fmt.Sprintf("seed %d: %d ledgers, %d acked, %d read back after recovery, %d ledgers' copies checked (%d copies), %d events, faults [%s], %d violations, %v",
+		r.Seed, r.Stats.Ledgers, r.Stats.Acked, r.Stats.Verified, r.Stats.Replicated, r.Stats.Copies, r.Events, strings.Join(kinds, " "), len(r.Violations), r.Elapsed.Round(time.Second))
 }
 
 // cluster is one run's hosts and processes; owned by Run's goroutine.
