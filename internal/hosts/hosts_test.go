@@ -192,9 +192,19 @@ func TestNet(t *testing.T) {
 		}
 		return err == nil
 	}
-	if !dial(a, b) || !dial(b, a) {
-		t.Fatal("the hosts cannot reach each other over the bridge")
+	// reach waits (up to a deadline) until from connects to to: on a loaded machine a
+	// connection that should succeed may take longer than dial's second.
+	reach := func(from, to *Host, what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !dial(from, to) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s cannot reach %s within 30 s %s", from.Name, to.Name, what)
+			}
+		}
 	}
+	reach(a, b, "over the bridge")
+	reach(b, a, "over the bridge")
 	if err := n.Block(a, b); err != nil {
 		t.Fatal(err)
 	}
@@ -204,9 +214,7 @@ func TestNet(t *testing.T) {
 	if err := n.Heal(); err != nil {
 		t.Fatal(err)
 	}
-	if !dial(a, b) {
-		t.Fatal("a cannot reach b after Heal")
-	}
+	reach(a, b, "after Heal")
 	if err := n.Partition([]*Host{a}, []*Host{b}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,9 +233,7 @@ func TestNet(t *testing.T) {
 	if err := n.Heal(); err != nil {
 		t.Fatal(err)
 	}
-	if !dial(a, b) {
-		t.Fatal("a cannot reach b after its link came back up")
-	}
+	reach(a, b, "after its link came back up")
 	// No way out: a host has no default route, so anything outside the plan is
 	// unreachable at once (ENETUNREACH, no timeout involved).
 	var outErr error

@@ -277,6 +277,7 @@ func runWriter(ctx context.Context, cfg NodeConfig, cl *client.Client, log *hist
 		cancel()
 		if err != nil {
 			op.Info(err)
+			waitOrDone(ctx, 200*time.Millisecond) // etcd or the bookies out of reach: no spinning
 			continue
 		}
 		op.OK(history.Event{Ledger: w.ID()})
