@@ -125,8 +125,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		endpoints = append(endpoints, hosts[e].Addr+":"+etcdClientPort)
 	}
 	metadata := "etcd://" + strings.Join(endpoints, ",")
-	until := time.Now().Add(cfg.Duration + 30*time.Second) // rewritten once the cluster is up
-	histories := []string{}
+	var histories []string
 	node := func(name, role string, seed int64) NodeConfig {
 		nc := NodeConfig{Role: role, Name: name, Addr: hosts[name].Addr, Dir: filepath.Join(cfg.Dir, "data", name),
 			InitialCluster: strings.Join(initial, ","), Metadata: metadata, Seed: seed}
@@ -160,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, err
 	}
 	workStart := time.Now()
-	until = workStart.Add(cfg.Duration)
+	until := workStart.Add(cfg.Duration) // when the writers and the reader stop
 	clients := append(append([]string{}, topo.Writers...), topo.Reader)
 	for i, w := range clients {
 		role := RoleWriter
