@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/internal/chaos"
+	"github.com/bookie-go/bookie/internal/hosts"
 )
 
 func init() {
@@ -38,7 +39,22 @@ func runChaos(args []string) error {
 	checkpoint := fs.Duration("checkpoint-interval", 250*time.Millisecond, "bookie checkpoint interval (small: checkpoints race the crashes)")
 	dir := fs.String("dir", "", "work directory (default a temporary one, removed afterwards)")
 	verbose := fs.Bool("v", false, "print every fault")
+	onHosts := fs.Bool("hosts", false, "run every etcd member (3), bookie and client as its own host: a Linux network namespace,\n"+
+		"faults made by nftables rules, links and signals, the clients' history judged by an independent checker (root; docs/durability.md, \"Real hosts\")")
+	seed := fs.Int64("seed", 0, "the first run's seed (as --first-seed)")
+	node := fs.String("hosts-node", "", "(internal) run the one host of a --hosts run that this JSON file describes (hosts.NodeConfig);\nthe harness starts it with ip netns exec")
 	fs.Parse(args)
+	if *node != "" {
+		if code := hosts.NodeMain([]string{*node}); code != 0 {
+			os.Exit(code)
+		}
+		return nil
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if explicit["seed"] {
+		*first = *seed
+	}
 
 	work := *dir
 	if work == "" {
@@ -48,6 +64,15 @@ func runChaos(args []string) error {
 		}
 		defer os.RemoveAll(tmp)
 		work = tmp
+	}
+	if *onHosts {
+		if !explicit["duration"] {
+			*duration = time.Minute
+		}
+		if !explicit["bookies"] {
+			*bookies = 5
+		}
+		return runChaosHosts(work, *first, *seeds, *total, *duration, *bookies, *writers, *faults, *verbose)
 	}
 	var kinds []string
 	switch *faults {
@@ -162,6 +187,104 @@ func runChaos(args []string) error {
 	fmt.Printf("%d runs in %v: %d entries acknowledged, %d faults, %d violations", runs, time.Since(start).Round(time.Second), totalAcked, totalFaults, violations)
 	if len(failed) > 0 {
 		fmt.Printf(", failing seeds %v (replay: bk chaos --first-seed N --seeds 1 --mode ...)\n", failed)
+		return fmt.Errorf("%d runs failed", len(failed))
+	}
+	fmt.Println()
+	return nil
+}
+
+// runChaosHosts is bk chaos --hosts: hosts.Run for seed first, first+1, ... (seeds runs,
+// or until total has passed), one table row per run, then the totals.
+func runChaosHosts(work string, first int64, seeds int, total, duration time.Duration, bookies, writers int, faults string, verbose bool) error {
+	var kinds []string
+	if faults != "" && faults != "all" {
+		kinds = strings.Split(faults, ",")
+		for _, k := range kinds {
+			if !slices.Contains(hosts.FaultKinds, k) {
+				return fmt.Errorf("unknown fault kind %q (with --hosts: %s)", k, strings.Join(hosts.FaultKinds, ","))
+			}
+		}
+	}
+	if err := hosts.Available(); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	const row = "%6v %8v %8v %9v %10v %8v %7v %10v %9v\n"
+	fmt.Printf(row, "seed", "ledgers", "acked", "read-back", "replicated", "events", "faults", "violations", "time")
+	var runs, violations, acked, verified, replicated, nfaults int
+	byKind := map[string]int{}
+	var failed []int64
+	for i := 0; ; i++ {
+		if total > 0 {
+			if time.Since(start) >= total {
+				break
+			}
+		} else if i >= seeds {
+			break
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		seed := first + int64(i)
+		runDir, err := os.MkdirTemp(work, fmt.Sprintf("hosts-seed-%d-", seed))
+		if err != nil {
+			return err
+		}
+		cfg := hosts.Config{Seed: seed, Duration: duration, Bookies: bookies, Writers: writers, Faults: kinds, Dir: runDir,
+			Command: hosts.Command{Exe: self, Args: []string{"chaos", "--hosts-node"}}}
+		if verbose {
+			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+		}
+		res, err := hosts.Run(ctx, cfg)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(os.Stderr, "seed %d: run failed: %v (its files: %s; kept with --dir)\n", seed, err, runDir)
+			failed = append(failed, seed)
+			continue
+		}
+		runs++
+		n := 0
+		for k, c := range res.Faults {
+			byKind[k] += c
+			n += c
+		}
+		nfaults += n
+		acked += res.Stats.Acked
+		verified += res.Stats.Verified
+		replicated += res.Stats.Replicated
+		violations += len(res.Violations)
+		fmt.Printf(row, seed, res.Stats.Ledgers, res.Stats.Acked, res.Stats.Verified, res.Stats.Replicated, res.Events, n, len(res.Violations), res.Elapsed.Round(time.Second))
+		if len(res.Violations) > 0 {
+			failed = append(failed, seed)
+			for _, v := range res.Violations {
+				fmt.Fprintf(os.Stderr, "seed %d: VIOLATION: %v\n", seed, v)
+			}
+			fmt.Fprintf(os.Stderr, "seed %d: schedule:\n", seed)
+			for _, f := range res.Schedule {
+				fmt.Fprintf(os.Stderr, "  %v\n", f)
+			}
+			fmt.Fprintf(os.Stderr, "seed %d: its files: %s (kept with --dir)\n", seed, runDir)
+			continue
+		}
+		os.RemoveAll(runDir)
+	}
+	kindList := make([]string, 0, len(byKind))
+	for _, k := range slices.Sorted(maps.Keys(byKind)) {
+		kindList = append(kindList, fmt.Sprintf("%s=%d", k, byKind[k]))
+	}
+	fmt.Printf("\nfaults injected, by kind: %s\n", strings.Join(kindList, " "))
+	fmt.Printf("%d runs in %v: %d entries acknowledged, %d read back after recovery, %d ledgers' copies checked on their bookies, %d faults, %d violations",
+		runs, time.Since(start).Round(time.Second), acked, verified, replicated, nfaults, violations)
+	if len(failed) > 0 {
+		fmt.Printf(", failing seeds %v (replay: bk chaos --hosts --seed N --seeds 1 --duration %v)\n", failed, duration)
 		return fmt.Errorf("%d runs failed", len(failed))
 	}
 	fmt.Println()
