@@ -20,7 +20,7 @@
 // Under the prefix P (default "/bookie-go"):
 //
 //	P/cluster/id            cluster instance id (UUID text), created once
-//	P/idgen/ledgers         last ledger id handed out (decimal text)
+//	P/idgen/ledgers         highest ledger id reserved by any handle (decimal text)
 //	P/ledgers/<id>          ledger metadata, binary (AppendLedgerMetadata);
 //	                        <id> is 20 zero-padded decimal digits, so key
 //	                        order is id order
