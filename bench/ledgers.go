@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,7 +50,7 @@ type LedgersSlice struct {
 	Ledgers     int           // ledgers created (and closed) by the end of the slice
 	Took        time.Duration // the slice's duration
 	Rate        float64       // ledgers per second in the slice
-	Checkpoints int           // checkpoints the bookie completed in the slice
+	Checkpoints int           // checkpoints the bookie completed in the slice; -1: unknown (/metrics did not answer)
 	CkptMean    time.Duration // their mean duration
 	CkptMax     time.Duration // the upper bound of the largest histogram bucket any of them fell in
 }
@@ -117,23 +118,22 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 	}
 	start := time.Now()
 	var monitor sync.WaitGroup
-	var monErr error
 	monitor.Go(func() {
 		prev, prevAt, prevDone := first, start, 0
 		for m := range marks {
-			cur, err := scrapeCheckpoints(ctx, metrics)
-			if err != nil {
-				monErr = err
-				continue
-			}
-			s := LedgersSlice{Ledgers: m.done, Took: m.at.Sub(prevAt)}
+			s := LedgersSlice{Ledgers: m.done, Took: m.at.Sub(prevAt), Checkpoints: -1}
 			s.Rate = float64(m.done-prevDone) / s.Took.Seconds()
-			s.Checkpoints, s.CkptMean, _, s.CkptMax = cur.since(prev)
+			// A bookie too busy to answer /metrics in time leaves the slice's
+			// checkpoints unknown; the next slice then counts them.
+			if cur, err := scrapeCheckpoints(ctx, metrics); err == nil {
+				s.Checkpoints, s.CkptMean, _, s.CkptMax = cur.since(prev)
+				prev = cur
+			}
 			res.Slices = append(res.Slices, s)
 			if o.Progress != nil {
 				fmt.Fprintf(o.Progress, "%d ledgers: %.0f/s, %d checkpoints, mean %v\n", m.done, s.Rate, s.Checkpoints, s.CkptMean.Round(time.Millisecond))
 			}
-			prev, prevAt, prevDone = cur, m.at, m.done
+			prevAt, prevDone = m.at, m.done
 		}
 	})
 
@@ -158,17 +158,18 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 		})
 	}
 	wg.Wait()
+	res.Took = time.Since(start) // the monitor's scrapes may take seconds more
 	close(marks)
 	monitor.Wait()
-	res.Took = time.Since(start)
 	if firstErr != nil {
 		return res, fmt.Errorf("bench: ledgers workload after %d ledgers: %w", done.Load(), firstErr)
 	}
-	if monErr != nil {
-		return res, monErr
-	}
 	res.Rate = float64(o.Ledgers) / res.Took.Seconds()
-	last, err := scrapeCheckpoints(ctx, metrics)
+	text, err := fetchMetrics(ctx, metrics)
+	if err != nil {
+		return res, err
+	}
+	last, err := parseCheckpoints(bytes.NewReader(text))
 	if err != nil {
 		return res, err
 	}
@@ -180,7 +181,7 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 		res.IndexPerLedger = float64(res.IndexBytes) / float64(o.Ledgers)
 	}
 	res.ProcessRSS = processRSS()
-	if st, err := scrape(ctx, metrics); err == nil {
+	if st, err := parseMetrics(bytes.NewReader(text)); err == nil {
 		res.BookieRSS = int64(st.rssBytes)
 	}
 	res.Load = loadAvg()
@@ -242,21 +243,35 @@ func (h ckptHistogram) since(o ckptHistogram) (n int, mean, p99, largest time.Du
 	return n, mean, p99, largest
 }
 
-// scrapeCheckpoints reads the bookie's checkpoint histogram from its /metrics.
-func scrapeCheckpoints(ctx context.Context, url string) (ckptHistogram, error) {
+// slowClient fetches the metrics of a bookie holding many ledgers: its /metrics walks the
+// index directory, a file per ledger in the paged index, which takes seconds on a busy
+// machine.
+var slowClient = &http.Client{Timeout: time.Minute}
+
+// fetchMetrics returns the text of a bookie's /metrics.
+func fetchMetrics(ctx context.Context, url string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return ckptHistogram{}, err
+		return nil, err
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := slowClient.Do(req)
 	if err != nil {
-		return ckptHistogram{}, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return ckptHistogram{}, fmt.Errorf("bench: %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("bench: %s: %s", url, resp.Status)
 	}
-	return parseCheckpoints(resp.Body)
+	return io.ReadAll(resp.Body)
+}
+
+// scrapeCheckpoints reads the bookie's checkpoint histogram from its /metrics.
+func scrapeCheckpoints(ctx context.Context, url string) (ckptHistogram, error) {
+	text, err := fetchMetrics(ctx, url)
+	if err != nil {
+		return ckptHistogram{}, err
+	}
+	return parseCheckpoints(bytes.NewReader(text))
 }
 
 // parseCheckpoints reads bookie_checkpoint_seconds from Prometheus text exposition format.
@@ -322,6 +337,10 @@ func WriteLedgers(w io.Writer, r LedgersResult) error {
 		r.Ledgers, r.EntrySize, r.Creators)
 	fmt.Fprintf(bw, "%10s %10s %10s %6s %10s %10s\n", "ledgers", "took", "ledgers/s", "ckpts", "ckpt mean", "ckpt max<=")
 	for _, s := range r.Slices {
+		if s.Checkpoints < 0 {
+			fmt.Fprintf(bw, "%10d %10v %10.0f %6s\n", s.Ledgers, s.Took.Round(10*time.Millisecond), s.Rate, "?")
+			continue
+		}
 		fmt.Fprintf(bw, "%10d %10v %10.0f %6d %10v %10v\n", s.Ledgers, s.Took.Round(10*time.Millisecond), s.Rate,
 			s.Checkpoints, s.CkptMean.Round(time.Millisecond), bucket(s.CkptMax))
 	}

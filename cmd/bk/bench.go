@@ -290,7 +290,7 @@ func runBenchLedgers(ctx context.Context, parent string, ls localSettings, ledge
 	res, err := bench.RunLedgers(ctx, bench.LedgersOptions{Target: t, Ledgers: ledgers, Creators: creators,
 		IndexDir: filepath.Join(dir, "bookie-1", "ledgers", "index"), Password: []byte("bk-bench"), Progress: os.Stderr})
 	if err != nil {
-		return err
+		return err // the slices measured until then are on stderr
 	}
 	return bench.WriteLedgers(os.Stdout, res)
 }
