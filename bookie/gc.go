@@ -16,17 +16,23 @@ import (
 
 // Garbage collection of ledgers this bookie no longer needs.
 //
-// Every GCInterval the bookie asks the metadata store about each ledger it
-// holds, paced at GCMetadataReadsPerSec reads. A ledger is garbage when the
-// store positively answers that it does not exist, or that it is CLOSED and
-// no fragment names this bookie (its copy was moved elsewhere) and it is not
-// marked under-replicated (a repair may be copying it here: the metadata
-// names the replacement only once the copies are settled, and a big ledger
-// copied at the paced rate can take longer than the grace period). The
-// metadata and the mark are read at one store revision (meta.GCView): read
-// apart, a repair's CAS naming this bookie and its unmark could fall between
-// them. A store that cannot read both so fails closed: a ledger that moved
-// away is kept, and only one whose metadata is gone is garbage. Any other
+// Every GCInterval the bookie learns from the metadata store what became of
+// each ledger it holds: from one listing of every ledger and every
+// under-replication mark at one store revision (meta.EtcdStore.ScanLedgers,
+// a page of 1,000 ledgers per read), or, from a store that cannot list so,
+// one read per ledger; either paced at GCMetadataReadsPerSec reads. Only an
+// error-free, complete listing is an answer: a ledger missing from it did
+// not exist at its revision; an incomplete one ends the scan and deletes
+// nothing. A ledger is garbage when the store positively answers that it
+// does not exist, or that it is CLOSED and no fragment names this bookie
+// (its copy was moved elsewhere) and it is not marked under-replicated (a
+// repair may be copying it here: the metadata names the replacement only
+// once the copies are settled, and a big ledger copied at the paced rate
+// can take longer than the grace period). The metadata and the mark are
+// read at one store revision (the listing, or meta.GCView): read apart, a
+// repair's CAS naming this bookie and its unmark could fall between them. A
+// store that cannot read both so fails closed: a ledger that moved away is
+// kept, and only one whose metadata is gone is garbage. Any other
 // answer — an error, a timeout — is not a verdict: it ends the scan and
 // deletes nothing. A ledger is deleted only when it was garbage in two scans
 // at least GCGracePeriod apart, so a ledger that reaches the bookie before
@@ -35,7 +41,7 @@ import (
 //
 // A verdict holds only for the ledger as it was when it was given: each
 // ledger counts the writes it admits (ledger.touched: ADDs of every kind,
-// copies, WRITE_LACs, fences), the count is noted before the metadata is
+// copies, WRITE_LACs, fences), the counts are noted before the metadata is
 // read, and a write admitted since the first verdict starts the grace
 // period over. A scan deletes only after looking at every ledger, so right
 // before each deletion the ledger is claimed (ledger.deleting: from then on
@@ -242,9 +248,9 @@ func (b *Bookie) gcLoop() {
 }
 
 // GC runs one garbage collection scan now (see above). A metadata error
-// stops the scan: it returns the error and deletes nothing it had not
-// proven garbage in an earlier scan too. Safe to call concurrently with
-// serving; scans do not overlap.
+// or an incomplete listing stops the scan: it returns the error and
+// deletes nothing. Safe to call concurrently with serving; scans do not
+// overlap.
 func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	var st GCStats
 	if b.meta == nil {
@@ -255,15 +261,21 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	start := time.Now()
 	ids := b.heldLedgers()
 	self, stable := b.cfg.identity()
-	pacer := pace.New(int64(b.cfg.GCMetadataReadsPerSec))
+	// Each ledger's table entry and write count, noted before the metadata
+	// is read: a write after the note vetoes a verdict read after it.
+	notes := make([]gcNote, len(ids))
+	for i, id := range ids {
+		notes[i].l, notes[i].touched = b.gcTouched(id)
+	}
+	answers, err := b.gcAnswers(ctx, ids, self, stable)
+	if err != nil {
+		return st, err
+	}
 	var doomed []uint64
-	for _, id := range ids {
-		if err := pacer.Wait(ctx, 1); err != nil {
-			return st, err
-		}
+	for i, id := range ids {
 		st.Ledgers++
-		l, touched := b.gcTouched(id) // before the read: a write after it vetoes
-		garbage, err := b.garbage(ctx, id, self, stable)
+		l, touched := notes[i].l, notes[i].touched
+		garbage, err := answers[i].garbage, answers[i].err
 		if errors.Is(err, meta.ErrBadMetadata) {
 			// Metadata that does not decode or breaks the rules proves
 			// nothing: keep the ledger, and go on with the others, so one
@@ -272,8 +284,6 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 			b.metrics.gcBadMetadata.Inc()
 			b.log.Warn("gc: keeping a ledger whose metadata is not valid", "ledger", id, "err", err)
 			garbage = false
-		} else if err != nil {
-			return st, err
 		}
 		if !garbage {
 			delete(b.gcSeen, id)
@@ -339,6 +349,89 @@ func (b *Bookie) heldLedgers() []uint64 {
 	b.store.Ledgers(func(id uint64) error { ids = append(ids, id); return nil })
 	slices.Sort(ids)
 	return slices.Compact(ids)
+}
+
+// gcNote is a held ledger's table entry (nil if none) and its count of
+// admitted writes, noted before a scan reads the metadata.
+type gcNote struct {
+	l       *ledger
+	touched uint64
+}
+
+// gcAnswer is what the metadata says of one held ledger: garbage or not,
+// or err (a *meta.BadLedgerError: neither).
+type gcAnswer struct {
+	garbage bool
+	err     error
+}
+
+// gcListStore is what a metadata store that lists every ledger and its mark
+// at one revision offers (meta.EtcdStore).
+type gcListStore interface {
+	ScanLedgers(ctx context.Context, pageSize int, fn func(meta.ListedLedger) error) (int64, error)
+}
+
+// gcListPage is the ledgers per page of a listing; each page is one paced
+// metadata read.
+const gcListPage = 1000
+
+// gcAnswers returns what the metadata says of each of ids (sorted), read
+// at one revision: from a complete listing of every ledger and mark, when
+// the store lists (gcListStore, with GCView for the re-read before a
+// deletion), paced at a page per read; otherwise from one read per ledger,
+// paced. A ledger missing from a complete listing did not exist at its
+// revision. Any error — a failed read, an incomplete listing — is returned
+// and no answer is: the scan deletes nothing.
+func (b *Bookie) gcAnswers(ctx context.Context, ids []uint64, self string, stable bool) ([]gcAnswer, error) {
+	answers := make([]gcAnswer, len(ids))
+	pacer := pace.New(int64(b.cfg.GCMetadataReadsPerSec))
+	ls, lists := b.meta.(gcListStore)
+	if _, views := b.meta.(gcViewStore); !lists || !views || len(ids) == 0 {
+		for i, id := range ids {
+			if err := pacer.Wait(ctx, 1); err != nil {
+				return nil, err
+			}
+			garbage, err := b.garbage(ctx, id, self, stable)
+			if err != nil && !errors.Is(err, meta.ErrBadMetadata) {
+				return nil, err
+			}
+			answers[i] = gcAnswer{garbage, err}
+		}
+		return answers, nil
+	}
+	listed := make([]bool, len(ids))
+	n := 0
+	if err := pacer.Wait(ctx, 1); err != nil {
+		return nil, err
+	}
+	_, err := ls.ScanLedgers(ctx, gcListPage, func(l meta.ListedLedger) error {
+		if n++; n%gcListPage == 0 {
+			if err := pacer.Wait(ctx, 1); err != nil {
+				return err
+			}
+		}
+		i, held := slices.BinarySearch(ids, l.ID)
+		if !held {
+			return nil
+		}
+		listed[i] = true
+		switch {
+		case l.Bad != nil:
+			answers[i].err = l.Bad
+		case l.Ledger.State == meta.StateClosed && stable && !namesBookie(&l.Ledger, meta.BookieID(self)):
+			answers[i].garbage = !l.Marked
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bookie: gc: list ledgers: %w", err)
+	}
+	for i := range ids {
+		if !listed[i] {
+			answers[i].garbage = true // absent at the listing's revision
+		}
+	}
+	return answers, nil
 }
 
 // gcViewStore is what a metadata store that reads a ledger and its

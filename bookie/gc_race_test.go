@@ -88,11 +88,27 @@ func TestGCKeepsMovedLedgerWhenStoreHidesMarks(t *testing.T) {
 }
 
 // hookStore is the etcd store with a hook called after each read GC makes of
-// a ledger: "ledger" (its metadata alone), "mark" (its mark alone) or "view"
-// (both at one revision).
+// a ledger: "ledger" (its metadata alone), "mark" (its mark alone), "view"
+// (both at one revision) or "list" (the listing passed it, as it was at the
+// listing's revision). cut, when set, ends a listing with its error once
+// it returns one for a ledger passed.
 type hookStore struct {
 	*meta.EtcdStore
 	hook func(read string, id uint64)
+	cut  func(id uint64) error
+}
+
+func (h hookStore) ScanLedgers(ctx context.Context, pageSize int, fn func(meta.ListedLedger) error) (int64, error) {
+	return h.EtcdStore.ScanLedgers(ctx, pageSize, func(l meta.ListedLedger) error {
+		if err := fn(l); err != nil {
+			return err
+		}
+		h.hook("list", l.ID)
+		if h.cut != nil {
+			return h.cut(l.ID)
+		}
+		return nil
+	})
 }
 
 func (h hookStore) GetLedger(ctx context.Context, id uint64) (meta.LedgerMetadata, error) {
@@ -187,7 +203,7 @@ func TestGCKeepsLedgerRepairedOntoItDuringScan(t *testing.T) {
 				g.repairCopies(t, id, last)
 			}
 			var fired bool
-			g.b.meta = hookStore{g.etcd, func(read string, l uint64) {
+			g.b.meta = hookStore{EtcdStore: g.etcd, hook: func(read string, l uint64) {
 				if fired {
 					return
 				}

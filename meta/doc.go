@@ -20,7 +20,7 @@
 // Under the prefix P (default "/bookie-go"):
 //
 //	P/cluster/id            cluster instance id (UUID text), created once
-//	P/idgen/ledgers         last ledger id handed out (decimal text)
+//	P/idgen/ledgers         highest ledger id reserved by any handle (decimal text)
 //	P/ledgers/<id>          ledger metadata, binary (AppendLedgerMetadata);
 //	                        <id> is 20 zero-padded decimal digits, so key
 //	                        order is id order
@@ -42,7 +42,10 @@
 // size. A ledger whose stored value is unusable reads as a *BadLedgerError
 // (ErrBadMetadata), never as a missing ledger; AllLedgers yields it in its
 // place and goes on, so that one bad value does not stop a loop over the
-// others.
+// others. EtcdStore.ScanLedgers lists every ledger (and its
+// under-replication mark) at one store revision, in pages: a complete
+// listing that lacks a ledger proves it absent at that revision, and an
+// incomplete one is an error (ErrIncompleteListing), never a short list.
 //
 // An etcd request whose answer timed out may still be applied, even after
 // its retry read the key. CreateLedger and UpdateLedger therefore take a

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,7 +17,7 @@ import (
 // Key layout under the prefix P (default "/bookie-go"); see docs/metadata.md.
 //
 //	P/cluster/id            cluster instance id (text), created once
-//	P/idgen/ledgers         last ledger id handed out (decimal text)
+//	P/idgen/ledgers         highest ledger id reserved (decimal text)
 //	P/ledgers/<id>          ledger metadata (AppendLedgerMetadata), id as
 //	                        20 zero-padded decimal digits so that key order
 //	                        is id order
@@ -42,13 +40,8 @@ type EtcdStore struct {
 	prefix     string
 	ownsClient bool // Close closes cli; set by Open
 
-	// idgenMu protects the last ledger-id counter value and its
-	// ModRevision seen by this client: a hint that lets CreateLedger
-	// usually succeed in one round trip. Never trusted: the transaction
-	// compares the revision.
-	idgenMu   sync.Mutex
-	idgenLast uint64
-	idgenRev  int64
+	// ids hands out the ledger ids of the ranges this handle reserved.
+	ids idAllocator
 }
 
 var _ Store = (*EtcdStore)(nil)
@@ -143,18 +136,18 @@ type keyValue struct {
 	ModRevision int64
 }
 
-// CreateLedger implements Store. The id comes from the counter at
-// P/idgen/ledgers: one transaction checks that the counter's ModRevision
-// is the one last read and that P/ledgers/<last+1> does not exist, then
-// writes both. A client that loses the race gets the counter's new value
-// from the same transaction and tries the next id, so ids are dense,
-// start at 1 and are never reused, even after a ledger is deleted.
+// CreateLedger implements Store. The id comes from a range this handle
+// reserved on the counter P/idgen/ledgers (idgen.go): one transaction
+// checks that P/ledgers/<id> does not exist and writes it. An existing key
+// (restored backup, hand-made key) is never overwritten: its id is skipped
+// and the next one taken. Ids are unique among all handles and never
+// reused, even after a ledger is deleted; ids a handle reserved and did not
+// use are gaps.
 //
 // After an attempt whose outcome is unknown, the ledger key holding our
 // bytes (CreatedAt to the nanosecond and the master key make them ours) is
-// proof that the attempt landed, whether it is found before the next
-// transaction or by that transaction's Else branch: the caller learns the
-// id it created, and no second ledger is made.
+// proof that the attempt landed: the transaction's Else branch reads the
+// key, the caller learns the id it created, and no second ledger is made.
 func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (LedgerMetadata, error) {
 	if md.State != StateOpen {
 		return LedgerMetadata{}, fmt.Errorf("%w: new ledger in state %v, want OPEN", ErrInvalidMetadata, md.State)
@@ -167,92 +160,43 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 	if err := md.Validate(); err != nil {
 		return LedgerMetadata{}, err
 	}
-
-	s.idgenMu.Lock()
-	last, rev := s.idgenLast, s.idgenRev
-	s.idgenMu.Unlock()
-	gk := s.idgenKey()
 	var buf []byte
 	for {
-		if last == math.MaxUint64 {
-			return LedgerMetadata{}, fmt.Errorf("meta: create ledger: ledger ids exhausted")
-		}
-		md.ID = last + 1
-		lk := s.ledgerKey(md.ID)
-		buf = AppendLedgerMetadata(buf[:0], &md)
-		var resp *clientv3.TxnResponse
-		landed, inconclusive := false, false
-		err := retry(ctx, func(ctx context.Context, again bool) error {
-			if again {
-				inconclusive = true
-				// The last attempt may have been applied: if the key holds our
-				// bytes (CreatedAt and the master key make them ours), it was.
-				got, err := s.cli.Get(ctx, lk)
-				if err != nil {
-					return err
-				}
-				if len(got.Kvs) > 0 && bytes.Equal(got.Kvs[0].Value, buf) {
-					md.Version, landed = got.Kvs[0].ModRevision, true
-					return nil
-				}
-			}
-			// After an inconclusive attempt the Else branch also reads the
-			// ledger key (see below).
-			orElse := []clientv3.Op{clientv3.OpGet(gk)}
-			if inconclusive {
-				orElse = append(orElse, clientv3.OpGet(lk))
-			}
-			var err error
-			resp, err = s.cli.Txn(ctx).If(
-				clientv3.Compare(clientv3.ModRevision(gk), "=", rev),
-				clientv3.Compare(clientv3.CreateRevision(lk), "=", 0),
-			).Then(
-				clientv3.OpPut(gk, strconv.FormatUint(md.ID, 10)),
-				clientv3.OpPut(lk, string(buf)),
-			).Else(orElse...).Commit()
-			return err
-		})
+		id, err := s.ids.take(ctx, s.reserveIDs)
 		if err != nil {
 			return LedgerMetadata{}, fmt.Errorf("meta: create ledger: %w", err)
 		}
-		if !landed && !resp.Succeeded && inconclusive {
-			// An inconclusive attempt may have been applied after the check
-			// above and before this transaction, which then failed because
-			// that attempt moved the counter: the Else branch read the
-			// ledger key in the same transaction. If it holds our bytes, the
-			// ledger is ours; trying the next id would leave this one an
-			// orphan nobody knows of.
-			if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && bytes.Equal(kvs[0].Value, buf) {
-				md.Version, landed = kvs[0].ModRevision, true
-			}
-		}
-		if landed {
-			return md, nil
+		md.ID = id
+		lk := s.ledgerKey(md.ID)
+		buf = AppendLedgerMetadata(buf[:0], &md)
+		var resp *clientv3.TxnResponse
+		inconclusive := false
+		err = retry(ctx, func(ctx context.Context, again bool) (err error) {
+			inconclusive = inconclusive || again
+			resp, err = s.cli.Txn(ctx).If(
+				clientv3.Compare(clientv3.CreateRevision(lk), "=", 0),
+			).Then(
+				clientv3.OpPut(lk, string(buf)),
+			).Else(
+				clientv3.OpGet(lk),
+			).Commit()
+			return err
+		})
+		if err != nil {
+			return LedgerMetadata{}, fmt.Errorf("meta: create ledger %d: %w", md.ID, err)
 		}
 		if resp.Succeeded {
 			md.Version = resp.Header.Revision
-			s.idgenMu.Lock()
-			if rev := resp.Header.Revision; rev > s.idgenRev {
-				s.idgenLast, s.idgenRev = md.ID, rev
-			}
-			s.idgenMu.Unlock()
 			return md, nil
 		}
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		newLast, newRev := uint64(0), int64(0)
-		if len(kvs) > 0 {
-			newRev = kvs[0].ModRevision
-			newLast, err = strconv.ParseUint(string(kvs[0].Value), 10, 64)
-			if err != nil {
-				return LedgerMetadata{}, fmt.Errorf("meta: create ledger: %w: counter %s = %q", ErrCorrupt, gk, kvs[0].Value)
-			}
+		// The key exists. After an inconclusive attempt it may hold our own
+		// write: then the ledger is ours, and trying the next id would leave
+		// this one an orphan nobody knows of. Otherwise the id is taken
+		// without the counter knowing it: skip it.
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; inconclusive && len(kvs) > 0 && bytes.Equal(kvs[0].Value, buf) {
+			md.Version = kvs[0].ModRevision
+			return md, nil
 		}
-		if newRev == rev && newLast == last {
-			// The counter did not move, so P/ledgers/<last+1> exists
-			// without it (restored backup, hand-made key): skip that id.
-			newLast = last + 1
-		}
-		last, rev = newLast, newRev
 	}
 }
 

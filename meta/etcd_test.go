@@ -214,11 +214,8 @@ func TestConcurrentCreateDistinctIDs(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	// Ids are dense: exactly 1..n.
-	for id := uint64(1); id <= workers*each; id++ {
-		if !seen[id] {
-			t.Fatalf("ledger id %d missing; got %d ids", id, len(seen))
-		}
+	if len(seen) != workers*each {
+		t.Fatalf("%d distinct ids, want %d", len(seen), workers*each)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,9 @@ import (
 // before the following one, so that etcd applies it after whatever the
 // retry read in between and before the retry's own transaction.
 type txnGate struct {
+	// match, if set, picks the transaction to hold; nil: the next one.
+	match func(*etcdserverpb.TxnRequest) bool
+
 	mu    sync.Mutex // protects the fields below
 	armed bool
 	held  func(ctx context.Context) (*etcdserverpb.TxnResponse, error)
@@ -49,7 +53,7 @@ func (g *txnGate) intercept(ctx context.Context, method string, req, reply any, 
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	g.mu.Lock()
-	if g.armed {
+	if txn, _ := req.(*etcdserverpb.TxnRequest); g.armed && (g.match == nil || g.match(txn)) {
 		g.armed = false
 		g.held = func(ctx context.Context) (*etcdserverpb.TxnResponse, error) {
 			r := reflect.New(reflect.TypeOf(reply).Elem()).Interface()
@@ -141,7 +145,7 @@ func TestUpdateLedgerLateCommitIsSuccess(t *testing.T) {
 func TestCreateLedgerLateCommitLeavesNoOrphan(t *testing.T) {
 	ctx := testCtx(t)
 	endpoint := metatest.Start(t)
-	gate := &txnGate{}
+	gate := &txnGate{match: putsUnder("/ledgers/")}
 	s := gatedStore(t, endpoint, gate)
 
 	gate.arm()
@@ -162,5 +166,45 @@ func TestCreateLedgerLateCommitLeavesNoOrphan(t *testing.T) {
 			ids[i] = l.ID
 		}
 		t.Fatalf("create returned ledger %d (version %d); stored ledgers %v: want only ledger 1, the one returned", md.ID, md.Version, ids)
+	}
+}
+
+// putsUnder returns a txnGate match for a transaction that writes a key
+// containing part.
+func putsUnder(part string) func(*etcdserverpb.TxnRequest) bool {
+	return func(txn *etcdserverpb.TxnRequest) bool {
+		for _, op := range txn.GetSuccess() {
+			if put := op.GetRequestPut(); put != nil && strings.Contains(string(put.Key), part) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestCreateLedgerLateReservationIsAGap: a reservation of ledger ids whose
+// transaction is committed only after its attempt timed out, just before
+// the retry's, reserves a range nobody uses: the create goes on with a range
+// above it, and the ledger it returns is the only one stored.
+func TestCreateLedgerLateReservationIsAGap(t *testing.T) {
+	ctx := testCtx(t)
+	endpoint := metatest.Start(t)
+	gate := &txnGate{match: putsUnder("/idgen/")}
+	s := gatedStore(t, endpoint, gate)
+
+	gate.arm()
+	md, err := s.CreateLedger(ctx, newLedger())
+	if late := gate.lateAnswer(); late == nil || !late.Succeeded {
+		t.Fatalf("the held reservation was not applied late (answer %v): the test did not model the race", late)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.ListLedgers(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.ID < 2 || len(all) != 1 || all[0].ID != md.ID || all[0].Version != md.Version {
+		t.Fatalf("create returned ledger %d; stored %d ledgers (first %+v): want only the one returned, above the lost range", md.ID, len(all), all)
 	}
 }

@@ -105,6 +105,8 @@ func runBench(args []string) error {
 	var benchTLS bookieTLSFlags
 	benchTLS.add(fs)
 	rerepl := addRereplFlags(fs)
+	nLedgers := fs.Int("ledgers", 10000, "ledgers workload: ledgers to create (E1/WQ1/AQ1, one 100-byte entry each, closed)")
+	creators := fs.Int("creators", 64, "ledgers workload: concurrent creators")
 	fs.Parse(args)
 	if *workloads == "rereplication" { // bench_rerepl.go: needs --local, runs on its own
 		if !*local {
@@ -113,6 +115,14 @@ func runBench(args []string) error {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return runBenchRerepl(ctx, rerepl, *data, os.Stdout)
+	}
+	if *workloads == "ledgers" { // bench/ledgers.go: one bookie in this process, runs on its own
+		if !*local {
+			return errors.New("--workload ledgers needs --local: it measures the bookie's index directory")
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runBenchLedgers(ctx, *data, localSettings{logLevel: *logLevel, configFile: *bookieConfig}, *nLedgers, *creators)
 	}
 	if *replay != "" {
 		return replayReport(*replay, *plot, *wide)
@@ -272,6 +282,21 @@ func runBench(args []string) error {
 		}
 	}
 	return errors.Join(runErr, err)
+}
+
+// runBenchLedgers runs bk bench --workload ledgers on one local bookie (bench.RunLedgers).
+func runBenchLedgers(ctx context.Context, parent string, ls localSettings, ledgers, creators int) error {
+	t, dir, cleanup, err := startLocal(parent, 1, ls)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	res, err := bench.RunLedgers(ctx, bench.LedgersOptions{Target: t, Ledgers: ledgers, Creators: creators,
+		IndexDir: filepath.Join(dir, "bookie-1", "ledgers", "index"), Password: []byte("bk-bench"), Progress: os.Stderr})
+	if err != nil {
+		return err // the slices measured until then are on stderr
+	}
+	return bench.WriteLedgers(os.Stdout, res)
 }
 
 // startLocal starts etcd and n bookies in a new directory under parent, with

@@ -1,0 +1,123 @@
+package bookie
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// readCounts counts a hookStore's reads by kind.
+type readCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *readCounts) hook(read string, _ uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n[read]++
+}
+
+func (r *readCounts) take() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.n
+	r.n = map[string]int{}
+	return n
+}
+
+// gcFixture gives the bed's bookie six ledgers of one entry each: three live,
+// two whose metadata is deleted and one moved away (CLOSED, naming another
+// bookie, not marked). It returns the live and the garbage ones.
+func gcFixture(t *testing.T, g *gcBed) (live, garbage []uint64) {
+	t.Helper()
+	ctx := context.Background()
+	for range 3 {
+		live = append(live, gcLedger(t, g.store, g.cfg.Listen))
+	}
+	for range 2 {
+		garbage = append(garbage, gcLedger(t, g.store, g.cfg.Listen))
+	}
+	for _, id := range append(live, garbage...) {
+		if s := g.c.add(testKey, 0, id, 0, -1, []byte("entry")); s != wire.StatusOK {
+			t.Fatalf("add to %d: %v", id, s)
+		}
+	}
+	for _, id := range garbage {
+		if err := g.store.DeleteLedger(ctx, id, meta.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved := g.movedLedger(t, 0)
+	if s := g.c.add(testKey, copyFlags, moved, 0, -1, copyPayload(0)); s != wire.StatusOK {
+		t.Fatalf("copy to %d: %v", moved, s)
+	}
+	return live, append(garbage, moved)
+}
+
+// A scan learns which ledgers exist, and which moved away unmarked, from one
+// listing of the metadata at one revision: it reads no ledger's metadata on
+// its own, except once more right before deleting one.
+func TestGCScanListsInsteadOfReadingEachLedger(t *testing.T) {
+	g := newGCBed(t, nil)
+	ctx := context.Background()
+	live, garbage := gcFixture(t, g)
+	reads := &readCounts{n: map[string]int{}}
+	g.b.meta = hookStore{EtcdStore: g.etcd, hook: reads.hook}
+
+	st, err := g.b.GC(ctx)
+	if err != nil || st.Ledgers != len(live)+len(garbage) || st.Garbage != len(garbage) || st.Deleted != 0 {
+		t.Fatalf("first scan: %+v, %v; want %d ledgers, %d garbage", st, err, len(live)+len(garbage), len(garbage))
+	}
+	if n := reads.take(); n["view"]+n["ledger"]+n["mark"] != 0 || n["list"] < len(live)+1 {
+		t.Fatalf("first scan read %v: want only the listing", n)
+	}
+	st, err = g.b.GC(ctx)
+	if err != nil || st.Deleted != len(garbage) {
+		t.Fatalf("second scan: %+v, %v; want %d deleted", st, err, len(garbage))
+	}
+	if n := reads.take(); n["view"] != len(garbage) || n["ledger"]+n["mark"] != 0 {
+		t.Fatalf("second scan read %v: want the listing and one view per deletion (%d)", n, len(garbage))
+	}
+	for _, id := range live {
+		if _, s := g.c.read(0, id, 0); s != wire.StatusOK {
+			t.Fatalf("live ledger %d: read %v", id, s)
+		}
+	}
+}
+
+// A listing cut off midway is no verdict: the scan fails and deletes
+// nothing, not even ledgers found garbage by an earlier scan; the next
+// complete listing deletes them.
+func TestGCDeletesNothingOnAnIncompleteListing(t *testing.T) {
+	g := newGCBed(t, nil)
+	ctx := context.Background()
+	live, garbage := gcFixture(t, g)
+	if st, err := g.b.GC(ctx); err != nil || st.Garbage != len(garbage) {
+		t.Fatalf("first scan: %+v, %v; want %d garbage", st, err, len(garbage))
+	}
+	stop := errors.New("connection to etcd lost")
+	g.b.meta = hookStore{EtcdStore: g.etcd, hook: func(string, uint64) {}, cut: func(id uint64) error {
+		if id == live[0] {
+			return stop
+		}
+		return nil
+	}}
+	st, err := g.b.GC(ctx)
+	if !errors.Is(err, meta.ErrIncompleteListing) || !errors.Is(err, stop) || st.Deleted != 0 {
+		t.Fatalf("scan with the listing cut off: %+v, %v; want ErrIncompleteListing and nothing deleted", st, err)
+	}
+	for _, id := range garbage {
+		if _, s := g.c.read(0, id, 0); s != wire.StatusOK {
+			t.Fatalf("ledger %d after the cut-off scan: read %v, want still held", id, s)
+		}
+	}
+	g.b.meta = g.etcd
+	if st, err := g.b.GC(ctx); err != nil || st.Deleted != len(garbage) {
+		t.Fatalf("scan after: %+v, %v; want %d deleted", st, err, len(garbage))
+	}
+}

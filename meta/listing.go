@@ -1,0 +1,123 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrIncompleteListing is returned (wrapping the cause) by ScanLedgers when
+// the listing did not reach its end: a request failed, the context ended,
+// the revision was compacted away between pages, or the callback stopped
+// it. The ledgers passed to the callback until then are true at the
+// listing's revision, but a ledger not passed proves nothing.
+var ErrIncompleteListing = errors.New("meta: ledger listing incomplete")
+
+// ListedLedger is one ledger of a listing (ScanLedgers), as it was at the
+// listing's store revision.
+type ListedLedger struct {
+	// ID is the ledger id (for a key under P/ledgers/ outside the layout:
+	// the largest id whose key sorts at or before it, as BadLedgerError.ID).
+	ID uint64
+	// Ledger is the ledger's metadata; zero when Bad is set.
+	Ledger LedgerMetadata
+	// Bad is a *BadLedgerError (ErrBadMetadata) when the stored value is
+	// unusable: the ledger exists, but its metadata says nothing.
+	Bad error
+	// Marked reports an under-replication mark on the ledger.
+	Marked bool
+}
+
+// defaultScanPage is ScanLedgers' page size when pageSize <= 0.
+const defaultScanPage = 1000
+
+// ScanLedgers calls fn with every ledger stored at one store revision, in
+// increasing id order, and returns that revision. It reads the
+// under-replication marks and then the ledgers in range reads of up to
+// pageSize keys (<= 0: 1000) each, the first at the current revision R and
+// every later one at R, so the listing is what the store held at R
+// whatever changes meanwhile: a complete listing at R that lacks a ledger
+// proves that the ledger did not exist at R.
+//
+// The error is nil only when every ledger at R was passed to fn. Anything
+// else (a request that fails after its retries, ctx ending, R compacted
+// away between pages, fn returning an error) ends the listing with an
+// error that wraps ErrIncompleteListing and the cause, and with the
+// revision 0. A ledger whose value is unusable is passed with Bad set and
+// does not stop the listing.
+//
+// The marks are held in memory (one entry per marked ledger) while the
+// ledgers are listed; fn runs on the caller's goroutine, between requests.
+func (s *EtcdStore) ScanLedgers(ctx context.Context, pageSize int, fn func(ListedLedger) error) (int64, error) {
+	if pageSize <= 0 {
+		pageSize = defaultScanPage
+	}
+	var rev int64
+	marked := make(map[uint64]bool)
+	err := s.scanRange(ctx, s.prefix+dirUnderReplicated, pageSize, &rev, true, func(key, _ []byte, _ int64) error {
+		suffix := strings.TrimPrefix(string(key), s.prefix+dirUnderReplicated)
+		if id, err := strconv.ParseUint(suffix, 10, 64); err == nil && s.underReplicatedKey(id) == string(key) {
+			marked[id] = true
+		} // A key outside the layout marks no ledger: GCView reads none.
+		return nil
+	})
+	if err == nil {
+		err = s.scanRange(ctx, s.prefix+dirLedgers, pageSize, &rev, false, func(key, value []byte, modRev int64) error {
+			md, bad := s.decodeLedger(keyValue{key, value, modRev})
+			l := ListedLedger{ID: md.ID, Ledger: md, Bad: bad}
+			if bad != nil {
+				var ble *BadLedgerError
+				errors.As(bad, &ble)
+				l.ID = ble.ID
+			}
+			l.Marked = marked[l.ID]
+			return fn(l)
+		})
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrIncompleteListing, err)
+	}
+	return rev, nil
+}
+
+// scanRange calls fn with every key under prefix, in key order, reading
+// pages of up to pageSize keys at revision *rev; when *rev is 0, the first
+// page is read at the current revision, which is stored in *rev. keysOnly
+// leaves the values out.
+func (s *EtcdStore) scanRange(ctx context.Context, prefix string, pageSize int, rev *int64, keysOnly bool, fn func(key, value []byte, modRev int64) error) error {
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(pageSize))}
+		if *rev != 0 {
+			opts = append(opts, clientv3.WithRev(*rev))
+		}
+		if keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		var resp *clientv3.GetResponse
+		err := retry(ctx, func(ctx context.Context, _ bool) (err error) {
+			resp, err = s.cli.Get(ctx, from, opts...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("meta: list %s from %q at revision %d: %w", prefix, from, *rev, err)
+		}
+		if *rev == 0 {
+			*rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			if err := fn(kv.Key, kv.Value, kv.ModRevision); err != nil {
+				return err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
