@@ -56,11 +56,20 @@ func startCluster(dir string, seed uint64, secret []byte, tr *trace) (*cluster, 
 		}
 		c.proxies = append(c.proxies, p)
 	}
+	// etcd gets a port of its own choosing rather than 0: its JSON gateway (the calls a
+	// client without gRPC makes, docs/metadata.md) dials the configured client address, and
+	// with port 0 that is 127.0.0.1:0.
+	port, err := freePort()
+	if err != nil {
+		c.close()
+		return nil, err
+	}
 	lc, err := localcluster.Start(localcluster.Options{
-		Dir:     dir,
-		Bookies: clusterBookies,
-		Light:   true,
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MetadataPort: port,
+		Dir:          dir,
+		Bookies:      clusterBookies,
+		Light:        true,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(i int, cfg *bookie.Config) {
 			cfg.Advertise = c.proxies[i].Addr()
 			cfg.Secret = secret
@@ -102,6 +111,16 @@ func startCluster(dir string, seed uint64, secret []byte, tr *trace) (*cluster, 
 		return nil, err
 	}
 	return c, nil
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitRegistered waits until every bookie is registered, so a client under test that
