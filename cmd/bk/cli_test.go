@@ -778,7 +778,7 @@ func TestBashCompletion(t *testing.T) {
 		want  string
 	}{
 		{[]string{"bk", "au"}, "autorecovery"},
-		{[]string{"bk", "co"}, "completion cookie"},
+		{[]string{"bk", "co"}, "completion conformance cookie"},
 		{[]string{"bk", "autorecovery", "s"}, "status"},
 		{[]string{"bk", "cookie", ""}, "delete"},
 		{[]string{"bk", "completion", ""}, "bash zsh"},

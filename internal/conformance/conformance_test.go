@@ -1,0 +1,99 @@
+package conformance
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/bookie-go/bookie/internal/conformance/godriver"
+)
+
+// goDriverEnv makes the test binary serve as the Go driver instead of running tests: the
+// runner starts it as a client under test, as bk conformance --go-driver is started.
+const goDriverEnv = "BK_CONFORMANCE_GO_DRIVER"
+
+func TestMain(m *testing.M) {
+	if v, ok := os.LookupEnv(goDriverEnv); ok {
+		var o godriver.Options
+		if v != "1" {
+			o.Mutation = godriver.Mutation(v)
+		}
+		if err := godriver.Serve(os.Stdin, os.Stdout, o); err != nil {
+			fmt.Fprintln(os.Stderr, "godriver:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func goDriver() DriverCommand {
+	return DriverCommand{Args: []string{os.Args[0]}, Env: []string{goDriverEnv + "=1"}}
+}
+
+// knownUnreliable are scenarios whose verdict on the Go client is not the client's today,
+// each with the reason (docs/conformance.md, "How the kit proves itself"). TestConformanceGo
+// reports their result and does not assert it.
+var knownUnreliable = map[string]string{
+	"auth": "the fault proxy can lose the last frame a bookie sends before it closes a connection " +
+		"(the Unauthorized answer to AUTH); the client then sees EOF, not Unauthorized",
+}
+
+// TestConformanceGo runs every scenario against the project's Go client.
+func TestConformanceGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster per scenario; skipped with -short")
+	}
+	var names []string
+	if s := os.Getenv("BK_CONFORMANCE_SCENARIOS"); s != "" {
+		names = strings.Split(s, ",")
+	}
+	results, err := Run(Options{Driver: goDriver(), Scenarios: names, Seed: 1, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	WriteTable(&b, results)
+	t.Log("\n" + b.String())
+	for _, r := range results {
+		why, known := knownUnreliable[r.Scenario]
+		switch {
+		case known:
+			t.Logf("scenario %s: pass=%v, not asserted: %s", r.Scenario, r.Pass, why)
+		case !r.Pass:
+			t.Errorf("scenario %s failed: %s", r.Scenario, r.Error)
+		}
+	}
+}
+
+// TestConformanceCatchesWrongClients runs scenarios against the Go driver made wrong on
+// purpose (godriver.Mutation): each must fail, or the scenario checks nothing.
+func TestConformanceCatchesWrongClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster per scenario; skipped with -short")
+	}
+	for _, tc := range []struct {
+		mutation godriver.Mutation
+		scenario string
+		want     string // in the failure's message
+	}{
+		{godriver.MutateAckOrder, "wire", "acks out of order"},
+		{godriver.MutateReadPastLAC, "read-open", "past the LAC"},
+	} {
+		t.Run(string(tc.mutation), func(t *testing.T) {
+			d := DriverCommand{Args: []string{os.Args[0]}, Env: []string{goDriverEnv + "=" + string(tc.mutation)}}
+			results, err := Run(Options{Driver: d, Scenarios: []string{tc.scenario}, Seed: 1, Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := results[0]
+			if r.Pass {
+				t.Fatalf("scenario %s passed a driver with mutation %s", tc.scenario, tc.mutation)
+			}
+			if !strings.Contains(r.Error, tc.want) {
+				t.Fatalf("scenario %s failed for another reason than %q: %s", tc.scenario, tc.want, r.Error)
+			}
+		})
+	}
+}
