@@ -615,7 +615,9 @@ func (pp *pipe) vanish() {
 
 // ended is the end of a pump: the connection closes, unless the pump that ended read the
 // bookie side of a half-open connection (the client side stays open until its client
-// closes it, or Heal).
+// closes it, or Heal). What the ended side sent before it closed is written to the
+// other side first, as a direct connection would deliver it (a bookie's last answer
+// before it closes, an Unauthorized say), within flushTimeout.
 func (pp *pipe) ended(dir Direction) {
 	pp.p.mu.Lock()
 	halfOpen := pp.halfOpen
@@ -624,8 +626,15 @@ func (pp *pipe) ended(dir Direction) {
 	if halfOpen && dir == ToClient {
 		return
 	}
+	t := time.AfterFunc(flushTimeout, pp.close)
+	pp.queue(dir).waitWritten()
+	t.Stop()
 	pp.close()
 }
+
+// flushTimeout bounds how long a connection whose one side ended waits for the frames
+// queued for its other side to be written (a reader that stops reading holds them).
+const flushTimeout = 5 * time.Second
 
 func (pp *pipe) queue(dir Direction) *outq {
 	if dir == ToBookie {
@@ -733,11 +742,12 @@ type outq struct {
 	limit int
 	onErr func()
 
-	mu     sync.Mutex
-	cond   *sync.Cond
-	frames [][]byte
-	bytes  int
-	closed bool
+	mu      sync.Mutex
+	cond    *sync.Cond
+	frames  [][]byte
+	bytes   int
+	writing bool // run is writing frames it took from the queue
+	closed  bool
 }
 
 func newOutq(conn net.Conn, limit int, onErr func()) *outq {
@@ -756,6 +766,15 @@ func (q *outq) push(frame []byte, block bool) {
 		q.frames = append(q.frames, frame)
 		q.bytes += len(frame)
 		q.cond.Broadcast()
+	}
+	q.mu.Unlock()
+}
+
+// waitWritten waits until every frame queued so far is written, or the queue closes.
+func (q *outq) waitWritten() {
+	q.mu.Lock()
+	for (len(q.frames) > 0 || q.writing) && !q.closed {
+		q.cond.Wait()
 	}
 	q.mu.Unlock()
 }
@@ -786,9 +805,15 @@ func (q *outq) run() {
 		}
 		q.frames = q.frames[:0]
 		q.bytes = 0
+		q.writing = true
 		q.cond.Broadcast()
 		q.mu.Unlock()
-		if _, err := q.conn.Write(batch); err != nil {
+		_, err := q.conn.Write(batch)
+		q.mu.Lock()
+		q.writing = false
+		q.cond.Broadcast()
+		q.mu.Unlock()
+		if err != nil {
 			q.onErr()
 			return
 		}

@@ -731,3 +731,48 @@ func TestVanish(t *testing.T) {
 	c2.add(3, 5, 2)
 	c2.expect(3)
 }
+
+// TestLastAnswersBeforeCloseArrive: a bookie that writes answers and closes at once
+// (an Unauthorized before it hangs up, say) has every answer delivered through the
+// proxy before the client sees the close, as over a direct connection. The proxy used
+// to close the client side as soon as the bookie side ended, dropping what it had
+// queued for the client.
+func TestLastAnswersBeforeCloseArrive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	const answers = 20000
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		if _, err := readFrame(nc); err != nil {
+			return
+		}
+		out := wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1, Version: 1})
+		for i := range uint64(answers) {
+			out = wire.AppendAddResponse(out, i, 1, int64(i))
+		}
+		nc.Write(out)
+	}()
+	p := newProxy(t, ln.Addr().String(), Options{})
+	c := dialProxy(t, p)
+	c.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n := 0
+	for {
+		if _, err := readFrame(c.nc); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("after %d answers: %v, want EOF", n, err)
+			}
+			break
+		}
+		n++
+	}
+	if n != answers {
+		t.Fatalf("%d of %d answers arrived before the close", n, answers)
+	}
+}
