@@ -32,14 +32,6 @@ func goDriver() DriverCommand {
 	return DriverCommand{Args: []string{os.Args[0]}, Env: []string{goDriverEnv + "=1"}}
 }
 
-// knownUnreliable are scenarios whose verdict on the Go client is not the client's today,
-// each with the reason (docs/conformance.md, "How the kit proves itself"). TestConformanceGo
-// reports their result and does not assert it.
-var knownUnreliable = map[string]string{
-	"auth": "the fault proxy can lose the last frame a bookie sends before it closes a connection " +
-		"(the Unauthorized answer to AUTH); the client then sees EOF, not Unauthorized",
-}
-
 // TestConformanceGo runs every scenario against the project's Go client.
 func TestConformanceGo(t *testing.T) {
 	if testing.Short() {
@@ -57,11 +49,7 @@ func TestConformanceGo(t *testing.T) {
 	WriteTable(&b, results)
 	t.Log("\n" + b.String())
 	for _, r := range results {
-		why, known := knownUnreliable[r.Scenario]
-		switch {
-		case known:
-			t.Logf("scenario %s: pass=%v, not asserted: %s", r.Scenario, r.Pass, why)
-		case !r.Pass:
+		if !r.Pass {
 			t.Errorf("scenario %s failed: %s", r.Scenario, r.Error)
 		}
 	}
