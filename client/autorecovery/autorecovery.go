@@ -83,6 +83,9 @@ type Config struct {
 	// repair there to act while target holds copies no checkpoint covers. Nil in
 	// production.
 	BeforeSettle func(ctx context.Context, ledger uint64, target meta.BookieID)
+	// Now, a test hook, is the clock the auditor's delays and the workers' wait
+	// records and log rate limits read; default time.Now.
+	Now func() time.Time
 }
 
 // DefaultRateBytes is Config.RateBytes's default, 16 MiB/s: on the development machine (five
@@ -115,6 +118,9 @@ func (cfg *Config) withDefaults() Config {
 	}
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
