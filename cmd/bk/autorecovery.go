@@ -172,6 +172,8 @@ type recoveryStatus struct {
 	Auditor         string       `json:"auditor"`
 	UnderReplicated []markStatus `json:"underReplicated"`
 	Locked          []uint64     `json:"locked"`
+	// Maintenance are the bookies in maintenance (bk bookie maintenance).
+	Maintenance map[meta.BookieID]meta.Maintenance `json:"maintenance"`
 }
 
 func runAutorecoveryStatus(args []string) error {
@@ -200,6 +202,9 @@ func runAutorecoveryStatus(args []string) error {
 	if st.Locked, err = store.LockedLedgers(ctx); err != nil {
 		return err
 	}
+	if st.Maintenance, err = store.ListMaintenance(ctx); err != nil {
+		return err
+	}
 	if *asJSON {
 		return json.NewEncoder(os.Stdout).Encode(st)
 	}
@@ -213,6 +218,7 @@ func runAutorecoveryStatus(args []string) error {
 	}
 	fmt.Printf("autorecovery:     %s\nauditor:          %s\nunder-replicated: %d ledgers (%d being repaired)\n",
 		state, auditor, len(st.UnderReplicated), len(st.Locked))
+	printMaintenance(time.Now(), st.Maintenance)
 	if len(st.UnderReplicated) == 0 {
 		return nil
 	}
