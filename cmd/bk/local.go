@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta/embedded"
 )
@@ -53,10 +55,14 @@ func runLocal(args []string) error {
 		return err
 	}
 	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
-		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full, Autorecovery: true, Secret: secret,
+		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full, Secret: secret,
 		Logger: log, Configure: func(_ int, cfg *bookie.Config) { cfg.Secret = secret }})
 	if err != nil {
 		return explainLocalErr(err, dir, *metadataPort)
+	}
+	stop, err := startLocalRecovery(lc, secret, log)
+	if err != nil {
+		return err
 	}
 	sig := notifyShutdown()
 	fmt.Printf("data:     %s\n", dir)
@@ -70,7 +76,7 @@ func runLocal(args []string) error {
 	}
 	if *demo {
 		if err := runDemo(lc.Endpoint(), secret); err != nil {
-			lc.Close()
+			stop()
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
@@ -81,7 +87,33 @@ func runLocal(args []string) error {
 	bk := selfCommand()
 	fmt.Printf("Try:\n  id=$(printf 'one\\ntwo\\n' | %s ledger write) && %s ledger read \"$id\"\n  %s bookies\n", bk, bk, bk)
 	fmt.Println("Ctrl-C stops the cluster.")
-	return serveUntilSignal(sig, lc.Close)
+	return serveUntilSignal(sig, stop)
+}
+
+// startLocalRecovery starts an auditor candidate and a worker beside each bookie of lc, as
+// bk bookie runs them (default options), with their metrics on that bookie's /metrics, so
+// the runbook's autorecovery metrics and alerts can be tried locally. stop closes them,
+// then lc; on error, lc is closed.
+func startLocalRecovery(lc *localcluster.Cluster, secret []byte, log *slog.Logger) (stop func() error, err error) {
+	var recoveries []*recoveryService
+	stop = func() error {
+		var errs []error
+		for _, r := range recoveries {
+			errs = append(errs, r.Close())
+		}
+		return errors.Join(append(errs, lc.Close())...)
+	}
+	for _, b := range lc.Bookies {
+		o := recoveryOptions{lostDelay: 60 * time.Second, grace: 30 * time.Second, auditInterval: 5 * time.Minute,
+			rate: autorecovery.DefaultRateBytes, name: b.Addr()}
+		r, err := startRecovery(lc.Endpoint(), secret, o, log, b.MetricsRegisterer())
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		recoveries = append(recoveries, r)
+	}
+	return stop, nil
 }
 
 // selfCommand is how to run bk again from a shell: "go run ./cmd/bk" when
