@@ -25,7 +25,6 @@ func subcommands() map[string][]string {
 		"inspect":      {"journal", "entrylog", "index", "ledger", "cookie"},
 		"autorecovery": {"status", "enable", "disable"},
 		"cookie":       {"delete"},
-		"tls":          {"init"},
 		"completion":   {"bash", "zsh"},
 	}
 }

@@ -19,29 +19,23 @@ import (
 	"time"
 )
 
-func init() {
-	register("tls", "tls init DIR: make a development CA and bookie and client certificates", runTLS)
-}
-
-const tlsUsage = `usage: bk tls init [flags] DIR   make a development CA, a bookie certificate and a client certificate in DIR
+const tlsUsage = `usage: bk bookie tls-init [flags] DIR   make a development CA, a bookie certificate and a client certificate in DIR
 
 Files (PEM): ca.pem, ca-key.pem, bookie.pem, bookie-key.pem, client.pem, client-key.pem.
 The bookie certificate serves TLS and is also the client certificate of the autorecovery
 beside the bookie; docs/security.md, "Transport encryption", has the whole recipe.
 For development and tests: in production, use your organisation's CA.`
 
-// tlsFiles are the files bk tls init writes, in DIR.
+// tlsFiles are the files bk bookie tls-init writes, in DIR.
 var tlsFiles = []string{"ca.pem", "ca-key.pem", "bookie.pem", "bookie-key.pem", "client.pem", "client-key.pem"}
 
-func runTLS(args []string) error {
-	if len(args) == 0 || args[0] != "init" {
-		return errors.New(tlsUsage)
-	}
-	fs := flag.NewFlagSet("tls init", flag.ExitOnError)
+// runBookieTLSInit is bk bookie tls-init DIR: a development CA and certificates.
+func runBookieTLSInit(args []string) error {
+	fs := flag.NewFlagSet("bookie tls-init", flag.ExitOnError)
 	hosts := fs.String("hosts", "", "comma-separated DNS names and IP addresses the bookie certificate names: the hosts clients dial (default: localhost, 127.0.0.1 and this host's name)")
 	days := fs.Int("days", 365, "validity of the certificates, in days")
 	force := fs.Bool("force", false, "overwrite files already in DIR")
-	pos, err := parseInterleaved(fs, args[1:])
+	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
@@ -65,7 +59,7 @@ func runTLS(args []string) error {
 	if !*force {
 		for _, f := range tlsFiles {
 			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-				return fmt.Errorf("%s exists: bk tls init does not overwrite certificates (--force does)", filepath.Join(dir, f))
+				return fmt.Errorf("%s exists: bk bookie tls-init does not overwrite certificates (--force does)", filepath.Join(dir, f))
 			}
 		}
 	}
@@ -101,7 +95,7 @@ func writeDevPKI(dir string, names []string, validity time.Duration) error {
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		return fmt.Errorf("tls init: CA certificate: %w", err)
+		return fmt.Errorf("tls-init: CA certificate: %w", err)
 	}
 	ca, err := x509.ParseCertificate(caDER)
 	if err != nil {
@@ -134,7 +128,7 @@ func writeDevPKI(dir string, names []string, validity time.Duration) error {
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
-			return fmt.Errorf("tls init: %s certificate: %w", base, err)
+			return fmt.Errorf("tls-init: %s certificate: %w", base, err)
 		}
 		return writeCertAndKey(dir, base, der, key)
 	}
@@ -160,10 +154,10 @@ func writeCertAndKey(dir, base string, der []byte, key crypto.Signer) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, base+".pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		return fmt.Errorf("tls init: %w", err)
+		return fmt.Errorf("tls-init: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, base+"-key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return fmt.Errorf("tls init: %w", err)
+		return fmt.Errorf("tls-init: %w", err)
 	}
 	return nil
 }

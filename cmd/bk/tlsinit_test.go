@@ -13,7 +13,7 @@ import (
 	"github.com/bookie-go/bookie/meta/metatest"
 )
 
-// TestTLSInitAndMixedCluster follows docs/security.md's recipe: bk tls init makes a CA and
+// TestTLSInitAndMixedCluster follows docs/security.md's recipe: bk bookie tls-init makes a CA and
 // certificates that a bookie requiring client certificates and bk's TLS flags accept; on
 // a cluster where only that bookie has a TLS listener, a TLS client creating a ledger of
 // two bookies fails at once, saying how many have one, instead of creating it on the
@@ -21,12 +21,12 @@ import (
 func TestTLSInitAndMixedCluster(t *testing.T) {
 	dir := t.TempDir()
 	certs := filepath.Join(dir, "certs")
-	r := runBK(t, nil, nil, "tls", "init", certs, "--hosts", "127.0.0.1,localhost")
+	r := runBK(t, nil, nil, "bookie", "tls-init", certs, "--hosts", "127.0.0.1,localhost")
 	if r.code != 0 || !strings.Contains(r.stdout, "development CA") {
-		t.Fatalf("bk tls init: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		t.Fatalf("bk bookie tls-init: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if r := runBK(t, nil, nil, "tls", "init", certs); r.code == 0 || !strings.Contains(r.stderr, "does not overwrite") {
-		t.Fatalf("bk tls init over existing certificates: exit %d\n%s", r.code, r.stderr)
+	if r := runBK(t, nil, nil, "bookie", "tls-init", certs); r.code == 0 || !strings.Contains(r.stderr, "does not overwrite") {
+		t.Fatalf("bk bookie tls-init over existing certificates: exit %d\n%s", r.code, r.stderr)
 	}
 	pem := func(name string) string { return filepath.Join(certs, name) }
 	endpoint := metatest.Start(t)
@@ -67,6 +67,6 @@ func TestTLSInitAndMixedCluster(t *testing.T) {
 		t.Fatalf("TLS write of E=1: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	if r := runBK(t, nil, nil, append([]string{"ledger", "read", id}, tlsFlags...)...); r.code != 0 || r.stdout != "over\ntls\n" {
-		t.Fatalf("TLS read with bk tls init's certificates: exit %d, %q, %s", r.code, r.stdout, r.stderr)
+		t.Fatalf("TLS read with bk bookie tls-init's certificates: exit %d, %q, %s", r.code, r.stdout, r.stderr)
 	}
 }
