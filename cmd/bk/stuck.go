@@ -13,8 +13,9 @@ import (
 type markStatus struct {
 	meta.UnderReplicated
 	// WaitingFor says what the repair waits for: the cause a worker recorded
-	// (meta.RepairWait), the worker holding the ledger's lock, autorecovery disabled, or
-	// no worker having tried.
+	// (meta.RepairWait), else the worker holding the ledger's lock, autorecovery disabled, or
+	// no worker having tried. A worker retrying a recorded cause does not change it (bk
+	// bookie decommission prints it again only when it changes).
 	WaitingFor string `json:"waitingFor"`
 	// Cause is the recorded cause ("no-spare-bookie", ...), "" when none is recorded.
 	Cause string `json:"cause,omitempty"`
@@ -64,9 +65,6 @@ func loadMarkStatus(ctx context.Context, store *meta.EtcdStore) ([]markStatus, e
 			s.WaitingFor, s.WaitingSince = "being repaired: lock held by worker "+h.Worker+" since "+h.Since.Format(time.RFC3339), h.Since
 		default:
 			s.WaitingFor = "a worker (none has tried it yet: is one running? bk autorecovery, or a bookie without disable_autorecovery)"
-		}
-		if waited && held {
-			s.WaitingFor += " (retrying: lock held by worker " + h.Worker + " since " + h.Since.Format(time.RFC3339) + ")"
 		}
 		out = append(out, s)
 	}
