@@ -18,6 +18,15 @@ import (
 // ErrNotEnoughRacks. A bookie without a rack counts as a rack of its own ("" never
 // matches another bookie's rack), so an unlabelled cluster is never refused.
 
+// With Config.TLS set, the client places ledgers only on bookies that registered a TLS
+// listener (meta.BookieInfo.TLSAddr): it dials no other (ErrNoTLSListener), so an
+// ensemble naming a plain bookie could never be written. Too few such bookies fail the
+// choice with ErrNotEnoughTLSBookies, naming how many have one.
+
+// ErrNotEnoughTLSBookies is returned (wrapping ErrNotEnoughBookies) when Config.TLS is set
+// and fewer live, writable bookies with a TLS listener than needed are registered.
+var ErrNotEnoughTLSBookies = fmt.Errorf("%w with a TLS listener", ErrNotEnoughBookies)
+
 // ErrNotEnoughRacks is returned (wrapping ErrNotEnoughBookies) when Config.EnforceRacks
 // is set and no choice of bookies spreads every write set over Config.MinRacks racks.
 var ErrNotEnoughRacks = fmt.Errorf("%w: too few racks for the placement policy", ErrNotEnoughBookies)
@@ -34,9 +43,10 @@ func rackOf(b meta.BookieInfo) string {
 	return "rack:" + b.Rack
 }
 
-// candidates returns the live writable bookies not in exclude, those out of quarantine
-// first (in random order), then as many quarantined ones as needed to reach n, and the
-// rack of every bookie known (live or not, for the members of an ensemble).
+// candidates returns the live writable bookies not in exclude (with a TLS listener when
+// the client requires TLS), those out of quarantine first (in random order), then as many
+// quarantined ones as needed to reach n, and the rack of every bookie known (live or not,
+// for the members of an ensemble).
 func (c *Client) candidates(ctx context.Context, n int, exclude []meta.BookieID) ([]meta.BookieInfo, map[meta.BookieID]string, error) {
 	live, err := c.store.ListBookies(ctx)
 	if err != nil {
@@ -45,10 +55,13 @@ func (c *Client) candidates(ctx context.Context, n int, exclude []meta.BookieID)
 	racks := make(map[meta.BookieID]string, len(live))
 	var cand, held []meta.BookieInfo
 	quarantined := c.inQuarantine()
+	plain := 0 // writable bookies left out for want of a TLS listener
 	for _, b := range live {
 		racks[b.ID] = rackOf(b)
 		switch {
 		case b.ReadOnly || slices.Contains(exclude, b.ID):
+		case c.tls && b.TLSAddr == "":
+			plain++
 		case slices.Contains(quarantined, b.ID):
 			held = append(held, b)
 		default:
@@ -59,6 +72,9 @@ func (c *Client) candidates(ctx context.Context, n int, exclude []meta.BookieID)
 	if len(cand) < n {
 		rand.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
 		cand = append(cand, held[:min(len(held), n-len(cand))]...)
+	}
+	if len(cand) < n && c.tls {
+		return nil, nil, fmt.Errorf("%w: need %d, %d of %d have one", ErrNotEnoughTLSBookies, n, len(cand), len(cand)+plain)
 	}
 	if len(cand) < n {
 		return nil, nil, fmt.Errorf("%w: need %d, %d available", ErrNotEnoughBookies, n, len(cand))
@@ -91,10 +107,11 @@ func windowRacks(ensemble []meta.BookieID, racks map[meta.BookieID]string, wq in
 }
 
 // pickEnsemble returns e bookies for a new ensemble with write quorum wq: at random
-// without a placement policy, else the best of placementAttempts random greedy choices
+// without a placement policy (among bookies with a TLS listener when the client requires
+// TLS), else the best of placementAttempts random greedy choices
 // (see the comment at the top of this file).
 func (c *Client) pickEnsemble(ctx context.Context, e, wq int) ([]meta.BookieID, error) {
-	if c.minRacks <= 0 {
+	if c.minRacks <= 0 && !c.tls {
 		return c.pickBookies(ctx, e, nil)
 	}
 	cand, racks, err := c.candidates(ctx, e, nil)
@@ -145,7 +162,7 @@ func (c *Client) pickEnsemble(ctx context.Context, e, wq int) ([]meta.BookieID, 
 // none in ensemble or exclude: at random without a placement policy, else, position by
 // position, the candidate that leaves the write sets through it on the most racks.
 func (c *Client) pickReplacements(ctx context.Context, ensemble []meta.BookieID, positions []int, wq int, exclude []meta.BookieID) ([]meta.BookieID, error) {
-	if c.minRacks <= 0 {
+	if c.minRacks <= 0 && !c.tls {
 		return c.pickBookies(ctx, len(positions), append(slices.Clone(exclude), ensemble...))
 	}
 	cand, racks, err := c.candidates(ctx, len(positions), append(slices.Clone(exclude), ensemble...))

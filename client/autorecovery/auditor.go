@@ -120,7 +120,7 @@ func (a *Auditor) lead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st := &auditState{goneSince: make(map[meta.BookieID]time.Time)}
+	st := &auditState{goneSince: make(map[meta.BookieID]time.Time), overdue: make(map[meta.BookieID]bool)}
 	cur := <-live
 	tick := time.NewTicker(a.cfg.AuditInterval)
 	defer tick.Stop()
@@ -184,6 +184,28 @@ type auditState struct {
 	// this auditor. An auditor that starts sees every gone bookie as gone since then: it
 	// waits a whole LostDelay before declaring it lost.
 	goneSince map[meta.BookieID]time.Time
+	// overdue holds the bookies in maintenance whose maximum passed while they were
+	// gone, reported once each (until their maintenance ends or they come back).
+	overdue map[meta.BookieID]bool
+}
+
+// heldInMaintenance reports whether gone bookie b, in maintenance as m (inMaint false:
+// not), is kept from being declared lost now; the first time its maximum has passed, it
+// logs and counts it (Metrics.MaintenanceOverdue).
+func (a *Auditor) heldInMaintenance(st *auditState, b meta.BookieID, m meta.Maintenance, inMaint bool, now time.Time) bool {
+	if !inMaint {
+		return false
+	}
+	if now.Before(m.Until()) {
+		return true
+	}
+	if !st.overdue[b] {
+		st.overdue[b] = true
+		a.cfg.Metrics.MaintenanceOverdue.Inc()
+		a.cfg.Logger.Error("autorecovery: bookie in maintenance past its maximum and still gone: declaring it lost",
+			"bookie", b, "maintenance_since", m.Since, "max", m.Until().Sub(m.Since))
+	}
+	return false
 }
 
 // audit checks every ledger against the live set: a fragment bookie that is not
@@ -206,8 +228,18 @@ func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieI
 	for _, b := range live {
 		isLive[b.ID] = true
 		delete(st.goneSince, b.ID)
+		delete(st.overdue, b.ID)
 	}
-	now := time.Now()
+	maint, err := a.cfg.Store.ListMaintenance(ctx)
+	if err != nil {
+		return time.Time{}, err // declaring a bookie an operator is working on lost is worse than waiting
+	}
+	for b := range st.overdue {
+		if _, ok := maint[b]; !ok {
+			delete(st.overdue, b)
+		}
+	}
+	now := a.cfg.Now()
 	var next time.Time
 	named := make(map[meta.BookieID]bool)
 	for md, err := range meta.AllLedgers(ctx, a.cfg.Store) {
@@ -230,11 +262,21 @@ func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieI
 					since = now
 					st.goneSince[b] = now
 				}
-				if now.Sub(since) >= a.cfg.LostDelay {
+				due := since.Add(a.cfg.LostDelay)
+				if m, ok := maint[b]; a.heldInMaintenance(st, b, m, ok, now) {
+					// Look again at the maximum, and every LostDelay to notice the
+					// maintenance switched off while the bookie is still gone.
+					due = now.Add(a.cfg.LostDelay)
+					if m.Until().Before(due) {
+						due = m.Until()
+					}
+				} else if now.Sub(since) >= a.cfg.LostDelay {
 					if !slices.Contains(lost, b) {
 						lost = append(lost, b)
 					}
-				} else if due := since.Add(a.cfg.LostDelay); next.IsZero() || due.Before(next) {
+					continue
+				}
+				if next.IsZero() || due.Before(next) {
 					next = due
 				}
 			}

@@ -5,7 +5,9 @@
 //   - The Auditor, one per cluster, elected with etcd's concurrency.Election. It watches
 //     the bookie registrations; a bookie whose registration has been gone longer than
 //     Config.LostDelay is declared lost, and every ledger with a fragment naming it is
-//     marked under-replicated (meta.EtcdStore.MarkUnderReplicated). It runs the same
+//     marked under-replicated (meta.EtcdStore.MarkUnderReplicated). A bookie an operator
+//     put in maintenance (meta.Maintenance) is not declared lost before its maximum has
+//     passed; then it is, counted in Metrics.MaintenanceOverdue. It runs the same
 //     check over every ledger each Config.AuditInterval, which also finds under-replication
 //     that happened while no auditor ran.
 //   - Workers, any number (one beside each bookie by default, or `bk autorecovery`). A
@@ -83,6 +85,9 @@ type Config struct {
 	// repair there to act while target holds copies no checkpoint covers. Nil in
 	// production.
 	BeforeSettle func(ctx context.Context, ledger uint64, target meta.BookieID)
+	// Now, a test hook, is the clock the auditor's delays and the workers' wait
+	// records and log rate limits read; default time.Now.
+	Now func() time.Time
 }
 
 // DefaultRateBytes is Config.RateBytes's default, 16 MiB/s: on the development machine (five
@@ -116,6 +121,9 @@ func (cfg *Config) withDefaults() Config {
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 
@@ -142,6 +150,9 @@ type Metrics struct {
 	BadLedgers prometheus.Counter
 	// Panics counts panics caught in an audit or a repair; the process carries on.
 	Panics prometheus.Counter
+	// MaintenanceOverdue counts bookies declared lost because their maintenance
+	// (bk bookie maintenance) passed its maximum while they were gone.
+	MaintenanceOverdue prometheus.Counter
 }
 
 // NewMetrics returns Metrics registered with reg (nil: not registered).
@@ -169,10 +180,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "autorecovery_panics_total", Help: "Panics caught in an audit or a repair.",
 		}),
+		MaintenanceOverdue: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "autorecovery_maintenance_overdue_total", Help: "Bookies declared lost because their maintenance passed its maximum while they were gone.",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.UnderReplicated, m.BytesCopied, m.LedgersRepaired, m.FragmentsReplaced, m.UnderReplicatedSeconds,
-			m.BadLedgers, m.Panics)
+			m.BadLedgers, m.Panics, m.MaintenanceOverdue)
 	}
 	return m
 }

@@ -24,6 +24,9 @@ type Worker struct {
 	cfg     Config
 	limiter *pace.Pacer  // this worker's share of Config.RateBytes (shareRate)
 	locks   atomic.Int64 // repair locks this worker holds
+
+	waitMu sync.Mutex           // protects waits
+	waits  map[uint64]waitState // per ledger: the wait cause recorded and last logged (noteWait)
 }
 
 // NewWorker returns a worker; cfg.Client and cfg.Store are required.
@@ -35,7 +38,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		return nil, errors.New("autorecovery: Config.Client is required for a worker")
 	}
 	c := cfg.withDefaults()
-	return &Worker{cfg: c, limiter: pace.NewBurst(c.RateBytes, time.Second)}, nil
+	return &Worker{cfg: c, limiter: pace.NewBurst(c.RateBytes, time.Second), waits: make(map[uint64]waitState)}, nil
 }
 
 // errPending means a ledger was repaired as far as possible now, but its mark must stay:
@@ -127,7 +130,8 @@ func (w *Worker) Pass(ctx context.Context, sess *concurrency.Session) error {
 			defer wg.Done()
 			err := w.repairMarked(ctx, sess, m.Ledger)
 			<-slots
-			if err != nil && !errors.Is(err, meta.ErrLocked) && !errors.Is(err, errPending) {
+			var noted *waitingError
+			if err != nil && !errors.Is(err, meta.ErrLocked) && !errors.Is(err, errPending) && !errors.As(err, &noted) {
 				mu.Lock()
 				first = cmp.Or(first, err)
 				mu.Unlock()
@@ -168,25 +172,36 @@ func (w *Worker) claimAndRepair(ctx context.Context, sess *concurrency.Session, 
 	}
 	w.locks.Add(1)
 	defer w.locks.Add(-1)
+	// Who holds the lock, for bk autorecovery status; the record goes with the session.
+	if err := st.PutRepairHolder(ctx, sess, meta.RepairHolder{Ledger: id, Worker: w.cfg.Name, Since: w.cfg.Now().UTC()}); err != nil {
+		w.cfg.Logger.Debug("autorecovery: record repair holder", "ledger", id, "err", err)
+	}
 	defer func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		st.DeleteRepairHolder(uctx, id)
 		mu.Unlock(uctx)
 		cancel()
 	}()
 	// Re-read under the lock: another worker may have finished it meanwhile.
 	m, err := st.GetUnderReplicated(ctx, id)
 	if errors.Is(err, meta.ErrNotMarked) {
+		w.clearWait(ctx, id)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if err := w.Repair(ctx, m); err != nil {
-		return fmt.Errorf("autorecovery: ledger %d: %w", id, err)
+		if ctx.Err() != nil || errors.Is(err, meta.ErrBadMetadata) {
+			return fmt.Errorf("autorecovery: ledger %d: %w", id, err)
+		}
+		w.noteWait(ctx, id, err)
+		return &waitingError{fmt.Errorf("autorecovery: ledger %d: %w", id, err)}
 	}
 	if err := st.UnmarkUnderReplicated(ctx, m); err != nil {
 		return err // the mark changed: the next pass repairs again
 	}
+	w.clearWait(ctx, id)
 	w.cfg.Metrics.LedgersRepaired.Inc()
 	w.cfg.Metrics.UnderReplicatedSeconds.Observe(time.Since(m.MarkedAt).Seconds())
 	w.cfg.Logger.Info("autorecovery: ledger repaired", "ledger", id, "bookies", describe(m.Bookies), "after", time.Since(m.MarkedAt))
@@ -332,6 +347,9 @@ func (w *Worker) shareRate(ctx context.Context) {
 	mine := max(w.locks.Load(), 1)
 	w.limiter.SetRate(float64(w.cfg.RateBytes) * float64(mine) / float64(max(int64(len(locked)), mine)))
 }
+
+// errNoSurvivingCopy means no bookie of an entry's write set returned a valid copy of it.
+var errNoSurvivingCopy = errors.New("no surviving copy")
 
 // errRetryLater means the ledger changed in a way that needs a fresh look; the mark stays.
 var errRetryLater = errors.New("ledger changed, retry later")
@@ -485,5 +503,5 @@ func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.
 		w.cfg.Metrics.BytesCopied.Add(float64(len(raw)))
 		return nil
 	}
-	return fmt.Errorf("entry %d: no surviving copy: %w", id, errors.Join(errs...))
+	return fmt.Errorf("entry %d: %w: %w", id, errNoSurvivingCopy, errors.Join(errs...))
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -167,10 +168,12 @@ func openEtcd(ctx context.Context, cluster *clusterFlags) (*client.Client, *meta
 
 // recoveryStatus is what bk autorecovery status prints.
 type recoveryStatus struct {
-	Enabled         bool                   `json:"enabled"`
-	Auditor         string                 `json:"auditor"`
-	UnderReplicated []meta.UnderReplicated `json:"underReplicated"`
-	Locked          []uint64               `json:"locked"`
+	Enabled         bool         `json:"enabled"`
+	Auditor         string       `json:"auditor"`
+	UnderReplicated []markStatus `json:"underReplicated"`
+	Locked          []uint64     `json:"locked"`
+	// Maintenance are the bookies in maintenance (bk bookie maintenance).
+	Maintenance map[meta.BookieID]meta.Maintenance `json:"maintenance"`
 }
 
 func runAutorecoveryStatus(args []string) error {
@@ -193,10 +196,13 @@ func runAutorecoveryStatus(args []string) error {
 	if st.Auditor, err = store.Auditor(ctx); err != nil {
 		return err
 	}
-	if st.UnderReplicated, err = store.ListUnderReplicated(ctx); err != nil {
+	if st.UnderReplicated, err = loadMarkStatus(ctx, store); err != nil {
 		return err
 	}
 	if st.Locked, err = store.LockedLedgers(ctx); err != nil {
+		return err
+	}
+	if st.Maintenance, err = store.ListMaintenance(ctx); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -212,7 +218,17 @@ func runAutorecoveryStatus(args []string) error {
 	}
 	fmt.Printf("autorecovery:     %s\nauditor:          %s\nunder-replicated: %d ledgers (%d being repaired)\n",
 		state, auditor, len(st.UnderReplicated), len(st.Locked))
-	return nil
+	printMaintenance(time.Now(), st.Maintenance)
+	if len(st.UnderReplicated) == 0 {
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nLEDGER\tBOOKIES\tMARKED\tWAITING\tWAITING FOR")
+	now := time.Now()
+	for _, m := range st.UnderReplicated {
+		fmt.Fprintf(w, "%d\t%v\t%s\t%s\t%s\n", m.Ledger, m.Bookies, age(now, m.MarkedAt), age(now, m.WaitingSince), m.WaitingFor)
+	}
+	return w.Flush()
 }
 
 func runAutorecoverySet(enable bool, args []string) error {
@@ -244,7 +260,7 @@ func ledgerUnderReplicated(ctx context.Context, cl *client.Client, o *ledgerOpts
 	if !ok {
 		return errors.New("needs an etcd metadata store")
 	}
-	marks, err := store.ListUnderReplicated(ctx)
+	marks, err := loadMarkStatus(ctx, store)
 	if err != nil {
 		return err
 	}
@@ -257,9 +273,10 @@ func ledgerUnderReplicated(ctx context.Context, cl *client.Client, o *ledgerOpts
 		return nil
 	}
 	w := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "LEDGER\tBOOKIES\tSINCE\tREASON")
+	fmt.Fprintln(w, "LEDGER\tBOOKIES\tSINCE\tREASON\tWAITING\tWAITING FOR")
+	now := time.Now()
 	for _, m := range marks {
-		fmt.Fprintf(w, "%d\t%v\t%s\t%s\n", m.Ledger, m.Bookies, time.Since(m.MarkedAt).Round(time.Second), m.Reason)
+		fmt.Fprintf(w, "%d\t%v\t%s\t%s\t%s\t%s\n", m.Ledger, m.Bookies, age(now, m.MarkedAt), m.Reason, age(now, m.WaitingSince), m.WaitingFor)
 	}
 	return w.Flush()
 }
@@ -347,15 +364,19 @@ func runBookieDecommission(args []string) error {
 	var cluster clusterFlags
 	cluster.add(fs)
 	admin := fs.String("admin", "", "the bookie's admin address, to make it read-only first (default: the one it registered; none registered and the bookie must be read-only or stopped)")
-	timeout := fs.Duration("timeout", 24*time.Hour, "give up after this long")
+	timeout := fs.Duration("timeout", 0, "give up after this long in all (0: no limit; --stuck-after ends a wait that makes no progress)")
+	stuckAfter := fs.Duration("stuck-after", 30*time.Minute, "give up when no ledger has moved off the bookie for this long and every one left waits on a cause a worker recorded (0: never)")
 	id, err := oneBookieID(fs, args, "usage: bk bookie decommission [flags] BOOKIE-ID")
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
 	cl, store, err := openEtcd(ctx, &cluster)
 	if err != nil {
 		return err
@@ -388,16 +409,8 @@ func runBookieDecommission(args []string) error {
 	if on, err := store.AutorecoveryEnabled(ctx); err == nil && !on {
 		fmt.Println("warning: autorecovery is disabled (bk autorecovery enable): nothing will be copied")
 	}
-	for left := total; left > 0; {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("decommission of %s: %d of %d ledgers still name it: %w", id, left, total, ctx.Err())
-		case <-time.After(2 * time.Second):
-		}
-		if left, err = ledgersNaming(ctx, store, id, nil); err != nil {
-			return err
-		}
-		fmt.Printf("%d of %d ledgers re-replicated\n", total-left, total)
+	if err := waitDecommissioned(ctx, store, id, total, *stuckAfter); err != nil {
+		return err
 	}
 	// Metadata, not the progress count, is the proof: read every ledger again.
 	if left, err := ledgersNaming(ctx, store, id, nil); err != nil {
@@ -413,6 +426,62 @@ func runBookieDecommission(args []string) error {
 	}
 	fmt.Printf("%s holds nothing the cluster needs; its registration and cookie are deleted and it may not register again.\n"+
 		"Stop its process now (it still answers on its port); to reuse the id on new storage: bk bookie recommission %s\n", id, id)
+	return nil
+}
+
+// decommissionPoll is how often bk bookie decommission looks at the ledgers left.
+const decommissionPoll = 2 * time.Second
+
+// waitDecommissioned waits until no ledger names bookie id (total did when marked),
+// printing the count when it changes and, for each ledger left, what its repair waits
+// for whenever that changes. It gives up when ctx ends, or when no ledger has moved off
+// id for stuckAfter (> 0) while every ledger left waits on a cause a worker recorded (a
+// repair that copies, or a ledger no worker has tried, is not stuck); the marks stay, and
+// the workers go on trying.
+func waitDecommissioned(ctx context.Context, store *meta.EtcdStore, id meta.BookieID, total int, stuckAfter time.Duration) error {
+	printed := make(map[uint64]string) // ledger -> what it waited for when last printed
+	lastMove := time.Now()
+	for left := total; left > 0; {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("decommission of %s: %d of %d ledgers still name it: %w", id, left, total, ctx.Err())
+		case <-time.After(decommissionPoll):
+		}
+		now, was := time.Now(), left
+		var err error
+		if left, err = ledgersNaming(ctx, store, id, nil); err != nil {
+			return err
+		}
+		if left != was {
+			fmt.Printf("%d of %d ledgers re-replicated\n", total-left, total)
+			lastMove = now
+		}
+		marks, err := loadMarkStatus(ctx, store)
+		if err != nil {
+			return err
+		}
+		var stuck []string
+		for _, m := range marks {
+			if !slices.Contains(m.Bookies, id) {
+				continue
+			}
+			if printed[m.Ledger] != m.WaitingFor {
+				printed[m.Ledger] = m.WaitingFor
+				fmt.Println(describeWait(now, m))
+			}
+			// Copying for longer than a poll, or not tried yet: not stuck.
+			copying := m.Holder != "" && now.Sub(m.HeldSince) > decommissionPoll
+			if m.Cause == "" || copying {
+				lastMove = now
+			}
+			stuck = append(stuck, describeWait(now, m))
+		}
+		if stuckAfter > 0 && left > 0 && now.Sub(lastMove) >= stuckAfter {
+			return fmt.Errorf("decommission of %s: stuck: no ledger moved off it for %s; %d of %d still name it:\n  %s\n"+
+				"(their marks stay and the workers go on trying: fix the cause, then run the command again)",
+				id, stuckAfter, left, total, strings.Join(stuck, "\n  "))
+		}
+	}
 	return nil
 }
 

@@ -21,7 +21,7 @@ func init() {
 }
 
 // bookieVerbs are the words bk bookie takes before its flags.
-var bookieVerbs = []string{"config", "status", "ledgers", "read-only", "decommission", "recommission"}
+var bookieVerbs = []string{"config", "status", "ledgers", "read-only", "decommission", "recommission", "maintenance", "tls-init"}
 
 const bookieUsage = `usage: bk bookie [flags]                   run a bookie
        bk bookie config --print [flags]    print the effective config (file, flags and defaults) as JSON
@@ -32,6 +32,9 @@ const bookieUsage = `usage: bk bookie [flags]                   run a bookie
                                            make bookies refuse adds, or lift that (other reasons stay)
        bk bookie decommission BOOKIE-ID    re-replicate everything a bookie holds elsewhere, then remove its registration and cookie for good
        bk bookie recommission BOOKIE-ID    let a decommissioned id register again (new storage)
+       bk bookie maintenance BOOKIE-ID on|off [--max 4h]
+                                           keep the auditor from declaring a stopped bookie lost, up to --max
+       bk bookie tls-init DIR              make a development CA and bookie and client certificates (docs/security.md)
 
 The verbs that talk to a running bookie take admin addresses (default 127.0.0.1:8181),
 or --all or --bookie ID to find them in the metadata store.
@@ -52,6 +55,10 @@ func runBookie(args []string) error {
 			return runBookieDecommission(args[1:])
 		case "recommission":
 			return runBookieRecommission(args[1:])
+		case "maintenance":
+			return runBookieMaintenance(args[1:])
+		case "tls-init":
+			return runBookieTLSInit(args[1:])
 		case "help":
 			fmt.Fprintln(os.Stderr, bookieUsage)
 			return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"text/tabwriter"
@@ -77,10 +78,42 @@ func runGC(args []string) error {
 	if err != nil {
 		return err
 	}
+	if !t.asJSON && !*status && *wait {
+		printGraceHints(os.Stdout, rows, func(a string) (*bookie.GCStatus, error) {
+			var st bookie.GCStatus
+			return &st, adminGet(a, "/gc", secret, t.timeout, &st)
+		}, time.Now())
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d bookies failed", failed, len(rows))
 	}
 	return nil
+}
+
+// printGraceHints says, for each bookie whose collection found garbage it did not delete,
+// when it will be: a ledger is deleted by the first scan at least gc_grace_period after the
+// scan that first found it garbage, at the latest this scan (now), so by the first scan
+// after now + gc_grace_period. status asks a bookie for its grace period and next scan.
+func printGraceHints(w io.Writer, rows []gcRow, status func(admin string) (*bookie.GCStatus, error), now time.Time) {
+	for _, r := range rows {
+		if r.Result == nil || r.Result.GC.Garbage <= r.Result.GC.Deleted {
+			continue
+		}
+		waiting := r.Result.GC.Garbage - r.Result.GC.Deleted
+		st, err := status(r.Admin)
+		if err != nil {
+			fmt.Fprintf(w, "%s: %d garbage ledgers wait out gc_grace_period before they are deleted (grace period unknown: %v)\n", r.Admin, waiting, err)
+			continue
+		}
+		grace := time.Duration(st.GracePeriod)
+		due := now.Add(grace)
+		fmt.Fprintf(w, "%s: %d garbage ledgers wait out gc_grace_period (%s): deleted by the first scan after %s at the latest",
+			r.Admin, waiting, grace, due.Local().Format(time.DateTime))
+		if !st.NextScan.IsZero() {
+			fmt.Fprintf(w, " (the next background scan runs at %s)", st.NextScan.Local().Format(time.DateTime))
+		}
+		fmt.Fprintf(w, "; or run bk gc again then\n")
+	}
 }
 
 func printGCTable(rows []gcRow, status, wait bool) error {

@@ -102,3 +102,27 @@ func freePortNumber(t *testing.T) int {
 	}
 	return n
 }
+
+// TestGCSaysWhenGarbageIsDeleted: a bk gc that found garbage it did not delete (the
+// grace period not yet passed) says when it will be: by the first scan after now +
+// gc_grace_period, naming the next background scan; a bookie that deleted all it found
+// gets no hint.
+func TestGCSaysWhenGarbageIsDeleted(t *testing.T) {
+	now := time.Date(2026, 3, 4, 10, 0, 0, 0, time.Local)
+	rows := []gcRow{
+		{Admin: "b1:8181", Result: &bookie.GCResult{GC: bookie.GCStats{Garbage: 2, Deleted: 0}}},
+		{Admin: "b2:8181", Result: &bookie.GCResult{GC: bookie.GCStats{Garbage: 1, Deleted: 1}}},
+	}
+	var out strings.Builder
+	printGraceHints(&out, rows, func(a string) (*bookie.GCStatus, error) {
+		if a != "b1:8181" {
+			t.Errorf("asked %s for its status: it deleted all it found", a)
+		}
+		return &bookie.GCStatus{GracePeriod: bookie.Duration(5 * time.Minute), NextScan: now.Add(2 * time.Minute)}, nil
+	}, now)
+	want := "b1:8181: 2 garbage ledgers wait out gc_grace_period (5m0s): deleted by the first scan after 2026-03-04 10:05:00 at the latest" +
+		" (the next background scan runs at 2026-03-04 10:02:00); or run bk gc again then\n"
+	if out.String() != want {
+		t.Fatalf("hint:\n%q\nwant\n%q", out.String(), want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta/embedded"
 )
@@ -32,6 +34,7 @@ func runLocal(args []string) error {
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	demo := fs.Bool("demo", false, "once up, write a small ledger and read it back")
 	secretFile := fs.String("secret-file", "", "cluster secret file: bookies require clients to authenticate (or set BK_CLUSTER_SECRET)")
+	bookieConfig := fs.String("bookie-config", "", "JSON file of bookie settings for every bookie (the keys of bk bookie's config file, docs/operations.md; not the addresses, directories or metadata, which bk local sets)")
 	full := fs.Bool("full-size", false, "preallocate as a production bookie does (64 MiB journal segments, 64 MB etcd WAL segments) instead of sizes for a small local cluster")
 	fs.Parse(args)
 	if *n < 1 {
@@ -48,15 +51,23 @@ func runLocal(args []string) error {
 	if err != nil {
 		return err
 	}
+	configure, err := localBookieConfig(*bookieConfig, secret)
+	if err != nil {
+		return err
+	}
 	dir, err := filepath.Abs(*data)
 	if err != nil {
 		return err
 	}
 	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
-		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full, Autorecovery: true, Secret: secret,
-		Logger: log, Configure: func(_ int, cfg *bookie.Config) { cfg.Secret = secret }})
+		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full, Secret: secret,
+		Logger: log, Configure: configure})
 	if err != nil {
 		return explainLocalErr(err, dir, *metadataPort)
+	}
+	stop, err := startLocalRecovery(lc, secret, log)
+	if err != nil {
+		return err
 	}
 	sig := notifyShutdown()
 	fmt.Printf("data:     %s\n", dir)
@@ -70,7 +81,7 @@ func runLocal(args []string) error {
 	}
 	if *demo {
 		if err := runDemo(lc.Endpoint(), secret); err != nil {
-			lc.Close()
+			stop()
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
@@ -81,7 +92,65 @@ func runLocal(args []string) error {
 	bk := selfCommand()
 	fmt.Printf("Try:\n  id=$(printf 'one\\ntwo\\n' | %s ledger write) && %s ledger read \"$id\"\n  %s bookies\n", bk, bk, bk)
 	fmt.Println("Ctrl-C stops the cluster.")
-	return serveUntilSignal(sig, lc.Close)
+	return serveUntilSignal(sig, stop)
+}
+
+// localBookieConfig returns the Configure function of bk local's bookies: the settings in
+// the bookie config file path (none when ""), overlaid on each bookie's configuration, and
+// the cluster secret. The file is read and checked here, once: unknown keys, and the keys
+// bk local sets for each bookie itself (addresses, directories, metadata), are errors.
+func localBookieConfig(path string, secret []byte) (func(int, *bookie.Config), error) {
+	var file bookie.Config
+	if path != "" {
+		if err := file.LoadConfigFile(path); err != nil {
+			return nil, err
+		}
+		for key, set := range map[string]bool{
+			"listen": file.Listen != "", "advertise": file.Advertise != "", "tls_listen": file.TLSListen != "",
+			"data": file.DataDir != "", "journal_dir": file.JournalDir != "", "ledger_dir": file.LedgerDir != "",
+			"admin": file.Admin != "", "metadata": file.Metadata != "",
+		} {
+			if set {
+				return nil, fmt.Errorf("bookie config %s: %s is set by bk local for each bookie (--base-port, --admin-base-port, --data); remove it", path, key)
+			}
+		}
+	}
+	return func(_ int, cfg *bookie.Config) {
+		if path != "" {
+			keep := *cfg
+			if err := cfg.LoadConfigFile(path); err != nil {
+				*cfg = keep // read once above; changed since: run with what bk local set
+			}
+			cfg.Listen, cfg.DataDir, cfg.Admin, cfg.Metadata, cfg.Logger = keep.Listen, keep.DataDir, keep.Admin, keep.Metadata, keep.Logger
+		}
+		cfg.Secret = secret
+	}, nil
+}
+
+// startLocalRecovery starts an auditor candidate and a worker beside each bookie of lc, as
+// bk bookie runs them (default options), with their metrics on that bookie's /metrics, so
+// the runbook's autorecovery metrics and alerts can be tried locally. stop closes them,
+// then lc; on error, lc is closed.
+func startLocalRecovery(lc *localcluster.Cluster, secret []byte, log *slog.Logger) (stop func() error, err error) {
+	var recoveries []*recoveryService
+	stop = func() error {
+		var errs []error
+		for _, r := range recoveries {
+			errs = append(errs, r.Close())
+		}
+		return errors.Join(append(errs, lc.Close())...)
+	}
+	for _, b := range lc.Bookies {
+		o := recoveryOptions{lostDelay: 60 * time.Second, grace: 30 * time.Second, auditInterval: 5 * time.Minute,
+			rate: autorecovery.DefaultRateBytes, name: b.Addr()}
+		r, err := startRecovery(lc.Endpoint(), secret, o, log, b.MetricsRegisterer())
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		recoveries = append(recoveries, r)
+	}
+	return stop, nil
 }
 
 // selfCommand is how to run bk again from a shell: "go run ./cmd/bk" when
