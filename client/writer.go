@@ -506,8 +506,9 @@ func (w *Writer) complete(r *request) {
 		// Close waits for every ack, not only for the LAC.
 		w.signalLocked()
 	}
-	if (w.hold || r.copy) && !w.changing && w.err == nil {
-		// Room in the copy window: send the next copies (merge.go).
+	if (w.hold || r.copy) && !w.changing && w.err == nil && !(r.err == nil && r.status == wire.StatusTooManyRequests) {
+		// Room in the copy window: send the next copies (merge.go). A refused copy is sent
+		// again by retry, after the backoff, not at once.
 		reqs = w.consolidateSendsLocked(reqs)
 	}
 	if !w.hold && r.entry < w.md.Fragments[len(w.md.Fragments)-1].FirstEntry {
