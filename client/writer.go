@@ -760,7 +760,6 @@ func (w *Writer) changeEnsemble() {
 		}
 		if len(bad) == 0 {
 			var reqs []*request
-			sendLAC := false
 			if w.changing {
 				w.changing = false
 				w.copyScan = wire.NoEntry // a member revived may lack copies skipped while it was failed
@@ -771,9 +770,11 @@ func (w *Writer) changeEnsemble() {
 				// Close does the same.
 				reqs = w.resendLocked(nil)
 				reqs = w.consolidateSendsLocked(reqs)
-				sendLAC = w.advanceLocked()
-				w.signalLocked()
 			}
+			// Acknowledge what the change held, and release what a merge just moved: with
+			// no add in flight, no answer would come to do it.
+			sendLAC := w.advanceLocked()
+			w.signalLocked()
 			next, ok := w.mergedLocked()
 			if !ok {
 				w.metaBusy = false
