@@ -33,12 +33,13 @@ func TestBookieFail(t *testing.T) {
 		// prefix at a time (client/merge.go), 8 of 10 runs passed (load 10-24 on two
 		// cores, race detector); the 2 failures refused adds with ErrTooManyPending, the
 		// writer holding 1,023 entries (64 MiB) which, by the closed metadata, lay in the
-		// last fragment, after one ensemble change: not the burst of straggler copies
-		// that wedged the writer before, and the cause is not found yet
-		// (docs/benchmarks.md, "A writer across a bookie failure"). A test that fails by
-		// chance would make every run of the suite a coin toss. BOOKIE_KNOWN_STALL=1 runs
-		// it.
-		t.Skip("the WQ > AQ writer can still refuse adds after a bookie kill, now and then (known, cause not found); BOOKIE_KNOWN_STALL=1 runs it")
+		// last fragment, after one ensemble change. That is the signature of a bug found
+		// and fixed since (a merge released what it moved only at the next add's answer:
+		// client.TestStragglersMergedAPrefixAtATime), but the fix is not yet measured
+		// here (docs/benchmarks.md, "A writer across a bookie failure"). A test that fails
+		// by chance would make every run of the suite a coin toss. BOOKIE_KNOWN_STALL=1
+		// runs it.
+		t.Skip("the WQ > AQ writer refused adds after a bookie kill in 2 of 10 runs before the last merge fix, which is not yet measured; BOOKIE_KNOWN_STALL=1 runs it")
 	}
 	ctx, tg := startLocal(t, t.TempDir(), 4, false, 300*time.Second)
 	ws, err := Suite("bookiefail-kill-e3wq3aq2", Scale{}, 0)
