@@ -42,6 +42,8 @@ const (
 	// stopped) without it first.
 	bookieFailHeld  = 8
 	bookieFailAcked = 256
+	// bookieFailInject bounds how long a kill waits for those answers and acks.
+	bookieFailInject = time.Minute
 	// clientMaxPendingBytes is client.Config.MaxPendingBytes's default (client/client.go),
 	// which the workload's client keeps: reported beside the bytes written after the fault.
 	clientMaxPendingBytes = 64 << 20
@@ -333,7 +335,10 @@ func injectBookieFault(ctx context.Context, w Workload, wr *client.Writer, px *b
 	if w.BookieFail == FaultHang {
 		return held, nil
 	}
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// A bound on the harness, not a measurement: the writer must first acknowledge
+	// max(Inflight, bookieFailAcked) entries without the victim, and TestBookieFail's 256
+	// adds of 64 KiB under the race detector took over 10 s at load 20 on two cores.
+	hctx, cancel := context.WithTimeout(ctx, bookieFailInject)
 	defer cancel()
 	err := held.Wait(hctx, bookieFailHeld)
 	if lac := wr.LastAddConfirmed(); err == nil && w.WriteQuorum > w.AckQuorum {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -27,19 +26,6 @@ import (
 func TestBookieFail(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and bookies")
-	}
-	if os.Getenv("BOOKIE_KNOWN_STALL") == "" {
-		// Known to fail now and then (2 of 11 runs on a busy machine, 0 of 28 on a quieter
-		// one): after the ensemble change the writer sends every straggler's copy to the
-		// replacement at once, with the plain request timeout; when the replacement cannot
-		// answer them in time it is marked failed, the next change holds every ack while it
-		// pings the failed bookies, and the merge moves nothing until all stragglers are
-		// copied, so the writer can stall past AppendWait and refuse adds with
-		// ErrTooManyPending (docs/benchmarks.md, "A writer across a bookie failure"). The
-		// fix (copies through a bounded window, merging a prefix at a time) is not done;
-		// a test that fails by chance would make every run of the suite a coin toss.
-		// BOOKIE_KNOWN_STALL=1 runs it.
-		t.Skip("the WQ > AQ writer can stall past AppendWait after a bookie failure (known, not fixed); BOOKIE_KNOWN_STALL=1 runs it")
 	}
 	ctx, tg := startLocal(t, t.TempDir(), 4, false, 300*time.Second)
 	ws, err := Suite("bookiefail-kill-e3wq3aq2", Scale{}, 0)

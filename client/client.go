@@ -155,6 +155,7 @@ type Client struct {
 
 	maxPendingAdds  int           // Config.MaxPendingAdds
 	maxPendingBytes int64         // Config.MaxPendingBytes
+	copyWindow      int64         // bytes of straggler copies a writer keeps in flight (copyWindowFor)
 	appendWait      time.Duration // Config.AppendWait; negative: do not wait
 	quarantineTime  time.Duration // Config.QuarantineTime; 0: no quarantine
 	noBatchReads    bool          // Config.NoBatchReads
@@ -200,6 +201,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if c.maxPendingBytes <= 0 {
 		c.maxPendingBytes = 64 << 20
 	}
+	c.copyWindow = copyWindowFor(c.maxPendingBytes)
 	if cfg.QuarantineTime < 0 {
 		c.quarantineTime = 0
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
 )
 
 // Close stops appends, waits until every entry is acknowledged, makes every entry it still
@@ -121,7 +122,7 @@ func (w *Writer) Close(ctx context.Context) error {
 // CLOSED metadata to store. It returns with mu not held.
 func (w *Writer) prepareClose(ctx context.Context) (meta.LedgerMetadata, error) {
 	w.mu.Lock()
-	for w.err == nil && (w.lac < w.lastAdded || w.changing) {
+	for w.err == nil && (w.lac < w.lastAdded || w.metaBusy) {
 		if err := w.waitUnlocked(ctx); err != nil {
 			return meta.LedgerMetadata{}, fmt.Errorf("client: close ledger %d: %w", w.id, err)
 		}
@@ -136,6 +137,7 @@ func (w *Writer) prepareClose(ctx context.Context) (meta.LedgerMetadata, error) 
 	// write set under the current ensemble T. If that does not finish in time (no spare
 	// bookie for a failed one), close with what the entries have: AckQuorum at least.
 	w.hold = true
+	w.copyScan = wire.NoEntry
 	reqs := w.consolidateSendsLocked(nil)
 	w.mu.Unlock()
 	w.sendAll(reqs)
@@ -144,7 +146,7 @@ func (w *Writer) prepareClose(ctx context.Context) (meta.LedgerMetadata, error) 
 	w.mu.Lock()
 	consolidated := false
 	for w.err == nil {
-		if !w.changing && w.consolidatedLocked() {
+		if !w.metaBusy && w.consolidatedLocked() {
 			consolidated = true
 			break
 		}
@@ -162,7 +164,7 @@ func (w *Writer) prepareClose(ctx context.Context) (meta.LedgerMetadata, error) 
 		w.finalizing = true
 		close(w.finalize)
 	}
-	for w.err == nil && w.changing {
+	for w.err == nil && w.metaBusy {
 		if err := w.waitUnlocked(ctx); err != nil {
 			return meta.LedgerMetadata{}, fmt.Errorf("client: close ledger %d: %w", w.id, err)
 		}

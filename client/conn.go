@@ -46,6 +46,7 @@ type request struct {
 	bookieIdx int         // ADD: which bookie of the writer
 	tag       int64       // caller's tag
 	addRef    *pendingAdd // ADD: the writer's entry
+	copy      bool        // ADD: a copy counted in the writer's copy window (merge.go)
 	target    *bookieConn // where a writer sends it
 
 	// Set by the connection.

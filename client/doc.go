@@ -58,15 +58,20 @@
 // While the ledger is open (merge.go): an acknowledged entry of an earlier fragment whose
 // write set names a failed bookie that misses it (a straggler) could never be released, and
 // every later entry would stay in memory behind it. So once an ensemble change is stored,
-// the writer sends each straggler to its write set under the new last ensemble T, and when
-// every straggler is on WriteQuorum bookies of T it stores, by one CAS of the OPEN metadata
-// (on the ensemble-change goroutine, acks held for the CAS), a fragment with ensemble T
-// starting at the first straggler; the stragglers are then released. The proof is Close's,
-// below: before the CAS every moved entry already has WriteQuorum copies in the write set
-// the new metadata names for it, and entries of T keep their write sets. A member of T
-// that fails meanwhile starts another ensemble change, and the copies go to its ensemble.
-// A copy that a bookie refuses with TooManyRequests is sent again after the backoff, as an
-// unacknowledged add is (TestStragglerCopyRetriedAfterTooManyRequests).
+// the writer sends each straggler to its write set under the new last ensemble T, a copy
+// window at a time (a quarter of MaxPendingBytes, at most 1 MiB, in flight; the next copy
+// goes when one is answered, and its request timeout starts when it is written), and each
+// time a prefix of the stragglers (at least a copy window's bytes, or all of them) is on
+// WriteQuorum bookies of T it stores, by one CAS of the OPEN metadata on the
+// ensemble-change goroutine, a fragment with ensemble T for that prefix; the prefix is then
+// released. Acks are not held for a merge's CAS. The proof is Close's, below: before the CAS
+// every moved entry already has WriteQuorum copies in the write set the new metadata names
+// for it, and every other entry keeps its ensemble. A member of T that fails meanwhile
+// starts another ensemble change, and the copies go to its ensemble. A copy that a bookie
+// refuses with TooManyRequests is sent again after the backoff, as an unacknowledged add is
+// (TestStragglerCopyRetriedAfterTooManyRequests). When no spare is left for a failed member,
+// the failed members and the failed bookies outside the ensemble are pinged at once and the
+// first to answer is kept or taken (TestFailedMemberRevivedWithoutWaitingForHungOutsider).
 //
 // Close first waits for every add to be
 // acknowledged, then, holding every entry still in memory (ids F..LAC, F the first one not

@@ -108,6 +108,24 @@ func (n *faultNet) cutAll() {
 	}
 }
 
+// cut closes every connection made so far to bookie addr: its requests in flight fail.
+func (n *faultNet) cut(addr string) {
+	n.mu.Lock()
+	var cut, keep []*faultConn
+	for _, fc := range n.conns {
+		if fc.addr == addr {
+			cut = append(cut, fc)
+		} else {
+			keep = append(keep, fc)
+		}
+	}
+	n.conns = keep
+	n.mu.Unlock()
+	for _, fc := range cut {
+		fc.Close()
+	}
+}
+
 func (n *faultNet) dial(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)

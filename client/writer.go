@@ -67,6 +67,7 @@ type Writer struct {
 	lac        int64
 	length     int64 // payload bytes of acknowledged entries
 	changing   bool  // an ensemble change is in progress: acks are held
+	metaBusy   bool  // the changeEnsemble goroutine runs (an ensemble change or a merge)
 	closing    bool
 	finalizing bool          // Close is about to store CLOSED: no ensemble change may start
 	finalize   chan struct{} // closed when finalizing is set: wakes a waiting ensemble change
@@ -81,6 +82,8 @@ type Writer struct {
 	lacSent    int64         // the highest LAC the bookies were sent (piggybacked or WRITE_LAC)
 	lacTimer   bool          // the explicit LAC timer is armed
 	mergeScan  int64         // where mergeReadyLocked resumes its scan; reset with md (merge.go)
+	copyScan   int64         // where consolidateSendsLocked resumes its scan (merge.go)
+	copyBytes  int64         // encoded bytes of copies in flight, bounded by Client.copyWindow
 	// pendingClose is the closing CAS that went unanswered (it may be stored): a retried
 	// Close sends it again. finalizing stays set while it is (close.go).
 	pendingClose *meta.LedgerMetadata
@@ -174,7 +177,7 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 	w := &Writer{
 		c: c, id: md.ID, key: key, e: e, wq: wq, aq: aq, lacDelay: opts.ExplicitLACDelay,
 		md: md, index: make(map[meta.BookieID]int),
-		lastAdded: wire.NoEntry, lac: wire.NoEntry, lacSent: wire.NoEntry,
+		lastAdded: wire.NoEntry, lac: wire.NoEntry, lacSent: wire.NoEntry, copyScan: wire.NoEntry,
 		finalize: make(chan struct{}),
 	}
 	w.setMetadataLocked(md)
@@ -470,6 +473,8 @@ func (w *Writer) complete(r *request) {
 		p.ackMask |= bit
 	default:
 		p.sentMask &^= bit
+		// The copy scan may have passed this entry: look at it again.
+		w.copyScan = min(w.copyScan, p.id)
 		switch {
 		case r.err == nil && r.status == wire.StatusFenced:
 			w.failLocked(fmt.Errorf("%w: ledger %d: bookie %s answered Fenced", ErrFenced, w.id, w.bookies[r.bookieIdx]))
@@ -489,6 +494,9 @@ func (w *Writer) complete(r *request) {
 			w.bookieFailedLocked(r.bookieIdx)
 		}
 	}
+	if r.copy {
+		w.copyBytes -= int64(len(r.raw))
+	}
 	p.inflight--
 	if p.released && p.inflight == 0 {
 		w.recycle(p)
@@ -497,10 +505,13 @@ func (w *Writer) complete(r *request) {
 	if w.hold {
 		// Close waits for every ack, not only for the LAC.
 		w.signalLocked()
-		if !w.changing && w.err == nil {
-			reqs = w.consolidateSendsLocked(reqs)
-		}
-	} else if r.entry < w.md.Fragments[len(w.md.Fragments)-1].FirstEntry {
+	}
+	if (w.hold || r.copy) && !w.changing && w.err == nil && !(r.err == nil && r.status == wire.StatusTooManyRequests) {
+		// Room in the copy window: send the next copies (merge.go). A refused copy is sent
+		// again by retry, after the backoff, not at once.
+		reqs = w.consolidateSendsLocked(reqs)
+	}
+	if !w.hold && r.entry < w.md.Fragments[len(w.md.Fragments)-1].FirstEntry {
 		// A straggler's copy came back: the stragglers may be ready to merge (merge.go).
 		w.startMergeLocked()
 	}
@@ -521,6 +532,7 @@ func (w *Writer) retry() {
 	var reqs []*request
 	w.mu.Lock()
 	w.retrying = false
+	w.copyScan = wire.NoEntry // refused copies lost their sent marks
 	if w.err == nil && !w.changing {
 		reqs = w.resendLocked(reqs)
 		reqs = w.consolidateSendsLocked(reqs)
@@ -549,7 +561,11 @@ func (w *Writer) bookieFailedLocked(bi int) {
 		return
 	}
 	w.changing = true
-	go w.changeEnsemble()
+	if !w.metaBusy {
+		// Else the goroutine storing a merge makes the change once its CAS is answered.
+		w.metaBusy = true
+		go w.changeEnsemble()
+	}
 }
 
 // advanceLocked acknowledges entries in order while they have AckQuorum acks from their write
@@ -692,22 +708,30 @@ func (w *Writer) setMetadataLocked(md meta.LedgerMetadata) error {
 	}
 	w.md, w.fragIdx = md, fragIdx
 	w.mergeScan = wire.NoEntry
+	w.copyScan = wire.NoEntry
 	return nil
 }
 
 // changeEnsemble replaces the failed bookies of the current ensemble: it stores a new fragment
 // starting at LAC+1 (acks are held meanwhile, so the LAC does not move), then resends every
-// unacknowledged entry to the bookies of its new write set. Runs on its own goroutine while
-// changing is set.
+// unacknowledged entry to the bookies of its new write set. It also stores the merges of
+// stragglers into the last fragment (merge.go), which hold no acks. Runs on its own
+// goroutine while metaBusy is set, one at a time: no two metadata changes of this writer
+// race.
 func (w *Writer) changeEnsemble() {
 	backoff := w.c.cfg.minBackoff
 	started := time.Now()
+	// unanswered is a merge whose CAS the store did not answer (it may be stored), and the
+	// metadata it was computed from: it is sent again, unchanged, before anything else, so
+	// that the writer learns its own metadata.
+	var unanswered, unansweredBase *meta.LedgerMetadata
 	for {
 		w.mu.Lock()
 		if w.err != nil || w.finalizing {
 			// Stopped, or Close is storing CLOSED: a CAS from here would race it. The
 			// entries up to the LAC are on AckQuorum bookies of the write sets stored.
 			w.changing = false
+			w.metaBusy = false
 			sendLAC := w.advanceLocked()
 			w.signalLocked()
 			w.mu.Unlock()
@@ -716,6 +740,16 @@ func (w *Writer) changeEnsemble() {
 			}
 			w.deliver()
 			return
+		}
+		if unanswered != nil {
+			w.mu.Unlock()
+			if err := w.storeMerge(*unanswered, *unansweredBase); err != nil {
+				w.changeBackoff(&backoff, started, true, err)
+				continue
+			}
+			unanswered, unansweredBase = nil, nil
+			backoff, started = w.c.cfg.minBackoff, time.Now()
+			continue
 		}
 		cur := w.fragIdx[len(w.fragIdx)-1]
 		var bad []int
@@ -725,37 +759,49 @@ func (w *Writer) changeEnsemble() {
 			}
 		}
 		if len(bad) == 0 {
-			if next, ok := w.mergedLocked(); ok {
-				// Every straggler is on WriteQuorum bookies of the last ensemble: move them
-				// into its fragment (merge.go), then look again.
-				base := w.md.Clone()
-				w.mu.Unlock()
-				err := w.storeMerge(next, base)
-				if err == nil {
-					backoff = w.c.cfg.minBackoff
-					continue
-				}
-				w.changeBackoff(&backoff, started, true, err)
-				continue
+			var reqs []*request
+			if w.changing {
+				w.changing = false
+				w.copyScan = wire.NoEntry // a member revived may lack copies skipped while it was failed
+				// Resend the unacknowledged entries to their new write sets, and copy the
+				// acknowledged ones of earlier fragments that a failed bookie misses (the
+				// stragglers) to their write set under the last ensemble, a copy window at
+				// a time: as they land, merges move them into its fragment (merge.go).
+				// Close does the same.
+				reqs = w.resendLocked(nil)
+				reqs = w.consolidateSendsLocked(reqs)
 			}
-			w.changing = false
-			// Resend the unacknowledged entries to their new write sets, and copy the
-			// acknowledged ones of earlier fragments that a failed bookie misses (the
-			// stragglers) to their write set under the last ensemble: once they are all
-			// there, a merge moves them into its fragment (merge.go). Close does the same.
-			reqs := w.resendLocked(nil)
-			reqs = w.consolidateSendsLocked(reqs)
+			// Acknowledge what the change held, and release what a merge just moved: with
+			// no add in flight, no answer would come to do it.
 			sendLAC := w.advanceLocked()
-			w.startMergeLocked()
 			w.signalLocked()
+			next, ok := w.mergedLocked()
+			if !ok {
+				w.metaBusy = false
+				w.signalLocked()
+			}
+			base := w.md.Clone()
 			w.mu.Unlock()
 			w.sendAll(reqs)
 			if sendLAC {
 				w.writeLAC()
 			}
 			w.deliver()
-			return
+			if !ok {
+				return
+			}
+			// A prefix of the stragglers (or all) is on WriteQuorum bookies of the last
+			// ensemble: move it into its fragment, acks flowing meanwhile, then look again.
+			if err := w.storeMerge(next, base); err != nil {
+				unanswered, unansweredBase = &next, &base
+				w.changeBackoff(&backoff, started, true, err)
+				continue
+			}
+			backoff, started = w.c.cfg.minBackoff, time.Now()
+			continue
 		}
+		// A member failed (perhaps while a merge was stored): acks are held from now on.
+		w.changing = true
 		md := w.md.Clone()
 		base := w.md.Clone()
 		lac := w.lac
@@ -772,21 +818,21 @@ func (w *Writer) changeEnsemble() {
 		ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
 		repl, err := w.c.pickReplacements(ctx, last.Bookies, bad, w.wq, exclude)
 		if errors.Is(err, ErrNotEnoughBookies) {
-			// A bookie outside the ensemble that failed once (a timeout, a restart) may
-			// serve again, but only one that answers a ping now: reused unasked, two
-			// silent bookies would be swapped for each other for ever.
-			var outside []meta.BookieID
-			for _, b := range exclude {
-				if !slices.Contains(last.Bookies, b) {
-					outside = append(outside, b)
-				}
-			}
+			// Too few spares. A bookie that failed once (a timeout, a restart) may serve
+			// again, but only one that answers a ping now: reused unasked, two silent
+			// bookies would be swapped for each other for ever. The failed members and
+			// the failed bookies outside the ensemble are pinged at once, and the first
+			// answer ends the wait: a hung bookie outside the ensemble does not hold the
+			// acks for its ping's timeout while a member that failed for a moment answers.
+			// A member that answers is kept, and what it missed resent (its sent marks
+			// were cleared when its requests failed); one from outside is a replacement.
 			pctx, pcancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
-			if w.reviveFailed(pctx, outside) {
-				exclude = append(w.failedOutside(last.Bookies), last.Bookies...)
-				repl, err = w.c.pickReplacements(ctx, last.Bookies, bad, w.wq, exclude)
-			}
+			revived := w.reviveFailed(pctx, exclude)
 			pcancel()
+			if revived {
+				cancel()
+				continue
+			}
 		}
 		metaErr := err != nil && !errors.Is(err, ErrNotEnoughBookies) // the store did not answer
 		if err == nil {
@@ -849,15 +895,6 @@ func (w *Writer) changeEnsemble() {
 				continue
 			}
 		}
-		rctx, rcancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
-		revived := errors.Is(err, ErrNotEnoughBookies) && w.reviveFailed(rctx, last.Bookies)
-		rcancel()
-		if revived {
-			// Too few spares, but failed members answer again: keep them and
-			// resend what they missed (the loop sees fewer bad bookies).
-			cancel()
-			continue
-		}
 		cancel()
 		w.changeBackoff(&backoff, started, metaErr, err)
 	}
@@ -891,33 +928,20 @@ func (w *Writer) changeBackoff(backoff *time.Duration, started time.Time, metaEr
 	w.mu.Unlock()
 }
 
-// failedOutside returns the bookies marked failed that are not in ensemble.
-func (w *Writer) failedOutside(ensemble []meta.BookieID) []meta.BookieID {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []meta.BookieID
-	for bi, b := range w.bookies {
-		if w.failed&(1<<bi) != 0 && !slices.Contains(ensemble, b) {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-// reviveFailed clears the failed mark of every bookie in ensemble that is
-// registered, writable and answers a PING now, and reports whether it cleared
-// any. An ensemble change needs one spare per failed member; when there are
-// too few, members that failed for a moment (a timeout, a restart) are kept
-// instead, and the entries they missed are resent to them (their sent marks
-// were cleared when their requests failed). Runs on the changeEnsemble
-// goroutine.
-func (w *Writer) reviveFailed(ctx context.Context, ensemble []meta.BookieID) bool {
+// reviveFailed pings, all at once, every bookie of candidates that is marked failed,
+// registered and writable, and clears the failed mark of the first that answers; it
+// reports whether one did. It returns at the first answer: the pings still out are
+// cancelled. Runs on the changeEnsemble goroutine, with mu not held.
+func (w *Writer) reviveFailed(ctx context.Context, candidates []meta.BookieID) bool {
 	live, err := w.c.store.ListBookies(ctx)
 	if err != nil {
 		return false
 	}
-	revived := false
-	for _, b := range ensemble {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answered := make(chan int, len(candidates)) // the writer index of a bookie that answered, or -1
+	asked := 0
+	for _, b := range candidates {
 		w.mu.Lock()
 		bi, known := w.index[b]
 		failed := known && w.failed&(1<<bi) != 0
@@ -925,22 +949,32 @@ func (w *Writer) reviveFailed(ctx context.Context, ensemble []meta.BookieID) boo
 		if !failed || !slices.ContainsFunc(live, func(i meta.BookieInfo) bool { return i.ID == b && !i.ReadOnly }) {
 			continue
 		}
-		req := getRequest()
-		req.op = wire.OpPing
-		res, err := w.c.conn(b).call(ctx, req)
-		if err != nil {
-			continue
-		}
-		ok := res.err == nil && res.status == wire.StatusOK
-		putRequest(res)
-		if ok {
+		asked++
+		go func(conn *bookieConn, bi int) {
+			req := getRequest()
+			req.op = wire.OpPing
+			res, err := conn.call(ctx, req)
+			if err != nil {
+				answered <- -1
+				return
+			}
+			ok := res.err == nil && res.status == wire.StatusOK
+			putRequest(res)
+			if !ok {
+				bi = -1
+			}
+			answered <- bi
+		}(w.c.conn(b), bi)
+	}
+	for range asked {
+		if bi := <-answered; bi >= 0 {
 			w.mu.Lock()
 			w.failed &^= 1 << bi
 			w.mu.Unlock()
-			revived = true
+			return true
 		}
 	}
-	return revived
+	return false
 }
 
 func (c *Client) isClosed() bool {

@@ -1,0 +1,348 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
+)
+
+// replacementCapacity is how many adds the replacement bookie of these tests answers at
+// once: one that arrives while it holds that many unanswered is dropped, never answered, so
+// it times out. It stands for a bookie that cannot answer more than so many requests within
+// the request timeout (deterministic: by count, not by time). The writers of these tests have
+// MaxPendingBytes 256 KiB, so a copy window of 64 KiB, about 62 entries of 1 KiB: with one
+// add of its own in flight besides, a writer that keeps to its window never meets the
+// capacity.
+const replacementCapacity = 96
+
+// overloadRule returns a fault rule under which bookie spare answers at most
+// replacementCapacity adds at a time (see replacementCapacity) and bookies in hung get no
+// request through. The counts it keeps are read with n.mu held: the rule runs under it.
+type overload struct {
+	spare       string
+	hung        []string
+	outstanding int // adds passed to spare and not answered
+	most        int // the highest outstanding seen
+	dropped     int // adds to spare dropped because outstanding was at capacity
+}
+
+func (o *overload) rule(f frameInfo) action {
+	switch {
+	case !f.response && slices.Contains(o.hung, f.bookie):
+		return drop
+	case f.bookie != o.spare || f.hdr.Op != wire.OpAdd:
+		return pass
+	case f.response:
+		o.outstanding--
+		return pass
+	case o.outstanding >= replacementCapacity:
+		o.dropped++
+		return drop
+	}
+	o.outstanding++
+	o.most = max(o.most, o.outstanding)
+	return pass
+}
+
+// TestHungBookieStragglersCopiedInWindow is the wedge of a WriteQuorum > AckQuorum writer
+// across a hung bookie (E3/WQ3/AQ2, one spare). While the bookie hangs, adds are
+// acknowledged by the two others, until the writer holds MaxPendingBytes of them; only when
+// the hung bookie's adds time out is it replaced, and every one of those entries is a
+// straggler to copy to the replacement. Sent all at once, with the request timeout running
+// for each from the start, the replacement could not answer the last of them in time
+// (replacementCapacity); it was marked failed, the next ensemble change (no spare left)
+// held every ack while it pinged the hung bookie for a request timeout, and the merge
+// released nothing until every straggler was copied: the writer refused adds for several
+// request timeouts in a row. Now the copies go a window at a time, so the replacement is
+// never sent more than it can answer, prefixes merge as copies land, and the writer keeps
+// writing four times MaxPendingBytes after the hang with no add waiting more than a few
+// request timeouts (the first waits one: the hung bookie's timeout). Every acknowledged
+// entry is readable and the closed ledger holds WriteQuorum copies of each.
+func TestHungBookieStragglersCopiedInWindow(t *testing.T) {
+	const bound = 256 << 10
+	const requestTimeout = 2 * time.Second
+	c := startCluster(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	n := &faultNet{}
+	cl, err := New(ctx, Config{Metadata: c.endpoint, Dial: n.dial, RequestTimeout: requestTimeout,
+		MaxBackoff: 200 * time.Millisecond, MaxPendingBytes: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := newAckLog()
+	data := bytes.Repeat([]byte{'h'}, 1000)
+	next := int64(0)
+	write := func(k int64) {
+		t.Helper()
+		for range k {
+			d := append(idPrefix(next), data...)
+			// A writer that is not wedged answers within the hung bookie's timeout and
+			// an ensemble change; the wedge held adds for five request timeouts or more.
+			actx, cancel := context.WithTimeout(ctx, 7*requestTimeout/2)
+			id, err := w.Append(actx, d)
+			cancel()
+			if err != nil {
+				w.mu.Lock()
+				held, mem := len(w.ents)-w.head, w.memBytes
+				w.mu.Unlock()
+				t.Fatalf("append %d: %v (writer holds %d entries, %d bytes; fragments %v)", next, err, held, mem, w.Metadata().Fragments)
+			}
+			if id != next {
+				t.Fatalf("append got id %d, want %d", id, next)
+			}
+			log.add(id, d)
+			next++
+		}
+	}
+	write(20)
+
+	ensemble := w.Metadata().Fragments[0].Bookies
+	hung := string(ensemble[2])
+	var spare string
+	for _, a := range c.addrs {
+		if !slices.Contains(ensemble, meta.BookieID(a)) {
+			spare = a
+		}
+	}
+	o := &overload{spare: spare, hung: []string{hung}}
+	n.setRule(o.rule)
+	write(4 * bound / int64(len(data)))
+	eventually(t, "stragglers of the hung bookie merged", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return !w.straggling()
+	})
+	n.mu.Lock()
+	most, dropped := o.most, o.dropped
+	n.mu.Unlock()
+	md := w.Metadata()
+	if last := md.Fragments[len(md.Fragments)-1]; !slices.Contains(last.Bookies, meta.BookieID(spare)) {
+		t.Fatalf("the replacement %s left the last fragment %v (it was taken for failed)", spare, md.Fragments)
+	}
+	if dropped > 0 || most > replacementCapacity {
+		t.Fatalf("the replacement was sent %d adds at once (capacity %d; %d dropped)", most, replacementCapacity, dropped)
+	}
+
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n.setRule(nil)
+	md = checkInvariants(t, ctx, c.client(nil), w.ID(), log, 3)
+	if md.LastEntryID != next-1 {
+		t.Fatalf("closed at %d, want %d", md.LastEntryID, next-1)
+	}
+}
+
+// TestStragglersMergedAPrefixAtATime: the stragglers of a failed bookie (E3/WQ3/AQ2,
+// acknowledged without its copy) are merged into the last fragment a prefix at a time, as
+// their copies land, not all at once: while the replacement holds back its answers to the
+// copies from entry m on, stragglers before m are merged and released (a prefix merges once
+// it holds a copy window's bytes, 64 KiB here: 100 entries before m are more than that). A merge that
+// waited for every straggler kept them all, and every entry after them, in memory for as
+// long as the slowest copy took.
+func TestStragglersMergedAPrefixAtATime(t *testing.T) {
+	c := startCluster(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	n := &faultNet{}
+	// A long request timeout: the held copies must not time out while the test looks.
+	cl, err := New(ctx, Config{Metadata: c.endpoint, Dial: n.dial, RequestTimeout: time.Minute,
+		MaxBackoff: 200 * time.Millisecond, MaxPendingBytes: 256 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := newAckLog()
+	data := bytes.Repeat([]byte{'p'}, 1000)
+	next := int64(0)
+	write := func(k int) {
+		t.Helper()
+		for range k {
+			d := append(idPrefix(next), data...)
+			id, err := w.Append(ctx, d)
+			if err != nil || id != next {
+				t.Fatalf("append %d: got %d, %v", next, id, err)
+			}
+			log.add(id, d)
+			next++
+		}
+	}
+	write(5)
+
+	// The victim's adds are dropped: the next 200 entries are acknowledged without it.
+	ensemble := w.Metadata().Fragments[0].Bookies
+	victim := string(ensemble[2])
+	first := next
+	n.setRule(func(f frameInfo) action {
+		if !f.response && f.bookie == victim && f.hdr.Op == wire.OpAdd {
+			return drop
+		}
+		return pass
+	})
+	var wg sync.WaitGroup
+	for range 200 {
+		d := append(idPrefix(next), data...)
+		id := next
+		next++
+		wg.Add(1)
+		w.AppendAsync(d, func(got int64, err error) {
+			defer wg.Done()
+			if err != nil || got != id {
+				t.Errorf("entry %d: got %d, %v", id, got, err)
+				return
+			}
+			log.add(id, d)
+		})
+	}
+	wg.Wait()
+	// The replacement holds its answers to the copies from m on.
+	m := first + 100
+	n.setRule(func(f frameInfo) action {
+		switch {
+		case !f.response && f.bookie == victim:
+			return drop
+		case f.response && f.target && f.hdr.Op == wire.OpAdd && f.entry >= m && f.entry < first+200 &&
+			!slices.Contains(ensemble, meta.BookieID(f.bookie)):
+			return hold
+		}
+		return pass
+	})
+	c.stop(c.index(victim))
+	write(1) // the add that finds the victim gone: the ensemble change
+	// At least one prefix of a copy window's bytes (about 63 entries) is answered in full
+	// before the held copies: it is merged and released while they are held.
+	eventually(t, "a prefix of the stragglers released while later copies are held", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.head < len(w.ents) && w.ents[w.head].id > first
+	})
+	w.mu.Lock()
+	head := w.ents[w.head].id
+	w.mu.Unlock()
+	if head > m {
+		t.Fatalf("released up to %d, past the held copies from %d", head, m)
+	}
+	if k := n.heldCount(func(frameInfo) bool { return true }); k == 0 {
+		t.Fatal("no copy answer held")
+	}
+	n.setRule(nil)
+	n.release(nil)
+	// No add is in flight now: the last merge itself must release what it moved.
+	eventually(t, "every straggler merged and released", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return !w.straggling() && w.head == len(w.ents)
+	})
+	write(5)
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.restart(c.index(victim))
+	md := checkInvariants(t, ctx, c.client(nil), w.ID(), log, 3)
+	if md.LastEntryID != next-1 {
+		t.Fatalf("closed at %d, want %d", md.LastEntryID, next-1)
+	}
+}
+
+// TestFailedMemberRevivedWithoutWaitingForHungOutsider: a member of the ensemble fails for
+// a moment (its connection breaks) when no spare is left, and the only other candidate is a
+// bookie that failed earlier and now hangs (registered, takes requests, answers none). The
+// ensemble change pings both at once and keeps the member as soon as it answers; acks held
+// for the change flow again without waiting out the hung bookie's ping (a request timeout,
+// a minute here). Pinging the hung bookie first held every ack for that long.
+func TestFailedMemberRevivedWithoutWaitingForHungOutsider(t *testing.T) {
+	c := startCluster(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	n := &faultNet{}
+	cl, err := New(ctx, Config{Metadata: c.endpoint, Dial: n.dial, RequestTimeout: time.Minute,
+		MaxBackoff: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := newAckLog()
+	next := int64(0)
+	// append adds one entry and waits at most 20 s for it (a minute is the hung bookie's).
+	appendOne := func() {
+		t.Helper()
+		d := append(idPrefix(next), bytes.Repeat([]byte{'r'}, 100)...)
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		id, err := w.Append(actx, d)
+		cancel()
+		if err != nil || id != next {
+			t.Fatalf("append %d: got %d, %v (fragments %v)", next, id, err, w.Metadata().Fragments)
+		}
+		log.add(id, d)
+		next++
+	}
+	for range 5 {
+		appendOne()
+	}
+	ensemble := w.Metadata().Fragments[0].Bookies
+	hung := string(ensemble[2])
+	drops := func(bookies ...string) {
+		n.setRule(func(f frameInfo) action {
+			if !f.response && slices.Contains(bookies, f.bookie) {
+				return drop
+			}
+			return pass
+		})
+	}
+
+	// The hung bookie: its add goes unanswered, then its connection breaks; it is replaced
+	// by the spare, and from then on hangs.
+	drops(hung)
+	appendOne()
+	n.cut(hung)
+	eventually(t, "the hung bookie replaced", func() bool { return len(w.Metadata().Fragments) == 2 })
+	appendOne()
+	md := w.Metadata()
+	var spare string
+	for _, b := range md.Fragments[1].Bookies {
+		if !slices.Contains(ensemble, b) {
+			spare = string(b)
+		}
+	}
+
+	// The spare's connection breaks with an add in flight: no spare is left for it.
+	drops(hung, spare)
+	appendOne()
+	n.cut(spare)
+	drops(hung)
+	for range 5 {
+		appendOne()
+	}
+	md = w.Metadata()
+	if last := md.Fragments[len(md.Fragments)-1]; !slices.Contains(last.Bookies, meta.BookieID(spare)) {
+		t.Fatalf("the spare %s left the last fragment %v", spare, md.Fragments)
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n.setRule(nil)
+	md = checkInvariants(t, ctx, c.client(nil), w.ID(), log, 3)
+	if md.LastEntryID != next-1 {
+		t.Fatalf("closed at %d, want %d", md.LastEntryID, next-1)
+	}
+}
