@@ -58,10 +58,10 @@ func (s *rereplicatingStore) UpdateLedger(ctx context.Context, md meta.LedgerMet
 	return meta.LedgerMetadata{}, errLostAnswer
 }
 
-// TestReviewLostMergeAnswerThenRereplication: the writer's merge CAS is stored but its
+// TestLostMergeAnswerThenRereplicationIsNotAFence: the writer's merge CAS is stored but its
 // answer lost, and autorecovery replaces the lost bookie in fragment 0 before the writer
 // sends the merge again. Nobody fenced the ledger: the writer must go on.
-func TestReviewLostMergeAnswerThenRereplication(t *testing.T) {
+func TestLostMergeAnswerThenRereplicationIsNotAFence(t *testing.T) {
 	c := startCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
