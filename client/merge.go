@@ -165,8 +165,9 @@ func (w *Writer) mergedLocked() (meta.LedgerMetadata, bool) {
 // storeMerge stores next, the merge computed from base (the writer's metadata then). A CAS
 // that fails because a re-replication changed an earlier fragment adopts that metadata (the
 // caller computes the merge again from it); one that finds next already stored (an earlier
-// attempt whose answer was lost) adopts it; any other change is a takeover and stops the
-// writer with ErrFenced. It returns an error only when the store did not answer: the
+// attempt whose answer was lost), perhaps with a re-replication on top, adopts it as this
+// merge's success (TestLostMergeAnswerThenRereplicationIsNotAFence); any other change is a
+// takeover and stops the writer with ErrFenced. It returns an error only when the store did not answer: the
 // outcome is unknown, and the caller backs off and sends next again. Runs on the
 // changeEnsemble goroutine with mu not held.
 func (w *Writer) storeMerge(next, base meta.LedgerMetadata) error {
@@ -182,7 +183,8 @@ func (w *Writer) storeMerge(next, base meta.LedgerMetadata) error {
 		switch {
 		case gerr != nil:
 			return gerr
-		case sameLayout(&cur, &next):
+		case onlyRereplicated(&next, &cur):
+			// next is stored, and maybe a re-replication of an earlier fragment after it.
 			updated, err = cur, nil
 		case onlyRereplicated(&base, &cur):
 			updated, err = cur, nil

@@ -138,6 +138,36 @@ func onlyRereplicated(base, cur *meta.LedgerMetadata) bool {
 	return slices.Equal(cur.Fragments[last].Bookies, base.Fragments[last].Bookies)
 }
 
+// proposedChange is an ensemble change whose CAS the store did not answer: it may be
+// stored. repl are the replacements it names.
+type proposedChange struct {
+	md   meta.LedgerMetadata
+	repl []meta.BookieID
+}
+
+// storedChange returns the change of proposed that cur, the stored metadata, holds: cur has
+// its fragment boundaries and its last fragment, and differs from it at most by
+// re-replication of earlier fragments. Only the writer stores an OPEN metadata with a new
+// last fragment (a recovery first moves the state out of OPEN, and re-replication replaces
+// bookies of earlier fragments only), so such a cur is that change, landed.
+func storedChange(proposed []proposedChange, cur *meta.LedgerMetadata) (proposedChange, bool) {
+	for _, p := range proposed {
+		if onlyRereplicated(&p.md, cur) {
+			return p, true
+		}
+	}
+	return proposedChange{}, false
+}
+
+// proposeLocked records md, an ensemble change with replacements repl whose CAS the store
+// did not answer: a later CAS that finds it stored takes it for that change's success.
+// Requires mu held; runs on the changeEnsemble goroutine.
+func (w *Writer) proposeLocked(md meta.LedgerMetadata, repl []meta.BookieID) {
+	if _, known := storedChange(w.proposed, &md); !known {
+		w.proposed = append(w.proposed, proposedChange{md: md, repl: repl})
+	}
+}
+
 // maxRereplicationRetries bounds how often a writer's close retries its CAS on top of a
 // re-replication that changed the metadata under it.
 const maxRereplicationRetries = 10

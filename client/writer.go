@@ -87,6 +87,9 @@ type Writer struct {
 	// pendingClose is the closing CAS that went unanswered (it may be stored): a retried
 	// Close sends it again. finalizing stays set while it is (close.go).
 	pendingClose *meta.LedgerMetadata
+	// proposed are the ensemble changes sent from md whose CAS went unanswered (any may be
+	// stored); cleared by setMetadataLocked: a CAS on an older version never lands.
+	proposed []proposedChange
 }
 
 // pendingAdd is an entry the writer keeps until WriteQuorum bookies of its write set have it.
@@ -707,6 +710,7 @@ func (w *Writer) setMetadataLocked(md meta.LedgerMetadata) error {
 		}
 	}
 	w.md, w.fragIdx = md, fragIdx
+	w.proposed = nil
 	w.mergeScan = wire.NoEntry
 	w.copyScan = wire.NoEntry
 	return nil
@@ -858,6 +862,31 @@ func (w *Writer) changeEnsemble() {
 			updated, err = w.c.store.UpdateLedger(cctx, md)
 			ccancel()
 			metaErr = err != nil
+			refused := errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) || errors.Is(err, meta.ErrNoSuchLedger)
+			if errors.Is(err, meta.ErrBadVersion) {
+				cur, gerr := w.c.store.GetLedger(ctx, w.id)
+				w.mu.Lock()
+				p, landed := storedChange(w.proposed, &cur)
+				switch {
+				case gerr != nil:
+					err = gerr // the outcome of an earlier unanswered change is unknown still
+				case onlyRereplicated(&base, &cur):
+					// Re-replication (package autorecovery) replaced a bookie of an earlier
+					// fragment: adopt that and try again.
+					if err = w.setMetadataLocked(cur); err != nil {
+						w.failLocked(err)
+					}
+					w.mu.Unlock()
+					cancel()
+					continue
+				case landed:
+					// An earlier change whose answer was lost is stored (perhaps with a
+					// re-replication on top): that change succeeded
+					// (TestLostEnsembleChangeAnswerIsNotAFence).
+					updated, repl, err = cur, p.repl, nil
+				}
+				w.mu.Unlock()
+			}
 			if err == nil {
 				w.mu.Lock()
 				err = w.setMetadataLocked(updated)
@@ -872,20 +901,6 @@ func (w *Writer) changeEnsemble() {
 				backoff = w.c.cfg.minBackoff
 				continue
 			}
-			if errors.Is(err, meta.ErrBadVersion) {
-				// Re-replication (package autorecovery) may have replaced a bookie of an
-				// earlier fragment: adopt that and try again.
-				if cur, gerr := w.c.store.GetLedger(ctx, w.id); gerr == nil && onlyRereplicated(&base, &cur) {
-					w.mu.Lock()
-					err = w.setMetadataLocked(cur)
-					if err != nil {
-						w.failLocked(err)
-					}
-					w.mu.Unlock()
-					cancel()
-					continue
-				}
-			}
 			if errors.Is(err, meta.ErrBadVersion) || errors.Is(err, meta.ErrIllegalTransition) || errors.Is(err, meta.ErrNoSuchLedger) {
 				// Otherwise only a recovering client changes our ledger's metadata.
 				cancel()
@@ -893,6 +908,11 @@ func (w *Writer) changeEnsemble() {
 				w.failLocked(fmt.Errorf("%w: ledger %d: metadata changed under the writer: %v", ErrFenced, w.id, err))
 				w.mu.Unlock()
 				continue
+			}
+			if !refused {
+				w.mu.Lock()
+				w.proposeLocked(md, repl) // md may be stored
+				w.mu.Unlock()
 			}
 		}
 		cancel()
