@@ -130,6 +130,12 @@ func (j *Journal) recover() (recovered, error) {
 	}
 	if len(live) > 0 && lastEnd >= 0 && lastRead == st.maxSegment {
 		st.reusable, st.lastEnd = true, int64(lastEnd)
+	} else if len(live) > 0 && r.tail == ErrTornTail && r.truncatedAt.Segment < st.maxSegment && live[len(live)-1] == st.maxSegment {
+		// The replay ended at a torn tail before the last segment: the
+		// segments after it hold no batch (walk checked, or it would have
+		// failed as corruption); the last was prepared ahead, empty. The
+		// writer may go on at its start.
+		st.reusable, st.lastEnd = true, segmentHeaderSize
 	}
 	j.replayed = ReplayInfo{Checkpoint: mark, Records: r.records, End: r.end, Tail: r.tail, TruncatedAt: r.truncatedAt}
 	st.lastSeq = r.next - 1

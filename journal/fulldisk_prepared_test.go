@@ -1,17 +1,18 @@
 package journal
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/bookie-go/bookie/vfs"
 )
 
-// Review: a journal whose last batch is torn in segment k while segment k+1
+// A journal whose last batch is torn in segment k while segment k+1
 // was prepared ahead (empty; the writer prepares the next segment as soon as
 // it rolls) opens on a full disk: the writer can go on in k or k+1, as it
 // does when k's tail is clean. Open ends the replay at k's torn tail, so the
 // last segment read is k, not the last one, and Open asks for a new segment.
-func TestReviewOpenOnFullDiskTornTailBeforePreparedSegment(t *testing.T) {
+func TestOpenOnFullDiskTornTailBeforePreparedSegment(t *testing.T) {
 	mem := vfs.NewMemFS()
 	disk := &fullDisk{}
 	opts := func(a *acked) Options { o := fullDiskOpts(a); o.SegmentSize = 16 << 10; return o }
@@ -37,17 +38,33 @@ func TestReviewOpenOnFullDiskTornTailBeforePreparedSegment(t *testing.T) {
 	disk.full.Store(true)
 	fs := vfs.NewFaultFS(mem, disk.inject)
 	var got []Record
-	o := opts(newAcked())
-	o.Replay = func(r Record) error { got = append(got, r); return nil }
+	a2 := newAcked()
+	o := opts(a2)
+	o.Replay = func(r Record) error { r.Payload = bytes.Clone(r.Payload); got = append(got, r); return nil }
 	j2, err := Open(fs, "/j", o)
 	if err != nil {
 		t.Fatalf("open on a full disk after a torn tail before a prepared segment: %v", err)
 	}
-	defer j2.Close()
 	if info := j2.Replayed(); info.Tail != ErrTornTail {
 		t.Fatalf("tail %v, want ErrTornTail", info.Tail)
 	}
 	if len(got) == 0 || len(got) >= len(recs) {
 		t.Fatalf("replayed %d of %d records", len(got), len(recs))
 	}
+	// It takes appends without a new segment, in the one prepared ahead,
+	// and a later replay finds every record in order.
+	a2.recs = got
+	appendRecords(t, j2, a2, len(got), 20)
+	if fresh, _ := j2.Segments(); fresh != 0 {
+		t.Fatalf("%d segments made on a full disk", fresh)
+	}
+	if seg := a2.durable()[len(got)].Pos.Segment; seg != last.Pos.Segment+1 {
+		t.Fatalf("appends went to segment %d, want the prepared one, %d", seg, last.Pos.Segment+1)
+	}
+	if err := j2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, j3 := replayAll(t, fs, "/j", opts(newAcked()))
+	defer j3.Close()
+	sameRecords(t, again, a2.durable())
 }
