@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/bookie-go/bookie/bookie/admin"
 )
 
 // TestPprofNeedsSecret: with a cluster secret, profiles need it.
@@ -29,7 +31,7 @@ func TestPprofNeedsSecret(t *testing.T) {
 		if s := get(""); s != http.StatusUnauthorized {
 			t.Errorf("%s without the secret: %d, want 401", path, s)
 		}
-		if s := get(string(testSecret)); s != http.StatusOK {
+		if s := get(admin.Token(testSecret)); s != http.StatusOK {
 			t.Errorf("%s with the secret: %d, want 200", path, s)
 		}
 	}

@@ -4,14 +4,18 @@
 // through Source, the few questions and commands the endpoints need, so it
 // can be read, and changed, without the request path.
 //
-// All endpoints but /metrics, /healthz and /readyz need the cluster secret
-// when there is one (Config.Secret). The listener is plain HTTP: keep it on
-// a private address (the default is loopback).
+// All endpoints but /metrics, /healthz and /readyz need the admin token,
+// derived from the cluster secret, when there is one (Config.Secret, Token):
+// the secret itself never travels. The listener is plain HTTP: keep it on a
+// private address (the default is loopback).
 package admin
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,8 +65,9 @@ type Config struct {
 	Addr string
 	// Metrics is served on /metrics.
 	Metrics prometheus.Gatherer
-	// Secret, when not nil, must be sent as "Authorization: Bearer
-	// <secret>" to every endpoint but /metrics, /healthz and /readyz.
+	// Secret, when not nil, is the cluster secret: every endpoint but
+	// /metrics, /healthz and /readyz needs "Authorization: Bearer
+	// <Token(Secret)>".
 	Secret []byte
 	// Log receives the server's own failures.
 	Log *slog.Logger
@@ -176,16 +181,32 @@ func (s *Server) Close() {
 	s.srv.Shutdown(ctx)
 }
 
+// Token is the admin credential of a cluster with secret: the hex
+// HMAC-SHA256 of the string "bookie-go admin token v1" keyed by the secret.
+// It opens the admin endpoints and nothing else: whoever captures it (the
+// listener is plain HTTP) cannot authenticate on the protocol, which needs
+// the secret (docs/security.md).
+func Token(secret []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("bookie-go admin token v1"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // secretCheck returns a wrapper for handlers that, when secret is not nil,
-// answers 401 unless the request carries "Authorization: Bearer <secret>".
+// answers 401 unless the request carries "Authorization: Bearer
+// <Token(secret)>".
 func secretCheck(secret []byte) func(http.HandlerFunc) http.HandlerFunc {
+	var want []byte
+	if secret != nil {
+		want = []byte(Token(secret))
+	}
 	return func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if secret != nil {
 				token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-				if !ok || subtle.ConstantTimeCompare([]byte(token), secret) != 1 {
+				if !ok || subtle.ConstantTimeCompare([]byte(token), want) != 1 {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="bookie admin"`)
-					http.Error(w, "this cluster has a secret: send Authorization: Bearer <secret>", http.StatusUnauthorized)
+					http.Error(w, "this cluster has a secret: send Authorization: Bearer <admin token> (bk sends it; docs/security.md)", http.StatusUnauthorized)
 					return
 				}
 			}

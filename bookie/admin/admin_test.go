@@ -57,6 +57,7 @@ func TestServerAnswersFromSource(t *testing.T) {
 	}
 	defer s.Close()
 	base := "http://" + s.Addr()
+	tok := Token([]byte("s3"))
 	for _, tc := range []struct {
 		method, path, token string
 		code                int
@@ -67,14 +68,15 @@ func TestServerAnswersFromSource(t *testing.T) {
 		{"GET", "/metrics", "", 200, ""},
 		{"GET", "/info", "", 401, "this cluster has a secret"},
 		{"GET", "/info", "wrong", 401, "this cluster has a secret"},
-		{"GET", "/info", "s3", 200, "{\n  \"id\": \"b1\"\n}\n"},
-		{"GET", "/ledgers", "s3", 200, "[\n  1,\n  2\n]\n"},
-		{"GET", "/gc", "s3", 200, "\"idle\"\n"},
-		{"POST", "/gc", "s3", 503, "gc: not now\n"},
-		{"POST", "/gc?wait=false", "s3", 409, "gc: a collection is running already\n"},
-		{"POST", "/gc?wait=maybe", "s3", 400, "gc: want ?wait=true or ?wait=false\n"},
-		{"POST", "/read-only?on=true", "s3", 200, "{\n  \"id\": \"b1\"\n}\n"},
-		{"POST", "/read-only?on=yes", "s3", 400, "read-only: want ?on=true or ?on=false\n"},
+		{"GET", "/info", "s3", 401, "this cluster has a secret"}, // the secret itself never travels
+		{"GET", "/info", tok, 200, "{\n  \"id\": \"b1\"\n}\n"},
+		{"GET", "/ledgers", tok, 200, "[\n  1,\n  2\n]\n"},
+		{"GET", "/gc", tok, 200, "\"idle\"\n"},
+		{"POST", "/gc", tok, 503, "gc: not now\n"},
+		{"POST", "/gc?wait=false", tok, 409, "gc: a collection is running already\n"},
+		{"POST", "/gc?wait=maybe", tok, 400, "gc: want ?wait=true or ?wait=false\n"},
+		{"POST", "/read-only?on=true", tok, 200, "{\n  \"id\": \"b1\"\n}\n"},
+		{"POST", "/read-only?on=yes", tok, 400, "read-only: want ?on=true or ?on=false\n"},
 		{"GET", "/debug/pprof/cmdline", "", 401, ""},
 	} {
 		code, body := do(t, tc.method, base+tc.path, tc.token)
@@ -84,5 +86,16 @@ func TestServerAnswersFromSource(t *testing.T) {
 	}
 	if len(src.readOnly) != 1 || !src.readOnly[0] {
 		t.Errorf("SetManualReadOnly calls %v, want [true]", src.readOnly)
+	}
+}
+
+// TestTokenIsDerived pins the admin token's derivation, as docs/security.md
+// states it (computed independently: Python's hmac.new(b"s3", b"bookie-go
+// admin token v1", hashlib.sha256).hexdigest()), so a client in any language
+// can compute it; it is never the secret.
+func TestTokenIsDerived(t *testing.T) {
+	const want = "0de27b600301eda4ba3f65da34223694549631748d2bbfa781bf92a85fb5a0dd"
+	if got := Token([]byte("s3")); got != want {
+		t.Fatalf("Token(s3) = %s, want %s", got, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/bookie/admin"
 )
 
 // defaultAdmin is where bk bookie status looks without arguments: a
@@ -103,7 +104,7 @@ func adminDo(method, addr, path string, secret []byte, timeout time.Duration, v 
 		return err
 	}
 	if secret != nil {
-		req.Header.Set("Authorization", "Bearer "+string(secret))
+		req.Header.Set("Authorization", "Bearer "+admin.Token(secret)) // never the secret itself
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
