@@ -119,8 +119,10 @@
 // and replaces it in the metadata, using ReadEntryFrom, AddRecoveryTo, ListEntriesFrom,
 // PickReplacement and RecoverLedger. A Writer whose ensemble-change or closing CAS fails
 // because a worker replaced a bookie of an earlier fragment (the ledger is still OPEN, the
-// last fragment unchanged) adopts that change and retries; any other change still means a
-// takeover (ErrFenced). Config.MinRacks and EnforceRacks spread write sets over racks
+// last fragment unchanged) adopts that change and retries; one that finds its own earlier
+// ensemble change or merge stored (the answer was lost) takes it for that change's success
+// (TestLostEnsembleChangeAnswerIsNotAFence); any other change still means a takeover
+// (ErrFenced). Config.MinRacks and EnforceRacks spread write sets over racks
 // (placement.go).
 //
 // # Reading
