@@ -193,3 +193,72 @@ func TestLostEnsembleChangeAnswerIsNotAFence(t *testing.T) {
 		t.Fatal("no ensemble change was stored")
 	}
 }
+
+// TestCloseAfterLostEnsembleChangeAnswer: with WriteQuorum > AckQuorum the last entry is
+// acknowledged although one bookie failed; the ensemble change that replaces it is stored
+// but its answer lost, and Close starts before the change is retried. The ledger was not
+// fenced: Close must close it (not report ErrFenced), on top of the stored change, and the
+// closed ledger must name, for every entry, bookies that hold it (WriteQuorum copies).
+func TestCloseAfterLostEnsembleChangeAnswer(t *testing.T) {
+	c := startCluster(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	store := &lostChangeStore{Store: openStore(t, ctx, c.endpoint)}
+	// The change is retried only after a backoff of seconds: Close starts before it, and
+	// waits for the change to be settled (the retry finds it stored and adopts it).
+	cl, err := New(ctx, Config{Store: store, RequestTimeout: 5 * time.Second, MinBackoff: 3 * time.Second, MaxBackoff: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 3, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(5) {
+		if _, err := w.Append(ctx, payload(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopped := w.Metadata().Fragments[0].Bookies[2] // it holds entries 0-4: it was stopped, not wiped
+	c.stop(c.index(string(stopped)))
+	if _, err := w.Append(ctx, payload(5)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the ensemble change stored, its answer lost", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.fired
+	})
+	if err := w.Close(ctx); err != nil {
+		t.Fatalf("close after the writer's own ensemble change landed unanswered: %v; nobody fenced the ledger", err)
+	}
+	md, err := cl.store.GetLedger(ctx, w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.State != meta.StateClosed || md.LastEntryID != 5 {
+		t.Fatalf("ledger %s at %d, want CLOSED at 5", md.State, md.LastEntryID)
+	}
+	for e := int64(0); e <= 5; e++ {
+		f := md.Fragments[0]
+		for _, fr := range md.Fragments {
+			if fr.FirstEntry <= e {
+				f = fr
+			}
+		}
+		for _, b := range f.Bookies {
+			if b == stopped {
+				continue
+			}
+			raw, err := cl.ReadEntryFrom(ctx, b, w.ID(), e)
+			var got wire.Entry
+			if err == nil {
+				got, err = wire.ParseEntry(raw)
+			}
+			if err != nil || !bytes.Equal(got.Payload, payload(e)) {
+				t.Fatalf("entry %d: the closed ledger names bookie %s, which answers %q, %v (fragments %v)", e, b, got.Payload, err, md.Fragments)
+			}
+		}
+	}
+}
