@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/client/autorecovery"
-	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta"
 )
 
@@ -20,25 +16,9 @@ import (
 // holds off while it lasts, and proceeds after the maximum, is
 // client/autorecovery's TestMaintenanceHoldsOffLost, on a test clock.)
 func TestBookieMaintenanceCommand(t *testing.T) {
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Autorecovery: true,
-		ConfigureRecovery: func(_ int, cfg *autorecovery.Config) {
-			cfg.LostDelay = 200 * time.Millisecond
-			cfg.RetryInterval = 100 * time.Millisecond
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lc.Close() })
-	ep := lc.Endpoint()
+	lc, ep, cl := startRecoveryCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Metadata: ep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	store := cl.Store().(*meta.EtcdStore)
 	w, err := cl.CreateLedger(ctx, client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2})
 	if err != nil {

@@ -20,25 +20,9 @@ import (
 // decommission prints it as it appears and gives up after --stuck-after instead of
 // polling silently.
 func TestStuckRepairExplained(t *testing.T) {
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Autorecovery: true,
-		ConfigureRecovery: func(_ int, cfg *autorecovery.Config) {
-			cfg.LostDelay = 200 * time.Millisecond
-			cfg.RetryInterval = 100 * time.Millisecond
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lc.Close() })
-	ep := lc.Endpoint()
+	lc, ep, cl := startRecoveryCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Metadata: ep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	w, err := cl.CreateLedger(ctx, client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -78,4 +62,29 @@ func TestStuckRepairExplained(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stdout, why) || !strings.Contains(r.stderr, "stuck") || !strings.Contains(r.stderr, why) {
 		t.Fatalf("decommission with no spare: exit %d (want failure saying stuck and why)\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// startRecoveryCluster starts 3 light bookies with autorecovery that declares a bookie lost
+// after 200 ms, and a client of its metadata store; both stop with the test.
+func startRecoveryCluster(t *testing.T) (*localcluster.Cluster, string, *client.Client) {
+	t.Helper()
+	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Autorecovery: true,
+		ConfigureRecovery: func(_ int, cfg *autorecovery.Config) {
+			cfg.LostDelay = 200 * time.Millisecond
+			cfg.RetryInterval = 100 * time.Millisecond
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Metadata: lc.Endpoint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return lc, lc.Endpoint(), cl
 }
