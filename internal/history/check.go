@@ -228,6 +228,13 @@ func Check(events []Event, o Options) ([]Violation, Stats) {
 		st.Replicated++
 		st.Copies += len(p.done.Copies)
 	}
+	// Every ledger the final process recovered had its copies looked at: a look that never
+	// succeeded (a bookie of its metadata gone for good, say) proves nothing.
+	for l := range finalRecovered {
+		if _, ok := lastCopies[l]; !ok && !mayDelete[l] {
+			bad(RuleCopies, l, -1, "%q recovered it but never listed its copies on the bookies", o.Final)
+		}
+	}
 	// Every acknowledged entry of a ledger that may not have been deleted is read
 	// back by the final process, after it recovered the ledger.
 	for l, m := range acked {

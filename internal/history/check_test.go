@@ -147,6 +147,14 @@ func TestCheckCatches(t *testing.T) {
 		{"a write set's bookie lacks an entry after healing", RuleCopies, func(x *h) {
 			x.copies(1, 2, allCopies[1:])
 		}},
+		{"a recovered ledger whose copies were never listed", RuleCopies, func(x *h) {
+			x.create("w2", 5)
+			x.append("w2", 5, 0, "p")
+			x.end("w2", OpClose, 5, 0)
+			x.end("final", OpRecover, 5, 0)
+			x.read("final", 5, 0, Read{0, "p"})
+			x.op("final", Event{Op: OpCopies, Ledger: 5}, Event{Type: Fail, Err: "bookie b4 unreachable"})
+		}},
 		{"a bookie's copy holds other bytes", RuleBytes, func(x *h) {
 			cs := append([]Copy{}, allCopies...)
 			cs[3].Hash = "b'"
@@ -185,6 +193,8 @@ func TestLogRoundTrip(t *testing.T) {
 	w.Invoke(Event{Op: OpClose, Ledger: 4}).Info(errTest)
 	f.Invoke(Event{Op: OpRecover, Ledger: 4}).OK(Event{End: Int(1)})
 	f.Invoke(Event{Op: OpRead, Ledger: 4}).OK(Event{LAC: Int(1), Entries: []Read{{0, "x"}}})
+	f.Invoke(Event{Op: OpCopies, Ledger: 4}).OK(Event{End: Int(1), WQ: 1,
+		Fragments: []Fragment{{First: 0, Bookies: []string{"b1"}}}, Copies: []Copy{{"b1", 0, "x"}, {"b1", 1, "y"}}})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -195,8 +205,8 @@ func TestLogRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 12 {
-		t.Fatalf("%d events read back, want 12", len(evs))
+	if len(evs) != 14 {
+		t.Fatalf("%d events read back, want 14", len(evs))
 	}
 	vs, st := Check(evs, Options{Final: "final"})
 	if len(vs) != 1 || vs[0].Rule != RuleLost || vs[0].Entry != 1 {
