@@ -40,7 +40,8 @@ func runChaos(args []string) error {
 	dir := fs.String("dir", "", "work directory (default a temporary one, removed afterwards)")
 	verbose := fs.Bool("v", false, "print every fault")
 	onHosts := fs.Bool("hosts", false, "run every etcd member (3), bookie and client as its own host: a Linux network namespace,\n"+
-		"faults made by nftables rules, links and signals, the clients' history judged by an independent checker (root; docs/durability.md, \"Real hosts\")")
+		"faults made by nftables rules, links, signals, slow relays, failing disks (the fault FS) and a bookie lost for good,\n"+
+		"the clients' history judged by an independent checker (root; docs/durability.md, \"Real hosts\")")
 	seed := fs.Int64("seed", 0, "the first run's seed (as --first-seed)")
 	node := fs.String("hosts-node", "", "(internal) run the one host of a --hosts run that this JSON file describes (hosts.NodeConfig);\nthe harness starts it with ip netns exec")
 	fs.Parse(args)

@@ -59,10 +59,11 @@ func TestSpecificRoutes(t *testing.T) {
 }
 
 // TestScheduleReplays pins that a seed gives one schedule, that the schedule draws every
-// kind when it has room, and that its hosts are the topology's.
+// kind when it has room, that its hosts are the topology's, and that a bookie lost is
+// never named again while its spare is.
 func TestScheduleReplays(t *testing.T) {
 	topo := Topology{Etcd: []string{"etcd1", "etcd2", "etcd3"}, Bookies: []string{"bookie1", "bookie2", "bookie3", "bookie4"},
-		Writers: []string{"writer1", "writer2"}, Auditor: "auditor", Reader: "reader"}
+		Writers: []string{"writer1", "writer2"}, Auditor: "auditor", Reader: "reader", Spares: []string{"bookie5"}}
 	a := Schedule(7, time.Minute, topo, nil)
 	b := Schedule(7, time.Minute, topo, nil)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
@@ -72,9 +73,29 @@ func TestScheduleReplays(t *testing.T) {
 		t.Fatal("seeds 7 and 8 drew the same schedule")
 	}
 	kinds := map[string]bool{}
-	known := append(topo.all(), "")
+	known := append(topo.all(), "bookie5")
+	lost, spareUsed := "", false
 	for _, f := range a {
 		kinds[f.Kind] = true
+		if f.Kind == "lose" {
+			if lost != "" {
+				t.Errorf("%v: a second lose with one spare", f)
+			}
+			if !slices.Contains(topo.Bookies, f.A[0]) || f.B[0] != "bookie5" {
+				t.Errorf("%v: not a bookie replaced by the spare", f)
+			}
+			lost = f.A[0]
+			continue
+		}
+		if slices.Contains(f.B, "bookie5") || slices.Contains(f.A, "bookie5") {
+			spareUsed = true
+			if lost == "" {
+				t.Errorf("%v names the spare before any lose", f)
+			}
+		}
+		if lost != "" && (slices.Contains(f.A, lost) || slices.Contains(f.B, lost)) {
+			t.Errorf("%v names %s after it was lost", f, lost)
+		}
 		if f.At+f.Hold > time.Minute {
 			t.Errorf("%v ends past the run", f)
 		}
@@ -90,6 +111,18 @@ func TestScheduleReplays(t *testing.T) {
 	for _, k := range FaultKinds {
 		if !kinds[k] {
 			t.Errorf("a minute of schedule never drew %q: %v", k, a)
+		}
+	}
+	if !spareUsed {
+		t.Errorf("no fault after the lose named the spare: %v", a)
+	}
+	if only := Schedule(7, time.Minute, topo, []string{"lose"}); len(only) != 1 {
+		t.Errorf("a schedule of lose only, one spare: %v, want one fault", only)
+	}
+	topo.Spares = nil
+	for _, f := range Schedule(7, time.Minute, topo, nil) {
+		if f.Kind == "lose" {
+			t.Errorf("%v drawn with no spare", f)
 		}
 	}
 }

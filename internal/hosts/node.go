@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/bookie-go/bookie/internal/faultproxy"
 	"github.com/bookie-go/bookie/internal/history"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -65,6 +67,43 @@ type NodeConfig struct {
 	// Seed draws the workload; Until (Unix ns) is when writers and readers stop.
 	Seed  int64 `json:"seed"`
 	Until int64 `json:"until"`
+	// Control is the file a bookie reads its disk fault from on SIGHUP (DiskFaults).
+	Control string `json:"control,omitempty"`
+}
+
+// DiskFaults are what a bookie's control file may say, each a fault of its file system
+// (vfs.NewFaultFS) from the SIGHUP that reads it to the next: "sync": every fsync and
+// directory sync fails with EIO; "full": every write and preallocation fails with ENOSPC
+// (a failed write writes half its bytes first); "read": every read fails with EIO. An
+// empty file clears the fault.
+var DiskFaults = map[string][]vfs.Op{
+	"sync": {vfs.OpSync, vfs.OpSyncDir},
+	"full": {vfs.OpWrite, vfs.OpAllocate},
+	"read": {vfs.OpRead},
+}
+
+// applyDisk arms sw with the disk fault the file at path names, disarming any other.
+func applyDisk(sw *vfs.Switch, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	want := strings.TrimSpace(string(data))
+	ops, ok := DiskFaults[want]
+	if !ok && want != "" {
+		return fmt.Errorf("unknown disk fault %q in %s", want, path)
+	}
+	for _, o := range []vfs.Op{vfs.OpRead, vfs.OpWrite, vfs.OpSync, vfs.OpAllocate, vfs.OpSyncDir} {
+		sw.Disarm(o)
+	}
+	for _, o := range ops {
+		e := vfs.ErrInjectedIO
+		if want == "full" {
+			e = vfs.ErrNoSpace
+		}
+		sw.Arm(o, e)
+	}
+	return nil
 }
 
 // NodeMain runs the node described by the JSON file args[0] until SIGTERM or, for
@@ -130,14 +169,52 @@ func runNode(ctx context.Context, cfg NodeConfig) error {
 	return fmt.Errorf("unknown role %q", cfg.Role)
 }
 
+// runEtcd runs an etcd member behind two relays in the same process: they listen on the
+// host's address (the client and peer URLs the others know), the member on the
+// namespace's loopback. SIGUSR1 makes both relays hold every chunk 150 ms, either way
+// ("slow-etcd": clients and the raft peers both wait); SIGUSR2 makes them fast again.
 func runEtcd(ctx context.Context, cfg NodeConfig) error {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Dir
 	cu := url.URL{Scheme: "http", Host: cfg.Addr + ":" + etcdClientPort}
 	pu := url.URL{Scheme: "http", Host: cfg.Addr + ":" + etcdPeerPort}
-	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
-	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+	lcu := url.URL{Scheme: "http", Host: "127.0.0.1:" + etcdClientPort}
+	lpu := url.URL{Scheme: "http", Host: "127.0.0.1:" + etcdPeerPort}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{lcu}, []url.URL{cu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{lpu}, []url.URL{pu}
+	var relays []*relay
+	defer func() {
+		for _, r := range relays {
+			r.Close()
+		}
+	}()
+	for _, port := range []string{etcdClientPort, etcdPeerPort} {
+		r, err := listenRelay(cfg.Addr+":"+port, "127.0.0.1:"+port)
+		if err != nil {
+			return err
+		}
+		relays = append(relays, r)
+	}
+	slow := make(chan os.Signal, 2)
+	signal.Notify(slow, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(slow)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sig := <-slow:
+				d := time.Duration(0)
+				if sig == syscall.SIGUSR1 {
+					d = 150 * time.Millisecond
+				}
+				for _, r := range relays {
+					r.SetDelay(d)
+				}
+			}
+		}
+	}()
 	ec.InitialCluster = cfg.InitialCluster
 	ec.InitialClusterToken = Prefix
 	// A busy machine runs a dozen processes: elections after half a second of silence.
@@ -168,8 +245,12 @@ func runEtcd(ctx context.Context, cfg NodeConfig) error {
 // on the host's address and is the bookie's advertised id, the bookie listens on the
 // namespace's loopback. SIGUSR1 makes the proxy slow (half the frames, either way,
 // delayed by 150 ms, so frames also overtake each other); SIGUSR2 makes it fast again.
+// The bookie's files go through a fault file system: SIGHUP arms it with the fault
+// cfg.Control names (DiskFaults), or clears it.
 func runBookie(ctx context.Context, cfg NodeConfig, logger *slog.Logger) error {
 	bc := bookie.DefaultConfig()
+	disk := &vfs.Switch{}
+	bc.FS = vfs.NewFaultFS(vfs.Default, disk.Inject)
 	bc.Listen = "127.0.0.1:" + bookieInnerPort
 	bc.Advertise = cfg.Addr + ":" + bookiePort
 	bc.DataDir = cfg.Dir
@@ -189,7 +270,7 @@ func runBookie(ctx context.Context, cfg NodeConfig, logger *slog.Logger) error {
 	}
 	defer px.Close()
 	slow := make(chan os.Signal, 2)
-	signal.Notify(slow, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(slow, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
 	defer signal.Stop(slow)
 	b, err := bookie.New(bc)
 	if err != nil {
@@ -205,6 +286,12 @@ func runBookie(ctx context.Context, cfg NodeConfig, logger *slog.Logger) error {
 		case <-ctx.Done():
 			return b.Close()
 		case sig := <-slow:
+			if sig == syscall.SIGHUP {
+				if err := applyDisk(disk, cfg.Control); err != nil {
+					logger.Error("disk fault", "err", err)
+				}
+				continue
+			}
 			px.Clear()
 			if sig == syscall.SIGUSR1 {
 				px.Add(faultproxy.RuleSpec{Match: faultproxy.Any(), Action: faultproxy.Delay, Delay: 150 * time.Millisecond, Prob: 0.5})
@@ -486,6 +573,7 @@ func logCopies(ctx context.Context, cl *client.Client, log *history.Log, id uint
 		return false
 	}
 	held := map[meta.BookieID][]wire.EntryRange{}
+	var problems []string
 	var frags []history.Fragment
 	for _, f := range md.Fragments {
 		hf := history.Fragment{First: f.FirstEntry}
@@ -496,8 +584,10 @@ func logCopies(ctx context.Context, cl *client.Client, log *history.Log, id uint
 			}
 			rs, err := cl.ListEntriesFrom(c, b, id, 0)
 			if err != nil && !errors.Is(err, client.ErrNoSuchEntry) {
-				op.Fail(err)
-				return false
+				// A bookie that cannot answer holds nothing it can prove: its copies are
+				// missing, which the checker judges if this stays the last look.
+				problems = append(problems, fmt.Sprintf("list %s: %v", b, err))
+				rs = nil
 			}
 			held[b] = rs
 		}
@@ -514,19 +604,21 @@ func logCopies(ctx context.Context, cl *client.Client, log *history.Log, id uint
 				continue
 			}
 			raw, err := cl.ReadEntryFrom(c, b, id, e)
-			if err != nil {
-				op.Fail(err)
-				return false
+			var en wire.Entry
+			if err == nil {
+				en, err = wire.ParseEntry(raw)
 			}
-			en, err := wire.ParseEntry(raw)
 			if err != nil {
-				op.Fail(err)
-				return false
+				// Listed but not readable is not a copy.
+				problems = append(problems, fmt.Sprintf("read %s entry %d: %v", b, e, err))
+				complete = false
+				continue
 			}
 			copies = append(copies, history.Copy{Bookie: string(b), Entry: e, Hash: Hash(en.Payload)})
 		}
 	}
-	op.OK(history.Event{End: history.Int(md.LastEntryID), WQ: md.WriteQuorum, Fragments: frags, Copies: copies})
+	op.OK(history.Event{End: history.Int(md.LastEntryID), WQ: md.WriteQuorum, Fragments: frags, Copies: copies,
+		Err: strings.Join(problems, "; ")})
 	return complete
 }
 

@@ -34,7 +34,9 @@ type proc struct {
 	exited chan struct{} // closed when the process was waited for; err is then set
 	err    error
 	paused bool
-	slow   bool // a bookie whose fault proxy delays frames (SIGUSR1 sent)
+	slow   bool // a bookie's fault proxy or an etcd member's relays delay (SIGUSR1 sent)
+	disk   bool // a bookie whose file system fails (control file written, SIGHUP sent)
+	lost   bool // a bookie lost for good: never started again
 }
 
 // start starts the process in its host's namespace.

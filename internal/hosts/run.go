@@ -27,6 +27,9 @@ type Config struct {
 	Bookies int
 	// Writers is how many writer processes run; default 2.
 	Writers int
+	// Spares is how many spare bookie hosts wait for a "lose" fault (one each); default
+	// 1, negative for none (no "lose" is drawn).
+	Spares int
 	// Faults restricts the schedule to these kinds (FaultKinds); empty means all.
 	Faults []string
 	// Dir holds data/, logs/ (each process's stderr), history/ and conf/.
@@ -60,11 +63,12 @@ func (r Result) Summary() string {
 
 // cluster is one run's hosts and processes; owned by Run's goroutine.
 type cluster struct {
-	cfg   Config
-	net   *Net
-	procs map[string]*proc
-	order []string // start order: stopped in reverse
-	logf  func(string, ...any)
+	cfg    Config
+	net    *Net
+	procs  map[string]*proc
+	order  []string              // start order: stopped in reverse
+	spares map[string]NodeConfig // spare bookies not started yet, by host
+	logf   func(string, ...any)
 }
 
 // Run builds the hosts, starts 3 etcd members, the bookies, an autorecovery host, the
@@ -82,6 +86,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if cfg.Writers <= 0 {
 		cfg.Writers = 2
 	}
+	if cfg.Spares == 0 {
+		cfg.Spares = 1
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -97,7 +104,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	c := &cluster{cfg: cfg, net: n, procs: map[string]*proc{}, logf: cfg.Logf}
+	c := &cluster{cfg: cfg, net: n, procs: map[string]*proc{}, spares: map[string]NodeConfig{}, logf: cfg.Logf}
 	defer func() { err = errors.Join(err, c.close()) }()
 
 	topo := Topology{Auditor: "auditor", Reader: "reader"}
@@ -110,7 +117,10 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	for i := range cfg.Writers {
 		topo.Writers = append(topo.Writers, fmt.Sprintf("writer%d", i+1))
 	}
-	names := append(topo.all(), "final")
+	for i := range max(cfg.Spares, 0) {
+		topo.Spares = append(topo.Spares, fmt.Sprintf("bookie%d", cfg.Bookies+i+1))
+	}
+	names := append(append(topo.all(), topo.Spares...), "final")
 	hosts := map[string]*Host{}
 	for _, name := range names {
 		h, err := n.Add(name)
@@ -132,6 +142,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		if role == RoleWriter || role == RoleReader || role == RoleFinal {
 			nc.History = filepath.Join(cfg.Dir, "history", name+".jsonl")
 		}
+		if role == RoleBookie {
+			nc.Control = filepath.Join(cfg.Dir, "conf", name+".disk")
+		}
 		return nc
 	}
 
@@ -151,6 +164,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	if err := c.waitReady(ctx, topo.Bookies...); err != nil {
 		return res, err
+	}
+	for _, s := range topo.Spares {
+		c.spares[s] = node(s, RoleBookie, cfg.Seed)
 	}
 	if err := c.start(node(topo.Auditor, RoleAuditor, 0), hosts[topo.Auditor]); err != nil {
 		return res, err
@@ -186,7 +202,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			return res, err
 		}
 		c.logf("%v", f)
-		if err := c.inject(f, hosts); err != nil {
+		if err := c.inject(ctx, f, hosts); err != nil {
 			return res, fmt.Errorf("hosts: inject %v: %w", f, err)
 		}
 		res.Faults[f.Kind]++
@@ -258,7 +274,7 @@ func (c *cluster) waitReady(ctx context.Context, names ...string) error {
 	return nil
 }
 
-func (c *cluster) inject(f Fault, hosts map[string]*Host) error {
+func (c *cluster) inject(ctx context.Context, f Fault, hosts map[string]*Host) error {
 	side := func(names []string) []*Host {
 		out := make([]*Host, len(names))
 		for i, n := range names {
@@ -278,19 +294,47 @@ func (c *cluster) inject(f Fault, hosts map[string]*Host) error {
 	case "kill":
 		c.procs[f.A[0]].kill()
 		return nil
-	case "slow":
+	case "slow", "slow-etcd":
 		p := c.procs[f.A[0]]
 		if err := p.signal(syscall.SIGUSR1); err != nil {
 			return err
 		}
 		p.slow = true
 		return nil
+	case "disk-sync", "disk-full", "disk-read":
+		p := c.procs[f.A[0]]
+		if err := os.WriteFile(p.cfg.Control, []byte(strings.TrimPrefix(f.Kind, "disk-")), 0o644); err != nil {
+			return err
+		}
+		p.disk = true
+		return p.signal(syscall.SIGHUP)
+	case "lose":
+		// Lost for good: killed, its data wiped, never started again; the spare's empty
+		// bookie takes its place, and autorecovery must copy what was lost onto others.
+		p := c.procs[f.A[0]]
+		p.lost = true
+		p.kill()
+		if err := os.RemoveAll(p.cfg.Dir); err != nil {
+			return err
+		}
+		nc, ok := c.spares[f.B[0]]
+		if !ok {
+			return fmt.Errorf("no spare %s", f.B[0])
+		}
+		delete(c.spares, f.B[0])
+		if err := c.start(nc, hosts[nc.Name]); err != nil {
+			return err
+		}
+		return c.procs[nc.Name].waitReady(ctx, readyTimeout)
 	}
 	return fmt.Errorf("unknown fault kind %q", f.Kind)
 }
 
 // heal removes every rule, sets every link up, resumes paused processes, makes slow
-// bookies fast and restarts killed processes (waiting until they serve).
+// bookies and etcd members fast, restarts a bookie whose disk failed on a working disk
+// with the same files (a failed fsync is final: the bookie stays read-only until it is
+// restarted), and restarts killed processes (waiting until they serve); a lost bookie
+// stays lost.
 func (c *cluster) heal(ctx context.Context) error {
 	errs := []error{c.net.Heal()}
 	for _, name := range c.order {
@@ -302,7 +346,12 @@ func (c *cluster) heal(ctx context.Context) error {
 			errs = append(errs, p.signal(syscall.SIGUSR2))
 		}
 		p.slow = false
-		if (p.cfg.Role == RoleEtcd || p.cfg.Role == RoleBookie) && !p.running() {
+		if p.disk {
+			errs = append(errs, os.WriteFile(p.cfg.Control, nil, 0o644))
+			p.kill()
+			p.disk = false
+		}
+		if (p.cfg.Role == RoleEtcd || p.cfg.Role == RoleBookie) && !p.running() && !p.lost {
 			if err := p.start(); err != nil {
 				errs = append(errs, err)
 				continue

@@ -3,18 +3,23 @@ package hosts
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"time"
 )
 
 // FaultKinds are the faults a schedule draws from; docs/durability.md ("Real hosts")
 // says what each does.
-var FaultKinds = []string{"partition", "bookie-etcd", "etcd-minority", "writer-bookies", "one-way", "link-down", "pause", "kill", "slow"}
+var FaultKinds = []string{"partition", "bookie-etcd", "etcd-minority", "writer-bookies", "one-way", "link-down", "pause", "kill", "slow",
+	"slow-etcd", "disk-sync", "disk-full", "disk-read", "lose"}
 
 // Topology names the hosts a schedule picks from.
 type Topology struct {
 	Etcd, Bookies, Writers []string
 	Auditor, Reader        string
+	// Spares are bookie hosts with no bookie running until a "lose" fault starts one in
+	// place of the bookie lost; from then on the spare is one of Bookies.
+	Spares []string
 }
 
 func (t Topology) all() []string {
@@ -28,7 +33,8 @@ type Fault struct {
 	At, Hold time.Duration
 	Kind     string
 	// A and B: the two sides of a partition; the blocked sender and receiver of
-	// "one-way"; the one host of "link-down", "pause", "kill" and "slow" (A only).
+	// "one-way"; the bookie lost and the spare that replaces it ("lose"); the one host
+	// of the other kinds (A only).
 	A, B []string
 }
 
@@ -36,7 +42,7 @@ func (f Fault) String() string {
 	s := fmt.Sprintf("at %5.1fs for %3.1fs: %-14s %s", f.At.Seconds(), f.Hold.Seconds(), f.Kind, strings.Join(f.A, ","))
 	if len(f.B) > 0 {
 		sep := " | "
-		if f.Kind == "one-way" {
+		if f.Kind == "one-way" || f.Kind == "lose" {
 			sep = " -> "
 		}
 		s += sep + strings.Join(f.B, ",")
@@ -46,14 +52,22 @@ func (f Fault) String() string {
 
 // Schedule draws the faults of a run of duration d over topology t from seed: the kinds
 // (of kinds, default FaultKinds) in a shuffled order, repeated, each held 1 to 4 s with 0.5
-// to 2 s of calm before the next, until d. The same arguments give the same schedule.
+// to 2 s of calm before the next, until d. A "lose" takes the next spare (it is left out
+// once none is left), and the faults after it pick the spare where they picked the bookie
+// lost. The same arguments give the same schedule.
 func Schedule(seed int64, d time.Duration, t Topology, kinds []string) []Fault {
 	if len(kinds) == 0 {
 		kinds = FaultKinds
 	}
 	rng := rand.New(rand.NewSource(seed))
 	pick := func(from []string) string { return from[rng.Intn(len(from))] }
-	processes := append(append([]string{}, t.Etcd...), t.Bookies...)
+	t.Bookies, t.Spares = slices.Clone(t.Bookies), slices.Clone(t.Spares) // a lose replaces a bookie
+	noLose := func(ks []string) []string {
+		return slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return k == "lose" })
+	}
+	if len(t.Spares) == 0 {
+		kinds = noLose(kinds)
+	}
 	var out []Fault
 	var order []string
 	at := time.Duration(500+rng.Intn(1500)) * time.Millisecond
@@ -62,12 +76,16 @@ func Schedule(seed int64, d time.Duration, t Topology, kinds []string) []Fault {
 		if at+hold > d {
 			return out
 		}
+		if len(kinds) == 0 {
+			return out
+		}
 		if len(order) == 0 {
 			order = append([]string{}, kinds...)
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
 		f := Fault{At: at, Hold: hold, Kind: order[0]}
 		order = order[1:]
+		processes := append(append([]string{}, t.Etcd...), t.Bookies...)
 		switch f.Kind {
 		case "partition":
 			all := t.all()
@@ -95,8 +113,17 @@ func Schedule(seed int64, d time.Duration, t Topology, kinds []string) []Fault {
 			f.A, f.B = []string{all[a]}, []string{all[b]}
 		case "link-down", "pause", "kill":
 			f.A = []string{pick(processes)}
-		case "slow":
+		case "slow", "disk-sync", "disk-full", "disk-read":
 			f.A = []string{pick(t.Bookies)}
+		case "slow-etcd":
+			f.A = []string{pick(t.Etcd)}
+		case "lose":
+			i := rng.Intn(len(t.Bookies))
+			f.A, f.B = []string{t.Bookies[i]}, []string{t.Spares[0]}
+			t.Bookies[i], t.Spares = t.Spares[0], t.Spares[1:]
+			if len(t.Spares) == 0 {
+				kinds, order = noLose(kinds), noLose(order)
+			}
 		}
 		out = append(out, f)
 		at += hold + time.Duration(500+rng.Intn(1500))*time.Millisecond
