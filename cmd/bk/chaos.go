@@ -219,7 +219,7 @@ func runChaosHosts(work string, first int64, seeds int, total, duration time.Dur
 	const row = "%6v %8v %8v %9v %10v %8v %7v %10v %9v\n"
 	fmt.Printf(row, "seed", "ledgers", "acked", "read-back", "replicated", "events", "faults", "violations", "time")
 	var runs, violations, acked, verified, replicated, nfaults int
-	byKind := map[string]int{}
+	byKind, elected := map[string]int{}, map[string]int{}
 	var failed []int64
 	for i := 0; ; i++ {
 		if total > 0 {
@@ -257,6 +257,9 @@ func runChaosHosts(work string, first int64, seeds int, total, duration time.Dur
 			byKind[k] += c
 			n += c
 		}
+		for k, c := range res.Elected {
+			elected[k] += c
+		}
 		nfaults += n
 		acked += res.Stats.Acked
 		verified += res.Stats.Verified
@@ -282,6 +285,11 @@ func runChaosHosts(work string, first int64, seeds int, total, duration time.Dur
 		kindList = append(kindList, fmt.Sprintf("%s=%d", k, byKind[k]))
 	}
 	fmt.Printf("\nfaults injected, by kind: %s\n", strings.Join(kindList, " "))
+	var electedList []string
+	for _, k := range slices.Sorted(maps.Keys(elected)) {
+		electedList = append(electedList, fmt.Sprintf("%s=%d", k, elected[k]))
+	}
+	fmt.Printf("auditor elections, by host: %s\n", strings.Join(electedList, " "))
 	fmt.Printf("%d runs in %v: %d entries acknowledged, %d read back after recovery, %d ledgers' copies checked on their bookies, %d faults, %d violations",
 		runs, time.Since(start).Round(time.Second), acked, verified, replicated, nfaults, violations)
 	if len(failed) > 0 {

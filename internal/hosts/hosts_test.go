@@ -63,13 +63,14 @@ func TestSpecificRoutes(t *testing.T) {
 // never named again while its spare is.
 func TestScheduleReplays(t *testing.T) {
 	topo := Topology{Etcd: []string{"etcd1", "etcd2", "etcd3"}, Bookies: []string{"bookie1", "bookie2", "bookie3", "bookie4"},
-		Writers: []string{"writer1", "writer2"}, Auditor: "auditor", Reader: "reader", Spares: []string{"bookie5"}}
-	a := Schedule(7, time.Minute, topo, nil)
-	b := Schedule(7, time.Minute, topo, nil)
+		Writers: []string{"writer1", "writer2"}, Auditor: "auditor", Standby: "auditor2", Reader: "reader", Spares: []string{"bookie5"}}
+	const d = 90 * time.Second
+	a := Schedule(7, d, topo, nil)
+	b := Schedule(7, d, topo, nil)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Fatalf("seed 7 drew two schedules:\n%v\n%v", a, b)
 	}
-	if c := Schedule(8, time.Minute, topo, nil); fmt.Sprint(a) == fmt.Sprint(c) {
+	if c := Schedule(8, d, topo, nil); fmt.Sprint(a) == fmt.Sprint(c) {
 		t.Fatal("seeds 7 and 8 drew the same schedule")
 	}
 	kinds := map[string]bool{}
@@ -96,7 +97,7 @@ func TestScheduleReplays(t *testing.T) {
 		if lost != "" && (slices.Contains(f.A, lost) || slices.Contains(f.B, lost)) {
 			t.Errorf("%v names %s after it was lost", f, lost)
 		}
-		if f.At+f.Hold > time.Minute {
+		if f.At+f.Hold > d {
 			t.Errorf("%v ends past the run", f)
 		}
 		for _, h := range append(slices.Clone(f.A), f.B...) {
@@ -104,23 +105,28 @@ func TestScheduleReplays(t *testing.T) {
 				t.Errorf("%v names unknown host %q", f, h)
 			}
 		}
-		if f.Kind == "etcd-minority" && !slices.Contains(f.A, "auditor") {
-			t.Errorf("%v: the auditor is not on the minority side", f)
+		if f.Kind == "etcd-minority" {
+			if !slices.Contains(f.A, "auditor") || !slices.Contains(f.B, "auditor2") {
+				t.Errorf("%v: the auditor is not on the minority side, or the standby not on the majority", f)
+			}
+			if f.Hold <= minorityExtra {
+				t.Errorf("%v: held no longer than the auditor's session", f)
+			}
 		}
 	}
 	for _, k := range FaultKinds {
 		if !kinds[k] {
-			t.Errorf("a minute of schedule never drew %q: %v", k, a)
+			t.Errorf("%v of schedule never drew %q: %v", d, k, a)
 		}
 	}
 	if !spareUsed {
 		t.Errorf("no fault after the lose named the spare: %v", a)
 	}
-	if only := Schedule(7, time.Minute, topo, []string{"lose"}); len(only) != 1 {
+	if only := Schedule(7, d, topo, []string{"lose"}); len(only) != 1 {
 		t.Errorf("a schedule of lose only, one spare: %v, want one fault", only)
 	}
 	topo.Spares = nil
-	for _, f := range Schedule(7, time.Minute, topo, nil) {
+	for _, f := range Schedule(7, d, topo, nil) {
 		if f.Kind == "lose" {
 			t.Errorf("%v drawn with no spare", f)
 		}

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -69,6 +70,8 @@ type NodeConfig struct {
 	Until int64 `json:"until"`
 	// Control is the file a bookie reads its disk fault from on SIGHUP (DiskFaults).
 	Control string `json:"control,omitempty"`
+	// Lead makes an autorecovery host say ready only once its auditor is elected.
+	Lead bool `json:"lead,omitempty"`
 }
 
 // DiskFaults are what a bookie's control file may say, each a fault of its file system
@@ -330,9 +333,35 @@ func runAuditor(ctx context.Context, cfg NodeConfig, cl *client.Client, logger *
 	if err != nil {
 		return err
 	}
-	ready()
 	done := make(chan struct{})
 	go func() { defer close(done); a.Run(ctx) }()
+	// "elected" on stdout each time the auditor becomes the elected one (the harness
+	// counts them); with cfg.Lead, "ready" only after the first.
+	elected := make(chan struct{})
+	var first sync.Once
+	go func() {
+		leading := false
+		for ctx.Err() == nil {
+			ch := a.Changed()
+			if now := a.Leading(); now != leading {
+				if leading = now; leading {
+					fmt.Println("elected")
+					first.Do(func() { close(elected) })
+				}
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	if cfg.Lead {
+		select {
+		case <-elected:
+		case <-ctx.Done():
+		}
+	}
+	ready()
 	w.Run(ctx)
 	<-done
 	return nil

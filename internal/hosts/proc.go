@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -37,6 +38,9 @@ type proc struct {
 	slow   bool // a bookie's fault proxy or an etcd member's relays delay (SIGUSR1 sent)
 	disk   bool // a bookie whose file system fails (control file written, SIGHUP sent)
 	lost   bool // a bookie lost for good: never started again
+	// elected counts the "elected" lines an autorecovery host printed (its auditor
+	// became the elected one); written by the waiter goroutine.
+	elected atomic.Int32
 }
 
 // start starts the process in its host's namespace.
@@ -67,9 +71,12 @@ func (p *proc) start() error {
 		sc := bufio.NewScanner(out)
 		said := false
 		for sc.Scan() {
-			if !said && strings.TrimSpace(sc.Text()) == "ready" {
+			switch line := strings.TrimSpace(sc.Text()); {
+			case !said && line == "ready":
 				close(ready)
 				said = true
+			case line == "elected":
+				p.elected.Add(1)
 			}
 		}
 		p.err = cmd.Wait()

@@ -42,9 +42,11 @@ type Config struct {
 
 // Result is what a run did and what the checker found.
 type Result struct {
-	Seed       int64
-	Schedule   []Fault
-	Faults     map[string]int // injected, by kind
+	Seed     int64
+	Schedule []Fault
+	Faults   map[string]int // injected, by kind
+	// Elected counts, by autorecovery host, how often its auditor became the elected one.
+	Elected    map[string]int
 	Stats      history.Stats
 	Events     int
 	Violations []history.Violation
@@ -57,8 +59,13 @@ func (r Result) Summary() string {
 	for _, k := range slices.Sorted(maps.Keys(r.Faults)) {
 		kinds = append(kinds, fmt.Sprintf("%s=%d", k, r.Faults[k]))
 	}
-	return fmt.Sprintf("seed %d: %d ledgers, %d acked, %d read back after recovery, %d ledgers' copies checked (%d copies), %d events, faults [%s], %d violations, %v",
-		r.Seed, r.Stats.Ledgers, r.Stats.Acked, r.Stats.Verified, r.Stats.Replicated, r.Stats.Copies, r.Events, strings.Join(kinds, " "), len(r.Violations), r.Elapsed.Round(time.Second))
+	var elected []string
+	for _, k := range slices.Sorted(maps.Keys(r.Elected)) {
+		elected = append(elected, fmt.Sprintf("%s=%d", k, r.Elected[k]))
+	}
+	return fmt.Sprintf("seed %d: %d ledgers, %d acked, %d read back after recovery, %d ledgers' copies checked (%d copies), %d events, faults [%s], auditor elections [%s], %d violations, %v",
+		r.Seed, r.Stats.Ledgers, r.Stats.Acked, r.Stats.Verified, r.Stats.Replicated, r.Stats.Copies, r.Events, strings.Join(kinds, " "),
+		strings.Join(elected, " "), len(r.Violations), r.Elapsed.Round(time.Second))
 }
 
 // cluster is one run's hosts and processes; owned by Run's goroutine.
@@ -107,7 +114,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	c := &cluster{cfg: cfg, net: n, procs: map[string]*proc{}, spares: map[string]NodeConfig{}, logf: cfg.Logf}
 	defer func() { err = errors.Join(err, c.close()) }()
 
-	topo := Topology{Auditor: "auditor", Reader: "reader"}
+	topo := Topology{Auditor: "auditor", Standby: "auditor2", Reader: "reader"}
 	for i := range 3 {
 		topo.Etcd = append(topo.Etcd, fmt.Sprintf("etcd%d", i+1))
 	}
@@ -168,10 +175,20 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	for _, s := range topo.Spares {
 		c.spares[s] = node(s, RoleBookie, cfg.Seed)
 	}
-	if err := c.start(node(topo.Auditor, RoleAuditor, 0), hosts[topo.Auditor]); err != nil {
+	// The auditor says ready once elected; the standby after it is elected only when
+	// the auditor's session is lost (an etcd-minority cuts it off).
+	auditor := node(topo.Auditor, RoleAuditor, 0)
+	auditor.Lead = true
+	if err := c.start(auditor, hosts[topo.Auditor]); err != nil {
 		return res, err
 	}
 	if err := c.waitReady(ctx, topo.Auditor); err != nil {
+		return res, err
+	}
+	if err := c.start(node(topo.Standby, RoleAuditor, 0), hosts[topo.Standby]); err != nil {
+		return res, err
+	}
+	if err := c.waitReady(ctx, topo.Standby); err != nil {
 		return res, err
 	}
 	workStart := time.Now()
@@ -232,6 +249,10 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	if err := c.close(); err != nil {
 		return res, err
+	}
+	res.Elected = map[string]int{}
+	for _, a := range []string{topo.Auditor, topo.Standby} {
+		res.Elected[a] = int(c.procs[a].elected.Load())
 	}
 	evs, err := history.ReadFiles(histories...)
 	if err != nil {

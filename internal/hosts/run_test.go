@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// TestHostsPartitions is the CI run: 3 etcd members, 4 bookies and a spare, an
-// autorecovery host, 2 writers and a reader, each in its own namespace, under one seed's
-// schedule of every fault kind for 45 s (seed 13 draws all of them, one bookie lost for
+// TestHostsPartitions is the CI run: 3 etcd members, 4 bookies and a spare, two
+// autorecovery hosts (the elected auditor and a standby), 2 writers and a reader, each in its own namespace, under one seed's
+// schedule of every fault kind for 55 s (seed 12 draws all of them, one bookie lost for
 // good among them); then the final node recovers and reads back every ledger, asks the
 // bookies for every copy, and the history checker judges what every client saw. Bounded:
 // one seed, one schedule, each wait of the harness with a deadline (Run's phases,
@@ -20,13 +20,13 @@ func TestHostsPartitions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped in -short: starts a dozen processes for about a minute")
 	}
-	const seed = 13
+	const seed = 12
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{
 		Seed:     seed,
-		Duration: 45 * time.Second,
+		Duration: 55 * time.Second,
 		Bookies:  4,
 		Writers:  2,
 		Dir:      dir,
@@ -39,7 +39,7 @@ func TestHostsPartitions(t *testing.T) {
 	}
 	t.Log(res.Summary())
 	for _, v := range res.Violations {
-		t.Errorf("VIOLATION (seed %d; replay: bk chaos --hosts --seed %d --seeds 1 --duration 45s --bookies 4 -v): %v", seed, seed, v)
+		t.Errorf("VIOLATION (seed %d; replay: bk chaos --hosts --seed %d --seeds 1 --duration 55s --bookies 4 -v): %v", seed, seed, v)
 	}
 	if res.Stats.Acked == 0 || res.Stats.Verified == 0 {
 		t.Errorf("nothing acknowledged or read back: %+v", res.Stats)

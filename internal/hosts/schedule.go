@@ -17,6 +17,10 @@ var FaultKinds = []string{"partition", "bookie-etcd", "etcd-minority", "writer-b
 type Topology struct {
 	Etcd, Bookies, Writers []string
 	Auditor, Reader        string
+	// Standby is a second autorecovery host, started once Auditor is elected, and never
+	// on the minority side of "etcd-minority": when the elected auditor is cut off with
+	// an etcd member, the standby can take over. Empty for none.
+	Standby string
 	// Spares are bookie hosts with no bookie running until a "lose" fault starts one in
 	// place of the bookie lost; from then on the spare is one of Bookies.
 	Spares []string
@@ -24,8 +28,17 @@ type Topology struct {
 
 func (t Topology) all() []string {
 	out := append(append(append([]string{}, t.Etcd...), t.Bookies...), t.Writers...)
-	return append(out, t.Auditor, t.Reader)
+	out = append(out, t.Auditor, t.Reader)
+	if t.Standby != "" {
+		out = append(out, t.Standby)
+	}
+	return out
 }
+
+// minorityExtra lengthens an "etcd-minority" past the auditors' etcd session TTL
+// (runAuditor's SessionTTL, 5 s), so the auditor cut off loses its session and the
+// standby is elected while the fault holds.
+const minorityExtra = 6 * time.Second
 
 // Fault is one step of a schedule: at At (from the start of the workload) Kind is
 // injected on A (and B), held for Hold, then healed.
@@ -52,7 +65,7 @@ func (f Fault) String() string {
 
 // Schedule draws the faults of a run of duration d over topology t from seed: the kinds
 // (of kinds, default FaultKinds) in a shuffled order, repeated, each held 1 to 4 s with 0.5
-// to 2 s of calm before the next, until d. A "lose" takes the next spare (it is left out
+// to 2 s of calm before the next (an "etcd-minority" minorityExtra longer), until d. A "lose" takes the next spare (it is left out
 // once none is left), and the faults after it pick the spare where they picked the bookie
 // lost. The same arguments give the same schedule.
 func Schedule(seed int64, d time.Duration, t Topology, kinds []string) []Fault {
@@ -85,6 +98,11 @@ func Schedule(seed int64, d time.Duration, t Topology, kinds []string) []Fault {
 		}
 		f := Fault{At: at, Hold: hold, Kind: order[0]}
 		order = order[1:]
+		if f.Kind == "etcd-minority" {
+			if f.Hold += minorityExtra; at+f.Hold > d {
+				return out
+			}
+		}
 		processes := append(append([]string{}, t.Etcd...), t.Bookies...)
 		switch f.Kind {
 		case "partition":
@@ -126,6 +144,6 @@ func Schedule(seed int64, d time.Duration, t Topology, kinds []string) []Fault {
 			}
 		}
 		out = append(out, f)
-		at += hold + time.Duration(500+rng.Intn(1500))*time.Millisecond
+		at += f.Hold + time.Duration(500+rng.Intn(1500))*time.Millisecond
 	}
 }
