@@ -78,8 +78,8 @@ type cluster struct {
 	logf   func(string, ...any)
 }
 
-// Run builds the hosts, starts 3 etcd members, the bookies, an autorecovery host, the
-// writers and a reader, injects the seed's schedule while the writers write, heals,
+// Run builds the hosts, starts 3 etcd members, the bookies, two autorecovery hosts (the
+// first elected, then a standby), the writers and a reader, injects the seed's schedule while the writers write, heals,
 // has the final node recover and read back every ledger, tears everything down, and
 // checks the history. An error means the run could not be carried out; what the checker
 // found is in Result.Violations.

@@ -9,8 +9,8 @@ import (
 )
 
 // TestHostsPartitions is the CI run: 3 etcd members, 4 bookies and a spare, two
-// autorecovery hosts (the elected auditor and a standby), 2 writers and a reader, each in its own namespace, under one seed's
-// schedule of every fault kind for 55 s (seed 12 draws all of them, one bookie lost for
+// autorecovery hosts (the elected auditor and a standby), 2 writers and a reader, each in
+// its own namespace, under one seed's schedule of every fault kind for 55 s (seed 12 draws all of them, one bookie lost for
 // good among them); then the final node recovers and reads back every ledger, asks the
 // bookies for every copy, and the history checker judges what every client saw. Bounded:
 // one seed, one schedule, each wait of the harness with a deadline (Run's phases,
