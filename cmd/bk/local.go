@@ -108,7 +108,7 @@ func runLocal(args []string) error {
 func localBookieConfig(path string, secret []byte) (func(int, *bookie.Config), error) {
 	var file bookie.Config
 	if path != "" {
-		if err := file.LoadConfigFile(path); err != nil {
+		if err := loadBookieConfig(&file, path); err != nil {
 			return nil, err
 		}
 		for key, set := range map[string]bool{
