@@ -150,6 +150,13 @@ type GCStatus struct {
 	LiveBytes        int64                 `json:"liveBytes"`
 	ReclaimableBytes int64                 `json:"reclaimableBytes"` // entry-log bytes nothing points at
 	Compaction       entrylog.CompactStats `json:"compactionTotals"` // every compaction since start
+	// GarbageLedgers counts the ledgers the last scan found garbage and did
+	// not delete: each waits out GracePeriod from when a scan first found it
+	// (between GarbageFirstFound and GarbageLastFound), and its entry-log
+	// bytes count as live, not reclaimable, until a scan deletes it.
+	GarbageLedgers    int       `json:"garbageLedgers"`
+	GarbageFirstFound time.Time `json:"garbageFirstFound,omitzero"`
+	GarbageLastFound  time.Time `json:"garbageLastFound,omitzero"`
 }
 
 // gcState records the collections and scans GCStatus reports.
@@ -162,7 +169,12 @@ type gcState struct {
 	lastEnded time.Time
 	lastScan  time.Time
 	nextScan  time.Time
-	ended     chan struct{} // closed when a collection ends (then replaced)
+	// garbage, garbageFirst, garbageLast: the ledgers the last scan left
+	// waiting out the grace period, and the earliest and latest of their
+	// first verdicts.
+	garbage                   int
+	garbageFirst, garbageLast time.Time
+	ended                     chan struct{} // closed when a collection ends (then replaced)
 }
 
 func (g *gcState) begin() {
@@ -209,6 +221,7 @@ func (b *Bookie) GCStatus() GCStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	st.Running, st.Last, st.LastEnded, st.LastScan, st.NextScan = g.running > 0, g.last, g.lastEnded, g.lastScan, g.nextScan
+	st.GarbageLedgers, st.GarbageFirstFound, st.GarbageLastFound = g.garbage, g.garbageFirst, g.garbageLast
 	if g.lastErr != nil {
 		st.LastError = g.lastErr.Error()
 	}
@@ -325,7 +338,19 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	}
 	st.Took = time.Since(start)
 	b.metrics.gcScans.Inc()
-	b.gcState.set(func(g *gcState) { g.lastScan = time.Now() })
+	var first, last time.Time
+	for _, v := range b.gcSeen {
+		if first.IsZero() || v.first.Before(first) {
+			first = v.first
+		}
+		if v.first.After(last) {
+			last = v.first
+		}
+	}
+	b.gcState.set(func(g *gcState) {
+		g.lastScan = time.Now()
+		g.garbage, g.garbageFirst, g.garbageLast = len(b.gcSeen), first, last
+	})
 	return st, nil
 }
 

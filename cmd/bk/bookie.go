@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -90,6 +91,16 @@ func runBookie(args []string) error {
 	recoveryTLS, err := autorecoveryTLS(cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.Metadata != "" {
+		// A store that is down or a port that is not etcd is said at once,
+		// not as a deadline after 10 s.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := checkReachable(ctx, cfg.Metadata)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 
 	// Keep the heap near what the caches need: without a limit, GOGC=100 lets
@@ -186,7 +197,7 @@ func addBookieFlags(fs *flag.FlagSet) *bookieFlags {
 func (f *bookieFlags) config() (bookie.Config, error) {
 	cfg := bookie.DefaultConfig()
 	if *f.configFile != "" {
-		if err := cfg.LoadConfigFile(*f.configFile); err != nil {
+		if err := loadBookieConfig(&cfg, *f.configFile); err != nil {
 			return cfg, err
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -35,7 +36,9 @@ func runBookies(args []string) error {
 		return enc.Encode(live)
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "BOOKIE\tADDRESS\tSTATE\tINSTANCE\tVERSION\tREGISTERED")
+	// TLS is the TLS listener's address ("-": none): a client with
+	// --bookie-tls-* dials only bookies that have one.
+	fmt.Fprintln(w, "BOOKIE\tADDRESS\tTLS\tSTATE\tINSTANCE\tVERSION\tREGISTERED")
 	for _, b := range live {
 		state := "writable"
 		if b.ReadOnly {
@@ -45,7 +48,7 @@ func runBookies(args []string) error {
 		if addr == "" {
 			addr = string(b.ID)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, addr, state, b.InstanceID, b.Version,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, addr, cmp.Or(b.TLSAddr, "-"), state, b.InstanceID, b.Version,
 			b.RegisteredAt.Local().Format(time.DateTime))
 	}
 	return w.Flush()

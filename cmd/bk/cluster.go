@@ -7,7 +7,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,7 +124,7 @@ func (f *clusterFlags) resolve() (endpoint string, secret []byte, err error) {
 			dec := json.NewDecoder(strings.NewReader(string(data)))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&cfg); err != nil {
-				return "", nil, fmt.Errorf("config file %s: %w", path, err)
+				return "", nil, jsonFileError("config file", path, data, fmt.Errorf("config file %s: %w", path, err))
 			}
 		case explicit || !errors.Is(err, os.ErrNotExist):
 			return "", nil, fmt.Errorf("config file: %w", err)
@@ -159,12 +162,18 @@ const reachTimeout = 2 * time.Second
 // meta.Open's) and returns nil as soon as one accepts. Otherwise it names
 // every address with its dial error ("connection refused"), which etcd's
 // client hides behind a 10 s "context deadline exceeded".
+//
+// The first address that accepts is asked GET /version, which every etcd
+// answers on its client port (over TLS for etcds://, authentication
+// aside): an answer that is not etcd's, or none, is reported as such
+// ("is not etcd") at once, where etcd's client would wait out its 10 s.
 func checkReachable(ctx context.Context, endpoint string) error {
 	ep, err := meta.ParseEndpoints(endpoint)
 	if err != nil {
 		return err
 	}
-	if _, err := ep.ClientConfig(); err != nil {
+	cc, err := ep.ClientConfig()
+	if err != nil {
 		return err
 	}
 	var errs []string
@@ -175,6 +184,10 @@ func checkReachable(ctx context.Context, endpoint string) error {
 		cancel()
 		if err == nil {
 			c.Close()
+			if err := probeEtcd(ctx, addr, cc.TLS); err != nil {
+				return fmt.Errorf("metadata store %s: %s accepts connections but %w; point --metadata, BK_METADATA or the config file at etcd's client port (bk local prints it as metadata:)",
+					endpoint, addr, err)
+			}
 			return nil
 		}
 		var op *net.OpError
@@ -185,6 +198,67 @@ func checkReachable(ctx context.Context, endpoint string) error {
 	}
 	return fmt.Errorf("cannot reach the metadata store %s (%s); start one (bk local serves %s) or point --metadata, BK_METADATA or the config file at it",
 		endpoint, strings.Join(errs, "; "), defaultMetadata)
+}
+
+// probeTimeout bounds probeEtcd's GET /version; etcd answers it at once.
+const probeTimeout = 3 * time.Second
+
+// errNotEtcd is returned by probeEtcd for a server that is not etcd.
+var errNotEtcd = errors.New("is not etcd")
+
+// probeEtcd asks the server at addr for GET /version, over TLS with tlsCfg
+// when it is not nil, and returns an error wrapping errNotEtcd unless the
+// answer is etcd's ({"etcdserver": ...}). A failed TLS handshake is left to
+// etcd's client, which reports certificate problems in its own words.
+func probeEtcd(ctx context.Context, addr string, tlsCfg *tls.Config) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+"/version", nil)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, DisableKeepAlives: true, Proxy: nil}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without "Get URL: "
+		}
+		var header tls.RecordHeaderError
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("%w (no answer to GET /version within %v)", errNotEtcd, probeTimeout)
+		case tlsCfg != nil && (errors.As(err, &header) || errors.Is(err, io.EOF) ||
+			strings.Contains(err.Error(), "HTTP response to HTTPS client")):
+			return fmt.Errorf("%w over TLS (%v; an etcd without TLS is etcd://, not etcds://)", errNotEtcd, err)
+		case tlsCfg != nil:
+			return nil // a certificate or a TLS alert: etcd's client says which
+		case strings.Contains(err.Error(), "BKGO"):
+			return fmt.Errorf("%w (it answers in the bookie protocol: a bookie's port?)", errNotEtcd)
+		}
+		return fmt.Errorf("%w (GET /version: %v)", errNotEtcd, err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Server string `json:"etcdserver"`
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &v) != nil || v.Server == "" {
+		return fmt.Errorf("%w (GET /version answered %s%s)", errNotEtcd, resp.Status, adminHint(resp))
+	}
+	return nil
+}
+
+// adminHint names a bookie's admin endpoint when resp looks like one.
+func adminHint(resp *http.Response) string {
+	if resp.StatusCode == http.StatusNotFound {
+		return "; a bookie's admin port?"
+	}
+	return ""
 }
 
 // openClient resolves the cluster flags, checks that etcd answers TCP, and

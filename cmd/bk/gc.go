@@ -78,6 +78,9 @@ func runGC(args []string) error {
 	if err != nil {
 		return err
 	}
+	if !t.asJSON && *status {
+		printStatusGarbage(os.Stdout, rows)
+	}
 	if !t.asJSON && !*status && *wait {
 		printGraceHints(os.Stdout, rows, func(a string) (*bookie.GCStatus, error) {
 			var st bookie.GCStatus
@@ -116,11 +119,40 @@ func printGraceHints(w io.Writer, rows []gcRow, status func(admin string) (*book
 	}
 }
 
+// printStatusGarbage says, for each bookie whose last scan left garbage
+// ledgers waiting out gc_grace_period, when they will be deleted: by the
+// first scan at least gc_grace_period after the latest of their first
+// verdicts. Until then their bytes count as LIVE, not RECLAIMABLE.
+func printStatusGarbage(w io.Writer, rows []gcRow) {
+	for _, r := range rows {
+		s := r.Status
+		if s == nil || s.GarbageLedgers == 0 {
+			continue
+		}
+		grace := time.Duration(s.GracePeriod)
+		fmt.Fprintf(w, "%s: %s found garbage since %s wait out gc_grace_period (%s): deleted by the first scan after %s",
+			r.Admin, plural(s.GarbageLedgers, "ledger"), s.GarbageFirstFound.Local().Format(time.DateTime), grace,
+			s.GarbageLastFound.Add(grace).Local().Format(time.DateTime))
+		if !s.NextScan.IsZero() {
+			fmt.Fprintf(w, " (the next background scan runs at %s)", s.NextScan.Local().Format(time.DateTime))
+		}
+		fmt.Fprintf(w, "; their bytes count as LIVE until then, and compaction reclaims them after\n")
+	}
+}
+
+// plural returns "1 ledger" or "N ledgers".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func printGCTable(rows []gcRow, status, wait bool) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	switch {
 	case status:
-		fmt.Fprintln(w, "BOOKIE\tLAST SCAN\tNEXT SCAN\tENTRY LOGS\tLIVE\tRECLAIMABLE\tCOMPACTED\tRECLAIMED")
+		fmt.Fprintln(w, "BOOKIE\tLAST SCAN\tNEXT SCAN\tENTRY LOGS\tLIVE\tRECLAIMABLE\tGARBAGE\tCOMPACTED\tRECLAIMED")
 	case wait:
 		fmt.Fprintln(w, "BOOKIE\tLEDGERS\tGARBAGE\tDELETED\tLOGS COMPACTED\tRECLAIMED\tTOOK")
 	default:
@@ -138,9 +170,9 @@ func printGCTable(rows []gcRow, status, wait bool) error {
 			fmt.Fprintf(w, "%s\tFAILED: %s\n", r.Admin, r.Error)
 		case r.Status != nil:
 			s := r.Status
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d logs\t%s\n", r.Admin, when(s.LastScan), when(s.NextScan),
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d logs\t%s\n", r.Admin, when(s.LastScan), when(s.NextScan),
 				sizeString(s.EntryLogBytes), sizeString(s.LiveBytes), sizeString(s.ReclaimableBytes),
-				s.Compaction.LogsCompacted, sizeString(s.Compaction.BytesFreed))
+				plural(s.GarbageLedgers, "ledger"), s.Compaction.LogsCompacted, sizeString(s.Compaction.BytesFreed))
 		case r.Result != nil:
 			g, c := r.Result.GC, r.Result.Compaction
 			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%v\n", r.Admin, g.Ledgers, g.Garbage, g.Deleted, c.LogsCompacted,

@@ -64,6 +64,16 @@ func TestGCCommand(t *testing.T) {
 	if g := row.Result.GC; g.Garbage != 1 || g.Deleted != 0 {
 		t.Fatalf("first bk gc: %+v, want the ledger found garbage and not deleted yet", g)
 	}
+	// --status shows the deleted ledger waiting out the grace period (its bytes
+	// still live), and when it goes.
+	waiting := runBK(t, nil, nil, "gc", "--status", admin)
+	if fields := strings.Fields(lineWith(waiting.stdout, admin)); waiting.code != 0 || !strings.Contains(waiting.stdout, "GARBAGE") ||
+		!strings.Contains(strings.Join(fields, " "), " 1 ledger ") ||
+		!strings.Contains(waiting.stdout, admin+": 1 ledger found garbage since") ||
+		!strings.Contains(waiting.stdout, "wait out gc_grace_period (1ns): deleted by the first scan after") {
+		t.Fatalf("bk gc --status after the first run: exit %d, stdout %q, stderr %q; want 1 garbage ledger and when it goes",
+			waiting.code, waiting.stdout, waiting.stderr)
+	}
 	// The second run finds the bookie through its registration.
 	second := runBK(t, nil, nil, "gc", "--all", "--metadata", lc.Endpoint())
 	if second.code != 0 || !strings.Contains(second.stdout, "DELETED") {
@@ -80,7 +90,7 @@ func TestGCCommand(t *testing.T) {
 	st := runBK(t, nil, nil, "gc", "--status", "--json", "--bookie", lc.Bookies[0].Addr(), "--metadata", lc.Endpoint())
 	row = gcRow{}
 	if st.code != 0 || json.Unmarshal([]byte(st.stdout), &row) != nil || row.Status == nil || row.Admin != admin ||
-		row.Status.LastScan.IsZero() || row.Status.Last == nil || row.Status.Last.GC.Deleted != 1 {
+		row.Status.LastScan.IsZero() || row.Status.Last == nil || row.Status.Last.GC.Deleted != 1 || row.Status.GarbageLedgers != 0 {
 		t.Fatalf("bk gc --status: exit %d, stdout %q, stderr %q", st.code, st.stdout, st.stderr)
 	}
 	if r := runBK(t, nil, nil, "gc", "--bookie", "127.0.0.1:1", "--metadata", lc.Endpoint()); r.code != 1 || !strings.Contains(r.stderr, "no live bookie 127.0.0.1:1") {

@@ -62,7 +62,7 @@ func addDataFlags(fs *flag.FlagSet) dataFlags {
 func (f dataFlags) dirs() (inspect.Dirs, error) {
 	cfg := bookie.DefaultConfig()
 	if *f.config != "" {
-		if err := cfg.LoadConfigFile(*f.config); err != nil {
+		if err := loadBookieConfig(&cfg, *f.config); err != nil {
 			return inspect.Dirs{}, err
 		}
 	}

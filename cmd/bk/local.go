@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
+	"github.com/bookie-go/bookie/internal/datadir"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta/embedded"
 )
@@ -59,6 +62,9 @@ func runLocal(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkLocalPorts(dir, *n, *basePort, *adminBase, *metadataPort, *members); err != nil {
+		return fmt.Errorf("%w\n(nothing was written to %s)", explainLocalErr(err, dir, *metadataPort), dir)
+	}
 	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
 		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full, Secret: secret,
 		Logger: log, Configure: configure})
@@ -102,7 +108,7 @@ func runLocal(args []string) error {
 func localBookieConfig(path string, secret []byte) (func(int, *bookie.Config), error) {
 	var file bookie.Config
 	if path != "" {
-		if err := file.LoadConfigFile(path); err != nil {
+		if err := loadBookieConfig(&file, path); err != nil {
 			return nil, err
 		}
 		for key, set := range map[string]bool{
@@ -162,7 +168,51 @@ func selfCommand() string {
 	return "bk"
 }
 
-// explainLocalErr turns the two usual reasons bk local fails to start into
+// checkLocalPorts binds and releases every fixed port bk local is about to
+// listen on (etcd's client ports, the bookies' and their admin ports; 0
+// picks a free one and is not checked), before anything is written under
+// dir: a bookie stamps its data directories with a cookie naming its
+// address, so a start that failed on a busy port after that would leave a
+// cookie that refuses the corrected start. When another bk local holds dir
+// (its etcd directory is locked) the ports are its own and are not
+// checked: localcluster.Start then says the directory is in use.
+func checkLocalPorts(dir string, bookies, basePort, adminBase, metadataPort, members int) error {
+	if _, err := os.Stat(filepath.Join(dir, "etcd")); err == nil {
+		lock, err := datadir.LockDir(filepath.Join(dir, "etcd"))
+		if err != nil {
+			return nil
+		}
+		lock.Release()
+	}
+	type port struct {
+		what string
+		port int
+	}
+	var ports []port
+	for i := range members {
+		if metadataPort != 0 {
+			ports = append(ports, port{"metadata (--metadata-port)", metadataPort + i})
+		}
+	}
+	for i := range bookies {
+		if basePort != 0 {
+			ports = append(ports, port{fmt.Sprintf("bookie %d (--base-port)", i+1), basePort + i})
+		}
+		if adminBase != 0 {
+			ports = append(ports, port{fmt.Sprintf("bookie %d's admin (--admin-base-port)", i+1), adminBase + i})
+		}
+	}
+	for _, p := range ports {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port)))
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.what, err)
+		}
+		ln.Close()
+	}
+	return nil
+}
+
+// explainLocalErr turns the usual reasons bk local fails to start into
 // what to do about them.
 func explainLocalErr(err error, dir string, metadataPort int) error {
 	switch {
@@ -170,6 +220,8 @@ func explainLocalErr(err error, dir string, metadataPort int) error {
 		return fmt.Errorf("%s is in use by another bk local (or bk bench --local); stop it, or give this one its own --data", dir)
 	case errors.Is(err, syscall.EADDRINUSE):
 		return fmt.Errorf("%w\n(a port is taken: another etcd or bk local? choose others with --metadata-port (now %d), --base-port and --admin-base-port)", err, metadataPort)
+	case errors.Is(err, datadir.ErrOtherBookie):
+		return fmt.Errorf("%w\n(%s was first started with other ports, and a bookie's address is its id: start bk local on it with the --base-port it had then, or give this cluster a new --data)", err, dir)
 	}
 	return err
 }

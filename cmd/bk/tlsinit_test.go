@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -30,6 +31,7 @@ func TestTLSInitAndMixedCluster(t *testing.T) {
 	}
 	pem := func(name string) string { return filepath.Join(certs, name) }
 	endpoint := metatest.Start(t)
+	var bookies []*bookie.Bookie
 	for i, withTLS := range []bool{true, false} {
 		cfg := bookie.Config{
 			Listen: freeAddr(t), DataDir: filepath.Join(dir, "bookie", string(rune('a'+i))), Metadata: endpoint,
@@ -50,6 +52,15 @@ func TestTLSInitAndMixedCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { b.Close() })
+		bookies = append(bookies, b)
+	}
+	// bk bookies shows which bookies a TLS client can use.
+	r = runBK(t, nil, nil, "bookies", "--metadata", endpoint)
+	for _, b := range bookies {
+		want := b.Addr() + " " + b.Addr() + " " + cmp.Or(b.TLSAddr(), "-") + " writable"
+		if got := strings.Join(strings.Fields(lineWith(r.stdout, b.Addr())), " "); !strings.HasPrefix(got, want) {
+			t.Errorf("bk bookies: line of %s is %q, want it to start %q\n%s%s", b.Addr(), got, want, r.stdout, r.stderr)
+		}
 	}
 	tlsFlags := []string{"--metadata", endpoint, "--bookie-tls-ca", pem("ca.pem"), "--bookie-tls-cert", pem("client.pem"), "--bookie-tls-key", pem("client-key.pem")}
 	r = runBK(t, strings.NewReader("a\n"), nil, append([]string{"ledger", "write", "--ensemble", "2", "--write-quorum", "2", "--ack-quorum", "2"}, tlsFlags...)...)
@@ -69,4 +80,14 @@ func TestTLSInitAndMixedCluster(t *testing.T) {
 	if r := runBK(t, nil, nil, append([]string{"ledger", "read", id}, tlsFlags...)...); r.code != 0 || r.stdout != "over\ntls\n" {
 		t.Fatalf("TLS read with bk bookie tls-init's certificates: exit %d, %q, %s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// lineWith returns the first line of out that starts with prefix, "" if none.
+func lineWith(out, prefix string) string {
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
 }

@@ -55,6 +55,13 @@ var (
 	// ErrCookieCorrupt is returned for a cookie file that does not parse or
 	// fails its checksum.
 	ErrCookieCorrupt = errors.New("datadir: cookie corrupt")
+	// ErrOtherBookie is returned, with ErrCookieMismatch, when every
+	// directory holds the same valid cookie but it names another bookie id:
+	// the data is intact and was stamped under another address (a mistyped
+	// --listen or --advertise, or another bookie's directory). It is no
+	// sign of lost data, so the error points at the address, not at
+	// --allow-unknown-state.
+	ErrOtherBookie = errors.New("datadir: directories belong to another bookie id")
 )
 
 // Encode returns the cookie's file contents.
@@ -129,6 +136,10 @@ func NewInstanceID() string {
 //
 //   - All directories empty (fresh): a new cookie is written to each, durably.
 //   - All hold the same cookie: it is returned.
+//   - All hold the same cookie, naming another bookie id: ErrOtherBookie
+//     (with ErrCookieMismatch), whose message names the id to start as. The
+//     data is intact; the id was mistyped or the directories are another
+//     bookie's. With allowUnknown it is treated as below.
 //   - Anything else (a cookie missing from a directory that holds data or
 //     whose siblings have one, cookies that differ, a corrupt cookie) is an
 //     error naming the directory, unless allowUnknown is set: then the bookie
@@ -177,6 +188,11 @@ func CheckCookies(fs vfs.FS, dirs []string, bookieID, expected string, allowUnkn
 			}
 		}
 	}
+	if problem == nil && found[0].Instance != "" && found[0].Bookie != bookieID && !allowUnknown {
+		// One intact identity under another name: say which name, not
+		// that entries may be lost.
+		return Cookie{}, &otherBookieError{stamped: found[0].Bookie, id: bookieID}
+	}
 	if problem == nil && found[0].Instance != "" && found[0].Bookie != bookieID {
 		problem = fmt.Errorf("%w: directories belong to bookie %q, not %q", ErrCookieMismatch, found[0].Bookie, bookieID)
 	}
@@ -202,6 +218,22 @@ func CheckCookies(fs vfs.FS, dirs []string, bookieID, expected string, allowUnkn
 		}
 	}
 	return c, nil
+}
+
+// otherBookieError is ErrOtherBookie (and ErrCookieMismatch) with the two
+// ids.
+type otherBookieError struct {
+	stamped, id string // the id in the cookies; the id starting
+}
+
+func (e *otherBookieError) Error() string {
+	return fmt.Sprintf("datadir: directories belong to bookie %q, not %q: a bookie's id (--advertise, else --listen) "+
+		"stays the same for the life of its data; start it as %q again (a mistyped address?), or give bookie %q "+
+		"data directories of its own. The data is intact and nothing was written", e.stamped, e.id, e.stamped, e.id)
+}
+
+func (e *otherBookieError) Is(target error) bool {
+	return target == ErrOtherBookie || target == ErrCookieMismatch
 }
 
 func orNone(s string) string {

@@ -3,8 +3,10 @@ package datadir
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/bookie-go/bookie/vfs"
@@ -94,6 +96,49 @@ func TestCheckCookiesSwapped(t *testing.T) {
 	}
 	if _, err := CheckCookies(fs, []string{"/a"}, "b2", "", false); !errors.Is(err, ErrCookieMismatch) {
 		t.Fatalf("other bookie's dir: err = %v, want ErrCookieMismatch", err)
+	}
+}
+
+// TestCheckCookiesOtherBookie: directories stamped by one bookie id and
+// started under another (a mistyped --listen) are refused with a hint at
+// the id they belong to, not with "may have lost acknowledged entries" and
+// --allow-unknown-state, and the cookies are left as they were.
+func TestCheckCookiesOtherBookie(t *testing.T) {
+	fs := vfs.NewMemFS()
+	dirs := []string{"/d/journal", "/d/ledgers"}
+	first, err := CheckCookies(fs, dirs, "127.0.0.1:3181", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := vfs.ReadFile(fs, "/d/journal/"+CookieFile)
+	_, err = CheckCookies(fs, dirs, "127.0.0.1:3182", "", false)
+	if !errors.Is(err, ErrOtherBookie) || !errors.Is(err, ErrCookieMismatch) {
+		t.Fatalf("err = %v, want ErrOtherBookie and ErrCookieMismatch", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{`start it as "127.0.0.1:3181" again`, `not "127.0.0.1:3182"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	for _, wrong := range []string{"allow-unknown-state", "lost"} {
+		if strings.Contains(msg, wrong) {
+			t.Errorf("message %q points at %q, but nothing is lost", msg, wrong)
+		}
+	}
+	if after, _ := vfs.ReadFile(fs, "/d/journal/"+CookieFile); !bytes.Equal(after, before) {
+		t.Errorf("the refused start changed the cookie:\n%s\nwas:\n%s", after, before)
+	}
+	if again, err := CheckCookies(fs, dirs, "127.0.0.1:3181", first.Instance, false); err != nil || again != first {
+		t.Fatalf("start under the stamped id: %+v, %v", again, err)
+	}
+	// A wiped directory still says entries may be lost.
+	fs.Remove("/d/ledgers/" + CookieFile)
+	f, _ := vfs.Create(fs, "/d/ledgers/some-data")
+	f.Close()
+	if _, err := CheckCookies(fs, dirs, "127.0.0.1:3181", "", false); errors.Is(err, ErrOtherBookie) ||
+		!strings.Contains(fmt.Sprint(err), "allow-unknown-state") {
+		t.Fatalf("wiped dir: %v, want the lost-entries hint", err)
 	}
 }
 
