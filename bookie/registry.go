@@ -21,6 +21,16 @@ func (c *Config) identity() (id string, stable bool) {
 	return c.Listen, err == nil && port != "0"
 }
 
+// id returns the id the bookie registers under: its stable identity, or the
+// bound address when it has none. Valid once the listener is bound (OnBoot);
+// safe from any goroutine after that.
+func (b *Bookie) id() string {
+	if id, stable := b.cfg.identity(); stable {
+		return id
+	}
+	return b.addr
+}
+
 // openMeta connects to the metadata store and returns the instance id it
 // records for this bookie ("" if none, or if the identity is not stable).
 func (b *Bookie) openMeta() (expected string, err error) {
@@ -67,10 +77,7 @@ func (b *Bookie) publishCookie() error {
 
 // register announces the bookie as live under a lease.
 func (b *Bookie) register() error {
-	id, stable := b.cfg.identity()
-	if !stable {
-		id = b.addr
-	}
+	id := b.id()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ro, _ := b.ReadOnly()
