@@ -83,7 +83,7 @@ func (b *Bookie) register() error {
 	ro, _ := b.ReadOnly()
 	reg, err := b.meta.RegisterBookie(ctx, meta.BookieInfo{
 		ID: meta.BookieID(id), InstanceID: b.cookie.Instance, ReadOnly: ro, Version: Build, Rack: b.cfg.Rack,
-		Admin: advertisedAdmin(b.AdminAddr(), id), TLSAddr: advertisedAdmin(b.TLSAddr(), id),
+		Admin: b.advertisedAdminURL(id), TLSAddr: advertisedAdmin(b.TLSAddr(), id),
 	}, time.Duration(b.cfg.RegistrationTTL))
 	if err != nil {
 		return fmt.Errorf("bookie: register in metadata store: %w", err)
@@ -116,6 +116,17 @@ func first[A, B any](a A, _ B) A { return a }
 // advertisedAdmin returns the admin (or TLS) address to register: the listener's,
 // with an unspecified host (0.0.0.0, ::) replaced by the bookie id's host.
 // Empty without such a listener.
+// advertisedAdminURL is the admin address the registration names:
+// advertisedAdmin's host:port, as "https://host:port" when the admin
+// listener serves TLS, so that bk speaks TLS to it.
+func (b *Bookie) advertisedAdminURL(id string) string {
+	a := advertisedAdmin(b.AdminAddr(), id)
+	if a != "" && b.cfg.AdminTLS {
+		return "https://" + a
+	}
+	return a
+}
+
 func advertisedAdmin(listen, id string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
