@@ -2,9 +2,11 @@ package bookie
 
 import (
 	"bytes"
+	"crypto/tls"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,6 +28,27 @@ func helloAuth(t *testing.T, addr string) (net.Conn, wire.Hello) {
 	return nc, h
 }
 
+// boundAuth returns the data of a bound AUTH that answers h, the Hello the
+// bookie sent on nc, for a client that means to reach bookie id: the client
+// nonce cn and the proof over id, both nonces and nc's TLS channel, as
+// docs/protocol.md ("Authentication") has a client compute it; and the
+// binding, for checking the bookie's proof.
+func boundAuth(t *testing.T, nc net.Conn, h wire.Hello, secret []byte, id string, cn []byte) ([]byte, *wire.AuthBinding) {
+	t.Helper()
+	ch, err := wire.DecodeAuthChallenge(h.Auth)
+	if err != nil || h.AuthMethod != wire.AuthHMACSHA256Bound {
+		t.Fatalf("bookie Hello: auth method %d, challenge %v", h.AuthMethod, err)
+	}
+	bind := &wire.AuthBinding{BookieID: id, BookieNonce: ch.Nonce, ClientNonce: cn}
+	if tc, ok := nc.(*tls.Conn); ok {
+		cs := tc.ConnectionState()
+		if bind.Channel, err = wire.ChannelBinding(&cs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return append(slices.Clone(cn), wire.AuthBoundClientProof(secret, bind)...), bind
+}
+
 func TestAuthentication(t *testing.T) {
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "secret")
@@ -38,15 +61,16 @@ func TestAuthentication(t *testing.T) {
 
 	// The right proof unlocks the connection and the bookie proves itself.
 	nc, h := helloAuth(t, b.Addr())
-	if h.AuthMethod != wire.AuthHMACSHA256 || len(h.Auth) != wire.NonceSize {
-		t.Fatalf("bookie with a secret sent auth method %d, %d-byte nonce", h.AuthMethod, len(h.Auth))
+	if ch, err := wire.DecodeAuthChallenge(h.Auth); h.AuthMethod != wire.AuthHMACSHA256Bound || err != nil || ch.BookieID != b.Addr() {
+		t.Fatalf("bookie with a secret sent auth method %d, challenge %+v %v; want method %d naming %s", h.AuthMethod, ch, err, wire.AuthHMACSHA256Bound, b.Addr())
 	}
 	c := &testClient{t: t, nc: nc}
+	data, bind := boundAuth(t, nc, h, secret, b.Addr(), cn)
 	f := c.call(func(dst []byte, id uint64) []byte {
-		return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256, append(cn, wire.AuthClientProof(secret, h.Auth, cn)...))
+		return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256Bound, data)
 	})
 	r, err := wire.DecodeAuthResponse(f)
-	if err != nil || r.Status != wire.StatusOK || !bytes.Equal(r.Data, wire.AuthBookieProof(secret, h.Auth, cn)) {
+	if err != nil || r.Status != wire.StatusOK || !bytes.Equal(r.Data, wire.AuthBoundBookieProof(secret, bind)) {
 		t.Fatalf("auth: %+v %v", r, err)
 	}
 	if s := c.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
@@ -61,7 +85,7 @@ func TestAuthentication(t *testing.T) {
 	// Replaying the first connection's proof fails.
 	c2 := &testClient{t: t, nc: nc2}
 	f = c2.call(func(dst []byte, id uint64) []byte {
-		return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256, append(cn, wire.AuthClientProof(secret, h.Auth, cn)...))
+		return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256Bound, data)
 	})
 	if hdr, _ := wire.ParseHeader(f); hdr.Status != wire.StatusUnauthorized {
 		t.Fatalf("replayed proof: %v, want Unauthorized", hdr.Status)
@@ -73,8 +97,9 @@ func TestAuthentication(t *testing.T) {
 	// A wrong secret fails.
 	nc3, h3 := helloAuth(t, b.Addr())
 	c3 := &testClient{t: t, nc: nc3}
+	wrong, _ := boundAuth(t, nc3, h3, []byte("guess"), b.Addr(), cn)
 	f = c3.call(func(dst []byte, id uint64) []byte {
-		return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256, append(cn, wire.AuthClientProof([]byte("guess"), h3.Auth, cn)...))
+		return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256Bound, wrong)
 	})
 	if hdr, _ := wire.ParseHeader(f); hdr.Status != wire.StatusUnauthorized {
 		t.Fatalf("wrong secret: %v", hdr.Status)

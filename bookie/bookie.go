@@ -609,7 +609,16 @@ func (b *Bookie) Start() error {
 		}
 	}
 	if b.cfg.Admin != "" { // before registering: the registration names it
-		a, err := admin.Start(admin.Config{Addr: b.cfg.Admin, Metrics: b.metrics.registry, Secret: b.secret, Log: b.log}, adminSource{b})
+		acfg := admin.Config{Addr: b.cfg.Admin, Metrics: b.metrics.registry, Secret: b.secret, Log: b.log}
+		if b.cfg.AdminTLS {
+			tc, err := b.cfg.tlsConfig()
+			if err != nil {
+				b.Close()
+				return err
+			}
+			acfg.TLS = tc
+		}
+		a, err := admin.Start(acfg, adminSource{b})
 		if err != nil {
 			b.Close()
 			return err

@@ -60,8 +60,15 @@ func (c Config) Check() error {
 		if _, err := c.tlsConfig(); err != nil {
 			errs = append(errs, err)
 		}
+	} else if c.AdminTLS {
+		if _, err := c.tlsConfig(); err != nil {
+			errs = append(errs, err)
+		}
 	} else if c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSClientCAFile != "" {
-		bad("tls_cert_file, tls_key_file and tls_client_ca_file need tls_listen (--tls-listen)")
+		bad("tls_cert_file, tls_key_file and tls_client_ca_file need tls_listen (--tls-listen) or admin_tls (--admin-tls)")
+	}
+	if c.AdminTLS && c.Admin == "" {
+		bad("admin_tls (--admin-tls) needs an admin listener (admin, --admin)")
 	}
 	if c.Metadata != "" {
 		// ClientConfig reads the TLS and password files the endpoint

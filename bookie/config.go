@@ -32,6 +32,13 @@ type Config struct {
 	TLSCertFile     string `json:"tls_cert_file"`
 	TLSKeyFile      string `json:"tls_key_file"`
 	TLSClientCAFile string `json:"tls_client_ca_file"`
+	// AdminTLS serves the admin listener (Admin) over HTTPS with
+	// TLSCertFile and TLSKeyFile, and, with TLSClientCAFile, requires the
+	// same client certificates as the TLS listener. The registration then
+	// names the admin address as "https://host:port", and bk sends the
+	// admin token only inside TLS (docs/security.md). Without it the admin
+	// listener is plain HTTP.
+	AdminTLS bool `json:"admin_tls"`
 	// DataDir holds journal/ and ledgers/ unless those are set.
 	DataDir string `json:"data"`
 	// JournalDir and LedgerDir override the two data directories.

@@ -36,8 +36,12 @@ type conn struct {
 	cut atomic.Bool
 
 	// Owned by the connection's event loop.
-	nonce     [wire.NonceSize]byte // the authentication challenge sent in our Hello
-	authed    bool                 // authentication succeeded, or none is required
+	nonce [wire.NonceSize]byte // the authentication challenge sent in our Hello
+	// channel is the TLS channel binding (wire.ChannelBinding) that a bound
+	// AUTH must cover; nil on the plain listener. Set by the TLS reader before
+	// the first traffic.
+	channel   []byte
+	authed    bool // authentication succeeded, or none is required
 	helloDone bool
 	loopOut   []byte // replies produced on the loop, written at the end of OnTraffic
 	closing   bool
@@ -598,7 +602,8 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 	c.features = reply.Features
 	if c.b.secret != nil {
 		rand.Read(c.nonce[:])
-		reply.AuthMethod, reply.Auth = wire.AuthHMACSHA256, c.nonce[:]
+		reply.AuthMethod = wire.AuthHMACSHA256Bound
+		reply.Auth = wire.AppendAuthChallenge(nil, &wire.AuthChallenge{Nonce: c.nonce[:], BookieID: c.b.id()})
 	}
 	c.loopOut = wire.AppendHello(c.loopOut, &reply)
 	c.helloDone = true

@@ -383,12 +383,16 @@ func TestAuthEdgeCases(t *testing.T) {
 
 	nc, h := helloAuth(t, b.Addr())
 	c := &testClient{t: t, nc: nc}
-	proof := append(append([]byte(nil), cn...), wire.AuthClientProof(secret, h.Auth, cn)...)
-	f := c.call(func(dst []byte, id uint64) []byte { return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256, proof) })
+	proof, _ := boundAuth(t, nc, h, secret, b.Addr(), cn)
+	f := c.call(func(dst []byte, id uint64) []byte {
+		return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256Bound, proof)
+	})
 	if r, err := wire.DecodeAuthResponse(f); err != nil || r.Status != wire.StatusOK {
 		t.Fatalf("auth: %+v %v", r, err)
 	}
-	f = c.call(func(dst []byte, id uint64) []byte { return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256, proof) })
+	f = c.call(func(dst []byte, id uint64) []byte {
+		return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256Bound, proof)
+	})
 	if hdr, _ := wire.ParseHeader(f); hdr.Status != wire.StatusBadRequest {
 		t.Fatalf("second AUTH: %v, want BadRequest", hdr.Status)
 	}

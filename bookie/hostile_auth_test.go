@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,14 +34,19 @@ func hello(t *testing.T, nc net.Conn) wire.Hello {
 	return h
 }
 
-// authed shakes hands on nc and authenticates with testSecret.
+// authed shakes hands on nc and authenticates with testSecret, for the
+// bookie id that the bookie's challenge names.
 func authed(t *testing.T, nc net.Conn) *testClient {
 	t.Helper()
 	h := hello(t, nc)
 	c := &testClient{t: t, nc: nc}
-	cn := bytes.Repeat([]byte{9}, wire.NonceSize)
+	ch, err := wire.DecodeAuthChallenge(h.Auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := boundAuth(t, nc, h, testSecret, ch.BookieID, bytes.Repeat([]byte{9}, wire.NonceSize))
 	f := c.call(func(dst []byte, id uint64) []byte {
-		return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256, append(cn, wire.AuthClientProof(testSecret, h.Auth, cn)...))
+		return wire.AppendAuthRequest(dst, id, wire.AuthHMACSHA256Bound, data)
 	})
 	if r, err := wire.DecodeAuthResponse(f); err != nil || r.Status != wire.StatusOK {
 		t.Fatalf("auth: %+v %v", r, err)
@@ -195,3 +201,76 @@ func TestSourceKey(t *testing.T) {
 }
 
 func unauthenticatedConns(b *Bookie) int { return b.conns.unauthenticated() }
+
+// TestAuthRelayRefused: a relay that knows no secret and passes this bookie's
+// challenge on to a client holding the secret gets a proof the bookie refuses.
+// On plain TCP the client's proof names the bookie id the client dialed (the
+// relay's); over TLS it covers the client's own TLS channel, which ends at the
+// relay, so it is refused on the relay's connection to the bookie even when
+// it names this bookie. The refused connection is answered Unauthorized and
+// closed, and reads nothing; the same client's proof on its own channel for
+// this bookie's id passes (docs/protocol.md, "Authentication").
+func TestAuthRelayRefused(t *testing.T) {
+	p := metatest.NewPKI(t)
+	cfg := tlsTestConfig(t, p, false)
+	cfg.Secret = testSecret
+	b := startBookie(t, cfg)
+	owner := authed(t, tcpDial(t, "", b.Addr()))
+	if s := owner.add(testKey, 0, 7, 0, -1, []byte("private")); s != wire.StatusOK {
+		t.Fatalf("owner's add: %v", s)
+	}
+	tcfg := &tls.Config{RootCAs: p.Roots, ServerName: "localhost"}
+	cn := bytes.Repeat([]byte{0xc1}, wire.NonceSize)
+
+	// relayed sends data as the AUTH on relay (the relay's own session) and
+	// checks that the bookie refuses it and serves the relay nothing.
+	relayed := func(name string, relay net.Conn, data []byte) {
+		t.Helper()
+		c := &testClient{t: t, nc: relay}
+		relay.Write(wire.AppendAuthRequest(nil, 1, wire.AuthHMACSHA256Bound, data))
+		relay.Write(wire.AppendReadRequest(nil, 2, 0, 7, 0, nil))
+		relay.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if h, err := wire.ParseHeader(c.readFrame()); err != nil || h.Status != wire.StatusUnauthorized {
+			t.Fatalf("%s: relayed AUTH answered %+v %v, want Unauthorized", name, h, err)
+		}
+		if got := untilClosed(t, relay); len(got) != 0 {
+			t.Fatalf("%s: the relay was served %x after a refused AUTH", name, got)
+		}
+	}
+
+	// Plain TCP: the client dialed the relay, at its own id, and proves
+	// itself to it.
+	relay := tcpDial(t, "", b.Addr())
+	h := hello(t, relay)
+	data, _ := boundAuth(t, relay, h, testSecret, "10.9.9.9:3181", cn)
+	relayed("plain relay", relay, data)
+
+	// TLS: the client's TLS connection ends at the relay (here: another
+	// connection to the bookie stands for it), the relay's own goes on to
+	// the bookie; the proof names this bookie and the client's channel.
+	clientSide := tlsDial(t, b.TLSAddr(), tcfg)
+	hello(t, clientSide)
+	relay = tlsDial(t, b.TLSAddr(), tcfg)
+	h = hello(t, relay)
+	ch, err := wire.DecodeAuthChallenge(h.Auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := clientSide.(*tls.Conn).ConnectionState()
+	channel, err := wire.ChannelBinding(&cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proof := wire.AuthBoundClientProof(testSecret, &wire.AuthBinding{BookieID: ch.BookieID, BookieNonce: ch.Nonce, ClientNonce: cn, Channel: channel})
+	relayed("TLS relay", relay, append(slices.Clone(cn), proof...))
+
+	// Either proof on its own channel, for this bookie, passes.
+	for _, nc := range []net.Conn{tcpDial(t, "", b.Addr()), tlsDial(t, b.TLSAddr(), tcfg)} {
+		if _, s := authed(t, nc).read(0, 7, 0); s != wire.StatusOK {
+			t.Fatalf("a client on its own connection: read %v", s)
+		}
+	}
+	if n := cutCount(t, b, "auth_failed"); n != 2 {
+		t.Fatalf("auth_failed cuts %v, want 2", n)
+	}
+}

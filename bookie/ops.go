@@ -80,7 +80,8 @@ func (b *Bookie) handleFrame(c *conn, frame []byte) (retry bool) {
 // a challenge: a valid AUTH unlocks the connection. Anything else is answered
 // and the connection closed: a frame that is not an AUTH of the agreed
 // version with AuthRequired, an AUTH that does not prove the secret
-// (malformed, another method, data not 64 bytes, a wrong proof) with
+// (malformed, another method than wire.AuthHMACSHA256Bound, data not 64
+// bytes, a wrong proof, a proof for another bookie id or TLS channel) with
 // Unauthorized. parseErr is ParseHeader's error for frame. Runs on the event
 // loop.
 func (b *Bookie) authenticate(c *conn, h *wire.Header, parseErr error, frame []byte) {
@@ -92,13 +93,16 @@ func (b *Bookie) authenticate(c *conn, h *wire.Header, parseErr error, frame []b
 		return
 	}
 	req, err := wire.DecodeAuthRequest(frame)
-	ok := err == nil && req.Method == wire.AuthHMACSHA256 && len(req.Data) == wire.NonceSize+wire.ProofSize
+	ok := err == nil && req.Method == wire.AuthHMACSHA256Bound && len(req.Data) == wire.NonceSize+wire.ProofSize
 	if ok {
-		clientNonce := req.Data[:wire.NonceSize]
-		ok = wire.CheckAuthProof(req.Data[wire.NonceSize:], wire.AuthClientProof(b.secret, c.nonce[:], clientNonce))
+		// The proof must name this bookie and this connection's TLS channel:
+		// one made for a relay that passed our challenge on does not.
+		bind := wire.AuthBinding{BookieID: b.id(), BookieNonce: c.nonce[:],
+			ClientNonce: req.Data[:wire.NonceSize], Channel: c.channel}
+		ok = wire.CheckAuthProof(req.Data[wire.NonceSize:], wire.AuthBoundClientProof(b.secret, &bind))
 		if ok {
 			c.authed = true
-			c.loopOut = wire.AppendAuthResponse(c.loopOut, h.RequestID, wire.AuthBookieProof(b.secret, c.nonce[:], clientNonce))
+			c.loopOut = wire.AppendAuthResponse(c.loopOut, h.RequestID, wire.AuthBoundBookieProof(b.secret, &bind))
 			return
 		}
 	}

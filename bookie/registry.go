@@ -21,6 +21,16 @@ func (c *Config) identity() (id string, stable bool) {
 	return c.Listen, err == nil && port != "0"
 }
 
+// id returns the id the bookie registers under: its stable identity, or the
+// bound address when it has none. Valid once the listener is bound (OnBoot);
+// safe from any goroutine after that.
+func (b *Bookie) id() string {
+	if id, stable := b.cfg.identity(); stable {
+		return id
+	}
+	return b.addr
+}
+
 // openMeta connects to the metadata store and returns the instance id it
 // records for this bookie ("" if none, or if the identity is not stable).
 func (b *Bookie) openMeta() (expected string, err error) {
@@ -67,16 +77,13 @@ func (b *Bookie) publishCookie() error {
 
 // register announces the bookie as live under a lease.
 func (b *Bookie) register() error {
-	id, stable := b.cfg.identity()
-	if !stable {
-		id = b.addr
-	}
+	id := b.id()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ro, _ := b.ReadOnly()
 	reg, err := b.meta.RegisterBookie(ctx, meta.BookieInfo{
 		ID: meta.BookieID(id), InstanceID: b.cookie.Instance, ReadOnly: ro, Version: Build, Rack: b.cfg.Rack,
-		Admin: advertisedAdmin(b.AdminAddr(), id), TLSAddr: advertisedAdmin(b.TLSAddr(), id),
+		Admin: b.advertisedAdminURL(id), TLSAddr: advertisedAdmin(b.TLSAddr(), id),
 	}, time.Duration(b.cfg.RegistrationTTL))
 	if err != nil {
 		return fmt.Errorf("bookie: register in metadata store: %w", err)
@@ -109,6 +116,17 @@ func first[A, B any](a A, _ B) A { return a }
 // advertisedAdmin returns the admin (or TLS) address to register: the listener's,
 // with an unspecified host (0.0.0.0, ::) replaced by the bookie id's host.
 // Empty without such a listener.
+// advertisedAdminURL is the admin address the registration names:
+// advertisedAdmin's host:port, as "https://host:port" when the admin
+// listener serves TLS, so that bk speaks TLS to it.
+func (b *Bookie) advertisedAdminURL(id string) string {
+	a := advertisedAdmin(b.AdminAddr(), id)
+	if a != "" && b.cfg.AdminTLS {
+		return "https://" + a
+	}
+	return a
+}
+
 func advertisedAdmin(listen, id string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/bookie-go/bookie/wire"
 )
 
 // The TLS listener.
@@ -195,12 +197,21 @@ func (t *tlsConn) serve() {
 	if d := time.Duration(b.cfg.HandshakeTimeout); d > 0 {
 		t.raw.SetDeadline(time.Now().Add(d))
 	}
-	if err := t.tc.Handshake(); err != nil {
+	err := t.tc.Handshake()
+	if err != nil {
 		b.metrics.cutConns.WithLabelValues("tls_handshake").Inc()
 		b.log.Info("closing connection: TLS handshake failed", "remote", t.addr, "err", err)
 		return
 	}
 	t.raw.SetDeadline(time.Time{})
+	cs := t.tc.ConnectionState()
+	if c.channel, err = wire.ChannelBinding(&cs); err != nil && b.secret != nil {
+		// Without a binding a bound AUTH could be relayed: refuse rather
+		// than authenticate a connection that may end at a relay.
+		b.metrics.cutConns.WithLabelValues("tls_handshake").Inc()
+		b.log.Info("closing connection: no TLS channel binding", "remote", t.addr, "err", err)
+		return
+	}
 	h := &handler{b: b}
 	for {
 		if h.traffic(c) {

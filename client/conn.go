@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -278,7 +279,15 @@ func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, wire
 			nc.Close()
 			return nil, nil, 0, fmt.Errorf("%w: handshake: bookie asks for no authentication, and this client holds the cluster secret (Config.Secret): refusing a bookie that cannot prove it holds it", ErrUnauthorized)
 		}
+	case wire.AuthHMACSHA256Bound:
+		if err := c.authenticateBound(nc, br, h.Auth); err != nil {
+			nc.Close()
+			return nil, nil, 0, err
+		}
 	case wire.AuthHMACSHA256:
+		// The unbound method of older bookies, answered so that clients can be
+		// upgraded before bookies. A relay cannot talk a current bookie down to
+		// it: current bookies accept only the bound method.
 		if err := c.authenticate(nc, br, slices.Clone(h.Auth)); err != nil {
 			nc.Close()
 			return nil, nil, 0, err
@@ -291,8 +300,37 @@ func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, wire
 	return nc, br, h.Features & clientFeatures, nil
 }
 
-// authenticate answers the bookie's HMAC-SHA256 challenge (docs/protocol.md, "Authentication")
-// and checks the bookie's proof. It sends the connection's first request, with request id 0.
+// authenticateBound answers the bookie's bound HMAC-SHA256 challenge (docs/protocol.md,
+// "Authentication") and checks the bookie's proof. The challenge must name the bookie this
+// connection is for (c.addr, its id): the proof names it, and covers the TLS channel when
+// nc is TLS, so that a relay that passed another bookie's challenge on gets a proof that
+// bookie refuses. It sends the connection's first request, with request id 0.
+func (c *bookieConn) authenticateBound(nc net.Conn, br *bufio.Reader, auth []byte) error {
+	if len(c.cfg.secret) == 0 {
+		return fmt.Errorf("%w: bookie requires authentication and Config.Secret is not set", ErrUnauthorized)
+	}
+	ch, err := wire.DecodeAuthChallenge(auth)
+	if err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	if ch.BookieID != c.addr {
+		return fmt.Errorf("%w: handshake: dialed bookie %s, and the bookie there says it is %s: refusing to authenticate to it", ErrUnauthorized, c.addr, ch.BookieID)
+	}
+	bind := wire.AuthBinding{BookieID: c.addr, BookieNonce: slices.Clone(ch.Nonce), ClientNonce: make([]byte, wire.NonceSize)}
+	rand.Read(bind.ClientNonce)
+	if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		cs := tc.ConnectionState()
+		if bind.Channel, err = wire.ChannelBinding(&cs); err != nil {
+			return fmt.Errorf("%w: handshake: %w", ErrUnauthorized, err)
+		}
+	}
+	data := append(slices.Clone(bind.ClientNonce), wire.AuthBoundClientProof(c.cfg.secret, &bind)...)
+	return c.exchangeAuth(nc, br, wire.AuthHMACSHA256Bound, data, wire.AuthBoundBookieProof(c.cfg.secret, &bind))
+}
+
+// authenticate answers an older bookie's unbound HMAC-SHA256 challenge (docs/protocol.md,
+// "Versions of AUTH") and checks the bookie's proof. It sends the connection's first
+// request, with request id 0.
 func (c *bookieConn) authenticate(nc net.Conn, br *bufio.Reader, bookieNonce []byte) error {
 	if len(c.cfg.secret) == 0 {
 		return fmt.Errorf("%w: bookie requires authentication and Config.Secret is not set", ErrUnauthorized)
@@ -300,7 +338,13 @@ func (c *bookieConn) authenticate(nc net.Conn, br *bufio.Reader, bookieNonce []b
 	clientNonce := make([]byte, wire.NonceSize)
 	rand.Read(clientNonce)
 	data := append(slices.Clone(clientNonce), wire.AuthClientProof(c.cfg.secret, bookieNonce, clientNonce)...)
-	if _, err := nc.Write(wire.AppendAuthRequest(nil, 0, wire.AuthHMACSHA256, data)); err != nil {
+	return c.exchangeAuth(nc, br, wire.AuthHMACSHA256, data, wire.AuthBookieProof(c.cfg.secret, bookieNonce, clientNonce))
+}
+
+// exchangeAuth sends an AUTH with method and data and checks that the bookie answers OK
+// with want, its proof.
+func (c *bookieConn) exchangeAuth(nc net.Conn, br *bufio.Reader, method uint16, data, want []byte) error {
+	if _, err := nc.Write(wire.AppendAuthRequest(nil, 0, method, data)); err != nil {
 		return err
 	}
 	frame, err := readFrame(br, nil, wire.MaxFrameSize, nil)
@@ -314,7 +358,7 @@ func (c *bookieConn) authenticate(nc net.Conn, br *bufio.Reader, bookieNonce []b
 	if resp.Status != wire.StatusOK {
 		return fmt.Errorf("%w: bookie answered %v to AUTH", ErrUnauthorized, resp.Status)
 	}
-	if !wire.CheckAuthProof(resp.Data, wire.AuthBookieProof(c.cfg.secret, bookieNonce, clientNonce)) {
+	if !wire.CheckAuthProof(resp.Data, want) {
 		return fmt.Errorf("%w: bookie's proof is wrong (it does not hold the cluster secret)", ErrUnauthorized)
 	}
 	return nil

@@ -94,7 +94,7 @@ func frameOf(lines []annotatedLine) []byte {
 func layout(m any) []field {
 	switch m := m.(type) {
 	case Hello:
-		return []field{
+		f := []field{
 			{"length", 4, fmt.Sprint(HelloFixedSize - LengthSize + len(m.Auth))},
 			{"magic", 4, fmt.Sprintf("%q", string(Magic[:]))},
 			{"min version", 1, fmt.Sprint(m.MinVersion)},
@@ -105,8 +105,12 @@ func layout(m any) []field {
 			{"features", 8, fmt.Sprintf("0x%016x", uint64(m.Features))},
 			{"auth method", 2, authMethodName(m.AuthMethod)},
 			{"auth length", 2, fmt.Sprint(len(m.Auth))},
-			{"auth data", len(m.Auth), hexValue(m.Auth)},
 		}
+		if c, err := DecodeAuthChallenge(m.Auth); err == nil && m.AuthMethod == AuthHMACSHA256Bound {
+			return append(f, field{"nonce", NonceSize, hexValue(c.Nonce)},
+				field{"bookie id", len(c.BookieID), fmt.Sprintf("%q", c.BookieID)})
+		}
+		return append(f, field{"auth data", len(m.Auth), hexValue(m.Auth)})
 	case Header:
 		return headerFields(m, 0)
 	case AddRequest:
@@ -308,6 +312,8 @@ func authMethodName(m uint16) string {
 		return "none"
 	case AuthHMACSHA256:
 		return "HMAC-SHA256"
+	case AuthHMACSHA256Bound:
+		return "HMAC-SHA256 bound"
 	}
 	return fmt.Sprint(m)
 }

@@ -14,6 +14,9 @@ type messageCase struct {
 // testKey is the master key of the examples: MasterKeyFromPassword("secret").
 var testKey = MasterKeyFromPassword([]byte("secret"))
 
+// testBookieID is the bookie id of the authentication examples.
+const testBookieID = "10.0.0.1:3181"
+
 // decoders maps a message kind (the part of a case name before any "/") to its decoder.
 var decoders = map[string]func([]byte) (any, error){
 	"hello":                  func(b []byte) (any, error) { return DecodeHello(b) },
@@ -75,8 +78,10 @@ func messageCases() []messageCase {
 	nonce := bytes.Repeat([]byte{0x5a}, NonceSize) // the bookie's challenge
 	clientNonce := bytes.Repeat([]byte{0xa5}, NonceSize)
 	secret := []byte("cluster secret")
-	authData := append(append([]byte(nil), clientNonce...), AuthClientProof(secret, nonce, clientNonce)...)
-	bookieProof := AuthBookieProof(secret, nonce, clientNonce)
+	bind := &AuthBinding{BookieID: testBookieID, BookieNonce: nonce, ClientNonce: clientNonce}
+	challenge := AppendAuthChallenge(nil, &AuthChallenge{Nonce: nonce, BookieID: testBookieID})
+	authData := append(append([]byte(nil), clientNonce...), AuthBoundClientProof(secret, bind)...)
+	bookieProof := AuthBoundBookieProof(secret, bind)
 	return []messageCase{
 		{"hello/client", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1}),
 			Hello{MinVersion: 1, MaxVersion: 1, Auth: []byte{}}},
@@ -84,8 +89,8 @@ func messageCases() []messageCase {
 			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Auth: []byte{}}},
 		{"hello/unsupported", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Status: StatusUnsupportedVersion}),
 			Hello{MinVersion: 1, MaxVersion: 1, Status: StatusUnsupportedVersion, Auth: []byte{}}},
-		{"hello/auth", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Version: 1, AuthMethod: AuthHMACSHA256, Auth: nonce}),
-			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, AuthMethod: AuthHMACSHA256, Auth: nonce}},
+		{"hello/auth", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Version: 1, AuthMethod: AuthHMACSHA256Bound, Auth: challenge}),
+			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, AuthMethod: AuthHMACSHA256Bound, Auth: challenge}},
 		{"hello/read-batch", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Features: FeatureReadBatch}),
 			Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Features: FeatureReadBatch, Auth: []byte{}}},
 		{"hello/copy", AppendHello(nil, &Hello{MinVersion: 1, MaxVersion: 1, Version: 1, Features: FeatureReadBatch | FeatureCopy}),
@@ -154,8 +159,8 @@ func messageCases() []messageCase {
 		{"ping-request", AppendPingRequest(nil, 8), req(OpPing, 0, 8)},
 		{"ping-response", AppendPingResponse(nil, 8), resp(OpPing, 8, StatusOK)},
 
-		{"auth-request", AppendAuthRequest(nil, 9, AuthHMACSHA256, authData),
-			AuthRequest{Header: req(OpAuth, 0, 9), Method: AuthHMACSHA256, Data: authData}},
+		{"auth-request", AppendAuthRequest(nil, 9, AuthHMACSHA256Bound, authData),
+			AuthRequest{Header: req(OpAuth, 0, 9), Method: AuthHMACSHA256Bound, Data: authData}},
 		{"auth-response", AppendAuthResponse(nil, 9, bookieProof),
 			AuthResponse{Header: resp(OpAuth, 9, StatusOK), Data: bookieProof}},
 		{"read-batch-request", AppendReadBatchRequest(nil, 10, 42, 7, 100, 1<<20),

@@ -307,3 +307,26 @@ func FuzzDecodeListEntries(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeAuthChallenge feeds a bound Hello's auth data to DecodeAuthChallenge: whatever
+// it accepts re-encodes to the same bytes.
+func FuzzDecodeAuthChallenge(f *testing.F) {
+	f.Add(AppendAuthChallenge(nil, &AuthChallenge{Nonce: bytes.Repeat([]byte{0x5a}, NonceSize), BookieID: testBookieID}))
+	f.Add(make([]byte, NonceSize))
+	f.Add(make([]byte, MaxAuthSize))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeAuthChallenge(data)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v is not ErrMalformed", err)
+			}
+			return
+		}
+		if len(c.Nonce) != NonceSize || c.BookieID == "" {
+			t.Fatalf("accepted %+v", c)
+		}
+		if got := AppendAuthChallenge(nil, &c); !bytes.Equal(got, data) {
+			t.Fatalf("re-encoded %x, decoded from %x", got, data)
+		}
+	})
+}

@@ -35,9 +35,10 @@ type Features uint64
 // StatusOK and Version the version chosen for the connection (see Negotiate), or Status is
 // StatusUnsupportedVersion (no common version), StatusBadRequest (the client's Hello was
 // malformed) or StatusTooManyRequests (over the bookie's connection limits) with Version 0,
-// and the bookie closes the connection after sending it. AuthMethod AuthHMACSHA256 with a
-// NonceSize-byte nonce in Auth means the bookie requires an AUTH request before any other:
-// a bookie with a cluster secret sends it (see auth.go).
+// and the bookie closes the connection after sending it. AuthMethod AuthHMACSHA256Bound with
+// an AuthChallenge in Auth (or, from an older bookie, AuthHMACSHA256 with a NonceSize-byte
+// nonce) means the bookie requires an AUTH request before any other: a bookie with a cluster
+// secret sends it (see auth.go).
 type Hello struct {
 	MinVersion uint8
 	MaxVersion uint8

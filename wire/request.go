@@ -303,11 +303,18 @@ const (
 	// AuthHMACSHA256: the bookie's Hello carries a random NonceSize-byte nonce; the
 	// client answers with an AUTH request whose data is its own nonce followed by
 	// AuthClientProof; the bookie's OK response carries AuthBookieProof (see auth.go).
+	// Unbound: spoken by older bookies only.
 	AuthHMACSHA256 uint16 = 1
+	// AuthHMACSHA256Bound: the bookie's Hello carries an AuthChallenge (a nonce and its
+	// id); the client answers with an AUTH request whose data is its own nonce followed
+	// by AuthBoundClientProof; the bookie's OK response carries AuthBoundBookieProof. The
+	// proofs are bound to the bookie's id and the TLS channel (see auth.go).
+	AuthHMACSHA256Bound uint16 = 2
 )
 
 // AuthRequest is a decoded AUTH: the client's answer to the challenge in the bookie's Hello.
-// With AuthHMACSHA256, Data is the client's nonce followed by AuthClientProof.
+// With AuthHMACSHA256Bound (and AuthHMACSHA256), Data is the client's nonce followed by its
+// proof.
 //
 //	header (16) | method (2) | data length (2) | data (n)
 type AuthRequest struct {

@@ -29,18 +29,28 @@ type fieldVector struct {
 	Value  string `json:"value"` // as docs/protocol.md's annotations spell it
 }
 
-// authVector is docs/vectors/auth.json: the inputs and outputs of the HMAC-SHA256
-// authentication example.
+// authVector is docs/vectors/auth.json: the inputs and outputs of the authentication
+// examples. The bound (method 2) proofs are given twice: on plain TCP (no channel binding)
+// and with the TLS channel binding ChannelBindingHex; the V1 fields are the unbound method 1.
 type authVector struct {
-	Secret          string `json:"secret"`
-	SecretHex       string `json:"secret_hex"`
-	BookieNonceHex  string `json:"bookie_nonce_hex"`
-	ClientNonceHex  string `json:"client_nonce_hex"`
-	ClientLabelHex  string `json:"client_label_hex"`
-	BookieLabelHex  string `json:"bookie_label_hex"`
-	ClientProofHex  string `json:"client_proof_hex"`
-	BookieProofHex  string `json:"bookie_proof_hex"`
-	AuthRequestData string `json:"auth_request_data_hex"`
+	Secret            string `json:"secret"`
+	SecretHex         string `json:"secret_hex"`
+	BookieID          string `json:"bookie_id"`
+	BookieNonceHex    string `json:"bookie_nonce_hex"`
+	ClientNonceHex    string `json:"client_nonce_hex"`
+	ChallengeHex      string `json:"hello_auth_data_hex"`
+	ClientLabelHex    string `json:"client_label_hex"`
+	BookieLabelHex    string `json:"bookie_label_hex"`
+	ClientProofHex    string `json:"client_proof_hex"`
+	BookieProofHex    string `json:"bookie_proof_hex"`
+	AuthRequestData   string `json:"auth_request_data_hex"`
+	ChannelBindingHex string `json:"tls_channel_binding_hex"`
+	TLSClientProofHex string `json:"tls_client_proof_hex"`
+	TLSBookieProofHex string `json:"tls_bookie_proof_hex"`
+	V1ClientLabelHex  string `json:"v1_client_label_hex"`
+	V1BookieLabelHex  string `json:"v1_bookie_label_hex"`
+	V1ClientProofHex  string `json:"v1_client_proof_hex"`
+	V1BookieProofHex  string `json:"v1_bookie_proof_hex"`
 }
 
 // masterKeyVector is one entry of docs/vectors/master-keys.json.
@@ -73,15 +83,26 @@ func authVectors() authVector {
 	secret := []byte("cluster secret")
 	bn := bytes.Repeat([]byte{0x5a}, NonceSize)
 	cn := bytes.Repeat([]byte{0xa5}, NonceSize)
-	cp := AuthClientProof(secret, bn, cn)
+	plain := &AuthBinding{BookieID: testBookieID, BookieNonce: bn, ClientNonce: cn}
+	tls := *plain
+	tls.Channel = bytes.Repeat([]byte{0x3c}, ChannelBindingSize)
+	cp := AuthBoundClientProof(secret, plain)
 	return authVector{
-		Secret: string(secret), SecretHex: hex.EncodeToString(secret),
+		Secret: string(secret), SecretHex: hex.EncodeToString(secret), BookieID: testBookieID,
 		BookieNonceHex: hex.EncodeToString(bn), ClientNonceHex: hex.EncodeToString(cn),
-		ClientLabelHex:  hex.EncodeToString([]byte(authClientLabel)),
-		BookieLabelHex:  hex.EncodeToString([]byte(authBookieLabel)),
-		ClientProofHex:  hex.EncodeToString(cp),
-		BookieProofHex:  hex.EncodeToString(AuthBookieProof(secret, bn, cn)),
-		AuthRequestData: hex.EncodeToString(append(append([]byte(nil), cn...), cp...)),
+		ChallengeHex:      hex.EncodeToString(AppendAuthChallenge(nil, &AuthChallenge{Nonce: bn, BookieID: testBookieID})),
+		ClientLabelHex:    hex.EncodeToString([]byte(authBoundClientLabel)),
+		BookieLabelHex:    hex.EncodeToString([]byte(authBoundBookieLabel)),
+		ClientProofHex:    hex.EncodeToString(cp),
+		BookieProofHex:    hex.EncodeToString(AuthBoundBookieProof(secret, plain)),
+		AuthRequestData:   hex.EncodeToString(append(append([]byte(nil), cn...), cp...)),
+		ChannelBindingHex: hex.EncodeToString(tls.Channel),
+		TLSClientProofHex: hex.EncodeToString(AuthBoundClientProof(secret, &tls)),
+		TLSBookieProofHex: hex.EncodeToString(AuthBoundBookieProof(secret, &tls)),
+		V1ClientLabelHex:  hex.EncodeToString([]byte(authClientLabel)),
+		V1BookieLabelHex:  hex.EncodeToString([]byte(authBookieLabel)),
+		V1ClientProofHex:  hex.EncodeToString(AuthClientProof(secret, bn, cn)),
+		V1BookieProofHex:  hex.EncodeToString(AuthBookieProof(secret, bn, cn)),
 	}
 }
 
@@ -159,7 +180,7 @@ func TestVectors(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := authVectors()
-	for _, p := range []string{a.ClientProofHex, a.BookieProofHex} {
+	for _, p := range []string{a.ClientProofHex, a.BookieProofHex, a.TLSClientProofHex, a.TLSBookieProofHex} {
 		if short := p[:8] + "..." + p[len(p)-8:]; !strings.Contains(string(doc), short) {
 			t.Errorf("%s does not quote proof %s as %s", docPath, p, short)
 		}

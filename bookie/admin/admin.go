@@ -6,7 +6,9 @@
 //
 // All endpoints but /metrics, /healthz and /readyz need the admin token,
 // derived from the cluster secret, when there is one (Config.Secret, Token):
-// the secret itself never travels. The listener is plain HTTP: keep it on a
+// the secret itself never travels. With Config.TLS the listener serves
+// HTTPS, and the token travels only inside TLS; without it the listener is
+// plain HTTP and the token crosses the network in clear: keep it on a
 // private address (the default is loopback).
 package admin
 
@@ -15,6 +17,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -71,6 +74,10 @@ type Config struct {
 	Secret []byte
 	// Log receives the server's own failures.
 	Log *slog.Logger
+	// TLS, when not nil, makes the server speak HTTPS with it (the bookie
+	// passes its TLS listener's config: the same certificate, and the same
+	// client certificates required).
+	TLS *tls.Config
 }
 
 // A Server is a running admin HTTP server.
@@ -84,6 +91,9 @@ func Start(cfg Config, src Source) (*Server, error) {
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("bookie: admin listener: %w", err)
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	requireSecret := secretCheck(cfg.Secret)
 	mux := http.NewServeMux()
@@ -158,11 +168,14 @@ func Start(cfg Config, src Source) (*Server, error) {
 	mux.HandleFunc("/debug/pprof/profile", requireSecret(pprof.Profile))
 	mux.HandleFunc("/debug/pprof/symbol", requireSecret(pprof.Symbol))
 	mux.HandleFunc("/debug/pprof/trace", requireSecret(pprof.Trace))
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln}
 	log := cfg.Log
 	if log == nil {
 		log = slog.Default()
 	}
+	// Failed TLS handshakes and the like go to the bookie's log, at debug:
+	// anyone who can reach the port can cause them.
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}, ln: ln}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin server stopped", "err", err)

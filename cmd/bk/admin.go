@@ -26,37 +26,42 @@ type adminTargets struct {
 
 func (a *adminTargets) add(fs *flag.FlagSet, jsonHelp string, timeout time.Duration) {
 	a.cluster.addMetadata(fs)
+	a.cluster.bookieTLS.add(fs) // the admin endpoints' TLS: the bookies' certificates
 	fs.BoolVar(&a.all, "all", false, "every live bookie registered in the metadata store, at the admin address it registered")
 	fs.StringVar(&a.bookie, "bookie", "", "the bookie with this ID (host:port), found in the metadata store")
 	fs.BoolVar(&a.asJSON, "json", false, jsonHelp)
 	fs.DurationVar(&a.timeout, "timeout", timeout, "time limit per bookie")
 }
 
-// parse parses args and returns the admin addresses to ask and the
-// cluster secret. It returns flag.ErrHelp after -h and errUsage after a
+// parse parses args and returns the admin addresses to ask and what to
+// present to them. It returns flag.ErrHelp after -h and errUsage after a
 // flag error.
-func (a *adminTargets) parse(fs *flag.FlagSet, args []string) (addrs []string, secret []byte, err error) {
+func (a *adminTargets) parse(fs *flag.FlagSet, args []string) (addrs []string, auth adminAuth, err error) {
 	addrs, err = parseInterleaved(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		return nil, nil, err
+		return nil, auth, err
 	case err != nil:
-		return nil, nil, errUsage
+		return nil, auth, errUsage
 	case len(addrs) > 0 && (a.all || a.bookie != ""), a.all && a.bookie != "":
-		return nil, nil, fmt.Errorf("give admin addresses, --all or --bookie, not several")
+		return nil, auth, fmt.Errorf("give admin addresses, --all or --bookie, not several")
 	}
 	endpoint, secret, err := a.cluster.resolve()
 	if err != nil {
-		return nil, nil, err
+		return nil, auth, err
+	}
+	auth.secret = secret
+	if auth.tls, err = a.cluster.bookieTLS.config(); err != nil {
+		return nil, auth, err
 	}
 	if !a.all && a.bookie == "" {
 		if len(addrs) == 0 {
 			addrs = []string{defaultAdmin}
 		}
-		return addrs, secret, nil
+		return addrs, auth, nil
 	}
 	addrs, err = registeredAdmins(endpoint, a.bookie, a.timeout)
-	return addrs, secret, err
+	return addrs, auth, err
 }
 
 // registeredAdmins returns the admin addresses live bookies registered:

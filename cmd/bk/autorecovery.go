@@ -393,8 +393,12 @@ func runBookieDecommission(args []string) error {
 	}
 	if *admin != "" {
 		_, secret, _ := cluster.resolve()
+		auth := adminAuth{secret: secret}
+		if auth.tls, err = cluster.bookieTLS.config(); err != nil {
+			return err
+		}
 		var resp any
-		if err := adminDo("POST", *admin, "/read-only?on=true", secret, 10*time.Second, &resp); err != nil {
+		if err := adminDo("POST", *admin, "/read-only?on=true", auth, 10*time.Second, &resp); err != nil {
 			return fmt.Errorf("make %s read-only: %w", id, err)
 		}
 		fmt.Printf("%s is read-only\n", id)

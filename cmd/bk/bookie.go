@@ -143,7 +143,11 @@ func runBookie(args []string) error {
 		fmt.Printf(", TLS on %s", a)
 	}
 	if a := b.AdminAddr(); a != "" {
-		fmt.Printf(", admin on http://%s", a)
+		scheme := "http"
+		if cfg.AdminTLS {
+			scheme = "https"
+		}
+		fmt.Printf(", admin on %s://%s", scheme, a)
 	}
 	if recovery != nil {
 		fmt.Printf(", autorecovery on")
@@ -166,7 +170,7 @@ type bookieFlags struct {
 	journalDir, ledgerDir, admin, metadata *string
 	secretFile, rack                       *string
 	tlsListen, tlsCert, tlsKey, tlsCA      *string
-	allowUnknown                           *bool
+	allowUnknown, adminTLS                 *bool
 }
 
 func addBookieFlags(fs *flag.FlagSet) *bookieFlags {
@@ -187,6 +191,7 @@ func addBookieFlags(fs *flag.FlagSet) *bookieFlags {
 		tlsCert:      fs.String("tls-cert", "", "the TLS listener's certificate chain (PEM)"),
 		tlsKey:       fs.String("tls-key", "", "the TLS listener's private key (PEM)"),
 		tlsCA:        fs.String("tls-client-ca", "", "require TLS clients to present a certificate signed by a CA in this PEM file"),
+		adminTLS:     fs.Bool("admin-tls", false, "serve the admin listener over HTTPS with --tls-cert and --tls-key (and --tls-client-ca's client certificates)"),
 		allowUnknown: fs.Bool("allow-unknown-state", false, "start even if data directories were wiped or swapped, answering UnknownLedgerState instead of NoSuchEntry"),
 	}
 }
@@ -224,6 +229,9 @@ func (f *bookieFlags) config() (bookie.Config, error) {
 	}
 	if *f.allowUnknown {
 		cfg.AllowUnknownState = true
+	}
+	if *f.adminTLS {
+		cfg.AdminTLS = true
 	}
 	log, err := newLogger(*f.logLevel)
 	if err != nil {

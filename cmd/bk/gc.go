@@ -44,7 +44,7 @@ func runGC(args []string) error {
 	t.add(fs, "print JSON: one object per bookie, {\"admin\", \"result\"|\"status\"|\"error\"}", 10*time.Minute)
 	wait := fs.Bool("wait", true, "wait for the collection to end and print what it did (false: start it and return)")
 	status := fs.Bool("status", false, "show each bookie's GC status (GET /gc) instead of collecting")
-	addrs, secret, err := t.parse(fs, args)
+	addrs, auth, err := t.parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -58,12 +58,12 @@ func runGC(args []string) error {
 		switch {
 		case *status:
 			rows[i].Status = new(bookie.GCStatus)
-			err = adminGet(a, "/gc", secret, t.timeout, rows[i].Status)
+			err = adminGet(a, "/gc", auth, t.timeout, rows[i].Status)
 		case *wait:
 			rows[i].Result = new(bookie.GCResult)
-			err = adminDo(http.MethodPost, a, "/gc", secret, t.timeout, rows[i].Result)
+			err = adminDo(http.MethodPost, a, "/gc", auth, t.timeout, rows[i].Result)
 		default:
-			err = adminDo(http.MethodPost, a, "/gc?wait=false", secret, t.timeout, nil)
+			err = adminDo(http.MethodPost, a, "/gc?wait=false", auth, t.timeout, nil)
 		}
 		if err != nil {
 			rows[i].Result, rows[i].Status, rows[i].Error = nil, nil, err.Error()
@@ -84,7 +84,7 @@ func runGC(args []string) error {
 	if !t.asJSON && !*status && *wait {
 		printGraceHints(os.Stdout, rows, func(a string) (*bookie.GCStatus, error) {
 			var st bookie.GCStatus
-			return &st, adminGet(a, "/gc", secret, t.timeout, &st)
+			return &st, adminGet(a, "/gc", auth, t.timeout, &st)
 		}, time.Now())
 	}
 	if failed > 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -43,7 +44,7 @@ func runBookieStatus(args []string) error {
 	}
 	var t adminTargets
 	t.add(fs, "print JSON: one object per bookie, {\"admin\", \"status\"|\"error\"}", 5*time.Second)
-	addrs, secret, err := t.parse(fs, args)
+	addrs, auth, err := t.parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -54,7 +55,7 @@ func runBookieStatus(args []string) error {
 	for i, a := range addrs {
 		var s bookie.Status
 		rows[i] = bookieStatus{Admin: a}
-		if err := adminGet(a, "/info", secret, t.timeout, &s); err != nil {
+		if err := adminGet(a, "/info", auth, t.timeout, &s); err != nil {
 			rows[i].Error = err.Error()
 		} else {
 			rows[i].Status = &s
@@ -84,18 +85,38 @@ func printStatusRows(rows []bookieStatus, asJSON bool, failed int, what string) 
 	return nil
 }
 
-// adminGet GETs path from the admin endpoint at addr ("host:port" or an
-// http:// URL), sending the cluster secret if there is one, and decodes the
-// JSON answer into v.
-func adminGet(addr, path string, secret []byte, timeout time.Duration, v any) error {
-	return adminDo(http.MethodGet, addr, path, secret, timeout, v)
+// adminAuth is what bk presents to admin endpoints: the cluster secret, whose derived
+// admin token goes with every request, and the TLS settings (--bookie-tls-*) that HTTPS
+// endpoints are verified with.
+type adminAuth struct {
+	secret []byte
+	tls    *tls.Config // nil: no --bookie-tls-* flag given
 }
 
-// adminDo is adminGet for any method (POST for the admin actions).
-func adminDo(method, addr, path string, secret []byte, timeout time.Duration, v any) error {
+// errAdminPlain is returned for a plain HTTP admin address when bk has TLS settings.
+var errAdminPlain = errors.New("plain HTTP admin address, and bk has TLS settings (--bookie-tls-*): it talks to admin endpoints over HTTPS only, so that the admin token never travels in clear (serve the bookie's admin listener with --admin-tls, admin_tls)")
+
+// adminGet GETs path from the admin endpoint at addr ("host:port", or an http:// or
+// https:// URL as a bookie registers it), sending the admin token if there is a secret,
+// and decodes the JSON answer into v.
+func adminGet(addr, path string, auth adminAuth, timeout time.Duration, v any) error {
+	return adminDo(http.MethodGet, addr, path, auth, timeout, v)
+}
+
+// adminDo is adminGet for any method (POST for the admin actions). With TLS settings a bare
+// host:port is dialed over HTTPS and an http:// address is refused before anything is
+// sent; without them a bare host:port is plain HTTP and an https:// address is verified
+// against the system's CAs.
+func adminDo(method, addr, path string, auth adminAuth, timeout time.Duration, v any) error {
 	url := addr
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
+		if auth.tls != nil {
+			url = "https://" + addr
+		}
+	}
+	if auth.tls != nil && !strings.HasPrefix(url, "https://") {
+		return fmt.Errorf("%s %s at %s: %w", method, path, addr, errAdminPlain)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -103,10 +124,14 @@ func adminDo(method, addr, path string, secret []byte, timeout time.Duration, v 
 	if err != nil {
 		return err
 	}
-	if secret != nil {
-		req.Header.Set("Authorization", "Bearer "+admin.Token(secret)) // never the secret itself
+	if auth.secret != nil {
+		req.Header.Set("Authorization", "Bearer "+admin.Token(auth.secret)) // never the secret itself
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := http.DefaultClient
+	if auth.tls != nil {
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: auth.tls}}
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		var uerr *neturl.Error
 		if errors.As(err, &uerr) {
@@ -188,7 +213,7 @@ func runBookieLedgers(args []string) error {
 	}
 	var t adminTargets
 	t.add(fs, "print JSON: one object per bookie, {\"admin\", \"ledgers\"|\"error\"}", 10*time.Second)
-	addrs, secret, err := t.parse(fs, args)
+	addrs, auth, err := t.parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -198,7 +223,7 @@ func runBookieLedgers(args []string) error {
 	failed := 0
 	for i, a := range addrs {
 		rows[i] = bookieLedgers{Admin: a}
-		if err := adminGet(a, "/ledgers", secret, t.timeout, &rows[i].Ledgers); err != nil {
+		if err := adminGet(a, "/ledgers", auth, t.timeout, &rows[i].Ledgers); err != nil {
 			rows[i].Ledgers, rows[i].Error = nil, err.Error()
 			failed++
 		}
@@ -265,7 +290,7 @@ func runBookieReadOnly(args []string) error {
 		fmt.Fprintln(os.Stderr, synopsis)
 		return errUsage
 	}
-	addrs, secret, err := t.parse(fs, args)
+	addrs, auth, err := t.parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	} else if err != nil {
@@ -276,7 +301,7 @@ func runBookieReadOnly(args []string) error {
 	for i, a := range addrs {
 		var s bookie.Status
 		rows[i] = bookieStatus{Admin: a}
-		if err := adminDo(http.MethodPost, a, "/read-only?on="+strconv.FormatBool(on), secret, t.timeout, &s); err != nil {
+		if err := adminDo(http.MethodPost, a, "/read-only?on="+strconv.FormatBool(on), auth, t.timeout, &s); err != nil {
 			rows[i].Error = err.Error()
 			failed++
 		} else {
