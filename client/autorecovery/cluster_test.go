@@ -49,7 +49,7 @@ func startCluster(t *testing.T, n int, racks ...string) *cluster {
 func startClusterWith(t *testing.T, n int, configure func(i int, cfg *bookie.Config), racks ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, endpoint: metatest.Start(t), acked: make(map[uint64][][]byte), racks: racks, configure: configure}
-	c.store = metatest.Open(t, c.endpoint).(*meta.EtcdStore)
+	c.store = metatest.Open(t, c.endpoint)
 	for i := range n {
 		dir := filepath.Join(t.TempDir(), "bookie"+strconv.Itoa(i))
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -228,10 +228,13 @@ func newClient(ctx context.Context, cfg NodeConfig) (*client.Client, error) {
 }
 
 func runAuditor(ctx context.Context, cfg NodeConfig, cl *client.Client, logger *slog.Logger) error {
-	store, ok := cl.Store().(*meta.EtcdStore)
-	if !ok {
-		return errors.New("autorecovery needs the etcd store")
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	store, err := meta.Open(octx, cfg.Metadata)
+	cancel()
+	if err != nil {
+		return err
 	}
+	defer store.Close()
 	ac := autorecovery.Config{Client: cl, Store: store, Name: cfg.Name, Logger: logger,
 		LostDelay: 3 * time.Second, AuditInterval: 3 * time.Second, OpenLedgerGrace: 5 * time.Second,
 		RetryInterval: time.Second, SessionTTL: 5 * time.Second}
