@@ -218,7 +218,7 @@ func (c *cluster) checkFullyReplicated(ctx context.Context, cl *client.Client, i
 		f := md.Fragments[md.FragmentAt(eid)]
 		for k := range md.WriteQuorum {
 			b := f.Bookies[(eid+int64(k))%e]
-			raw, err := cl.ReadEntryFrom(ctx, b, id, eid)
+			raw, err := client.NewRepairer(cl).ReadEntryFrom(ctx, b, id, eid)
 			if err != nil {
 				c.t.Fatalf("ledger %d entry %d copy %d on %s: %v", id, eid, k, b, err)
 			}

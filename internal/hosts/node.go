@@ -497,7 +497,7 @@ func logCopies(ctx context.Context, cl *client.Client, log *history.Log, id uint
 			if _, ok := held[b]; ok {
 				continue
 			}
-			rs, err := cl.ListEntriesFrom(c, b, id, 0)
+			rs, err := client.NewRepairer(cl).ListEntriesFrom(c, b, id, 0)
 			if err != nil && !errors.Is(err, client.ErrNoSuchEntry) {
 				op.Fail(err)
 				return false
@@ -516,7 +516,7 @@ func logCopies(ctx context.Context, cl *client.Client, log *history.Log, id uint
 				complete = false
 				continue
 			}
-			raw, err := cl.ReadEntryFrom(c, b, id, e)
+			raw, err := client.NewRepairer(cl).ReadEntryFrom(c, b, id, e)
 			if err != nil {
 				op.Fail(err)
 				return false
