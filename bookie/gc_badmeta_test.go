@@ -19,7 +19,7 @@ import (
 // ledger was deleted.
 func TestGCKeepsLedgersWithBadMetadata(t *testing.T) {
 	srv := metatest.StartServer(t)
-	store := metatest.Open(t, srv.Endpoint()).(*meta.EtcdStore)
+	store := metatest.Open(t, srv.Endpoint())
 	ctx := context.Background()
 	cfg := testConfig(t.TempDir())
 	cfg.Listen = freePort(t)
@@ -71,7 +71,7 @@ func TestGCKeepsLedgersWithBadMetadata(t *testing.T) {
 // the first bad value ended every scan, so nothing after it was ever collected.
 func TestGCGoesOnPastBadMetadata(t *testing.T) {
 	srv := metatest.StartServer(t)
-	store := metatest.Open(t, srv.Endpoint()).(*meta.EtcdStore)
+	store := metatest.Open(t, srv.Endpoint())
 	ctx := context.Background()
 	cfg := testConfig(t.TempDir())
 	cfg.Listen = freePort(t)

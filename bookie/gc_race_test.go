@@ -41,7 +41,7 @@ func newGCBed(t *testing.T, inject vfs.Injector) *gcBed {
 	cfg.GCInterval = -1 // scans run when the test calls GC
 	cfg.GCGracePeriod = Duration(time.Nanosecond)
 	b := startBookie(t, cfg)
-	return &gcBed{store: store, etcd: store.(*meta.EtcdStore), b: b, c: dial(t, b.Addr()), cfg: cfg}
+	return &gcBed{store: store, etcd: store, b: b, c: dial(t, b.Addr()), cfg: cfg}
 }
 
 // movedLedger creates a ledger CLOSED at last, whose only fragment names

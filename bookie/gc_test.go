@@ -247,7 +247,7 @@ func TestCollectReclaimsDeletedLedgersDisk(t *testing.T) {
 // rate can take longer than the grace period. Once the mark is gone it is collected.
 func TestGCKeepsLedgersUnderRepair(t *testing.T) {
 	srv := metatest.StartServer(t)
-	store := metatest.Open(t, srv.Endpoint()).(*meta.EtcdStore)
+	store := metatest.Open(t, srv.Endpoint())
 	ctx := context.Background()
 	cfg := testConfig(t.TempDir())
 	cfg.Listen = freePort(t)

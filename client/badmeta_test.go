@@ -18,7 +18,7 @@ import (
 func TestOpenLedgerRefusesHostileMetadata(t *testing.T) {
 	ctx := testCtx(t)
 	endpoint := metatest.Start(t)
-	store := metatest.Open(t, endpoint).(*meta.EtcdStore)
+	store := metatest.Open(t, endpoint)
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cl, err := New(octx, Config{Metadata: endpoint, RequestTimeout: time.Second})

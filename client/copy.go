@@ -36,12 +36,12 @@ type Copier struct {
 	unjournaled bool   // a copy went unjournaled
 }
 
-// NewCopier returns a Copier to bookie b.
-func (c *Client) NewCopier(b meta.BookieID) *Copier { return &Copier{c: c, b: b} }
-
-// Copy stores raw (an entry's whole encoding, as ReadEntryFrom returns it) on the bookie as
-// AddRecoveryTo does, unjournaled when the bookie accepts wire.FeatureCopy. raw must not
-// change until Copy returns.
+// Copy stores raw (an entry's whole encoding, as Repairer.ReadEntryFrom returns it) on the
+// bookie with the recovery flag, which a fenced ledger accepts, under the ledger's master
+// key: unjournaled when the bookie accepts wire.FeatureCopy, else journaled. A bookie that
+// already holds the same bytes answers OK; one holding other bytes makes it fail with
+// ErrEntryExists, one refusing the key with ErrUnauthorized. raw must not change until
+// Copy returns.
 func (cp *Copier) Copy(ctx context.Context, key *wire.MasterKey, raw []byte) error {
 	unjournaled := cp.c.conn(cp.b).accepts(ctx, wire.FeatureCopy)
 	flags := wire.FlagRecovery

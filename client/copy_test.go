@@ -36,7 +36,7 @@ func copyAll(t *testing.T, cp *Copier, ledger uint64, n int64) {
 func checkCopies(t *testing.T, cl *Client, b meta.BookieID, ledger uint64, n int64) {
 	t.Helper()
 	for e := range n {
-		got, err := cl.ReadEntryFrom(testCtx(t), b, ledger, e)
+		got, err := NewRepairer(cl).ReadEntryFrom(testCtx(t), b, ledger, e)
 		if err != nil || !bytes.Equal(got, copyRaw(ledger, e)) {
 			t.Fatalf("copy %d/%d read back: %q, %v", ledger, e, got, err)
 		}
@@ -54,21 +54,21 @@ func TestCopierSettle(t *testing.T) {
 	ctx := testCtx(t)
 	b := meta.BookieID(c.addrs[0])
 
-	cp := cl.NewCopier(b)
+	cp := NewRepairer(cl).NewCopier(b)
 	copyAll(t, cp, 1, 10)
 	if err := cp.Settle(ctx); err != nil {
 		t.Fatalf("settle over one connection: %v", err)
 	}
 	checkCopies(t, cl, b, 1, 10)
 
-	cp = cl.NewCopier(b)
+	cp = NewRepairer(cl).NewCopier(b)
 	copyAll(t, cp, 2, 10)
 	c.stop(0)
 	c.restart(0)
 	if err := cp.Settle(ctx); !errors.Is(err, ErrCopiesLost) {
 		t.Fatalf("settle after the bookie restarted: %v, want ErrCopiesLost", err)
 	}
-	cp = cl.NewCopier(b)
+	cp = NewRepairer(cl).NewCopier(b)
 	copyAll(t, cp, 2, 10)
 	if err := cp.Settle(ctx); err != nil {
 		t.Fatalf("settle of the copies made again: %v", err)
@@ -81,10 +81,10 @@ func TestCopierSettle(t *testing.T) {
 	}
 	limbo = true
 	c.restart(0)
-	if _, err := cl.ListEntriesFrom(ctx, b, 1, 0); !errors.Is(err, ErrUnknownLedgerState) {
+	if _, err := NewRepairer(cl).ListEntriesFrom(ctx, b, 1, 0); !errors.Is(err, ErrUnknownLedgerState) {
 		t.Fatalf("list entries of a wiped ledger: %v, want ErrUnknownLedgerState (the bookie in limbo)", err)
 	}
-	cp = cl.NewCopier(b)
+	cp = NewRepairer(cl).NewCopier(b)
 	copyAll(t, cp, 3, 10)
 	if err := cp.Settle(ctx); err != nil {
 		t.Fatalf("settle on a bookie in limbo: %v", err)
@@ -110,7 +110,7 @@ func TestSettleOutlastsRequestTimeout(t *testing.T) {
 	}
 	defer cl.Close()
 	b := meta.BookieID(c.addrs[0])
-	cp := cl.NewCopier(b)
+	cp := NewRepairer(cl).NewCopier(b)
 	copyAll(t, cp, 5, 1)
 	done := make(chan error, 1)
 	go func() { done <- cp.Settle(ctx) }()

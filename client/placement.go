@@ -189,15 +189,3 @@ func (c *Client) pickReplacements(ctx context.Context, ensemble []meta.BookieID,
 	}
 	return out, nil
 }
-
-// PickReplacement returns a live writable bookie to take position pos of ensemble (a
-// fragment's bookies, write quorum wq), following the placement policy; none of ensemble
-// is chosen. It fails with ErrNotEnoughBookies, or ErrNotEnoughRacks when the policy is
-// enforced. For re-replication (package autorecovery).
-func (c *Client) PickReplacement(ctx context.Context, ensemble []meta.BookieID, pos, wq int) (meta.BookieID, error) {
-	repl, err := c.pickReplacements(ctx, ensemble, []int{pos}, wq, nil)
-	if err != nil {
-		return "", err
-	}
-	return repl[0], nil
-}

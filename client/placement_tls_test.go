@@ -69,7 +69,7 @@ func TestTLSClientPlacesOnTLSBookiesOnly(t *testing.T) {
 		}
 	}
 	// A replacement is chosen the same way: with both TLS bookies in the ensemble, none is left.
-	if _, err := cl.PickReplacement(ctx, []meta.BookieID{meta.BookieID(tlsBookies[0]), meta.BookieID(tlsBookies[1])}, 0, 2); !errors.Is(err, ErrNotEnoughTLSBookies) ||
+	if _, err := NewRepairer(cl).PickReplacement(ctx, []meta.BookieID{meta.BookieID(tlsBookies[0]), meta.BookieID(tlsBookies[1])}, 0, 2); !errors.Is(err, ErrNotEnoughTLSBookies) ||
 		!strings.Contains(err.Error(), "need 1, 0 of 1 have one") {
 		t.Fatalf("replacement among TLS bookies with none spare: %v, want \"need 1, 0 of 1 have one\"", err)
 	}

@@ -1,20 +1,15 @@
 package client
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/metatest"
 	"github.com/bookie-go/bookie/wire"
 )
-
-// markReader is the part of the etcd store the tests read marks with.
-type markReader interface {
-	GetUnderReplicated(ctx context.Context, id uint64) (meta.UnderReplicated, error)
-}
 
 // unmarkableStore hides every method of its store but meta.Store's: it cannot mark a
 // ledger under-replicated.
@@ -87,7 +82,7 @@ func TestRecoveryClosesWithWriteQuorumCopies(t *testing.T) {
 			if nr.heldCount(isWriteBack) == 0 {
 				t.Fatal("no write-back to X held: the test did not test a silent target")
 			}
-			marks := checker.Store().(markReader)
+			marks := metatest.Open(t, c.endpoint)
 			if tc.unmarkable {
 				if !errors.Is(res.err, ErrRecoveryIncomplete) {
 					t.Fatalf("recovery with a store that cannot mark: %v, want ErrRecoveryIncomplete", res.err)

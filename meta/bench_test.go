@@ -45,7 +45,7 @@ func BenchmarkCreateLedger(b *testing.B) {
 
 // embeddedStore starts an embedded etcd (no fsync) and opens a store on it,
 // both closed when the test ends, with a context of the given timeout.
-func embeddedStore(tb testing.TB, timeout time.Duration) (context.Context, Store) {
+func embeddedStore(tb testing.TB, timeout time.Duration) (context.Context, *EtcdStore) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	tb.Cleanup(cancel)

@@ -11,8 +11,7 @@ import (
 // is refused and it stops trying; a restart can neither publish its cookie nor register.
 // ClearDecommissioned lets the id be used again.
 func TestDecommissionRemovesForGood(t *testing.T) {
-	ctx, st := embeddedStore(t, 20*time.Second)
-	s := st.(*EtcdStore)
+	ctx, s := embeddedStore(t, 20*time.Second)
 	const id BookieID = "127.0.0.1:3181"
 	cluster, err := s.ClusterID(ctx)
 	if err != nil {

@@ -197,7 +197,7 @@ func TestBookieIDConflict(t *testing.T) {
 func TestBookieReregistersAfterLeaseLoss(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	s := metatest.NewStore(t).(*meta.EtcdStore)
+	s := metatest.NewStore(t)
 	reg, err := s.RegisterBookie(ctx, meta.BookieInfo{ID: "127.0.0.1:3181", InstanceID: "i1"}, time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -372,7 +372,7 @@ func TestWatchLedgerEndsWithContext(t *testing.T) {
 
 func TestCorruptLedgerIsNotMissing(t *testing.T) {
 	ctx := testCtx(t)
-	s := metatest.NewStore(t).(*meta.EtcdStore)
+	s := metatest.NewStore(t)
 	md, err := s.CreateLedger(ctx, newLedger())
 	if err != nil {
 		t.Fatal(err)
@@ -403,7 +403,7 @@ func TestCorruptLedgerIsNotMissing(t *testing.T) {
 // knowing it (restored backup, hand-made key) is never overwritten.
 func TestCreateSkipsOccupiedID(t *testing.T) {
 	ctx := testCtx(t)
-	s := metatest.NewStore(t).(*meta.EtcdStore)
+	s := metatest.NewStore(t)
 	squatter := newLedger()
 	squatter.ID = 1
 	value := string(meta.AppendLedgerMetadata(nil, &squatter))

@@ -11,7 +11,7 @@ import (
 // and a revision at least that of the last change it saw.
 func TestGCViewReadsLedgerAndMarkTogether(t *testing.T) {
 	ctx := testCtx(t)
-	s := metatest.NewStore(t).(*meta.EtcdStore)
+	s := metatest.NewStore(t)
 	v, err := s.GCView(ctx, 42)
 	if err != nil || v.Exists || v.Marked {
 		t.Fatalf("view of a ledger that never existed: %+v, %v", v, err)

@@ -42,7 +42,7 @@ func TestDecodeRejectsHostileValues(t *testing.T) {
 // the bad ones in their place and goes on to the good ones after them.
 func TestStoreReadsRefuseHostileValues(t *testing.T) {
 	ctx := testCtx(t)
-	s := metatest.NewStore(t).(*meta.EtcdStore)
+	s := metatest.NewStore(t)
 	var good, bad []uint64
 	for _, h := range metatest.HostileLedgers() {
 		g, err := s.CreateLedger(ctx, metatest.ValidLedger())
@@ -112,7 +112,7 @@ func TestStoreReadsRefuseHostileValues(t *testing.T) {
 // a bad ledger once, and the iteration goes on past it to the end.
 func TestAllLedgersPassesKeysOutsideTheLayout(t *testing.T) {
 	ctx := testCtx(t)
-	s := metatest.NewStore(t).(*meta.EtcdStore)
+	s := metatest.NewStore(t)
 	var want []uint64
 	for range 3 {
 		md, err := s.CreateLedger(ctx, metatest.ValidLedger())

@@ -182,7 +182,7 @@ func TestCreateLedgerNoReuseAfterRestart(t *testing.T) {
 func TestCreateLedgerUpgradesFromCounter(t *testing.T) {
 	ctx := testCtx(t)
 	ep := metatest.Start(t)
-	s := metatest.Open(t, ep).(*meta.EtcdStore)
+	s := metatest.Open(t, ep)
 	cli := s.Client()
 	counter := meta.DefaultPrefix + "/idgen/ledgers"
 	if _, err := cli.Put(ctx, counter, "41"); err != nil {

@@ -39,7 +39,7 @@ func scanFixture(ctx context.Context, t *testing.T, s *meta.EtcdStore, n int) (i
 // in it.
 func TestScanLedgersAtOneRevision(t *testing.T) {
 	ctx := testCtx(t)
-	s := metatest.NewStore(t).(*meta.EtcdStore)
+	s := metatest.NewStore(t)
 	ids, marked := scanFixture(ctx, t, s, 23)
 	var listed, listedMarked []uint64
 	var changed bool
@@ -88,7 +88,7 @@ func TestScanLedgersAtOneRevision(t *testing.T) {
 // passed until then.
 func TestScanLedgersCutOffIsAnError(t *testing.T) {
 	ctx := testCtx(t)
-	s := metatest.NewStore(t).(*meta.EtcdStore)
+	s := metatest.NewStore(t)
 	ids, _ := scanFixture(ctx, t, s, 12)
 	stop := errors.New("callback stops")
 	for _, tc := range []struct {
@@ -130,7 +130,7 @@ func TestScanLedgersCutOffIsAnError(t *testing.T) {
 // passed as Bad, in its place, and the listing goes on to completion.
 func TestScanLedgersPassesBadValues(t *testing.T) {
 	ctx := testCtx(t)
-	s := metatest.NewStore(t).(*meta.EtcdStore)
+	s := metatest.NewStore(t)
 	ids, _ := scanFixture(ctx, t, s, 6)
 	victim := ids[2]
 	if _, err := s.Client().Put(ctx, fmt.Sprintf("%s/ledgers/%020d", meta.DefaultPrefix, victim), "not metadata"); err != nil {

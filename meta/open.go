@@ -89,8 +89,10 @@ const openProbeTimeout = 10 * time.Second
 // Open connects to the metadata store named by endpoint (see
 // ParseEndpoints), authenticating if it names a user, and checks that it
 // answers: a quorum read within ctx's deadline, or 10 s if ctx has none.
-// Close the store when done.
-func Open(ctx context.Context, endpoint string) (Store, error) {
+// Close the store when done. It returns the concrete store: a caller that
+// needs only part of it declares the small interface it uses (meta.Store
+// for ledgers and bookies).
+func Open(ctx context.Context, endpoint string) (*EtcdStore, error) {
 	ep, err := ParseEndpoints(endpoint)
 	if err != nil {
 		return nil, err

@@ -10,8 +10,7 @@ import (
 // moved on: the loop re-reads the ledger, sends the newer version it missed
 // and keeps following updates.
 func TestWatchLedgerResumesAfterCompaction(t *testing.T) {
-	ctx, st := embeddedStore(t, 20*time.Second)
-	s := st.(*EtcdStore)
+	ctx, s := embeddedStore(t, 20*time.Second)
 
 	md := validLedger()
 	md, err := s.CreateLedger(ctx, md)

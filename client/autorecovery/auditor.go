@@ -19,7 +19,8 @@ import (
 // lost and marks their ledgers under-replicated. Create it with NewAuditor and run it with
 // Run; its methods are safe for concurrent use.
 type Auditor struct {
-	cfg Config
+	cfg    Config
+	repair *client.Repairer // cfg.Client's repair handle; nil without a Client
 
 	mu      sync.Mutex // protects the fields below
 	leading bool
@@ -32,7 +33,11 @@ func NewAuditor(cfg Config) (*Auditor, error) {
 	if cfg.Store == nil {
 		return nil, errNoStore
 	}
-	return &Auditor{cfg: cfg.withDefaults(), changed: make(chan struct{})}, nil
+	a := &Auditor{cfg: cfg.withDefaults(), changed: make(chan struct{})}
+	if cfg.Client != nil {
+		a.repair = client.NewRepairer(cfg.Client)
+	}
+	return a, nil
 }
 
 // Leading reports whether this auditor is the elected one now.
@@ -334,7 +339,7 @@ func (a *Auditor) missingCopies(ctx context.Context, md *meta.LedgerMetadata, is
 			ranges, seen := held[b]
 			if !seen {
 				var err error
-				ranges, err = a.cfg.Client.ListEntriesFrom(ctx, b, md.ID, 0)
+				ranges, err = a.repair.ListEntriesFrom(ctx, b, md.ID, 0)
 				switch {
 				case errors.Is(err, client.ErrNoSuchEntry):
 					ranges = nil

@@ -49,7 +49,7 @@ func startCluster(t *testing.T, n int, racks ...string) *cluster {
 func startClusterWith(t *testing.T, n int, configure func(i int, cfg *bookie.Config), racks ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, endpoint: metatest.Start(t), acked: make(map[uint64][][]byte), racks: racks, configure: configure}
-	c.store = metatest.Open(t, c.endpoint).(*meta.EtcdStore)
+	c.store = metatest.Open(t, c.endpoint)
 	for i := range n {
 		dir := filepath.Join(t.TempDir(), "bookie"+strconv.Itoa(i))
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -218,7 +218,7 @@ func (c *cluster) checkFullyReplicated(ctx context.Context, cl *client.Client, i
 		f := md.Fragments[md.FragmentAt(eid)]
 		for k := range md.WriteQuorum {
 			b := f.Bookies[(eid+int64(k))%e]
-			raw, err := cl.ReadEntryFrom(ctx, b, id, eid)
+			raw, err := client.NewRepairer(cl).ReadEntryFrom(ctx, b, id, eid)
 			if err != nil {
 				c.t.Fatalf("ledger %d entry %d copy %d on %s: %v", id, eid, k, b, err)
 			}

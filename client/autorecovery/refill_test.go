@@ -47,7 +47,7 @@ func TestMarkedBookieBackRefilledInPlace(t *testing.T) {
 		if (1-eid%e+e)%e >= int64(before.WriteQuorum) {
 			continue // not in position 1's write sets
 		}
-		raw, err := cl.ReadEntryFrom(ctx, marked, w.ID(), eid)
+		raw, err := client.NewRepairer(cl).ReadEntryFrom(ctx, marked, w.ID(), eid)
 		if err != nil {
 			t.Fatalf("entry %d on %s: %v", eid, marked, err)
 		}

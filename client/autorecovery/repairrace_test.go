@@ -87,7 +87,7 @@ func TestGCKeepsLedgerAWorkerCopiedDuringTheScan(t *testing.T) {
 	}
 	md = c.checkFullyReplicated(ctx, cl, id, []meta.BookieID{lost})
 	want := entriesOn(&md, tb)
-	ranges, err := cl.ListEntriesFrom(ctx, tb, id, 0)
+	ranges, err := client.NewRepairer(cl).ListEntriesFrom(ctx, tb, id, 0)
 	if err != nil {
 		t.Fatalf("LIST_ENTRIES of L on T: %v", err)
 	}
@@ -120,7 +120,7 @@ func entriesOn(md *meta.LedgerMetadata, b meta.BookieID) []int64 {
 // chosen moment. Ledger L (E2/WQ2) is written on the two other bookies; one of them is
 // lost, and a real worker copies its entries onto X, the only bookie left, and is held
 // before it settles them (Config.BeforeSettle). A recovery ADD of one of those entries
-// through the client (Client.AddRecoveryTo, as a recoverer's write-back sends it) is
+// through the client (Repairer.AddRecoveryTo, as a recoverer's write-back sends it) is
 // answered OK; then X loses power and restarts: it must hold that entry, byte-identical.
 // Then the worker, released, finds its copies lost, repairs L again, and every entry is
 // back to WQ copies.
@@ -170,12 +170,12 @@ func TestDuplicateAddOfWorkersCopySurvivesPowerLoss(t *testing.T) {
 	}
 
 	const e = 4
-	raw, err := cl.ReadEntryFrom(ctx, source, id, e)
+	raw, err := client.NewRepairer(cl).ReadEntryFrom(ctx, source, id, e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := wire.MasterKey(md.MasterKey)
-	if err := cl.AddRecoveryTo(ctx, xb, &key, raw); err != nil {
+	if err := client.NewRepairer(cl).AddRecoveryTo(ctx, xb, &key, raw); err != nil {
 		t.Fatalf("recovery ADD of a copied entry to X: %v", err)
 	}
 	mu.Lock()
@@ -186,7 +186,7 @@ func TestDuplicateAddOfWorkersCopySurvivesPowerLoss(t *testing.T) {
 	mem = image
 	mu.Unlock()
 	c.start(x)
-	got, err := cl.ReadEntryFrom(ctx, xb, id, e)
+	got, err := client.NewRepairer(cl).ReadEntryFrom(ctx, xb, id, e)
 	if err != nil {
 		t.Fatalf("entry %d, answered OK to an ADD, after X lost power: %v", e, err)
 	}

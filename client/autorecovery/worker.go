@@ -22,8 +22,9 @@ import (
 // it with Run.
 type Worker struct {
 	cfg     Config
-	limiter *pace.Pacer  // this worker's share of Config.RateBytes (shareRate)
-	locks   atomic.Int64 // repair locks this worker holds
+	repair  *client.Repairer // cfg.Client's repair handle
+	limiter *pace.Pacer      // this worker's share of Config.RateBytes (shareRate)
+	locks   atomic.Int64     // repair locks this worker holds
 
 	waitMu sync.Mutex           // protects waits
 	waits  map[uint64]waitState // per ledger: the wait cause recorded and last logged (noteWait)
@@ -38,7 +39,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		return nil, errors.New("autorecovery: Config.Client is required for a worker")
 	}
 	c := cfg.withDefaults()
-	return &Worker{cfg: c, limiter: pace.NewBurst(c.RateBytes, time.Second), waits: make(map[uint64]waitState)}, nil
+	return &Worker{cfg: c, repair: client.NewRepairer(c.Client), limiter: pace.NewBurst(c.RateBytes, time.Second), waits: make(map[uint64]waitState)}, nil
 }
 
 // errPending means a ledger was repaired as far as possible now, but its mark must stay:
@@ -234,7 +235,7 @@ func (w *Worker) Repair(ctx context.Context, m meta.UnderReplicated) error {
 			pending = true // a live writer or recoverer changes its own ensemble
 		} else {
 			w.cfg.Logger.Info("autorecovery: recovering open ledger whose writer is gone", "ledger", md.ID)
-			if md, err = w.cfg.Client.RecoverLedger(ctx, md); err != nil {
+			if md, err = w.repair.RecoverLedger(ctx, md); err != nil {
 				return err
 			}
 		}
@@ -276,7 +277,7 @@ func (w *Worker) replace(ctx context.Context, md meta.LedgerMetadata, i, pos int
 	lost := md.Fragments[i].Bookies[pos]
 	first := md.Fragments[i].FirstEntry
 	end, _ := fragmentEnd(&md, i)
-	target, err := w.cfg.Client.PickReplacement(ctx, md.Fragments[i].Bookies, pos, md.WriteQuorum)
+	target, err := w.repair.PickReplacement(ctx, md.Fragments[i].Bookies, pos, md.WriteQuorum)
 	if errors.Is(err, client.ErrNotEnoughBookies) && w.writable(ctx, lost) {
 		// No bookie outside the fragment can take the copies, but the marked one is
 		// registered and writable again (it came back after it was declared lost, or a
@@ -401,7 +402,7 @@ func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, p
 	}()
 	work := make(chan int64)
 	errs := make(chan error, w.cfg.Window)
-	copier := w.cfg.Client.NewCopier(target)
+	copier := w.repair.NewCopier(target)
 	for range min(w.cfg.Window, len(ids)) {
 		go func() {
 			var first error
@@ -489,7 +490,7 @@ func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.
 	}
 	var errs []error
 	for _, src := range srcs {
-		raw, err := w.cfg.Client.ReadEntryFrom(ctx, src, md.ID, id)
+		raw, err := w.repair.ReadEntryFrom(ctx, src, md.ID, id)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -58,6 +58,7 @@ type recoveryService struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	cl     *client.Client
+	store  *meta.EtcdStore // the client's and the auditor's; closed after the client
 }
 
 // startRecovery starts an auditor candidate and a worker on the metadata store endpoint,
@@ -65,14 +66,14 @@ type recoveryService struct {
 func startRecovery(endpoint string, secret []byte, o recoveryOptions, log *slog.Logger, reg prometheus.Registerer) (*recoveryService, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret, MinRacks: o.minRacks, EnforceRacks: o.enforceRacks, TLS: o.tls})
+	store, err := meta.Open(ctx, endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("autorecovery: %w", err)
 	}
-	store, ok := cl.Store().(*meta.EtcdStore)
-	if !ok {
-		cl.Close()
-		return nil, errors.New("autorecovery needs an etcd metadata store")
+	cl, err := client.New(ctx, client.Config{Store: store, Secret: secret, MinRacks: o.minRacks, EnforceRacks: o.enforceRacks, TLS: o.tls})
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("autorecovery: %w", err)
 	}
 	cfg := autorecovery.Config{
 		Client: cl, Store: store, Name: o.name,
@@ -82,15 +83,17 @@ func startRecovery(endpoint string, secret []byte, o recoveryOptions, log *slog.
 	a, err := autorecovery.NewAuditor(cfg)
 	if err != nil {
 		cl.Close()
+		store.Close()
 		return nil, err
 	}
 	w, err := autorecovery.NewWorker(cfg)
 	if err != nil {
 		cl.Close()
+		store.Close()
 		return nil, err
 	}
 	rctx, rcancel := context.WithCancel(context.Background())
-	s := &recoveryService{cancel: rcancel, cl: cl}
+	s := &recoveryService{cancel: rcancel, cl: cl, store: store}
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); a.Run(rctx) }()
 	go func() { defer s.wg.Done(); w.Run(rctx) }()
@@ -98,11 +101,11 @@ func startRecovery(endpoint string, secret []byte, o recoveryOptions, log *slog.
 }
 
 // Close stops the auditor and the worker (a repair in progress is abandoned: its lock
-// goes with the session, another worker finishes it) and closes the client.
+// goes with the session, another worker finishes it), closes the client, then the store.
 func (s *recoveryService) Close() error {
 	s.cancel()
 	s.wg.Wait()
-	return s.cl.Close()
+	return errors.Join(s.cl.Close(), s.store.Close())
 }
 
 func runAutorecovery(args []string) error {
@@ -152,20 +155,6 @@ func runAutorecovery(args []string) error {
 	return serveUntilSignal(sig, s.Close)
 }
 
-// openEtcd opens a client on the cluster flags and returns its etcd store.
-func openEtcd(ctx context.Context, cluster *clusterFlags) (*client.Client, *meta.EtcdStore, error) {
-	cl, err := cluster.openClient(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	store, ok := cl.Store().(*meta.EtcdStore)
-	if !ok {
-		cl.Close()
-		return nil, nil, errors.New("needs an etcd metadata store")
-	}
-	return cl, store, nil
-}
-
 // recoveryStatus is what bk autorecovery status prints.
 type recoveryStatus struct {
 	Enabled         bool         `json:"enabled"`
@@ -184,11 +173,11 @@ func runAutorecoveryStatus(args []string) error {
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, store, err := openEtcd(ctx, &cluster)
+	store, err := cluster.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer store.Close()
 	var st recoveryStatus
 	if st.Enabled, err = store.AutorecoveryEnabled(ctx); err != nil {
 		return err
@@ -238,11 +227,11 @@ func runAutorecoverySet(enable bool, args []string) error {
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, store, err := openEtcd(ctx, &cluster)
+	store, err := cluster.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer store.Close()
 	if err := store.SetAutorecovery(ctx, enable); err != nil {
 		return err
 	}
@@ -255,11 +244,12 @@ func runAutorecoverySet(enable bool, args []string) error {
 }
 
 // ledgerUnderReplicated is bk ledger underreplicated: the marks, with reasons.
-func ledgerUnderReplicated(ctx context.Context, cl *client.Client, o *ledgerOpts) error {
-	store, ok := cl.Store().(*meta.EtcdStore)
-	if !ok {
-		return errors.New("needs an etcd metadata store")
+func ledgerUnderReplicated(ctx context.Context, _ *client.Client, o *ledgerOpts) error {
+	store, err := o.cluster.openStore(ctx)
+	if err != nil {
+		return err
 	}
+	defer store.Close()
 	marks, err := loadMarkStatus(ctx, store)
 	if err != nil {
 		return err
@@ -295,17 +285,17 @@ func runCookie(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, err := cluster.openClient(ctx)
+	store, err := cluster.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer store.Close()
 	if !*force {
-		if err := checkUnused(ctx, cl.Store(), id); err != nil {
+		if err := checkUnused(ctx, store, id); err != nil {
 			return fmt.Errorf("%w (--force deletes anyway)", err)
 		}
 	}
-	if err := cl.Store().DeleteCookie(ctx, id, meta.AnyVersion); err != nil {
+	if err := store.DeleteCookie(ctx, id, meta.AnyVersion); err != nil {
 		return err
 	}
 	fmt.Printf("cookie of %s deleted: a bookie with new, empty storage may now register under this id\n", id)
@@ -377,11 +367,11 @@ func runBookieDecommission(args []string) error {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	cl, store, err := openEtcd(ctx, &cluster)
+	store, err := cluster.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer store.Close()
 	if *admin == "" {
 		live, err := store.ListBookies(ctx)
 		if err != nil {
@@ -501,11 +491,11 @@ func runBookieRecommission(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, store, err := openEtcd(ctx, &cluster)
+	store, err := cluster.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer store.Close()
 	if _, ok, err := store.GetDecommissioned(ctx, id); err != nil {
 		return err
 	} else if !ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/metatest"
 )
 
 // TestDecommissionEmptiesBookie: bk bookie decommission makes the bookie read-only, the
@@ -87,7 +88,7 @@ func TestDecommissionEmptiesBookie(t *testing.T) {
 
 	target := lc.Bookies[0]
 	id := meta.BookieID(target.Addr())
-	store := cl.Store().(*meta.EtcdStore)
+	store := metatest.Open(t, ep)
 	if _, err := store.GetCookie(ctx, id); err != nil {
 		t.Fatalf("the target's cookie before decommission: %v", err)
 	}

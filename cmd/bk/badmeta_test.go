@@ -27,12 +27,11 @@ func TestCommandsRefuseHostileMetadata(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := meta.Open(ctx, lc.Endpoint())
+	store, err := meta.Open(ctx, lc.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	store := s.(*meta.EtcdStore)
+	defer store.Close()
 	hostile := map[string]bool{"ensemble 0": true, "no fragments": true, "fragments out of order": true}
 	var bad []string
 	for _, h := range metatest.HostileLedgers() {

@@ -94,12 +94,16 @@ func runBenchRerepl(ctx context.Context, f *rereplFlags, parent string, out io.W
 		return err
 	}
 	defer lc.Close()
-	cl, err := client.New(ctx, client.Config{Metadata: lc.Endpoint()})
+	store, err := meta.Open(ctx, lc.Endpoint())
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	cl, err := client.New(ctx, client.Config{Store: store})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	store := cl.Store().(*meta.EtcdStore)
 	res := rereplResult{Rate: *f.rate}
 
 	// 1. The data to re-replicate.

@@ -21,12 +21,12 @@ func runBookies(args []string) error {
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := cluster.openClient(ctx)
+	store, err := cluster.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	live, err := cl.Store().ListBookies(ctx)
+	defer store.Close()
+	live, err := store.ListBookies(ctx)
 	if err != nil {
 		return err
 	}

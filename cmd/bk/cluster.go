@@ -261,6 +261,21 @@ func adminHint(resp *http.Response) string {
 	return ""
 }
 
+// openStore resolves the cluster flags, checks that etcd answers TCP, and
+// opens its metadata store within 10 s, for commands that need no bookie.
+func (f *clusterFlags) openStore(ctx context.Context) (*meta.EtcdStore, error) {
+	endpoint, _, err := f.resolve()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkReachable(ctx, endpoint); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return meta.Open(ctx, endpoint)
+}
+
 // openClient resolves the cluster flags, checks that etcd answers TCP, and
 // opens a client on it within 10 s.
 func (f *clusterFlags) openClient(ctx context.Context) (*client.Client, error) {

@@ -33,11 +33,11 @@ func runBookieMaintenance(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl, store, err := openEtcd(ctx, &cluster)
+	store, err := cluster.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer store.Close()
 	if len(pos) == 0 {
 		ms, err := store.ListMaintenance(ctx)
 		if err != nil {

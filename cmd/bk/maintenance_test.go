@@ -8,6 +8,7 @@ import (
 
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/metatest"
 )
 
 // TestBookieMaintenanceCommand: bk bookie maintenance ID on records the maintenance in etcd
@@ -19,7 +20,7 @@ func TestBookieMaintenanceCommand(t *testing.T) {
 	lc, ep, cl := startRecoveryCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	store := cl.Store().(*meta.EtcdStore)
+	store := metatest.Open(t, ep)
 	w, err := cl.CreateLedger(ctx, client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2})
 	if err != nil {
 		t.Fatal(err)

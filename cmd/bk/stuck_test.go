@@ -12,6 +12,7 @@ import (
 	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/metatest"
 )
 
 // TestStuckRepairExplained: a bookie lost with no spare leaves its ledger marked, and the
@@ -38,7 +39,7 @@ func TestStuckRepairExplained(t *testing.T) {
 	lost := lc.Bookies[2]
 	id := meta.BookieID(lost.Addr())
 	lost.Close()
-	store := cl.Store().(*meta.EtcdStore)
+	store := metatest.Open(t, ep)
 	for {
 		if rw, ok, err := store.GetRepairWait(ctx, w.ID()); err == nil && ok && strings.Contains(rw.Reason, "not enough bookies") {
 			break

@@ -13,6 +13,7 @@ import (
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/metatest"
 )
 
 // TestBookieLostForGoodUnderLoad: three writers append while one bookie (behind its proxy)
@@ -73,7 +74,7 @@ func TestBookieLostForGoodUnderLoad(t *testing.T) {
 	}
 	<-stopped
 
-	store := cl.Store().(*meta.EtcdStore)
+	store := metatest.Open(t, c.Endpoint())
 	cfg := autorecovery.Config{Client: cl, Store: store, LostDelay: 200 * time.Millisecond, RetryInterval: 100 * time.Millisecond,
 		SessionTTL: 2 * time.Second, RateBytes: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	a, err := autorecovery.NewAuditor(cfg)

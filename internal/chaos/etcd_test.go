@@ -11,6 +11,7 @@ import (
 
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/meta/metatest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -59,9 +60,9 @@ func waitEtcdLeader(t *testing.T, c *Cluster) int {
 }
 
 // bookieLeases returns the lease every registered bookie's key is attached to.
-func bookieLeases(t *testing.T, ctx context.Context, s meta.Store) map[string]clientv3.LeaseID {
+func bookieLeases(t *testing.T, ctx context.Context, s *meta.EtcdStore) map[string]clientv3.LeaseID {
 	t.Helper()
-	resp, err := s.(*meta.EtcdStore).Client().Get(ctx, meta.DefaultPrefix+"/bookies/", clientv3.WithPrefix())
+	resp, err := s.Client().Get(ctx, meta.DefaultPrefix+"/bookies/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +88,7 @@ func TestEtcdNoQuorum(t *testing.T) {
 	cfg.MetadataTimeout = time.Second
 	cl := clientWith(t, cfg)
 	crashed := clientWith(t, cfg)
+	leases := metatest.Open(t, c.Endpoint()) // reads the bookies' leases
 	acks := NewAcks()
 
 	write, err := cl.CreateLedger(ctx, etcdTestOpts)
@@ -114,7 +116,7 @@ func TestEtcdNoQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := bookieLeases(t, ctx, cl.Store())
+	before := bookieLeases(t, ctx, leases)
 	if len(before) != 4 {
 		t.Fatalf("%d bookies registered, want 4", len(before))
 	}
@@ -203,7 +205,7 @@ func TestEtcdNoQuorum(t *testing.T) {
 	lost.Proxy.Heal()
 
 	waitFor(t, 20*time.Second, "every bookie registered again under a new lease", func() bool {
-		after := bookieLeases(t, ctx, cl.Store())
+		after := bookieLeases(t, ctx, leases)
 		if len(after) != len(before) {
 			return false
 		}

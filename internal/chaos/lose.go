@@ -52,6 +52,7 @@ func (c *Cluster) Lost() []meta.BookieID {
 // their own client, as bk bookie runs beside each bookie.
 type Recovery struct {
 	cl       *client.Client
+	store    *meta.EtcdStore // cl's store; closed after cl
 	Auditor  *autorecovery.Auditor
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -74,25 +75,34 @@ func RecoveryConfig() autorecovery.Config {
 // StartRecovery starts an auditor candidate and, with worker set, a worker with cfg (its
 // Client and Store are the Recovery's own), until Stop.
 func (c *Cluster) StartRecovery(ctx context.Context, cfg autorecovery.Config, worker bool) (*Recovery, error) {
-	cl, err := c.Client(ctx, 2*time.Second)
+	store, err := meta.Open(ctx, c.Endpoint())
 	if err != nil {
 		return nil, err
 	}
-	cfg.Client, cfg.Store = cl, cl.Store().(*meta.EtcdStore)
+	ccfg := c.ClientConfig(2 * time.Second)
+	ccfg.Store = store
+	cl, err := client.New(ctx, ccfg)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	cfg.Client, cfg.Store = cl, store
 	a, err := autorecovery.NewAuditor(cfg)
 	if err != nil {
 		cl.Close()
+		store.Close()
 		return nil, err
 	}
 	var w *autorecovery.Worker
 	if worker {
 		if w, err = autorecovery.NewWorker(cfg); err != nil {
 			cl.Close()
+			store.Close()
 			return nil, err
 		}
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	r := &Recovery{cl: cl, Auditor: a, cancel: cancel}
+	r := &Recovery{cl: cl, store: store, Auditor: a, cancel: cancel}
 	r.wg.Add(1)
 	go func() { defer r.wg.Done(); a.Run(rctx) }()
 	if w != nil {
@@ -108,6 +118,7 @@ func (r *Recovery) Stop() {
 		r.cancel()
 		r.wg.Wait()
 		r.cl.Close()
+		r.store.Close()
 	})
 }
 
@@ -151,12 +162,11 @@ func LedgersNaming(ctx context.Context, s meta.Store, bookies []meta.BookieID) (
 func (c *Cluster) Converge(ctx context.Context, cfg autorecovery.Config, timeout time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cl, err := c.Client(ctx, 2*time.Second)
+	store, err := meta.Open(ctx, c.Endpoint())
 	if err != nil {
 		return 0, err
 	}
-	defer cl.Close()
-	store := cl.Store().(*meta.EtcdStore)
+	defer store.Close()
 	lost := c.Lost()
 	pending := func() (marks int, named []uint64, err error) {
 		m, err := store.ListUnderReplicated(ctx)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/faultproxy"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
@@ -486,7 +487,7 @@ func scenarioUnknownState(s *session) error {
 	payload := s.payloads(id, 1)[0]
 	key := wire.MasterKeyFromPassword(s.password())
 	raw := wire.AppendEntry(nil, id, e, e-1, payload)
-	if err := s.c.inspect.AddRecoveryTo(s.ctx, ens[s.seed%3], &key, raw); err != nil {
+	if err := client.NewRepairer(s.c.inspect).AddRecoveryTo(s.ctx, ens[s.seed%3], &key, raw); err != nil {
 		return fmt.Errorf("setup: store entry 5 on bookie%d: %w", has+1, err)
 	}
 	s.tr.fault(has, "entry 5 stored here only (the crashed writer's last add)")

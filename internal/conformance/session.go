@@ -252,7 +252,7 @@ func (s *session) holders(md *meta.LedgerMetadata, e int64) ([]meta.BookieID, er
 func (s *session) readDirect(b meta.BookieID, ledger uint64, e int64) ([]byte, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		raw, err := s.c.inspect.ReadEntryFrom(s.ctx, b, ledger, e)
+		raw, err := client.NewRepairer(s.c.inspect).ReadEntryFrom(s.ctx, b, ledger, e)
 		if err == nil || !(errors.Is(err, client.ErrBookieUnavailable) || errors.Is(err, client.ErrTimeout)) || time.Now().After(deadline) {
 			return raw, err
 		}

@@ -318,10 +318,13 @@ func newClient(ctx context.Context, cfg NodeConfig) (*client.Client, error) {
 }
 
 func runAuditor(ctx context.Context, cfg NodeConfig, cl *client.Client, logger *slog.Logger) error {
-	store, ok := cl.Store().(*meta.EtcdStore)
-	if !ok {
-		return errors.New("autorecovery needs the etcd store")
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	store, err := meta.Open(octx, cfg.Metadata)
+	cancel()
+	if err != nil {
+		return err
 	}
+	defer store.Close()
 	ac := autorecovery.Config{Client: cl, Store: store, Name: cfg.Name, Logger: logger,
 		LostDelay: 3 * time.Second, AuditInterval: 3 * time.Second, OpenLedgerGrace: 5 * time.Second,
 		RetryInterval: time.Second, SessionTTL: 5 * time.Second}
@@ -611,7 +614,7 @@ func logCopies(ctx context.Context, cl *client.Client, log *history.Log, id uint
 			if _, ok := held[b]; ok {
 				continue
 			}
-			rs, err := cl.ListEntriesFrom(c, b, id, 0)
+			rs, err := client.NewRepairer(cl).ListEntriesFrom(c, b, id, 0)
 			if err != nil && !errors.Is(err, client.ErrNoSuchEntry) {
 				// A bookie that cannot answer holds nothing it can prove: its copies are
 				// missing, which the checker judges if this stays the last look.
@@ -632,7 +635,7 @@ func logCopies(ctx context.Context, cl *client.Client, log *history.Log, id uint
 				complete = false
 				continue
 			}
-			raw, err := cl.ReadEntryFrom(c, b, id, e)
+			raw, err := client.NewRepairer(cl).ReadEntryFrom(c, b, id, e)
 			var en wire.Entry
 			if err == nil {
 				en, err = wire.ParseEntry(raw)

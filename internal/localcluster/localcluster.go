@@ -31,9 +31,10 @@ type Cluster struct {
 	Bookies     []*bookie.Bookie
 
 	// Autorecovery services, one per bookie when Options.Autorecovery is set.
-	stopRecovery context.CancelFunc
-	recoveryWG   sync.WaitGroup
-	recoveryCl   []*client.Client
+	stopRecovery   context.CancelFunc
+	recoveryWG     sync.WaitGroup
+	recoveryCl     []*client.Client
+	recoveryStores []*meta.EtcdStore // the recovery clients' stores, closed after them
 }
 
 // Options configure Start.
@@ -152,13 +153,19 @@ func (lc *Cluster) startRecovery(o Options) error {
 	lc.stopRecovery = cancel
 	for i, b := range lc.Bookies {
 		octx, ocancel := context.WithTimeout(ctx, 10*time.Second)
-		cl, err := client.New(octx, client.Config{Metadata: lc.Endpoint(), Secret: o.Secret})
+		store, err := meta.Open(octx, lc.Endpoint())
+		if err != nil {
+			ocancel()
+			return fmt.Errorf("autorecovery %d: %w", i+1, err)
+		}
+		lc.recoveryStores = append(lc.recoveryStores, store)
+		cl, err := client.New(octx, client.Config{Store: store, Secret: o.Secret})
 		ocancel()
 		if err != nil {
 			return fmt.Errorf("autorecovery %d: %w", i+1, err)
 		}
 		lc.recoveryCl = append(lc.recoveryCl, cl)
-		cfg := autorecovery.Config{Client: cl, Store: cl.Store().(*meta.EtcdStore), Name: b.Addr(),
+		cfg := autorecovery.Config{Client: cl, Store: store, Name: b.Addr(),
 			Logger: o.Logger.With("autorecovery", i+1)}
 		if o.ConfigureRecovery != nil {
 			o.ConfigureRecovery(i, &cfg)
@@ -186,6 +193,9 @@ func (lc *Cluster) Close() error {
 		lc.recoveryWG.Wait()
 		for _, cl := range lc.recoveryCl {
 			errs = append(errs, cl.Close())
+		}
+		for _, s := range lc.recoveryStores {
+			errs = append(errs, s.Close())
 		}
 	}
 	for _, b := range lc.Bookies {

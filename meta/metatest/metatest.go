@@ -37,7 +37,7 @@ func StartServer(t testing.TB) *embedded.Etcd {
 
 // Open opens a store on endpoint, closed when the test finishes (before
 // the server Start registered earlier stops, as cleanups run last first).
-func Open(t testing.TB, endpoint string) meta.Store {
+func Open(t testing.TB, endpoint string) *meta.EtcdStore {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -50,7 +50,7 @@ func Open(t testing.TB, endpoint string) meta.Store {
 }
 
 // NewStore starts a server and opens a store on it.
-func NewStore(t testing.TB) meta.Store {
+func NewStore(t testing.TB) *meta.EtcdStore {
 	t.Helper()
 	return Open(t, Start(t))
 }

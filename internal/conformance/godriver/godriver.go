@@ -336,7 +336,7 @@ func readPastLAC(ctx context.Context, cl *client.Client, md meta.LedgerMetadata,
 				f = g
 			}
 		}
-		raw, err := cl.ReadEntryFrom(ctx, f.Bookies[e%int64(len(f.Bookies))], md.ID, e)
+		raw, err := client.NewRepairer(cl).ReadEntryFrom(ctx, f.Bookies[e%int64(len(f.Bookies))], md.ID, e)
 		if err != nil {
 			return nil, err
 		}
