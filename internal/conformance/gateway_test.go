@@ -119,17 +119,23 @@ func TestEtcdGatewayCalls(t *testing.T) {
 	// Compare-and-swap to CLOSED at that revision: succeeds once, fails at the old one.
 	fromGW.State, fromGW.LastEntryID = meta.StateClosed, -1
 	closed := base64.StdEncoding.EncodeToString(meta.AppendLedgerMetadata(nil, &fromGW))
+	var header string // header.revision of the last transaction
 	cas := func(revision string) bool {
-		var res struct{ Succeeded bool }
+		var res struct {
+			Succeeded bool
+			Header    struct{ Revision string }
+		}
 		gateway(t, base, "/v3/kv/txn", map[string]any{
 			"compare": []map[string]any{{"key": b64s(key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}},
 			"success": []map[string]any{{"request_put": map[string]string{"key": b64s(key), "value": closed}}},
 		}, &res)
+		header = res.Header.Revision
 		return res.Succeeded
 	}
 	if !cas(got.Kvs[0].ModRevision) {
 		t.Fatal("CAS at the current mod_revision did not succeed")
 	}
+	casRevision := header
 	if cas(got.Kvs[0].ModRevision) {
 		t.Fatal("CAS at a stale mod_revision succeeded")
 	}
@@ -139,6 +145,11 @@ func TestEtcdGatewayCalls(t *testing.T) {
 	}
 	if after.State != meta.StateClosed {
 		t.Fatalf("after the gateway's CAS, meta reads the ledger as %v", after.State)
+	}
+	// The header.revision of a transaction that succeeded is the new version of what it put
+	// (docs/metadata.md): a client keeps it for its next compare-and-swap.
+	if casRevision != strconv.FormatInt(after.Version, 10) {
+		t.Fatalf("the CAS answered header.revision %q; meta reads version %d", casRevision, after.Version)
 	}
 	// A ledger created through meta afterwards takes the next id: the counter is shared.
 	next, err := c.store.CreateLedger(ctx, md)

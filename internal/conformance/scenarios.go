@@ -215,11 +215,15 @@ func scenarioSlowBookie(s *session) error {
 }
 
 func scenarioHungBookie(s *session) error {
-	w, id, ens, err := s.writer(3, 2, 2)
+	w, id, _, err := s.writer(3, 2, 2)
 	if err != nil {
 		return err
 	}
 	if err := s.appendAll(w, id, 10, true); err != nil {
+		return err
+	}
+	ens, err := s.lastEnsemble(id)
+	if err != nil {
 		return err
 	}
 	victim := ens[s.seed%3]

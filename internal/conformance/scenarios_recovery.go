@@ -24,11 +24,15 @@ func (s *session) waitHeld(r *faultproxy.Rule, n int, what string) error {
 }
 
 func scenarioLostFence(s *session) error {
-	w, id, ens, err := s.writer(3, 3, 2)
+	w, id, _, err := s.writer(3, 3, 2)
 	if err != nil {
 		return err
 	}
 	if err := s.appendAll(w, id, 10, true); err != nil {
+		return err
+	}
+	ens, err := s.lastEnsemble(id)
+	if err != nil {
 		return err
 	}
 	vi := s.c.indexOf(ens[s.seed%3])
@@ -72,12 +76,11 @@ func scenarioLateNegative(s *session) error {
 	if err != nil {
 		return err
 	}
-	md, err := s.metadata(id)
-	if err != nil {
+	if err := s.appendAll(w, id, 5, false); err != nil {
 		return err
 	}
-	ens := md.Fragments[0].Bookies
-	if err := s.appendAll(w, id, 5, false); err != nil {
+	ens, err := s.lastEnsemble(id)
+	if err != nil {
 		return err
 	}
 	const e = 5
@@ -160,12 +163,11 @@ func scenarioRecoveryTimeouts(s *session) error {
 	if err != nil {
 		return err
 	}
-	md, err := s.metadata(id)
-	if err != nil {
+	if err := s.appendAll(w, id, 5, false); err != nil {
 		return err
 	}
-	ens := md.Fragments[0].Bookies
-	if err := s.appendAll(w, id, 5, false); err != nil {
+	ens, err := s.lastEnsemble(id)
+	if err != nil {
 		return err
 	}
 	const e = 5
@@ -208,7 +210,7 @@ func scenarioRecoveryTimeouts(s *session) error {
 	if a.OK || a.Code != "recovery_incomplete" {
 		return fmt.Errorf("recovery with one NoSuchEntry and two silent bookies for entry 5 answered ok=%v code=%q, want recovery_incomplete (recovery rule 3: timeouts are not negatives)", a.OK, a.Code)
 	}
-	md, err = s.metadata(id)
+	md, err := s.metadata(id)
 	if err != nil {
 		return err
 	}
@@ -245,11 +247,15 @@ func scenarioRecoveryTimeouts(s *session) error {
 }
 
 func scenarioRecoverersRace(s *session) error {
-	w, id, ens, err := s.writer(3, 2, 2)
+	w, id, _, err := s.writer(3, 2, 2)
 	if err != nil {
 		return err
 	}
 	if err := s.appendAll(w, id, 10, true); err != nil {
+		return err
+	}
+	ens, err := s.lastEnsemble(id)
+	if err != nil {
 		return err
 	}
 	var fences []*faultproxy.Held
@@ -374,11 +380,15 @@ func scenarioReadOpen(s *session) error {
 }
 
 func scenarioLongPoll(s *session) error {
-	w, id, ens, err := s.writer(3, 2, 2)
+	w, id, _, err := s.writer(3, 2, 2)
 	if err != nil {
 		return err
 	}
 	if err := s.appendAll(w, id, 5, false); err != nil {
+		return err
+	}
+	ens, err := s.lastEnsemble(id)
+	if err != nil {
 		return err
 	}
 	rd, err := s.client("reader")
@@ -472,11 +482,15 @@ func scenarioDelete(s *session) error {
 // WQ-AQ+1, and UnknownLedgerState and silence are not negatives: recovery must fail and
 // close nothing, and close at 5 once the first bookie answers.
 func scenarioUnknownState(s *session) error {
-	w, id, ens, err := s.writer(3, 3, 2)
+	w, id, _, err := s.writer(3, 3, 2)
 	if err != nil {
 		return err
 	}
 	if err := s.appendAll(w, id, 5, false); err != nil {
+		return err
+	}
+	ens, err := s.lastEnsemble(id)
+	if err != nil {
 		return err
 	}
 	w.stop(10 * time.Second)

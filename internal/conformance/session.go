@@ -197,6 +197,18 @@ func (s *session) metadata(ledger uint64) (meta.LedgerMetadata, error) {
 	return md, err
 }
 
+// lastEnsemble returns the bookies of ledger's last fragment as the metadata says now. A
+// scenario that aims a fault at the bookies a client will reach next reads them after the
+// writer's appends: a writer may change its ensemble at any time (on a busy machine, a
+// request that timed out is a failed bookie to it).
+func (s *session) lastEnsemble(ledger uint64) ([]meta.BookieID, error) {
+	md, err := s.metadata(ledger)
+	if err != nil {
+		return nil, err
+	}
+	return md.Fragments[len(md.Fragments)-1].Bookies, nil
+}
+
 // fragmentOf returns the fragment of md that holds entry e.
 func fragmentOf(md *meta.LedgerMetadata, e int64) meta.Fragment {
 	f := md.Fragments[0]
