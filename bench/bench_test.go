@@ -262,12 +262,14 @@ go_memstats_next_gc_bytes 2e+08
 bookie_add_latency_seconds_sum 0.5
 bookie_add_latency_seconds_count 1000
 bookie_journal_batch_latency_seconds_sum 1.5
+bookie_responses_total{op="ADD",status="Fenced"} 3
+bookie_responses_total{op="ADD",status="OK"} 2048
 `
 	s, err := parseMetrics(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := bookieStats{batchRecordsSum: 12345, batchRecordsCount: 10, cpuSeconds: 4.5, rssBytes: 1.2345e8, heapInuse: 1e8, nextGC: 2e8, addSecs: 0.5, adds: 1000, batchSecs: 1.5}
+	want := bookieStats{batchRecordsSum: 12345, batchRecordsCount: 10, cpuSeconds: 4.5, rssBytes: 1.2345e8, heapInuse: 1e8, nextGC: 2e8, addSecs: 0.5, adds: 1000, batchSecs: 1.5, addsOK: 2048}
 	if s != want {
 		t.Fatalf("got %+v, want %+v", s, want)
 	}

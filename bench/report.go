@@ -94,6 +94,11 @@ func WriteTable(w io.Writer, results []Result) error {
 		}
 	}
 	for _, r := range results {
+		if line := wakeupsLine(r); line != "" {
+			fmt.Fprintln(w, line)
+		}
+	}
+	for _, r := range results {
 		if tl := r.Timeline; len(tl) >= 60 {
 			lo, hi := tl[0].RSS, tl[0].RSS
 			for _, s := range tl {
@@ -229,6 +234,24 @@ func floorString(r Result, f *diskref.FloorResult) string {
 	s := "the add path's system calls alone: " + f.String()
 	if perAdd := r.BookieCPUPerAdd(); perAdd > 0 && f.PerEntry() > 0 {
 		s += fmt.Sprintf("; the bookies used %.2f us per add, x floor %.2f", perAdd, perAdd/(float64(f.PerEntry())/1e3))
+	}
+	return s
+}
+
+// wakeupsLine is a result's wake-ups per add: each process's context
+// switches, read/write system calls and CPU per add it handled, beside the
+// same run's add-path floor (Reference.Floor); "" when none was measured.
+func wakeupsLine(r Result) string {
+	if len(r.Procs) == 0 {
+		return ""
+	}
+	parts := make([]string, len(r.Procs))
+	for i, p := range r.Procs {
+		parts[i] = p.String()
+	}
+	s := r.Workload.Name + ": per add: " + strings.Join(parts, "; ")
+	if ref := r.Reference; ref != nil && ref.Floor != nil && ref.Floor.PerEntry() > 0 {
+		s += fmt.Sprintf("; add-path floor %.2f us CPU", float64(ref.Floor.PerEntry())/1e3)
 	}
 	return s
 }

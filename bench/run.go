@@ -168,7 +168,11 @@ type Result struct {
 	// GC is set for a gc workload.
 	GC *GCResult `json:",omitempty"`
 	// Read is set for a read workload (bench/read.go), whose other fields are mostly zero.
-	Read     *ReadResult `json:",omitempty"`
+	Read *ReadResult `json:",omitempty"`
+	// Procs is what each process of the run used during the measured part,
+	// per add: this process (the client), then each bookie process on this
+	// host (bench/procstat.go). Empty where /proc cannot be read.
+	Procs    []ProcUsage `json:",omitempty"`
 	Timeline []Sample
 	Spectrum []Point // latency (us) at percentile
 }
@@ -435,6 +439,7 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 	// Warm up, then measure.
 	err = r.wait(ctx, w.Warmup, fail, nil)
 	var before clusterStats
+	var procs0 procSnapshot
 	var cpu0 time.Duration
 	var start time.Time
 	var machine0 cpuTimes
@@ -448,6 +453,7 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 			res.WarmupMax = warm.Max
 		}
 		rec.Reset()
+		procs0 = snapshotProcs(bookies, before)
 		cpu0, start = processCPU(), time.Now()
 		machine0, machineOK = machineCPU()
 		err = r.wait(ctx, w.Duration, fail, func(t time.Duration, last time.Duration) {
@@ -479,6 +485,7 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 			r.opts.Measuring(w, false)
 		}
 		cpu := processCPU() - cpu0
+		procs1 := snapshotProcs(bookies, before)
 		if machine1, ok := machineCPU(); ok && machineOK {
 			res.Steal = stealShare(machine0, machine1)
 		}
@@ -494,6 +501,7 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 			res.BookieCPU = c
 		}
 		res.BookieRSS = maxRSS(after)
+		res.Procs = procUsage(bookies, procs0, procs1, before, after, float64(res.Adds), cpu.Seconds())
 		res.Checkpoints, res.CheckpointSeconds, res.BackpressurePauses = stalls(before, after)
 		res.BookieAddMean, res.JournalBatchMean = serverLatency(before, after)
 		big := largest(after)

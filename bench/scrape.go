@@ -29,6 +29,7 @@ type bookieStats struct {
 	addSecs, adds     float64 // bookie_add_latency_seconds sum and count: frame parsed to reply queued
 	batchSecs         float64 // bookie_journal_batch_latency_seconds_sum: first record queued to batch completed
 	entryLogDisk      float64 // bookie_disk_bytes{kind="entrylog"}
+	addsOK            float64 // bookie_responses_total{op="ADD",status="OK"}: adds answered OK
 }
 
 // parseMetrics reads the values bookieStats needs from Prometheus text
@@ -36,21 +37,22 @@ type bookieStats struct {
 func parseMetrics(r io.Reader) (bookieStats, error) {
 	var s bookieStats
 	fields := map[string]*float64{
-		"bookie_journal_batch_records_sum":         &s.batchRecordsSum,
-		"bookie_journal_batch_records_count":       &s.batchRecordsCount,
-		"process_cpu_seconds_total":                &s.cpuSeconds,
-		"process_resident_memory_bytes":            &s.rssBytes,
-		"go_memstats_heap_inuse_bytes":             &s.heapInuse,
-		"go_memstats_next_gc_bytes":                &s.nextGC,
-		"bookie_checkpoint_seconds_count":          &s.checkpoints,
-		"bookie_checkpoint_seconds_sum":            &s.checkpointSecs,
-		"bookie_backpressure_pauses_total":         &s.pauses,
-		"process_start_time_seconds":               &s.startTime,
-		"bookie_process_id":                        &s.pid,
-		"bookie_add_latency_seconds_sum":           &s.addSecs,
-		"bookie_add_latency_seconds_count":         &s.adds,
-		"bookie_journal_batch_latency_seconds_sum": &s.batchSecs,
-		`bookie_disk_bytes{kind="entrylog"}`:       &s.entryLogDisk,
+		"bookie_journal_batch_records_sum":             &s.batchRecordsSum,
+		"bookie_journal_batch_records_count":           &s.batchRecordsCount,
+		"process_cpu_seconds_total":                    &s.cpuSeconds,
+		"process_resident_memory_bytes":                &s.rssBytes,
+		"go_memstats_heap_inuse_bytes":                 &s.heapInuse,
+		"go_memstats_next_gc_bytes":                    &s.nextGC,
+		"bookie_checkpoint_seconds_count":              &s.checkpoints,
+		"bookie_checkpoint_seconds_sum":                &s.checkpointSecs,
+		"bookie_backpressure_pauses_total":             &s.pauses,
+		"process_start_time_seconds":                   &s.startTime,
+		"bookie_process_id":                            &s.pid,
+		"bookie_add_latency_seconds_sum":               &s.addSecs,
+		"bookie_add_latency_seconds_count":             &s.adds,
+		"bookie_journal_batch_latency_seconds_sum":     &s.batchSecs,
+		`bookie_disk_bytes{kind="entrylog"}`:           &s.entryLogDisk,
+		`bookie_responses_total{op="ADD",status="OK"}`: &s.addsOK,
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
