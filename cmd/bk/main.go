@@ -17,6 +17,7 @@
 //	bk verify     [--data DIR]           check every checksum and index entry on disk
 //	bk faultproxy --listen A --target B  frame-aware fault-injecting proxy
 //	bk chaos      --seeds N --duration D randomized fault soak with invariant checks
+//	bk hostile    [--attack A] [--duration D]  attacks on a local cluster beside a measured client
 //	bk version                           print the version (also bk --version)
 //	bk completion bash|zsh               shell completion script
 //
