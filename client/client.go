@@ -216,7 +216,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if c.store == nil {
 		s, err := meta.Open(ctx, cfg.Metadata)
 		if err != nil {
-			return nil, fmt.Errorf("client: open metadata: %w", err)
+			return nil, err // "meta: open ENDPOINT: ..."
 		}
 		c.store, c.ownsStore = s, true
 	}
@@ -405,7 +405,7 @@ func (c *Client) ListLedgers(ctx context.Context) ([]meta.LedgerMetadata, error)
 	var all []meta.LedgerMetadata
 	for md, err := range meta.AllLedgers(ctx, c.store) {
 		if err != nil {
-			return nil, fmt.Errorf("client: list ledgers: %w", err)
+			return nil, fmt.Errorf("list ledgers: %w", err)
 		}
 		all = append(all, md)
 	}
@@ -418,10 +418,7 @@ func (c *Client) ListLedgers(ctx context.Context) ([]meta.LedgerMetadata, error)
 // compaction run right after rewrites the entry logs it shared (paced at
 // compaction_bytes_per_sec). It fails with meta.ErrNoSuchLedger if there is no such ledger.
 func (c *Client) DeleteLedger(ctx context.Context, id uint64) error {
-	if err := c.store.DeleteLedger(ctx, id, meta.AnyVersion); err != nil {
-		return fmt.Errorf("client: delete ledger %d: %w", id, err)
-	}
-	return nil
+	return c.store.DeleteLedger(ctx, id, meta.AnyVersion) // names the ledger: "delete ledger ID: ..."
 }
 
 // sleepCtx is pace.Sleep for callers that return ctx's error when it ends.
