@@ -55,7 +55,8 @@ var (
 	ErrBeyondLAC = errors.New("client: entry beyond the last add confirmed")
 )
 
-// Config configures a Client. Zero fields take their defaults.
+// Config configures a Client. Zero fields take their defaults, which DefaultConfig spells
+// out; New refuses a Config that Validate reports a problem with.
 type Config struct {
 	// Metadata is the metadata store endpoint, "etcd://host:port[,...][/prefix]", or
 	// etcds:// with TLS and etcd user settings (see meta.ParseEndpoints). Ignored when
@@ -168,8 +169,13 @@ type Client struct {
 	wg   sync.WaitGroup
 }
 
-// New opens a Client. ctx bounds opening the metadata store.
+// New opens a Client. ctx bounds opening the metadata store. It fails with
+// ErrInvalidConfig, saying why, for a configuration Config.Validate refuses.
 func New(ctx context.Context, cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
 	c := &Client{
 		store:       cfg.Store,
 		conns:       make(map[connKey]*bookieConn),
@@ -178,41 +184,23 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		stop:        make(chan struct{}),
 		cfg: connConfig{
 			dial:               cfg.Dial,
-			dialTimeout:        orDefault(cfg.DialTimeout, 3*time.Second),
-			requestTimeout:     orDefault(cfg.RequestTimeout, 5*time.Second),
-			minBackoff:         orDefault(cfg.MinBackoff, 50*time.Millisecond),
-			maxBackoff:         orDefault(cfg.MaxBackoff, 2*time.Second),
-			changeTimeout:      orDefault(cfg.EnsembleChangeTimeout, 30*time.Second),
+			dialTimeout:        cfg.DialTimeout,
+			requestTimeout:     cfg.RequestTimeout,
+			minBackoff:         cfg.MinBackoff,
+			maxBackoff:         cfg.MaxBackoff,
+			changeTimeout:      max(cfg.EnsembleChangeTimeout, 0), // 0: wait forever
 			secret:             cfg.Secret,
-			speculativeTimeout: cfg.SpeculativeTimeout,
+			speculativeTimeout: cfg.SpeculativeTimeout, // negative: disabled
 		},
-		quarantineTime:  orDefault(cfg.QuarantineTime, 30*time.Second),
+		quarantineTime:  max(cfg.QuarantineTime, 0), // 0: no quarantine
 		noBatchReads:    cfg.NoBatchReads,
-		metaTimeout:     orDefault(cfg.MetadataTimeout, defaultMetadataTimeout),
+		metaTimeout:     max(cfg.MetadataTimeout, 0), // 0: the ctx's bound only
 		maxPendingAdds:  cfg.MaxPendingAdds,
 		maxPendingBytes: cfg.MaxPendingBytes,
+		copyWindow:      copyWindowFor(cfg.MaxPendingBytes),
 		appendWait:      cfg.AppendWait,
 		minRacks:        cfg.MinRacks,
 		enforceRacks:    cfg.EnforceRacks,
-	}
-	if c.maxPendingAdds <= 0 {
-		c.maxPendingAdds = 65536
-	}
-	if c.maxPendingBytes <= 0 {
-		c.maxPendingBytes = 64 << 20
-	}
-	c.copyWindow = copyWindowFor(c.maxPendingBytes)
-	if cfg.QuarantineTime < 0 {
-		c.quarantineTime = 0
-	}
-	if cfg.MetadataTimeout < 0 {
-		c.metaTimeout = 0
-	}
-	if c.cfg.speculativeTimeout == 0 {
-		c.cfg.speculativeTimeout = 200 * time.Millisecond
-	}
-	if c.appendWait == 0 {
-		c.appendWait = c.cfg.requestTimeout
 	}
 	c.cfg.resolve = c.dialAddr
 	if c.cfg.dial == nil {
@@ -228,7 +216,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if c.store == nil {
 		s, err := meta.Open(ctx, cfg.Metadata)
 		if err != nil {
-			return nil, fmt.Errorf("client: open metadata: %w", err)
+			return nil, err // "meta: open ENDPOINT: ..."
 		}
 		c.store, c.ownsStore = s, true
 	}
@@ -248,13 +236,6 @@ func defaultDialer(requestTimeout time.Duration) *net.Dialer {
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: t, Interval: time.Second, Count: 3},
 		Control:         dialControl(t),
 	}
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }
 
 // Store returns the metadata store the client uses.
@@ -424,7 +405,7 @@ func (c *Client) ListLedgers(ctx context.Context) ([]meta.LedgerMetadata, error)
 	var all []meta.LedgerMetadata
 	for md, err := range meta.AllLedgers(ctx, c.store) {
 		if err != nil {
-			return nil, fmt.Errorf("client: list ledgers: %w", err)
+			return nil, fmt.Errorf("list ledgers: %w", err)
 		}
 		all = append(all, md)
 	}
@@ -437,10 +418,7 @@ func (c *Client) ListLedgers(ctx context.Context) ([]meta.LedgerMetadata, error)
 // compaction run right after rewrites the entry logs it shared (paced at
 // compaction_bytes_per_sec). It fails with meta.ErrNoSuchLedger if there is no such ledger.
 func (c *Client) DeleteLedger(ctx context.Context, id uint64) error {
-	if err := c.store.DeleteLedger(ctx, id, meta.AnyVersion); err != nil {
-		return fmt.Errorf("client: delete ledger %d: %w", id, err)
-	}
-	return nil
+	return c.store.DeleteLedger(ctx, id, meta.AnyVersion) // names the ledger: "delete ledger ID: ..."
 }
 
 // sleepCtx is pace.Sleep for callers that return ctx's error when it ends.

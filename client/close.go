@@ -103,7 +103,7 @@ func (w *Writer) Close(ctx context.Context) error {
 		// ensemble change would CAS on the version before this close and, if the close
 		// landed, take it for a takeover), and a retried Close sends this CAS again.
 		w.pendingClose = &md
-		return fmt.Errorf("client: close ledger %d: %w", w.id, err)
+		return fmt.Errorf("close ledger %d: %w", w.id, err)
 	}
 	w.setMetadataLocked(updated)
 	w.closed = true
@@ -124,7 +124,7 @@ func (w *Writer) prepareClose(ctx context.Context) (meta.LedgerMetadata, error) 
 	w.mu.Lock()
 	for w.err == nil && (w.lac < w.lastAdded || w.metaBusy) {
 		if err := w.waitUnlocked(ctx); err != nil {
-			return meta.LedgerMetadata{}, fmt.Errorf("client: close ledger %d: %w", w.id, err)
+			return meta.LedgerMetadata{}, fmt.Errorf("close ledger %d: %w", w.id, err)
 		}
 	}
 	if w.err != nil {
@@ -152,7 +152,7 @@ func (w *Writer) prepareClose(ctx context.Context) (meta.LedgerMetadata, error) 
 		}
 		if err := w.waitUnlocked(cctx); err != nil {
 			if ctx.Err() != nil {
-				return meta.LedgerMetadata{}, fmt.Errorf("client: close ledger %d: %w", w.id, ctx.Err())
+				return meta.LedgerMetadata{}, fmt.Errorf("close ledger %d: %w", w.id, ctx.Err())
 			}
 			w.mu.Lock()
 			break
@@ -166,7 +166,7 @@ func (w *Writer) prepareClose(ctx context.Context) (meta.LedgerMetadata, error) 
 	}
 	for w.err == nil && w.metaBusy {
 		if err := w.waitUnlocked(ctx); err != nil {
-			return meta.LedgerMetadata{}, fmt.Errorf("client: close ledger %d: %w", w.id, err)
+			return meta.LedgerMetadata{}, fmt.Errorf("close ledger %d: %w", w.id, err)
 		}
 	}
 	if w.err != nil {

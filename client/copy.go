@@ -108,9 +108,9 @@ func (c *Client) checkpoint(ctx context.Context, b meta.BookieID) (gen uint64, e
 	defer putRequest(res)
 	switch {
 	case res.err != nil:
-		return 0, fmt.Errorf("client: checkpoint on %s: %w", b, res.err)
+		return 0, fmt.Errorf("checkpoint on %s: %w", b, res.err)
 	case res.status != wire.StatusOK:
-		return 0, fmt.Errorf("client: checkpoint on %s: bookie answered %v", b, res.status)
+		return 0, statusError(b, res)
 	}
 	return res.gen, nil
 }

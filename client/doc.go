@@ -151,6 +151,18 @@
 // starts or stores anything until its CAS is answered. Client.Close fails the pending adds
 // of its writers with ErrClosed before it returns, without an ensemble change.
 //
+// # Errors
+//
+// Callers test errors with errors.Is against the sentinels (ErrFenced, ErrNotEnoughBookies,
+// meta.ErrNoSuchLedger, ...). A bookie's answer other than OK to a request addressed to it
+// is a *StatusError (bookie, operation, ledger, entry, status) that unwraps to the sentinel
+// its status stands for (TestStatusErrorUnwrapsToSentinels). An error names each package
+// once: the package that made it (a sentinel, a StatusError, or a cause from outside the
+// module) puts its "client: " or "meta: " first, and a layer that wraps an error of this
+// module adds its operation, not its package again: "open ledger 7: get ledger 7: meta: no
+// such ledger" (TestErrorsNameThePackageOnce; bk prints these messages as they are,
+// cmd/bk's TestCLIErrorsNameEachPackageOnce).
+//
 // # Concurrency
 //
 // Client, Writer and Reader are safe for concurrent use. AppendAsync callbacks run in entry

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // ErrMetadataUnavailable is returned by an operation that needs the metadata store (creating,
@@ -15,9 +14,6 @@ import (
 // may not have been stored; retry it once the store answers again (a retried Close finds
 // its own close, a retried recovery starts again from what is stored).
 var ErrMetadataUnavailable = errors.New("client: metadata store unavailable")
-
-// defaultMetadataTimeout is Config.MetadataTimeout's default.
-const defaultMetadataTimeout = 10 * time.Second
 
 // metaCall runs op on the metadata store, with ctx bounded by Config.MetadataTimeout. When
 // that bound, not ctx, ended op, the error wraps ErrMetadataUnavailable.

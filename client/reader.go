@@ -43,7 +43,7 @@ func (c *Client) OpenLedger(ctx context.Context, id uint64, recover bool) (*Read
 		return c.store.GetLedger(ctx, id)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("client: open ledger %d: %w", id, err)
+		return nil, fmt.Errorf("open ledger %d: %w", id, err)
 	}
 	if recover && md.State != meta.StateClosed {
 		if md, err = c.recoverLedger(ctx, md); err != nil {
@@ -104,7 +104,7 @@ func (r *Reader) ReadLAC(ctx context.Context) (int64, error) {
 	}
 	best, ok := wire.NoEntry, false
 	var lastErr error
-	for _, req := range reqs {
+	for i, req := range reqs {
 		res := <-req.wait
 		switch {
 		case res.err != nil:
@@ -114,7 +114,7 @@ func (r *Reader) ReadLAC(ctx context.Context) (int64, error) {
 		case res.status == wire.StatusNoSuchLedger:
 			ok = true // nothing written to this bookie yet: it knows no LAC
 		default:
-			lastErr = fmt.Errorf("bookie answered %v", res.status)
+			lastErr = statusError(last.Bookies[i], res)
 		}
 		putRequest(res)
 	}
@@ -139,7 +139,7 @@ func (r *Reader) refresh(ctx context.Context) (meta.LedgerMetadata, error) {
 		return r.c.store.GetLedger(ctx, r.id)
 	})
 	if err != nil {
-		return md, fmt.Errorf("client: ledger %d: %w", r.id, err)
+		return md, fmt.Errorf("ledger %d: %w", r.id, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

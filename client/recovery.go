@@ -51,7 +51,7 @@ func (c *Client) recoverLedger(ctx context.Context, md meta.LedgerMetadata) (met
 			}); err == nil {
 				md = updated
 			} else if !errors.Is(err, meta.ErrBadVersion) {
-				return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w", md.ID, err)
+				return meta.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %w", md.ID, err)
 			} else {
 				err = errRecoveryRace // the writer changed its ensemble, or another recoverer was first
 			}
@@ -66,13 +66,13 @@ func (c *Client) recoverLedger(ctx context.Context, md meta.LedgerMetadata) (met
 			}
 		}
 		if race == maxRecoveryRaces {
-			return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w %d times", md.ID, errRecoveryRace, race+1)
+			return meta.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %w %d times", md.ID, errRecoveryRace, race+1)
 		}
 		id := md.ID
 		if md, err = metaCall(c, ctx, func(ctx context.Context) (meta.LedgerMetadata, error) {
 			return c.store.GetLedger(ctx, id)
 		}); err != nil {
-			return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w", id, err)
+			return meta.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %w", id, err)
 		}
 	}
 }
@@ -83,7 +83,7 @@ func (c *Client) recoverLedger(ctx context.Context, md meta.LedgerMetadata) (met
 func (c *Client) recoverOnce(ctx context.Context, md meta.LedgerMetadata) (meta.LedgerMetadata, error) {
 	id := md.ID
 	fail := func(err error) (meta.LedgerMetadata, error) {
-		return meta.LedgerMetadata{}, fmt.Errorf("client: recover ledger %d: %w", id, err)
+		return meta.LedgerMetadata{}, fmt.Errorf("recover ledger %d: %w", id, err)
 	}
 	if len(md.MasterKey) != wire.MasterKeySize {
 		return fail(fmt.Errorf("master key of %d bytes", len(md.MasterKey)))

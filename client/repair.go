@@ -71,11 +71,9 @@ func (r *Repairer) ReadEntryFrom(ctx context.Context, b meta.BookieID, ledger ui
 	defer putRequest(res)
 	switch {
 	case res.err != nil:
-		return nil, fmt.Errorf("client: read %d/%d from %s: %w", ledger, entry, b, res.err)
-	case res.status == wire.StatusNoSuchEntry || res.status == wire.StatusNoSuchLedger:
-		return nil, fmt.Errorf("client: read %d/%d from %s: %w", ledger, entry, b, ErrNoSuchEntry)
+		return nil, fmt.Errorf("read %d/%d from %s: %w", ledger, entry, b, res.err)
 	case res.status != wire.StatusOK:
-		return nil, fmt.Errorf("client: read %d/%d from %s: bookie answered %v", ledger, entry, b, res.status)
+		return nil, statusError(b, res) // NoSuchEntry and NoSuchLedger: ErrNoSuchEntry
 	}
 	e, err := wire.ParseEntry(res.data)
 	if err != nil {
@@ -104,13 +102,10 @@ func (r *Repairer) ListEntriesFrom(ctx context.Context, b meta.BookieID, ledger 
 		putRequest(res)
 		switch {
 		case rerr != nil:
-			return nil, fmt.Errorf("client: list entries of %d on %s: %w", ledger, b, rerr)
-		case status == wire.StatusNoSuchLedger:
-			return nil, fmt.Errorf("client: list entries of %d on %s: %w", ledger, b, ErrNoSuchEntry)
-		case status == wire.StatusUnknownLedgerState:
-			return nil, fmt.Errorf("client: list entries of %d on %s: %w", ledger, b, ErrUnknownLedgerState)
+			return nil, fmt.Errorf("list entries of %d on %s: %w", ledger, b, rerr)
 		case status != wire.StatusOK:
-			return nil, fmt.Errorf("client: list entries of %d on %s: bookie answered %v", ledger, b, status)
+			// NoSuchLedger: ErrNoSuchEntry; UnknownLedgerState: ErrUnknownLedgerState.
+			return nil, &StatusError{Bookie: b, Op: wire.OpListEntries, Ledger: ledger, Entry: wire.NoEntry, Status: status}
 		}
 		all = append(all, ranges...)
 		from = next
@@ -146,13 +141,9 @@ func (c *Client) addRecovery(ctx context.Context, b meta.BookieID, key *wire.Mas
 	defer putRequest(res)
 	switch {
 	case res.err != nil:
-		return 0, fmt.Errorf("client: recovery add %d/%d to %s: %w", e.LedgerID, e.EntryID, b, res.err)
+		return 0, fmt.Errorf("recovery add %d/%d to %s: %w", e.LedgerID, e.EntryID, b, res.err)
 	case res.status == wire.StatusOK:
 		return res.gen, nil
-	case res.status == wire.StatusEntryExists:
-		return 0, fmt.Errorf("client: recovery add %d/%d to %s: %w", e.LedgerID, e.EntryID, b, ErrEntryExists)
-	case res.status == wire.StatusUnauthorized:
-		return 0, fmt.Errorf("client: recovery add %d/%d to %s: %w", e.LedgerID, e.EntryID, b, ErrUnauthorized)
 	}
-	return 0, fmt.Errorf("client: recovery add %d/%d to %s: bookie answered %v", e.LedgerID, e.EntryID, b, res.status)
+	return 0, statusError(b, res) // EntryExists: ErrEntryExists; Unauthorized: ErrUnauthorized
 }

@@ -175,7 +175,7 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("client: create ledger: %w", err)
+		return nil, fmt.Errorf("create ledger: %w", err)
 	}
 	w := &Writer{
 		c: c, id: md.ID, key: key, e: e, wq: wq, aq: aq, lacDelay: opts.ExplicitLACDelay,
@@ -187,7 +187,7 @@ func (c *Client) CreateLedger(ctx context.Context, opts LedgerOptions) (*Writer,
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("client: create ledger: %w", ErrClosed)
+		return nil, fmt.Errorf("create ledger: %w", ErrClosed)
 	}
 	c.writers[w] = struct{}{}
 	c.mu.Unlock()

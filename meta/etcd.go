@@ -218,7 +218,7 @@ func (s *EtcdStore) getLedger(ctx context.Context, id uint64) (LedgerMetadata, i
 		return LedgerMetadata{}, 0, fmt.Errorf("meta: get ledger %d: %w", id, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return LedgerMetadata{}, 0, fmt.Errorf("meta: get ledger %d: %w", id, ErrNoSuchLedger)
+		return LedgerMetadata{}, 0, fmt.Errorf("get ledger %d: %w", id, ErrNoSuchLedger)
 	}
 	kv := resp.Kvs[0]
 	md, err := s.decodeLedger(keyValue{kv.Key, kv.Value, kv.ModRevision})
@@ -242,14 +242,14 @@ func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 	for again := false; ; again = true {
 		cur, err := s.GetLedger(ctx, md.ID)
 		if err != nil {
-			return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, unwrapGet(err))
+			return LedgerMetadata{}, fmt.Errorf("update ledger %d: %w", md.ID, unwrapGet(err))
 		}
 		if cur.Version != md.Version {
 			if again && bytes.Equal(AppendLedgerMetadata(nil, &cur), value) {
 				// The inconclusive attempt was applied: the stored value is ours.
 				return cur, nil
 			}
-			return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w: expected version %d, stored %d",
+			return LedgerMetadata{}, fmt.Errorf("update ledger %d: %w: expected version %d, stored %d",
 				md.ID, ErrBadVersion, md.Version, cur.Version)
 		}
 		if err := CheckTransition(&cur, &md); err != nil {
@@ -291,9 +291,9 @@ func (s *EtcdStore) casLedger(ctx context.Context, md LedgerMetadata, value []by
 	}
 	if !resp.Succeeded {
 		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
-			return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, ErrNoSuchLedger)
+			return LedgerMetadata{}, fmt.Errorf("update ledger %d: %w", md.ID, ErrNoSuchLedger)
 		}
-		return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w: expected version %d", md.ID, ErrBadVersion, md.Version)
+		return LedgerMetadata{}, fmt.Errorf("update ledger %d: %w: expected version %d", md.ID, ErrBadVersion, md.Version)
 	}
 	md.Version = resp.Header.Revision
 	return md, nil
@@ -327,9 +327,9 @@ func (s *EtcdStore) DeleteLedger(ctx context.Context, id uint64, version int64) 
 	}
 	if !resp.Succeeded {
 		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
-			return fmt.Errorf("meta: delete ledger %d: %w", id, ErrNoSuchLedger)
+			return fmt.Errorf("delete ledger %d: %w", id, ErrNoSuchLedger)
 		}
-		return fmt.Errorf("meta: delete ledger %d: %w: expected version %d", id, ErrBadVersion, version)
+		return fmt.Errorf("delete ledger %d: %w: expected version %d", id, ErrBadVersion, version)
 	}
 	return nil
 }

@@ -35,10 +35,10 @@ type cookieRecord struct {
 // be a pointer to a bookieRecord or cookieRecord.
 func decodeJSON(key, value []byte, v any, format *int) error {
 	if err := json.Unmarshal(value, v); err != nil {
-		return fmt.Errorf("meta: key %s: %w: %v", key, ErrCorrupt, err)
+		return fmt.Errorf("key %s: %w: %v", key, ErrCorrupt, err)
 	}
 	if *format != jsonFormat {
-		return fmt.Errorf("meta: key %s: %w: format %d, this build reads only %d", key, ErrUnknownFormat, *format, jsonFormat)
+		return fmt.Errorf("key %s: %w: format %d, this build reads only %d", key, ErrUnknownFormat, *format, jsonFormat)
 	}
 	return nil
 }
@@ -49,7 +49,7 @@ func (s *EtcdStore) decodeBookie(key, value []byte) (BookieInfo, error) {
 		return BookieInfo{}, err
 	}
 	if s.bookieKey(rec.ID) != string(key) {
-		return BookieInfo{}, fmt.Errorf("meta: key %s: %w: holds bookie %q", key, ErrCorrupt, rec.ID)
+		return BookieInfo{}, fmt.Errorf("key %s: %w: holds bookie %q", key, ErrCorrupt, rec.ID)
 	}
 	return rec.BookieInfo, nil
 }
@@ -99,7 +99,7 @@ func (s *EtcdStore) ClusterID(ctx context.Context) (string, error) {
 
 func clusterIDValue(key string, v []byte) (string, error) {
 	if len(v) == 0 {
-		return "", fmt.Errorf("meta: cluster id: %w: %s is empty", ErrCorrupt, key)
+		return "", fmt.Errorf("cluster id: %w: %s is empty", ErrCorrupt, key)
 	}
 	return string(v), nil
 }
@@ -111,7 +111,7 @@ func (s *EtcdStore) GetCookie(ctx context.Context, id BookieID) (Cookie, error) 
 		return Cookie{}, fmt.Errorf("meta: get cookie %s: %w", id, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return Cookie{}, fmt.Errorf("meta: get cookie %s: %w", id, ErrNoSuchCookie)
+		return Cookie{}, fmt.Errorf("get cookie %s: %w", id, ErrNoSuchCookie)
 	}
 	kv := resp.Kvs[0]
 	var rec cookieRecord
@@ -119,7 +119,7 @@ func (s *EtcdStore) GetCookie(ctx context.Context, id BookieID) (Cookie, error) 
 		return Cookie{}, err
 	}
 	if rec.BookieID != id {
-		return Cookie{}, fmt.Errorf("meta: key %s: %w: holds the cookie of %q", kv.Key, ErrCorrupt, rec.BookieID)
+		return Cookie{}, fmt.Errorf("key %s: %w: holds the cookie of %q", kv.Key, ErrCorrupt, rec.BookieID)
 	}
 	rec.Cookie.Version = kv.ModRevision
 	return rec.Cookie, nil
@@ -149,9 +149,9 @@ func (s *EtcdStore) StoreCookie(ctx context.Context, c Cookie) (Cookie, error) {
 	}
 	if !resp.Succeeded {
 		if len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
-			return Cookie{}, fmt.Errorf("meta: store cookie %s: %w", c.BookieID, ErrDecommissioned)
+			return Cookie{}, fmt.Errorf("store cookie %s: %w", c.BookieID, ErrDecommissioned)
 		}
-		return Cookie{}, fmt.Errorf("meta: store cookie %s: %w: expected version %d", c.BookieID, ErrBadVersion, c.Version)
+		return Cookie{}, fmt.Errorf("store cookie %s: %w: expected version %d", c.BookieID, ErrBadVersion, c.Version)
 	}
 	c.Version = resp.Header.Revision
 	return c, nil
@@ -174,9 +174,9 @@ func (s *EtcdStore) DeleteCookie(ctx context.Context, id BookieID, version int64
 	}
 	if !resp.Succeeded {
 		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
-			return fmt.Errorf("meta: delete cookie %s: %w", id, ErrNoSuchCookie)
+			return fmt.Errorf("delete cookie %s: %w", id, ErrNoSuchCookie)
 		}
-		return fmt.Errorf("meta: delete cookie %s: %w: expected version %d", id, ErrBadVersion, version)
+		return fmt.Errorf("delete cookie %s: %w: expected version %d", id, ErrBadVersion, version)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func (s *EtcdStore) decodeUnderReplicated(key, value []byte, rev int64) (UnderRe
 		return UnderReplicated{}, err
 	}
 	if s.underReplicatedKey(rec.Ledger) != string(key) {
-		return UnderReplicated{}, fmt.Errorf("meta: key %s: %w: holds ledger %d", key, ErrCorrupt, rec.Ledger)
+		return UnderReplicated{}, fmt.Errorf("key %s: %w: holds ledger %d", key, ErrCorrupt, rec.Ledger)
 	}
 	rec.Version = rev
 	return rec.UnderReplicated, nil
@@ -132,7 +132,7 @@ func (s *EtcdStore) GetUnderReplicated(ctx context.Context, id uint64) (UnderRep
 		return UnderReplicated{}, fmt.Errorf("meta: get mark of ledger %d: %w", id, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return UnderReplicated{}, fmt.Errorf("meta: ledger %d: %w", id, ErrNotMarked)
+		return UnderReplicated{}, fmt.Errorf("ledger %d: %w", id, ErrNotMarked)
 	}
 	kv := resp.Kvs[0]
 	return s.decodeUnderReplicated(kv.Key, kv.Value, kv.ModRevision)
@@ -171,7 +171,7 @@ func (s *EtcdStore) UnmarkUnderReplicated(ctx context.Context, m UnderReplicated
 		return fmt.Errorf("meta: unmark ledger %d: %w", m.Ledger, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("meta: unmark ledger %d: %w", m.Ledger, ErrNotMarked)
+		return fmt.Errorf("unmark ledger %d: %w", m.Ledger, ErrNotMarked)
 	}
 	return nil
 }
@@ -220,7 +220,7 @@ func (s *EtcdStore) TryLockLedger(ctx context.Context, sess *concurrency.Session
 	m := concurrency.NewMutex(sess, fmt.Sprintf("%s%s%020d", s.prefix, dirRecoveryLocks, id))
 	if err := m.TryLock(ctx); err != nil {
 		if errors.Is(err, concurrency.ErrLocked) {
-			return nil, fmt.Errorf("meta: lock ledger %d: %w", id, ErrLocked)
+			return nil, fmt.Errorf("lock ledger %d: %w", id, ErrLocked)
 		}
 		return nil, fmt.Errorf("meta: lock ledger %d: %w", id, err)
 	}

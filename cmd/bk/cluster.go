@@ -292,15 +292,5 @@ func (f *clusterFlags) openClient(ctx context.Context) (*client.Client, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := client.New(ctx, client.Config{Metadata: endpoint, Secret: secret, TLS: tlsCfg})
-	if err != nil {
-		// Drop client's and meta's prefixes, which repeat the endpoint.
-		for _, p := range []string{"client: ", "meta: "} {
-			if u := errors.Unwrap(err); u != nil && strings.HasPrefix(err.Error(), p) {
-				err = u
-			}
-		}
-		return nil, fmt.Errorf("metadata store %s: %w", endpoint, err)
-	}
-	return cl, nil
+	return client.New(ctx, client.Config{Metadata: endpoint, Secret: secret, TLS: tlsCfg}) // errors name the endpoint
 }

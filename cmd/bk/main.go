@@ -76,7 +76,7 @@ func main() {
 				if errors.Is(err, errUsage) {
 					os.Exit(2) // the usage message is printed already
 				}
-				fmt.Fprintf(os.Stderr, "bk %s: %s\n", c.name, displayError(err))
+				fmt.Fprintf(os.Stderr, "bk %s: %v\n", c.name, err)
 				os.Exit(1)
 			}
 			return
@@ -85,22 +85,6 @@ func main() {
 	fmt.Fprintf(os.Stderr, "bk: unknown command %q\n\n", os.Args[1])
 	usage(os.Stderr)
 	os.Exit(2)
-}
-
-// packagePrefixes are the "pkg: " prefixes this module's errors start
-// with; each layer adds its own, so a chain repeats them.
-var packagePrefixes = []string{"client: ", "meta: ", "bookie: ", "journal: ", "entrylog: ", "index: ", "wire: ", "embedded: ", "inspect: "}
-
-// displayError is err's message without the package prefixes of its chain:
-// "client: create ledger: client: not enough bookies" reads "create ledger:
-// not enough bookies". The prefixes help a program; a person reading one
-// line needs the operation and the cause.
-func displayError(err error) string {
-	s := ": " + err.Error()
-	for _, p := range packagePrefixes {
-		s = strings.ReplaceAll(s, ": "+p, ": ")
-	}
-	return s[2:]
 }
 
 // newLogger returns a text logger on stderr at the given level name.
