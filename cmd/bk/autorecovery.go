@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/meta"
@@ -51,6 +52,15 @@ func (o *recoveryOptions) add(fs *flag.FlagSet) {
 	fs.Int64Var(&o.rate, "rate", autorecovery.DefaultRateBytes, "bytes per second the cluster's workers copy, all together: each takes an equal share among those repairing (negative: unlimited)")
 	fs.IntVar(&o.minRacks, "min-racks", 0, "spread each write set over at least this many racks when choosing replacements (0: racks ignored)")
 	fs.BoolVar(&o.enforceRacks, "enforce-racks", false, "refuse a replacement that cannot reach --min-racks instead of taking the most racks possible")
+}
+
+// bookieRecoveryOptions are the options of the autorecovery that runs beside the bookie
+// configured by cfg, named name (bk bookie and bk local alike): the lost delay and the
+// placement policy of cfg; open-ledger grace, audit interval and rate at
+// autorecovery's defaults.
+func bookieRecoveryOptions(cfg bookie.Config, name string, tls *tls.Config) recoveryOptions {
+	return recoveryOptions{lostDelay: time.Duration(cfg.AutorecoveryLostDelay), name: name,
+		minRacks: cfg.PlacementMinRacks, enforceRacks: cfg.PlacementEnforceRacks, tls: tls}
 }
 
 // recoveryService is an auditor and a worker running on their own goroutines.
