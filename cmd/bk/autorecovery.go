@@ -26,7 +26,7 @@ import (
 
 func init() {
 	register("autorecovery", "run an autorecovery auditor and worker; autorecovery status|enable|disable", runAutorecovery)
-	register("cookie", "cookie delete ID: remove a decommissioned bookie's cookie", runCookie)
+	register("cookie", "cookie delete ID: remove a retired bookie's cookie, so new storage may take its id", runCookie)
 }
 
 const autorecoveryUsage = `usage: bk autorecovery [flags]             run an auditor candidate and a worker until a signal
@@ -291,11 +291,28 @@ func ledgerUnderReplicated(ctx context.Context, cl *client.Client, o *ledgerOpts
 	return w.Flush()
 }
 
+// cookieUsage is bk cookie's help.
+const cookieUsage = `usage: bk cookie delete [flags] BOOKIE-ID
+
+Deletes a retired bookie's cookie from the metadata store, so that a bookie with new,
+empty storage may register under its id. It refuses while the bookie is registered or a
+ledger names it (--force overrides): decommission it first, or let autorecovery finish.
+A decommissioned bookie's cookie is gone already, and its decommission marker refuses
+the id: bk bookie recommission BOOKIE-ID lets it register again instead.`
+
 func runCookie(args []string) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintln(os.Stderr, cookieUsage)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "delete" {
-		return errors.New("usage: bk cookie delete [flags] BOOKIE-ID")
+		return fmt.Errorf("%s", cookieUsage)
 	}
 	fs := flag.NewFlagSet("cookie delete", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", cookieUsage)
+		fs.PrintDefaults()
+	}
 	var cluster clusterFlags
 	cluster.add(fs)
 	force := fs.Bool("force", false, "delete even if the bookie is registered or ledgers still name it")
@@ -310,6 +327,14 @@ func runCookie(args []string) error {
 		return err
 	}
 	defer cl.Close()
+	if es, ok := cl.Store().(*meta.EtcdStore); ok {
+		if _, gone, err := es.GetDecommissioned(ctx, id); err != nil {
+			return err
+		} else if gone {
+			return fmt.Errorf("bookie %s is decommissioned: its cookie is gone already, and the decommission marker refuses the id; "+
+				"to use it again on new storage: bk bookie recommission %s", id, id)
+		}
+	}
 	if !*force {
 		if err := checkUnused(ctx, cl.Store(), id); err != nil {
 			return fmt.Errorf("%w (--force deletes anyway)", err)

@@ -149,6 +149,13 @@ func TestDecommissionEmptiesBookie(t *testing.T) {
 		t.Fatalf("underreplicated after decommission: exit %d, %q (want the header only)", r.code, r.stdout)
 	}
 
+	// bk cookie delete does not pretend to free a decommissioned id: its cookie is gone,
+	// and the marker is what refuses the id; it points at recommission.
+	if r := runBK(t, nil, nil, "cookie", "delete", "--metadata", ep, string(id)); r.code != 1 ||
+		!strings.Contains(r.stderr, "bk bookie recommission "+string(id)) || strings.Contains(r.stdout, "may now register") {
+		t.Fatalf("bk cookie delete of a decommissioned id: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+
 	// Recommissioned, the id serves again on new storage.
 	if r := runBK(t, nil, nil, "bookie", "recommission", "--metadata", ep, string(id)); r.code != 0 {
 		t.Fatalf("recommission: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
