@@ -46,7 +46,9 @@ func TestDecommissionEmptiesBookie(t *testing.T) {
 	}
 	t.Cleanup(func() { lc.Close() })
 	ep := lc.Endpoint()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// A bound on the whole test, which runs nine bk processes: generous, so a busy
+	// machine does not end it (a minute did, under a load of 35).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cl, err := client.New(ctx, client.Config{Metadata: ep})
 	if err != nil {
