@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/meta"
@@ -25,7 +26,7 @@ import (
 
 func init() {
 	register("autorecovery", "run an autorecovery auditor and worker; autorecovery status|enable|disable", runAutorecovery)
-	register("cookie", "cookie delete ID: remove a decommissioned bookie's cookie", runCookie)
+	register("cookie", "cookie delete ID: remove a retired bookie's cookie, so new storage may take its id", runCookie)
 }
 
 const autorecoveryUsage = `usage: bk autorecovery [flags]             run an auditor candidate and a worker until a signal
@@ -51,6 +52,15 @@ func (o *recoveryOptions) add(fs *flag.FlagSet) {
 	fs.Int64Var(&o.rate, "rate", autorecovery.DefaultRateBytes, "bytes per second the cluster's workers copy, all together: each takes an equal share among those repairing (negative: unlimited)")
 	fs.IntVar(&o.minRacks, "min-racks", 0, "spread each write set over at least this many racks when choosing replacements (0: racks ignored)")
 	fs.BoolVar(&o.enforceRacks, "enforce-racks", false, "refuse a replacement that cannot reach --min-racks instead of taking the most racks possible")
+}
+
+// bookieRecoveryOptions are the options of the autorecovery that runs beside the bookie
+// configured by cfg, named name (bk bookie and bk local alike): the lost delay and the
+// placement policy of cfg; open-ledger grace, audit interval and rate at
+// autorecovery's defaults.
+func bookieRecoveryOptions(cfg bookie.Config, name string, tls *tls.Config) recoveryOptions {
+	return recoveryOptions{lostDelay: time.Duration(cfg.AutorecoveryLostDelay), name: name,
+		minRacks: cfg.PlacementMinRacks, enforceRacks: cfg.PlacementEnforceRacks, tls: tls}
 }
 
 // recoveryService is an auditor and a worker running on their own goroutines.
@@ -271,11 +281,28 @@ func ledgerUnderReplicated(ctx context.Context, _ *client.Client, o *ledgerOpts)
 	return w.Flush()
 }
 
+// cookieUsage is bk cookie's help.
+const cookieUsage = `usage: bk cookie delete [flags] BOOKIE-ID
+
+Deletes a retired bookie's cookie from the metadata store, so that a bookie with new,
+empty storage may register under its id. It refuses while the bookie is registered or a
+ledger names it (--force overrides): decommission it first, or let autorecovery finish.
+A decommissioned bookie's cookie is gone already, and its decommission marker refuses
+the id: bk bookie recommission BOOKIE-ID lets it register again instead.`
+
 func runCookie(args []string) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintln(os.Stderr, cookieUsage)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "delete" {
-		return errors.New("usage: bk cookie delete [flags] BOOKIE-ID")
+		return fmt.Errorf("%s", cookieUsage)
 	}
 	fs := flag.NewFlagSet("cookie delete", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nflags:\n", cookieUsage)
+		fs.PrintDefaults()
+	}
 	var cluster clusterFlags
 	cluster.add(fs)
 	force := fs.Bool("force", false, "delete even if the bookie is registered or ledgers still name it")
@@ -290,6 +317,12 @@ func runCookie(args []string) error {
 		return err
 	}
 	defer store.Close()
+	if _, gone, err := store.GetDecommissioned(ctx, id); err != nil {
+		return err
+	} else if gone {
+		return fmt.Errorf("bookie %s is decommissioned: its cookie is gone already, and the decommission marker refuses the id; "+
+			"to use it again on new storage: bk bookie recommission %s", id, id)
+	}
 	if !*force {
 		if err := checkUnused(ctx, store, id); err != nil {
 			return fmt.Errorf("%w (--force deletes anyway)", err)

@@ -130,8 +130,7 @@ func runBookie(args []string) error {
 				return err
 			}
 		}
-		o := recoveryOptions{lostDelay: time.Duration(cfg.AutorecoveryLostDelay), name: b.Addr(),
-			minRacks: cfg.PlacementMinRacks, enforceRacks: cfg.PlacementEnforceRacks, tls: recoveryTLS}
+		o := bookieRecoveryOptions(cfg, b.Addr(), recoveryTLS)
 		if recovery, err = startRecovery(cfg.Metadata, secret, o, cfg.Logger, b.MetricsRegisterer()); err != nil {
 			b.Close()
 			return err

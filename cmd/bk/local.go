@@ -16,7 +16,6 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/internal/datadir"
 	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/meta/embedded"
@@ -65,13 +64,14 @@ func runLocal(args []string) error {
 	if err := checkLocalPorts(dir, *n, *basePort, *adminBase, *metadataPort, *members); err != nil {
 		return fmt.Errorf("%w\n(nothing was written to %s)", explainLocalErr(err, dir, *metadataPort), dir)
 	}
+	cfgs := make([]bookie.Config, *n) // each bookie's configuration, for its autorecovery
 	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
 		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full, Secret: secret,
-		Logger: log, Configure: configure})
+		Logger: log, Configure: func(i int, cfg *bookie.Config) { configure(i, cfg); cfgs[i] = *cfg }})
 	if err != nil {
 		return explainLocalErr(err, dir, *metadataPort)
 	}
-	stop, err := startLocalRecovery(lc, secret, log)
+	stop, err := startLocalRecovery(lc, cfgs, secret, log)
 	if err != nil {
 		return err
 	}
@@ -134,10 +134,11 @@ func localBookieConfig(path string, secret []byte) (func(int, *bookie.Config), e
 }
 
 // startLocalRecovery starts an auditor candidate and a worker beside each bookie of lc, as
-// bk bookie runs them (default options), with their metrics on that bookie's /metrics, so
-// the runbook's autorecovery metrics and alerts can be tried locally. stop closes them,
-// then lc; on error, lc is closed.
-func startLocalRecovery(lc *localcluster.Cluster, secret []byte, log *slog.Logger) (stop func() error, err error) {
+// bk bookie runs them from the bookie's configuration cfgs[i] (disable_autorecovery,
+// autorecovery_lost_delay, placement_*; bookieRecoveryOptions), with their metrics on that
+// bookie's /metrics, so the runbook's autorecovery metrics and alerts can be tried locally.
+// stop closes them, then lc; on error, lc is closed.
+func startLocalRecovery(lc *localcluster.Cluster, cfgs []bookie.Config, secret []byte, log *slog.Logger) (stop func() error, err error) {
 	var recoveries []*recoveryService
 	stop = func() error {
 		var errs []error
@@ -146,9 +147,11 @@ func startLocalRecovery(lc *localcluster.Cluster, secret []byte, log *slog.Logge
 		}
 		return errors.Join(append(errs, lc.Close())...)
 	}
-	for _, b := range lc.Bookies {
-		o := recoveryOptions{lostDelay: 60 * time.Second, grace: 30 * time.Second, auditInterval: 5 * time.Minute,
-			rate: autorecovery.DefaultRateBytes, name: b.Addr()}
+	for i, b := range lc.Bookies {
+		if cfgs[i].DisableAutorecovery {
+			continue
+		}
+		o := bookieRecoveryOptions(cfgs[i], b.Addr(), nil)
 		r, err := startRecovery(lc.Endpoint(), secret, o, log, b.MetricsRegisterer())
 		if err != nil {
 			stop()

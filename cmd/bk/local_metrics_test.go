@@ -1,32 +1,44 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/meta"
 )
 
 // TestLocalBookiesExportAutorecoveryMetrics: the autorecovery bk local runs beside each
 // bookie exports its metrics on that bookie's /metrics, as bk bookie's does, so the
-// runbook's "watch autorecovery_ledgers_under_replicated" can be tried locally.
+// runbook's "watch autorecovery_ledgers_under_replicated" can be tried locally; a bookie
+// configured with disable_autorecovery runs none, as under bk bookie.
 func TestLocalBookiesExportAutorecoveryMetrics(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfgs := make([]bookie.Config, 2)
 	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true, Logger: quiet,
-		Configure: func(_ int, cfg *bookie.Config) { cfg.Admin = "127.0.0.1:0" }})
+		Configure: func(i int, cfg *bookie.Config) {
+			cfg.Admin = "127.0.0.1:0"
+			cfg.DisableAutorecovery = i == 1
+			cfgs[i] = *cfg
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, err := startLocalRecovery(lc, nil, quiet)
+	stop, err := startLocalRecovery(lc, cfgs, nil, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	for _, b := range lc.Bookies {
+	for i, b := range lc.Bookies {
 		resp, err := http.Get("http://" + b.AdminAddr() + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -37,9 +49,73 @@ func TestLocalBookiesExportAutorecoveryMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range []string{"autorecovery_ledgers_under_replicated", "autorecovery_bytes_copied_total", "autorecovery_maintenance_overdue_total"} {
-			if !strings.Contains(string(body), "\n"+m+" ") {
-				t.Errorf("bookie %s's /metrics lacks %s", b.Addr(), m)
+			if has := strings.Contains(string(body), "\n"+m+" "); has != !cfgs[i].DisableAutorecovery {
+				t.Errorf("bookie %d (disable_autorecovery %t): /metrics has %s: %t", i+1, cfgs[i].DisableAutorecovery, m, has)
 			}
+		}
+	}
+}
+
+// TestLocalAutorecoveryFollowsBookieConfig: the autorecovery beside bk local's bookies
+// takes autorecovery_lost_delay from --bookie-config, as bk bookie's takes it from its
+// config file, so losing a bookie can be tried locally without waiting out the 60 s
+// default: with "1s", a stopped bookie's ledger is marked under-replicated well before
+// 60 s.
+func TestLocalAutorecoveryFollowsBookieConfig(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "bookie.json")
+	if err := os.WriteFile(file, []byte(`{"autorecovery_lost_delay": "1s"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	configure, err := localBookieConfig(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfgs := make([]bookie.Config, 3)
+	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true, Logger: quiet,
+		Configure: func(i int, cfg *bookie.Config) { configure(i, cfg); cfgs[i] = *cfg }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := startLocalRecovery(lc, cfgs, nil, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	cl, err := client.New(ctx, client.Config{Metadata: lc.Endpoint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	w, err := cl.CreateLedger(ctx, client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := w.Append(ctx, []byte("entry")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lc.Bookies[2].Close()
+	store, err := meta.Open(ctx, lc.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for {
+		urs, err := store.ListUnderReplicated(ctx)
+		if err == nil && len(urs) > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("ledger %d not marked under-replicated within 40 s of losing a bookie with autorecovery_lost_delay 1s (last error %v)", w.ID(), err)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

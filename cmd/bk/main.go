@@ -11,7 +11,7 @@
 //	bk ledger     write|read|tail|recover|delete|list|info ...
 //	bk gc         [ADMIN ...]            garbage collect deleted ledgers and compact, now
 //	bk autorecovery [status|enable|disable]  run re-replication; see or switch it
-//	bk cookie     delete ID              remove a decommissioned bookie's cookie
+//	bk cookie     delete ID              remove a retired bookie's cookie (not a decommissioned one's)
 //	bk bench      [--local] [workloads]  benchmarks beside a raw disk reference
 //	bk inspect    journal|entrylog|index|ledger|cookie   dump a stopped bookie's data
 //	bk verify     [--data DIR]           check every checksum and index entry on disk
