@@ -121,6 +121,17 @@
 // ahead of time so that rolling does not wait for preallocation.
 // Append and Checkpoint are safe for concurrent use.
 //
+// A caller may take the writer's role while the journal is idle (Claim:
+// the writer waits for a first record, nothing is pending or being
+// completed): records appended until its WriteClaimed are written, synced
+// and completed by that caller, on its goroutine, and the writer is not
+// woken; it is woken as the role comes back, for what was appended
+// meanwhile. The role passes under the journal's lock, so the active
+// segment still has one owner at a time and Completed calls still never
+// overlap. This spares a request that finds the journal idle two goroutine
+// hand-offs (to the writer and back); under load the writer is never idle
+// and batches form as before.
+//
 // The writer never writes a batch before the previous one is synced; so at
 // most one batch is unsynced at any time, which is what lets replay tell a
 // torn tail from corruption. Overlapping the write of one batch with the

@@ -111,7 +111,9 @@ type Options struct {
 	// goroutine): a large batch under load goes to the journal's completer
 	// goroutine while the writer writes and syncs the next one; a batch with
 	// nothing pending after it, or of at most InlineRecords records, is
-	// reported by the writer itself, to save a goroutine hop. The writer
+	// reported by the writer itself, to save a goroutine hop; a batch
+	// written by a caller that claimed the writer's role (Claim) is reported
+	// on that caller's goroutine, inside WriteClaimed. The writer
 	// waits if Completed falls a whole batch behind. The slice and each
 	// Payload are reused after it returns; it must not retain them. It must
 	// not call Close.
@@ -215,7 +217,14 @@ type Journal struct {
 	closed     bool
 	writerIdle bool  // the writer waits on wake
 	wakeAt     int64 // pending bytes at which an idle writer is woken
-	durable    Mark  // end of the last record completed without error
+	// writerParked: the writer waits for a first pending record (not in a
+	// MaxWait); only then may a caller claim its role (Claim).
+	writerParked bool
+	// claimed: a caller holds the writer's role (Claim) until its
+	// WriteClaimed; the writer stays parked, appends do not wake it.
+	claimed    bool
+	claimSpare *batch // the free batch Claim took to become pending; protected by mu
+	durable    Mark   // end of the last record completed without error
 
 	wake       chan struct{} // capacity 1
 	writerDone chan struct{}
@@ -410,7 +419,7 @@ func (j *Journal) append(typ RecordType, flags byte, payload []byte, ctx any) (u
 	b.grow(recordHeaderSize + len(payload))
 	b.buf = appendRecord(b.buf, typ, flags, seq, payload)
 	b.cost += cost
-	wake := j.writerIdle && int64(len(b.buf)) >= j.wakeAt
+	wake := j.writerIdle && !j.claimed && int64(len(b.buf)) >= j.wakeAt
 	if wake {
 		j.writerIdle = false
 	}
@@ -501,13 +510,14 @@ func (j *Journal) run() {
 	for {
 		spare := <-j.free
 		j.mu.Lock()
-		for len(j.pending.comps) == 0 && !j.closed {
-			j.writerIdle = true
+		for j.claimed || len(j.pending.comps) == 0 && !j.closed {
+			j.writerIdle, j.writerParked = true, true
 			j.wakeAt = batchSize + 1
 			j.mu.Unlock()
 			<-j.wake
 			j.mu.Lock()
 		}
+		j.writerParked = false
 		if len(j.pending.comps) == 0 {
 			j.mu.Unlock()
 			j.free <- spare
@@ -553,6 +563,76 @@ func (j *Journal) run() {
 		}
 		j.handedOff.Add(1)
 		j.written <- b
+	}
+}
+
+// Claim asks for the writer's role for the records the caller is about to
+// append: when the journal is idle (the writer waits for a first record,
+// nothing is pending, no batch is being completed), it reports true, and
+// from then on appends (the caller's and anyone's) do not wake the writer:
+// they wait for the caller's WriteClaimed, which writes, syncs and
+// completes them on the caller's goroutine. So one request that finds the
+// journal idle is made durable and answered without a hand-off to the
+// writer and back. Under load the writer is seldom idle and Claim reports
+// false: group commit goes on as before. With MaxWait set, Claim always
+// reports false (the writer's wait would be skipped). A true answer must be
+// followed, on the same goroutine and soon, by WriteClaimed: until then the
+// journal writes nothing. Safe for concurrent use.
+func (j *Journal) Claim() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.opts.MaxWait > 0 || j.claimed || j.closed || j.failed != nil || !j.writerParked || !j.writerIdle ||
+		len(j.pending.comps) > 0 || j.handedOff.Load() != 0 {
+		return false
+	}
+	select {
+	case j.claimSpare = <-j.free:
+	default:
+		return false
+	}
+	j.claimed = true
+	return true
+}
+
+// WriteClaimed ends a Claim: it writes and syncs the records pending, with
+// one pwrite and one fdatasync, runs Options.Completed and Released for
+// them on the calling goroutine, and gives the role back to the writer,
+// waking it for whatever was appended meanwhile. A batch that would need a
+// new segment is left to the writer (rolling may wait for the segment's
+// preparation). Runs on the goroutine whose Claim reported true.
+func (j *Journal) WriteClaimed() {
+	j.mu.Lock()
+	b, spare := j.pending, j.claimSpare
+	j.claimSpare = nil
+	// The claim made this goroutine the owner of the active segment until
+	// claimed is cleared (under mu, like the writer's parking).
+	room := j.active.remaining() - batchSize - endMarkerSize
+	if len(b.comps) == 0 || int64(len(b.buf)-batchSize) > room {
+		j.free <- spare
+		j.endClaimLocked()
+		j.mu.Unlock()
+		return
+	}
+	j.pending = spare
+	failed := j.failed
+	j.mu.Unlock()
+	j.write(b, failed)
+	j.finish(b)
+	j.mu.Lock()
+	j.endClaimLocked()
+	j.mu.Unlock()
+}
+
+// endClaimLocked gives the writer's role back, waking the writer when
+// records were appended during the claim or Close came. Requires mu held.
+func (j *Journal) endClaimLocked() {
+	j.claimed = false
+	if j.writerIdle && (len(j.pending.comps) > 0 || j.closed) {
+		j.writerIdle = false
+		select {
+		case j.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -39,6 +39,7 @@ type localSettings struct {
 	entryLogSize int64    // 0: the bookie's default
 	configFile   string   // laid over the rest; "": none
 	tls          *pki.PKI // with --tls: the bookies also listen on TLS with its server certificate
+	bookieBin    string   // with --procs: the bk executable the bookies run; "": this one
 }
 
 // bookieConfigJSON returns the bookie config the local bookies run with, as
@@ -92,6 +93,7 @@ func runBench(args []string) error {
 	plot := fs.String("plot", "", "write a latency plot (SVG: percentile spectrum and p99 over time) to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each workload's measured part to PREFIX.WORKLOAD.prof (this process: with --local, client and bookies; with --procs, the bookies' too, from their /debug/pprof)")
 	procs := fs.Bool("procs", false, "with --local: run each bookie as a child 'bk bookie' process, so bookie CPU and RSS are measured apart from the client's")
+	bookieBin := fs.String("bookie-bin", "", "with --local --procs: the bk executable the bookies run (default: this one), to compare two bookie builds under the same client and report")
 	logLevel := fs.String("log-level", "error", "bookie log level with --local")
 	bookieConfig := fs.String("bookie-config", "", "with --local: a bookie config file (JSON, keys as in docs/operations.md) laid over the bench's bookie settings, e.g. {\"compaction_bytes_per_sec\": 8388608}")
 	entryLogSize := fs.Int64("entry-log-size", 0, "with --local: the bookies' entry_log_size in bytes (default: the bookie's 1 GiB; 128 MiB when the gc workload runs, so that little of what it deletes sits in the log being written, which compaction leaves alone)")
@@ -172,6 +174,10 @@ func runBench(args []string) error {
 			start = startLocalProcs
 		}
 		ls.logLevel, ls.entryLogSize, ls.configFile = *logLevel, *entryLogSize, *bookieConfig
+		if *bookieBin != "" && !*procs {
+			return errors.New("--bookie-bin needs --procs")
+		}
+		ls.bookieBin = *bookieBin
 		if ls.entryLogSize == 0 && slices.ContainsFunc(ws, func(w bench.Workload) bool { return w.GC }) {
 			ls.entryLogSize = 128 << 20
 		}
@@ -539,6 +545,9 @@ func startLocalProcs(parent string, n int, ls localSettings) (bench.Target, stri
 		return bench.Target{}, "", nil, err
 	}
 	exe, err := os.Executable()
+	if ls.bookieBin != "" {
+		exe, err = filepath.Abs(ls.bookieBin)
+	}
 	if err != nil {
 		return fail(err)
 	}
