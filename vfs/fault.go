@@ -106,6 +106,31 @@ type faultFile struct {
 	fs *faultFS
 }
 
+// advisedFile is a File with every optional interface, as Default's files
+// are.
+type advisedFile interface {
+	File
+	WriteBacker
+	CacheDropper
+	Prefetcher
+	ReadaheadAdviser
+}
+
+// advisedFaultFile wraps a file that has the optional interfaces, so that
+// injecting faults does not hide them and change which paths a caller takes
+// (a bookie on a fault FS over the real disk still writes back and
+// prefetches). They pass through without injection: write-back makes
+// nothing durable, and the others are advice.
+type advisedFaultFile struct {
+	*faultFile
+	inner advisedFile
+}
+
+func (f *advisedFaultFile) WriteBack(off, n int64) error { return f.inner.WriteBack(off, n) }
+func (f *advisedFaultFile) DropCache(off, n int64) error { return f.inner.DropCache(off, n) }
+func (f *advisedFaultFile) Prefetch(off, n int64) error  { return f.inner.Prefetch(off, n) }
+func (f *advisedFaultFile) SetReadahead(on bool) error   { return f.inner.SetReadahead(on) }
+
 func (f *faultFS) check(op Op, name string) error {
 	if err := f.inject(op, name); err != nil {
 		var pe *os.PathError
@@ -125,7 +150,11 @@ func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error
 	if err != nil {
 		return nil, err
 	}
-	return &faultFile{File: file, fs: f}, nil
+	ff := &faultFile{File: file, fs: f}
+	if a, ok := file.(advisedFile); ok {
+		return &advisedFaultFile{faultFile: ff, inner: a}, nil
+	}
+	return ff, nil
 }
 
 func (f *faultFS) Remove(name string) error {

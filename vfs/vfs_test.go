@@ -290,3 +290,39 @@ func TestGateHoldsPickedWrites(t *testing.T) {
 		t.Fatalf("held write after Open: %v", err)
 	}
 }
+
+// A fault FS over files with the optional interfaces keeps them, and adds
+// none to files without them.
+func TestFaultFSKeepsOptionalInterfaces(t *testing.T) {
+	none := func(Op, string) error { return nil }
+	f, err := Create(NewFaultFS(Default, none), t.TempDir()+"/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, 8192), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, wb := f.(WriteBacker)
+	_, cd := f.(CacheDropper)
+	_, pf := f.(Prefetcher)
+	_, ra := f.(ReadaheadAdviser)
+	if !wb || !cd || !pf || !ra {
+		t.Fatalf("%T over Default hides an optional interface: WriteBacker %v, CacheDropper %v, Prefetcher %v, ReadaheadAdviser %v", f, wb, cd, pf, ra)
+	}
+	if err := f.(WriteBacker).WriteBack(0, 8192); err != nil {
+		t.Fatal(err)
+	}
+	mem := NewFaultFS(NewMemFS(), none)
+	if err := mem.MkdirAll("/data", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Create(mem, "/data/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, ok := m.(Prefetcher); ok {
+		t.Fatalf("%T over MemFS claims an interface MemFS lacks", m)
+	}
+}
