@@ -30,8 +30,9 @@ type cluster struct {
 	lc      *localcluster.Cluster
 	configs []bookie.Config // each bookie's config as it started, for wipe
 	proxies []*faultproxy.Proxy
-	mu      sync.Mutex        // protects direct
+	mu      sync.Mutex        // protects direct and forgers
 	direct  map[string]string // proxy address (bookie id) -> the bookie's own address
+	forgers []*forger         // relays a scenario put between proxies and bookies (forger.go)
 	secret  []byte
 	store   meta.Store     // the inspector's view of the metadata
 	inspect *client.Client // dials bookies directly, never through a proxy
@@ -211,6 +212,11 @@ func (c *cluster) close() {
 		go func() { defer wg.Done(); p.Close() }()
 	}
 	wg.Wait()
+	c.mu.Lock()
+	for _, f := range c.forgers {
+		f.close()
+	}
+	c.mu.Unlock()
 	if c.inspect != nil {
 		c.inspect.Close()
 	}

@@ -32,6 +32,13 @@ func goDriver() DriverCommand {
 	return DriverCommand{Args: []string{os.Args[0]}, Env: []string{goDriverEnv + "=1"}}
 }
 
+// knownGoFailures are scenarios the Go client is known to fail, with why: a bug in package
+// client, reported to its owners. TestConformanceGo expects each to fail, and fails when
+// one passes, so that the entry is removed with the fix.
+var knownGoFailures = map[string]string{
+	"too-many-reads": "a read whose every replica answered TooManyRequests fails read_failed instead of resending after a backoff (protocol.md status 9)",
+}
+
 // TestConformanceGo runs every scenario against the project's Go client.
 func TestConformanceGo(t *testing.T) {
 	if testing.Short() {
@@ -49,8 +56,14 @@ func TestConformanceGo(t *testing.T) {
 	WriteTable(&b, results)
 	t.Log("\n" + b.String())
 	for _, r := range results {
-		if !r.Pass {
+		why, known := knownGoFailures[r.Scenario]
+		switch {
+		case !r.Pass && known:
+			t.Logf("scenario %s failed, as known: %s", r.Scenario, why)
+		case !r.Pass:
 			t.Errorf("scenario %s failed: %s", r.Scenario, r.Error)
+		case known:
+			t.Errorf("scenario %s passed; remove it from knownGoFailures (%s)", r.Scenario, why)
 		}
 	}
 }

@@ -7,7 +7,9 @@
 // and matches answers to requests. Each Scenario (scenarios.go, scenarios_recovery.go)
 // runs on a fresh cluster (cluster.go): a localcluster whose bookies each advertise a
 // faultproxy.Proxy, so the client reaches a bookie only through its proxy, where the
-// scenario drops, delays, holds or cuts frames; an inspector client dials the bookies
+// scenario drops, delays, holds or cuts frames (and, where a scenario needs an answer no
+// bookie of the kit would send, a forger relays between proxy and bookie and answers in its
+// place, forger.go); an inspector client dials the bookies
 // directly to see what they hold. The verdict rests on what anyone can observe: the
 // metadata in etcd, the bookies' copies, the acks the driver reported, the frames the
 // proxies saw (session.go). A failure carries its trace (trace.go): faults, metadata
@@ -18,5 +20,6 @@
 // driver; the proxies record frames under their own locks (trace is safe for that).
 //
 // Package godriver is the driver of this project's Go client; TestConformanceGo runs
-// every scenario against it.
+// every scenario against it. TestConformancePython runs every scenario against the Python
+// reference client's driver (client/python/bkdriver.py) where python3 is installed.
 package conformance

@@ -22,11 +22,14 @@ type Scenario struct {
 func Scenarios() []Scenario {
 	return []Scenario{
 		{"wire", "protocol.md Entries, Master key, Frames", scenarioWire},
+		{"versions", "protocol.md Handshake: versions, features", scenarioVersions},
 		{"auth", "protocol.md AUTH; writer rule 4", scenarioAuth},
 		{"lost-add", "writer rules 1-2", scenarioLostAdd},
 		{"slow-bookie", "writer rule 2", scenarioSlowBookie},
 		{"hung-bookie", "writer rule 2", scenarioHungBookie},
 		{"cut-mid-batch", "writer rule 2", scenarioCutMidBatch},
+		{"too-many-requests", "writer rule 4 (backpressure); protocol.md TooManyRequests", scenarioTooManyRequests},
+		{"too-many-reads", "protocol.md TooManyRequests (resend after a backoff)", scenarioTooManyReads},
 		{"fenced-writer", "writer rule 4; recovery", scenarioFencedWriter},
 		{"recovery-lost-fence", "recovery 2-3", scenarioLostFence},
 		{"recovery-late-negative", "recovery 3 (BookKeeper #2614)", scenarioLateNegative},

@@ -31,6 +31,10 @@ func scenarioLostFence(s *session) error {
 	if err := s.appendAll(w, id, 10, true); err != nil {
 		return err
 	}
+	// The writer stops (crashes), so that the ensemble the fault is aimed at stays the last
+	// one: a live writer may still change it (a late timeout on a busy machine).
+	w.stop(10 * time.Second)
+	s.tr.note("writer stopped (crashed): the ledger stays OPEN")
 	ens, err := s.lastEnsemble(id)
 	if err != nil {
 		return err
@@ -254,6 +258,8 @@ func scenarioRecoverersRace(s *session) error {
 	if err := s.appendAll(w, id, 10, true); err != nil {
 		return err
 	}
+	w.stop(10 * time.Second) // as in scenarioLostFence: the last ensemble stays the last
+	s.tr.note("writer stopped (crashed): the ledger stays OPEN")
 	ens, err := s.lastEnsemble(id)
 	if err != nil {
 		return err
