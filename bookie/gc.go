@@ -155,6 +155,7 @@ type GCStatus struct {
 	// (between GarbageFirstFound and GarbageLastFound), and its entry-log
 	// bytes count as live, not reclaimable, until a scan deletes it.
 	GarbageLedgers    int       `json:"garbageLedgers"`
+	GarbageBytes      int64     `json:"garbageBytes"` // their live entry-log bytes when the scan ended
 	GarbageFirstFound time.Time `json:"garbageFirstFound,omitzero"`
 	GarbageLastFound  time.Time `json:"garbageLastFound,omitzero"`
 }
@@ -173,6 +174,7 @@ type gcState struct {
 	// waiting out the grace period, and the earliest and latest of their
 	// first verdicts.
 	garbage                   int
+	garbageBytes              int64
 	garbageFirst, garbageLast time.Time
 	ended                     chan struct{} // closed when a collection ends (then replaced)
 }
@@ -222,6 +224,7 @@ func (b *Bookie) GCStatus() GCStatus {
 	defer g.mu.Unlock()
 	st.Running, st.Last, st.LastEnded, st.LastScan, st.NextScan = g.running > 0, g.last, g.lastEnded, g.lastScan, g.nextScan
 	st.GarbageLedgers, st.GarbageFirstFound, st.GarbageLastFound = g.garbage, g.garbageFirst, g.garbageLast
+	st.GarbageBytes = g.garbageBytes
 	if g.lastErr != nil {
 		st.LastError = g.lastErr.Error()
 	}
@@ -339,7 +342,9 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	st.Took = time.Since(start)
 	b.metrics.gcScans.Inc()
 	var first, last time.Time
-	for _, v := range b.gcSeen {
+	waiting := make([]uint64, 0, len(b.gcSeen))
+	for id, v := range b.gcSeen {
+		waiting = append(waiting, id)
 		if first.IsZero() || v.first.Before(first) {
 			first = v.first
 		}
@@ -350,6 +355,7 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	b.gcState.set(func(g *gcState) {
 		g.lastScan = time.Now()
 		g.garbage, g.garbageFirst, g.garbageLast = len(b.gcSeen), first, last
+		g.garbageBytes = b.store.LedgerBytes(waiting)
 	})
 	return st, nil
 }

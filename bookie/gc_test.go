@@ -79,10 +79,20 @@ func TestGCDeletesLedgersWhoseMetadataIsGone(t *testing.T) {
 	if _, s := c.read(0, dead, 10); s != wire.StatusOK {
 		t.Fatalf("read of a ledger seen gone once: %v, want it still readable", s)
 	}
+	// GET /gc says how many bytes wait with them: entries 0..25 of both were
+	// checkpointed into the entry logs (600-byte payloads), the rest are in
+	// the write cache and count nothing yet.
+	if gs := b.GCStatus(); gs.GarbageLedgers != 2 || gs.GarbageBytes < 2*26*600 || gs.GarbageBytes > gs.LiveBytes {
+		t.Fatalf("status after the first scan: %d garbage ledgers holding %d bytes (live %d); want 2 holding at least %d",
+			gs.GarbageLedgers, gs.GarbageBytes, gs.LiveBytes, 2*26*600)
+	}
 	live0, total0 := b.store.SpaceStats()
 	st, err = b.GC(ctx)
 	if err != nil || st.Deleted != 2 {
 		t.Fatalf("second scan: %+v, %v; want 2 deleted", st, err)
+	}
+	if gs := b.GCStatus(); gs.GarbageLedgers != 0 || gs.GarbageBytes != 0 {
+		t.Fatalf("status after the deletions: %d garbage ledgers holding %d bytes; want none", gs.GarbageLedgers, gs.GarbageBytes)
 	}
 	// The deleted ledgers' bytes are no longer live: what compaction can reclaim.
 	if live1, total1 := b.store.SpaceStats(); total0 == 0 || live1 >= live0 || total1 != total0 {

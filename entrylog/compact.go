@@ -502,6 +502,21 @@ func (s *Store) HasRoom(n int64) bool {
 	return s.checkSpace(uint64(max(0, n)), s.opts.ReserveBytes) == nil
 }
 
+// LedgerBytes returns the live entry-log bytes of the given ledgers (the
+// same estimate as SpaceStats's live bytes): what deleting them would make
+// reclaimable. Entries not yet flushed from the write cache count nothing.
+func (s *Store) LedgerBytes(ledgers []uint64) int64 {
+	s.indexMu.Lock()
+	defer s.indexMu.Unlock()
+	var n int64
+	for _, u := range s.usage {
+		for _, l := range ledgers {
+			n += u.ledgers[l]
+		}
+	}
+	return n
+}
+
 // SpaceStats returns the durable record bytes of every entry log and how
 // many of them are live (still pointed at by the index; an estimate for
 // logs counted at Open, exact for logs written since). The difference is

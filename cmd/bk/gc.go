@@ -130,8 +130,8 @@ func printStatusGarbage(w io.Writer, rows []gcRow) {
 			continue
 		}
 		grace := time.Duration(s.GracePeriod)
-		fmt.Fprintf(w, "%s: %s found garbage since %s wait out gc_grace_period (%s): deleted by the first scan after %s",
-			r.Admin, plural(s.GarbageLedgers, "ledger"), s.GarbageFirstFound.Local().Format(time.DateTime), grace,
+		fmt.Fprintf(w, "%s: %s (%s) found garbage since %s wait out gc_grace_period (%s): deleted by the first scan after %s",
+			r.Admin, plural(s.GarbageLedgers, "ledger"), sizeString(s.GarbageBytes), s.GarbageFirstFound.Local().Format(time.DateTime), grace,
 			s.GarbageLastFound.Add(grace).Local().Format(time.DateTime))
 		if !s.NextScan.IsZero() {
 			fmt.Fprintf(w, " (the next background scan runs at %s)", s.NextScan.Local().Format(time.DateTime))
@@ -172,7 +172,7 @@ func printGCTable(rows []gcRow, status, wait bool) error {
 			s := r.Status
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d logs\t%s\n", r.Admin, when(s.LastScan), when(s.NextScan),
 				sizeString(s.EntryLogBytes), sizeString(s.LiveBytes), sizeString(s.ReclaimableBytes),
-				plural(s.GarbageLedgers, "ledger"), s.Compaction.LogsCompacted, sizeString(s.Compaction.BytesFreed))
+				plural(s.GarbageLedgers, "ledger")+" "+sizeString(s.GarbageBytes), s.Compaction.LogsCompacted, sizeString(s.Compaction.BytesFreed))
 		case r.Result != nil:
 			g, c := r.Result.GC, r.Result.Compaction
 			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%v\n", r.Admin, g.Ledgers, g.Garbage, g.Deleted, c.LogsCompacted,
