@@ -83,7 +83,8 @@
 // format record removes what is left of them. A crash at any step leaves
 // either the paged index untouched and a store without a format record
 // (migrated again, over the same records), or a complete store
-// (TestMigrate, TestMigrateCrash, which crashes at every file operation).
+// (TestMigrate; TestMigrateCrash crashes at every operation on a paged
+// file or directory sync and at every third of the store's own).
 // KVView and View read either layout without writing, for operator tools.
 //
 // # Costs
@@ -102,7 +103,8 @@
 // Options.CachedLedgers others. Nothing per idle ledger, nothing per entry.
 //
 // Time: Put is a memtable insert, O(log n) in the memtable, plus one seek
-// on a ledger's first Put past the LastEntry it was loaded with. Get is
+// on a ledger's first Put past the LastEntry it was loaded with. Any call
+// on a ledger not held in memory first reads its state record. Get is
 // O(1) for the 4 latest entries of a ledger in memory, else one read of
 // the store (bloom filters skip tables; a block read on a cache miss).
 // Sync writes one state record per ledger changed since the last Sync and
@@ -112,10 +114,10 @@
 // store's background compactions do grow with it: a checkpoint of 100
 // changed ledgers (BenchmarkCheckpoint, 50 iterations, load 34-36 on 2
 // cores, 09:16-09:19 UTC) took a mean of 29 ms and a p99 of 179 ms at
-// 10,000 ledgers, 102 ms and 705 ms at 100,000 (x 3.5, x 3.9), the
-// compactions that rewrite the one level holding a small store competing
-// for the same two cores; to measure again on a quiet machine, and at
-// 1,000,000:
+// 10,000 ledgers, 102 ms and 705 ms at 100,000 (x 3.5, x 3.9; probably
+// the compactions that rewrite the one level holding a small store,
+// competing for the same two cores: not profiled). To measure again on a
+// quiet machine, and at 1,000,000:
 //
 //	go test -run '^$' -bench BenchmarkCheckpoint -benchtime 50x ./index/
 //	INDEX_BENCH_LEDGERS=100000 go test -run '^$' -bench BenchmarkCheckpoint -benchtime 50x ./index/
