@@ -64,9 +64,10 @@ type BadLedgerError struct {
 	Err error
 }
 
-// Error names the ledger, its key and the cause.
+// Error names the ledger, its key and the cause. The cause (ErrCorrupt or
+// ErrUnknownFormat, with details) names the package, so Error does not again.
 func (e *BadLedgerError) Error() string {
-	return fmt.Sprintf("meta: ledger %d: bad stored metadata under %s: %v", e.ID, e.Key, e.Err)
+	return fmt.Sprintf("ledger %d: bad stored metadata under %s: %v", e.ID, e.Key, e.Err)
 }
 
 // Unwrap returns ErrBadMetadata and the cause.

@@ -54,6 +54,9 @@ func TestCommandsRefuseHostileMetadata(t *testing.T) {
 			!strings.Contains(r.stderr, "ledger "+ledger+": bad stored metadata") {
 			t.Errorf("bk %v: exit %d, stderr %q; want exit 1 naming ledger %s's bad stored metadata", args, r.code, r.stderr, ledger)
 		}
+		if p := doubledPrefix(r.stderr); p != "" {
+			t.Errorf("bk %v: stderr names %q more than once: %q", args, p, r.stderr)
+		}
 	}
 	for _, id := range bad {
 		for _, verb := range []string{"info", "read", "tail", "recover"} {
