@@ -306,48 +306,68 @@ func (c *Client) scanRange(ctx context.Context, md *meta.LedgerMetadata, start, 
 type readSlot struct {
 	ent     Entry
 	done    bool
-	asked   int       // bookies of the write set asked so far, in write-set order
-	waiting int       // of them, not answered yet
-	askedAt time.Time // when the last one was asked
+	asked   int           // bookies of the write set asked so far, in write-set order
+	waiting int           // requests sent and not answered yet
+	busy    int           // resends scheduled after a TooManyRequests, not sent yet
+	backoff time.Duration // the wait before the next resend after a TooManyRequests
+	askedAt time.Time     // when the last one was asked
 	errs    []error
 }
 
+// readResend is a READ to send again, to the same bookie, after a TooManyRequests.
+type readResend struct {
+	slot, bookieIdx int
+	at              time.Time
+}
+
 // readRange reads entries start..end (a window) of ledger md, with speculative reads (see
-// Read). Replies to reads no longer needed are left to the garbage collector.
+// Read). Replies to reads no longer needed are left to the garbage collector. A bookie
+// that answers TooManyRequests is asked again after a backoff (MinBackoff, doubling up
+// to MaxBackoff): backpressure, not a failure, so it never counts against the entry.
 func (c *Client) readRange(ctx context.Context, md *meta.LedgerMetadata, start, end int64) ([]Entry, error) {
 	q := newReplies()
 	slots := make([]readSlot, end-start+1)
-	ask := func(k int) {
+	send := func(k, idx int) {
 		s := &slots[k]
 		e := start + int64(k)
 		f := md.Fragments[md.FragmentAt(e)]
 		req := getRequest()
 		req.op, req.ledger, req.entry = wire.OpRead, md.ID, e
-		req.done, req.tag, req.bookieIdx = q, int64(k), s.asked
-		s.asked++
+		req.done, req.tag, req.bookieIdx = q, int64(k), idx
 		s.waiting++
 		s.askedAt = time.Now()
-		c.conn(f.Bookies[(e+int64(req.bookieIdx))%int64(md.EnsembleSize)]).send(req)
+		c.conn(f.Bookies[(e+int64(idx))%int64(md.EnsembleSize)]).send(req)
+	}
+	ask := func(k int) {
+		s := &slots[k]
+		s.asked++
+		send(k, s.asked-1)
 	}
 	for k := range slots {
 		ask(k)
 	}
+	var resends []readResend
 	remaining := len(slots)
 	spec := c.cfg.speculativeTimeout
 	for remaining > 0 {
-		var deadline <-chan time.Time
-		var timer *time.Timer
+		var at time.Time
 		if spec > 0 {
-			var at time.Time
 			for k := range slots {
-				if s := &slots[k]; !s.done && s.asked < md.WriteQuorum && (at.IsZero() || s.askedAt.Before(at)) {
-					at = s.askedAt
+				if s := &slots[k]; !s.done && s.asked < md.WriteQuorum && (at.IsZero() || s.askedAt.Add(spec).Before(at)) {
+					at = s.askedAt.Add(spec)
 				}
 			}
-			if !at.IsZero() {
-				timer = time.NewTimer(time.Until(at.Add(spec)))
-				deadline = timer.C
+		}
+		for _, r := range resends {
+			if at.IsZero() || r.at.Before(at) {
+				at = r.at
 			}
+		}
+		var deadline <-chan time.Time
+		var timer *time.Timer
+		if !at.IsZero() {
+			timer = time.NewTimer(time.Until(at))
+			deadline = timer.C
 		}
 		res, err := q.nextBefore(ctx, deadline)
 		if timer != nil {
@@ -356,11 +376,26 @@ func (c *Client) readRange(ctx context.Context, md *meta.LedgerMetadata, start, 
 		if err != nil {
 			return nil, err
 		}
-		if res == nil { // speculate: ask the next bookie of every entry slow to come
+		if res == nil { // resend what is due; speculate: ask the next bookie of every entry slow to come
 			now := time.Now()
-			for k := range slots {
-				if s := &slots[k]; !s.done && s.asked < md.WriteQuorum && now.Sub(s.askedAt) >= spec {
-					ask(k)
+			due := resends[:0]
+			for _, r := range resends {
+				if r.at.After(now) {
+					due = append(due, r)
+					continue
+				}
+				s := &slots[r.slot]
+				s.busy--
+				if !s.done {
+					send(r.slot, r.bookieIdx)
+				}
+			}
+			resends = due
+			if spec > 0 {
+				for k := range slots {
+					if s := &slots[k]; !s.done && s.asked < md.WriteQuorum && now.Sub(s.askedAt) >= spec {
+						ask(k)
+					}
 				}
 			}
 			continue
@@ -369,6 +404,16 @@ func (c *Client) readRange(ctx context.Context, md *meta.LedgerMetadata, start, 
 		s := &slots[k]
 		s.waiting--
 		e := start + int64(k)
+		if res.err == nil && res.status == wire.StatusTooManyRequests {
+			idx := res.bookieIdx
+			putRequest(res)
+			if !s.done {
+				s.backoff = min(max(2*s.backoff, c.cfg.minBackoff), max(c.cfg.maxBackoff, c.cfg.minBackoff))
+				s.busy++
+				resends = append(resends, readResend{slot: k, bookieIdx: idx, at: time.Now().Add(s.backoff)})
+			}
+			continue
+		}
 		ent, perr := parseRead(res, md.ID, e)
 		if perr != nil {
 			f := md.Fragments[md.FragmentAt(e)]
@@ -382,7 +427,7 @@ func (c *Client) readRange(ctx context.Context, md *meta.LedgerMetadata, start, 
 			remaining--
 		case s.asked < md.WriteQuorum:
 			ask(k)
-		case s.waiting == 0:
+		case s.waiting == 0 && s.busy == 0:
 			return nil, fmt.Errorf("%w: ledger %d entry %d: %w", ErrReadFailed, md.ID, e, errors.Join(s.errs...))
 		}
 	}

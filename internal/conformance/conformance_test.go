@@ -35,9 +35,7 @@ func goDriver() DriverCommand {
 // knownGoFailures are scenarios the Go client is known to fail, with why: a bug in package
 // client, reported to its owners. TestConformanceGo expects each to fail, and fails when
 // one passes, so that the entry is removed with the fix.
-var knownGoFailures = map[string]string{
-	"too-many-reads": "a read whose every replica answered TooManyRequests fails read_failed instead of resending after a backoff (protocol.md status 9)",
-}
+var knownGoFailures = map[string]string{}
 
 // TestConformanceGo runs every scenario against the project's Go client.
 func TestConformanceGo(t *testing.T) {
