@@ -50,6 +50,11 @@ type conn struct {
 	// entry id may be stored; nothing is parsed until its verdict arrives
 	// (immutable.go).
 	awaitingCheck bool
+	// claimed: an ADD of this traffic found the journal idle and claimed
+	// the writer's role (journal.Claim); the traffic writes, syncs and
+	// completes the journal's pending records itself before it returns
+	// (writeClaimed).
+	claimed bool
 
 	// Replies produced off the loop (journal completions, read workers).
 	mu      sync.Mutex
@@ -223,6 +228,21 @@ func (c *conn) queueAdd(id, ledger uint64, entry int64) {
 		c.out.B = wire.AppendAddResponse(c.out.B, id, ledger, entry)
 	}
 	c.mu.Unlock()
+}
+
+// takeOut moves the outbox into loopOut, to be written by the event loop
+// at the end of this traffic, and reports whether it did: not while an
+// AsyncWrite is outstanding (its callback sends the outbox after it, in
+// order). Runs on the event loop of c.
+func (c *conn) takeOut() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writing || c.closed {
+		return false
+	}
+	c.loopOut = append(c.loopOut, c.out.B...)
+	c.out.B = c.out.B[:0]
+	return true
 }
 
 // flush hands the outbox to gnet in one AsyncWrite, unless one is already
@@ -491,6 +511,9 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 		in += n
 	}
 	b.metrics.bytesIn.Add(float64(in))
+	if c.claimed {
+		b.writeClaimed(c)
+	}
 	if len(c.loopOut) > 0 {
 		gc.Write(c.loopOut)
 		c.loopOut = c.loopOut[:0]

@@ -3,6 +3,7 @@ package bookie
 import (
 	"encoding/binary"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/bookie-go/bookie/entrylog"
@@ -196,6 +197,14 @@ func (b *Bookie) handleAdd(c *conn, h *wire.Header, frame []byte) (retry bool) {
 	}
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.entry, r.led = req.Entry.LedgerID, req.Entry.EntryID, l
+	if !c.claimed && b.inflightBytes.Load() == r.size && b.replies.claimable() {
+		// The only request in flight, and the journal is idle: this
+		// traffic writes it, at its end (writeClaimed), with no hand-off
+		// to the writer and back. Not with more in flight: the loop
+		// would sync instead of parsing them, and batches would shrink
+		// to what one traffic parsed.
+		c.claimed = b.journal.Claim()
+	}
 	// A wire entry ends with its own xxhash64, verified when it was decoded:
 	// the journal checksums the record around it, not the payload again.
 	if _, err := b.journal.AppendSealed(journal.TypeEntry, req.Entry.Raw, r); err != nil {
@@ -425,6 +434,9 @@ func (b *Bookie) finishQueued(r *request, s wire.Status, enc func([]byte) []byte
 // writer goroutine.
 func (b *Bookie) completed(batch []journal.Completion) {
 	b.replies.begin()
+	if len(batch) > 0 {
+		b.replies.loop, _ = batch[0].ClaimedBy.(*conn)
+	}
 	var bytes int
 	var last journal.Mark
 	var oldest time.Time // the first request of the batch: its age is the batch's latency
@@ -453,7 +465,13 @@ func (b *Bookie) completed(batch []journal.Completion) {
 		if cp.Type == journal.TypeEntry && r != nil {
 			// The event loop found the ledger and checked the entry: store
 			// it and note it in the ledger's run; the reply waits for pass 2.
-			if err := b.putEntry(r.ledger, r.entry, cp.Payload); err != nil {
+			var err error
+			if b.replies.loop != nil {
+				err = b.putEntryOnLoop(r.ledger, r.entry, cp.Payload)
+			} else {
+				err = b.putEntry(r.ledger, r.entry, cp.Payload)
+			}
+			if err != nil {
 				b.log.Error("storing a synced entry failed", "seq", cp.Seq, "ledger", r.ledger, "entry", r.entry, "err", err)
 				settleAdd(r.led)
 				b.finish(r, wire.StatusIOError, nil)
@@ -564,20 +582,77 @@ func (b *Bookie) replyAdds(rs []*request) {
 	}
 }
 
-// batchReplies is the journal writer's state for the replies of the batch
-// it completes (completed): the batch's number, the connections with
+// writeClaimed ends the journal claim an ADD of c's traffic took: the
+// journal's pending records are written, synced and completed here, and
+// c's replies among them go into c.loopOut, written by this traffic
+// (batchReplies.loop), not by an AsyncWrite that would wake this loop
+// again. Runs on the event loop of c, at the end of its traffic.
+func (b *Bookie) writeClaimed(c *conn) {
+	c.claimed = false
+	b.journal.WriteClaimed(c) // completed finds c as the batch's ClaimedBy
+}
+
+// putEntryOnLoop is putEntry for a batch completed on an event loop (a
+// claimed journal), which must not wait for a write-cache flush: an entry
+// that finds the cache full is kept past the cache's budget (PutOverflow;
+// the journal has it already), and no event loop claims the journal again
+// until the cache changes (claimable). So what overflows is at most one
+// claimed batch per flush; the journal writer, which may wait, completes
+// the batches in between.
+func (b *Bookie) putEntryOnLoop(ledgerID uint64, entryID int64, raw []byte) error {
+	err := b.store.Put(ledgerID, entryID, raw)
+	if !errors.Is(err, entrylog.ErrCacheFull) {
+		return err
+	}
+	b.metrics.cacheFulls.Inc()
+	b.replies.cacheFull.Store(&cacheWait{changed: b.store.CacheChanged()})
+	return b.store.PutOverflow(ledgerID, entryID, raw)
+}
+
+// cacheWait is the write cache's change signal (entrylog.Store.CacheChanged)
+// after a claimed batch found the cache full.
+type cacheWait struct{ changed <-chan struct{} }
+
+// claimable says whether an event loop may claim the journal: not after a
+// claimed batch found the write cache full, until the cache changed. Runs
+// on an event loop.
+func (br *batchReplies) claimable() bool {
+	w := br.cacheFull.Load()
+	if w == nil {
+		return true
+	}
+	select {
+	case <-w.changed:
+		br.cacheFull.CompareAndSwap(w, nil)
+		return true
+	default:
+		return false
+	}
+}
+
+// batchReplies is the state of the goroutine completing a journal batch
+// (completed) for its replies: the batch's number, the connections with
 // replies queued by it, flushed once each at its end, and its stored adds,
-// replied to together. Owned by the journal writer goroutine; no lock. The
-// slices are reused from batch to batch.
+// replied to together. Owned by whoever runs completed (the journal writer
+// or its completer, or an event loop that claimed the journal); calls never
+// overlap, so no lock. The slices are reused from batch to batch.
 type batchReplies struct {
 	batchNo    uint64
 	dirtyConns []*conn
 	adds       []*request
+	// loop is the connection whose event loop completes this batch (it
+	// claimed the journal, writeClaimed), nil on the journal's goroutines.
+	loop *conn
+	// cacheFull is set when a batch completed on an event loop found the
+	// write cache full, until the cache changes (claimable); read anywhere.
+	cacheFull atomic.Pointer[cacheWait]
 }
 
-// begin starts the next batch: a new number, no connection dirty, no add.
+// begin starts the next batch: a new number, no connection dirty, no add,
+// not on an event loop.
 func (br *batchReplies) begin() {
 	br.batchNo++
+	br.loop = nil
 	br.dirtyConns = br.dirtyConns[:0]
 	br.adds = br.adds[:0]
 }
@@ -590,9 +665,14 @@ func (br *batchReplies) markDirty(c *conn) {
 	}
 }
 
-// flushConns flushes each connection this batch queued replies on.
+// flushConns flushes each connection this batch queued replies on: the
+// loop's own connection by its traffic's write (takeOut), the others by an
+// AsyncWrite.
 func (br *batchReplies) flushConns() {
 	for _, c := range br.dirtyConns {
+		if c == br.loop && c.takeOut() {
+			continue
+		}
 		c.flush()
 	}
 }

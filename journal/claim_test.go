@@ -102,7 +102,7 @@ func TestClaimWritesOnTheCaller(t *testing.T) {
 	if _, completed, _ := g.snapshot(); len(completed) != 0 {
 		t.Fatalf("records completed before WriteClaimed: %v", completed)
 	}
-	j.WriteClaimed()
+	j.WriteClaimed(nil)
 	me := goroutineID()
 	synced, completed, records := g.snapshot()
 	if records != 2 || len(completed) != 1 || completed[0] != me || len(synced) != 1 || synced[0] != me {
@@ -199,7 +199,7 @@ func TestClaimHandsLaterRecordsToTheWriter(t *testing.T) {
 	if _, err := j.Append(TypeEntry, []byte("claimed"), nil); err != nil {
 		t.Fatal(err)
 	}
-	j.WriteClaimed()
+	j.WriteClaimed(nil)
 	if err := <-later; err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestCloseWaitsForClaim(t *testing.T) {
 		t.Fatalf("Close returned (%v) while a claim was held", err)
 	default:
 	}
-	j.WriteClaimed()
+	j.WriteClaimed(nil)
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}

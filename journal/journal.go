@@ -59,6 +59,10 @@ type Completion struct {
 	// Err is nil when the record is durable, else the journal's sticky
 	// failure (wrapping ErrFailed).
 	Err error
+	// ClaimedBy is the value given to WriteClaimed when a caller that
+	// claimed the writer's role wrote the record's batch (Completed then
+	// runs on that caller's goroutine); nil when the writer wrote it.
+	ClaimedBy any
 
 	off  int // where the record starts in its batch buffer
 	size int // encoded size of the record
@@ -599,8 +603,9 @@ func (j *Journal) Claim() bool {
 // them on the calling goroutine, and gives the role back to the writer,
 // waking it for whatever was appended meanwhile. A batch that would need a
 // new segment is left to the writer (rolling may wait for the segment's
-// preparation). Runs on the goroutine whose Claim reported true.
-func (j *Journal) WriteClaimed() {
+// preparation). Completed sees by in each Completion's ClaimedBy. Runs on
+// the goroutine whose Claim reported true.
+func (j *Journal) WriteClaimed(by any) {
 	j.mu.Lock()
 	b, spare := j.pending, j.claimSpare
 	j.claimSpare = nil
@@ -617,6 +622,9 @@ func (j *Journal) WriteClaimed() {
 	failed := j.failed
 	j.mu.Unlock()
 	j.write(b, failed)
+	for i := range b.comps {
+		b.comps[i].ClaimedBy = by
+	}
 	j.finish(b)
 	j.mu.Lock()
 	j.endClaimLocked()
