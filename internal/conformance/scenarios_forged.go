@@ -52,6 +52,31 @@ func (c *busyCounter) hook(ledger uint64, ops map[wire.Op]bool, lo, hi int64, n 
 }
 
 func tooManyRequests(s *session, everyReplica bool) error {
+	// Every bookie is behind a forger before the writer connects: installing one later
+	// cuts the proxy's connections, and a cut with adds in flight is a bookie failure the
+	// writer rightly answers with an ensemble change, which this scenario counts against
+	// it. The forgers pass everything through until plan is set, once the ensemble is
+	// known.
+	var planMu sync.Mutex
+	var plan func(i int, h wire.Header, fr []byte) (wire.Status, bool)
+	var forgers []*forger
+	for i := range s.c.proxies {
+		f, err := s.forge(i, func(f *forger) {
+			f.answer = func(h wire.Header, fr []byte) (wire.Status, bool) {
+				planMu.Lock()
+				p := plan
+				planMu.Unlock()
+				if p == nil {
+					return 0, false
+				}
+				return p(i, h, fr)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		forgers = append(forgers, f)
+	}
 	// A long request timeout: a replacement for a slow answer on a busy machine would be
 	// taken for a change caused by the forged answers.
 	w, err := s.clientWith("writer", s.c.secret, 20_000)
@@ -72,33 +97,30 @@ func tooManyRequests(s *session, everyReplica bool) error {
 	const last = 19
 	adds, shared := &busyCounter{}, &busyCounter{}
 	vi := s.c.indexOf(ens[s.seed%3])
-	var forgers []*forger
+	addHook := adds.hook(id, map[wire.Op]bool{wire.OpAdd: true}, 5, 14, tooManyFirst)
+	readHooks := make(map[int]func(wire.Header, []byte) (wire.Status, bool))
 	for _, b := range ens {
 		i := s.c.indexOf(b)
 		reads := shared
 		if everyReplica {
 			reads = &busyCounter{}
 		}
-		addHook := adds.hook(id, map[wire.Op]bool{wire.OpAdd: true}, 5, 14, tooManyFirst)
-		readHook := reads.hook(id, map[wire.Op]bool{wire.OpRead: true}, 0, last, 1)
-		f, err := s.forge(i, func(f *forger) {
-			f.answer = func(h wire.Header, fr []byte) (wire.Status, bool) {
-				if i == vi {
-					if st, ok := addHook(h, fr); ok {
-						return st, ok
-					}
-				}
-				return readHook(h, fr)
-			}
-		})
-		if err != nil {
-			return err
-		}
-		forgers = append(forgers, f)
-		if i == vi {
-			s.tr.fault(i, fmt.Sprintf("the first %d arrivals of each ADD of entries 5..14 answered TooManyRequests", tooManyFirst))
-		}
+		readHooks[i] = reads.hook(id, map[wire.Op]bool{wire.OpRead: true}, 0, last, 1)
 	}
+	planMu.Lock()
+	plan = func(i int, h wire.Header, fr []byte) (wire.Status, bool) {
+		if i == vi {
+			if st, ok := addHook(h, fr); ok {
+				return st, ok
+			}
+		}
+		if rh := readHooks[i]; rh != nil {
+			return rh(h, fr)
+		}
+		return 0, false
+	}
+	planMu.Unlock()
+	s.tr.fault(vi, fmt.Sprintf("the first %d arrivals of each ADD of entries 5..14 answered TooManyRequests", tooManyFirst))
 	if everyReplica {
 		s.tr.note("FAULT every bookie of the ensemble: the first READ of each entry answered TooManyRequests")
 	} else {
