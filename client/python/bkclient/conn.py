@@ -6,6 +6,7 @@ is one task per connection; every request waits on a future the read loop comple
 """
 
 import asyncio
+import hmac
 import os
 import struct
 
@@ -15,6 +16,28 @@ from .errors import BookieUnavailable, Timeout, Unauthorized, UnsupportedVersion
 
 class TooManyConnections(BookieUnavailable):
     """The bookie answered the Hello TooManyRequests: retry after a backoff."""
+
+
+def _answer_challenge(bookie_id, hello, secret, client_nonce):
+    """Returns (method, client nonce, client proof, expected bookie proof) answering the
+    challenge of a Hello that asks for authentication (docs/protocol.md "Authentication").
+    Method 2 proofs are bound to the id the bookie names, which must be bookie_id, the id this
+    client dialed; the channel binding is empty, this client speaking plain TCP only. Method 1
+    is answered for bookies that predate method 2. Raises Unauthorized for another id or an
+    unknown method, before anything is sent."""
+    if hello.auth_method == wire.AUTH_HMAC_SHA256_BOUND:
+        try:
+            bn, named = wire.decode_auth_challenge(hello.auth_data)
+        except wire.ProtocolError as e:
+            raise Unauthorized("%s sent a bad challenge: %s" % (bookie_id, e)) from None
+        if named != bookie_id.encode():
+            raise Unauthorized("%s names itself %r in its Hello" % (bookie_id, named.decode(errors="replace")))
+        cp, bp = wire.auth_bound_proofs(secret, named, bn, client_nonce)
+    elif hello.auth_method == wire.AUTH_HMAC_SHA256 and len(hello.auth_data) == wire.NONCE_LEN:
+        cp, bp = wire.auth_proofs(secret, hello.auth_data, client_nonce)
+    else:
+        raise Unauthorized("%s asks for unknown auth method %d" % (bookie_id, hello.auth_method))
+    return hello.auth_method, client_nonce, cp, bp
 
 
 class Conn:
@@ -81,13 +104,10 @@ class Conn:
                 # A bookie that does not ask cannot prove it holds the secret.
                 raise Unauthorized("%s does not authenticate, and this client holds a secret" % bookie_id)
             return hello
-        if hello.auth_method != wire.AUTH_HMAC_SHA256 or len(hello.auth_data) != 32:
-            raise Unauthorized("%s asks for auth method %d" % (bookie_id, hello.auth_method))
         if not secret:
             raise Unauthorized("%s requires authentication and this client has no secret" % bookie_id)
-        cn = os.urandom(32)
-        cp, bp = wire.auth_proofs(secret, hello.auth_data, cn)
-        writer.write(wire.encode_request(wire.AUTH, 0, 0, wire.auth_body(wire.AUTH_HMAC_SHA256, cn + cp)))
+        method, cn, cp, bp = _answer_challenge(bookie_id, hello, secret, os.urandom(wire.NONCE_LEN))
+        writer.write(wire.encode_request(wire.AUTH, 0, 0, wire.auth_body(method, cn + cp)))
         await writer.drain()
         head = await reader.readexactly(4)
         (length,) = struct.unpack(">I", head)
@@ -100,7 +120,7 @@ class Conn:
             raise Unauthorized("%s refused the cluster secret" % bookie_id)
         if status != wire.OK:
             raise BookieUnavailable("%s answered AUTH %s" % (bookie_id, wire.status_name(status)))
-        if wire.decode_auth_response(body) != bp:
+        if not hmac.compare_digest(wire.decode_auth_response(body), bp):
             raise Unauthorized("%s does not hold the cluster secret (wrong proof)" % bookie_id)
         return hello
 

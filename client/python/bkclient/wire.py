@@ -64,9 +64,15 @@ STATUS_NAMES = {
 }
 
 NO_ENTRY = -1
-AUTH_HMAC_SHA256 = 1
-_CLIENT_LABEL = b"bookie-go auth v1 client\x00"
-_BOOKIE_LABEL = b"bookie-go auth v1 bookie\x00"
+# Auth methods (docs/protocol.md "Versions of AUTH"); part of the format, never renumber.
+AUTH_HMAC_SHA256 = 1  # unbound: what bookies before method 2 ask for
+AUTH_HMAC_SHA256_BOUND = 2  # bound to the bookie id, both nonces and the channel
+NONCE_LEN = 32
+BOOKIE_ID_MAX = 992  # the rest of the 1024 bytes of auth data after the nonce
+_V1_CLIENT_LABEL = b"bookie-go auth v1 client\x00"
+_V1_BOOKIE_LABEL = b"bookie-go auth v1 bookie\x00"
+_V2_CLIENT_LABEL = b"bookie-go auth v2 client\x00"
+_V2_BOOKIE_LABEL = b"bookie-go auth v2 bookie\x00"
 _KEY_LABEL = b"bookie-go master key v1\x00"
 
 
@@ -130,9 +136,33 @@ def decode_hello(frame):
 
 
 def auth_proofs(secret, bookie_nonce, client_nonce):
-    """Returns (client proof, expected bookie proof), HMAC-SHA256 as docs/protocol.md says."""
-    cp = hmac.new(secret, _CLIENT_LABEL + bookie_nonce + client_nonce, hashlib.sha256).digest()
-    bp = hmac.new(secret, _BOOKIE_LABEL + client_nonce + bookie_nonce, hashlib.sha256).digest()
+    """Returns (client proof, expected bookie proof) of auth method 1 (unbound), HMAC-SHA256
+    as docs/protocol.md "Versions of AUTH" says."""
+    cp = hmac.new(secret, _V1_CLIENT_LABEL + bookie_nonce + client_nonce, hashlib.sha256).digest()
+    bp = hmac.new(secret, _V1_BOOKIE_LABEL + client_nonce + bookie_nonce, hashlib.sha256).digest()
+    return cp, bp
+
+
+def decode_auth_challenge(auth_data):
+    """Splits a method 2 Hello's auth data into (bookie nonce, bookie id): 32 bytes of nonce,
+    then the id, 1 to 992 bytes (docs/protocol.md "Authentication")."""
+    if not NONCE_LEN < len(auth_data) <= NONCE_LEN + BOOKIE_ID_MAX:
+        raise ProtocolError("auth challenge of %d bytes" % len(auth_data))
+    return bytes(auth_data[:NONCE_LEN]), bytes(auth_data[NONCE_LEN:])
+
+
+def auth_binding(bookie_id, bookie_nonce, client_nonce, channel_binding=b""):
+    """Returns what the method 2 proofs cover: u16 len(ID) || ID || BN || CN || u16 len(CB) || CB.
+    channel_binding is empty on plain TCP."""
+    return (struct.pack(">H", len(bookie_id)) + bookie_id + bookie_nonce + client_nonce +
+            struct.pack(">H", len(channel_binding)) + channel_binding)
+
+
+def auth_bound_proofs(secret, bookie_id, bookie_nonce, client_nonce, channel_binding=b""):
+    """Returns (client proof, expected bookie proof) of auth method 2 (HMAC-SHA256 bound)."""
+    binding = auth_binding(bookie_id, bookie_nonce, client_nonce, channel_binding)
+    cp = hmac.new(secret, _V2_CLIENT_LABEL + binding, hashlib.sha256).digest()
+    bp = hmac.new(secret, _V2_BOOKIE_LABEL + binding, hashlib.sha256).digest()
     return cp, bp
 
 

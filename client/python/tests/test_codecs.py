@@ -2,9 +2,11 @@
 listings of docs/metadata.md. Run: python3 -m unittest discover -s client/python/tests
 (TestPythonClientCodecs in internal/conformance runs it in CI)."""
 
+import asyncio
 import json
 import os
 import re
+import struct
 import sys
 import unittest
 
@@ -12,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 DOCS = os.path.join(HERE, "..", "..", "..", "docs")
 
-from bkclient import hashes, metadata, wire  # noqa: E402
+from bkclient import conn, errors, hashes, metadata, wire  # noqa: E402
 
 
 def load(name):
@@ -92,19 +94,178 @@ class MasterKey(unittest.TestCase):
 
 
 class Auth(unittest.TestCase):
-    def test_proofs(self):
-        v = load("auth.json")
-        cp, bp = wire.auth_proofs(bytes.fromhex(v["secret_hex"]), bytes.fromhex(v["bookie_nonce_hex"]),
-                                  bytes.fromhex(v["client_nonce_hex"]))
-        self.assertEqual(cp.hex(), v["client_proof_hex"])
-        self.assertEqual(bp.hex(), v["bookie_proof_hex"])
-        data = bytes.fromhex(v["auth_request_data_hex"])
+    def setUp(self):
+        self.v = load("auth.json")
+        self.secret = bytes.fromhex(self.v["secret_hex"])
+        self.bn = bytes.fromhex(self.v["bookie_nonce_hex"])
+        self.cn = bytes.fromhex(self.v["client_nonce_hex"])
+        self.id = self.v["bookie_id"].encode()
+
+    def test_labels(self):
+        self.assertEqual(wire._V2_CLIENT_LABEL.hex(), self.v["client_label_hex"])
+        self.assertEqual(wire._V2_BOOKIE_LABEL.hex(), self.v["bookie_label_hex"])
+        self.assertEqual(wire._V1_CLIENT_LABEL.hex(), self.v["v1_client_label_hex"])
+        self.assertEqual(wire._V1_BOOKIE_LABEL.hex(), self.v["v1_bookie_label_hex"])
+
+    def test_bound_proofs_plain_tcp(self):
+        cp, bp = wire.auth_bound_proofs(self.secret, self.id, self.bn, self.cn)
+        self.assertEqual(cp.hex(), self.v["client_proof_hex"])
+        self.assertEqual(bp.hex(), self.v["bookie_proof_hex"])
+        self.assertEqual((self.cn + cp).hex(), self.v["auth_request_data_hex"])
+
+    def test_bound_proofs_tls(self):
+        cb = bytes.fromhex(self.v["tls_channel_binding_hex"])
+        cp, bp = wire.auth_bound_proofs(self.secret, self.id, self.bn, self.cn, cb)
+        self.assertEqual(cp.hex(), self.v["tls_client_proof_hex"])
+        self.assertEqual(bp.hex(), self.v["tls_bookie_proof_hex"])
+
+    def test_bound_proofs_cover_the_id(self):
+        cp, _ = wire.auth_bound_proofs(self.secret, b"10.0.0.2:3181", self.bn, self.cn)
+        self.assertNotEqual(cp.hex(), self.v["client_proof_hex"])
+
+    def test_v1_proofs(self):
+        cp, bp = wire.auth_proofs(self.secret, self.bn, self.cn)
+        self.assertEqual(cp.hex(), self.v["v1_client_proof_hex"])
+        self.assertEqual(bp.hex(), self.v["v1_bookie_proof_hex"])
+
+    def test_challenge_from_hello(self):
+        h = wire.decode_hello(frame_bytes("hello/auth"))
+        self.assertEqual(h.auth_method, wire.AUTH_HMAC_SHA256_BOUND)
+        self.assertEqual(h.auth_data.hex(), self.v["hello_auth_data_hex"])
+        self.assertEqual(wire.decode_auth_challenge(h.auth_data), (self.bn, self.id))
+        for bad in (self.bn, self.bn[:31], self.bn + b"x" * (wire.BOOKIE_ID_MAX + 1)):
+            with self.assertRaises(wire.ProtocolError):
+                wire.decode_auth_challenge(bad)
+
+    def test_request_and_response_frames(self):
+        data = bytes.fromhex(self.v["auth_request_data_hex"])
         f = FRAMES["auth-request"]
+        self.assertEqual(field_int(f, "method"), wire.AUTH_HMAC_SHA256_BOUND)
         self.assertEqual(wire.encode_request(wire.AUTH, 0, field_int(f, "request id"),
-                                             wire.auth_body(wire.AUTH_HMAC_SHA256, data)), frame_bytes("auth-request"))
+                                             wire.auth_body(wire.AUTH_HMAC_SHA256_BOUND, data)),
+                         frame_bytes("auth-request"))
         op, rid, status, body = wire.decode_response(frame_bytes("auth-response")[4:])
         self.assertEqual((op, status), (wire.AUTH, wire.OK))
-        self.assertEqual(wire.decode_auth_response(body).hex(), v["bookie_proof_hex"])
+        self.assertEqual(wire.decode_auth_response(body).hex(), self.v["bookie_proof_hex"])
+
+
+def split_request(frame):
+    """Returns (opcode, request id, body) of a whole request frame, length prefix included."""
+    length, version, opcode, _flags, rid = struct.unpack_from(">IBBHQ", frame)
+    assert version == wire.VERSION and length == len(frame) - 4, (version, length, len(frame))
+    return opcode, rid, frame[16:]
+
+
+HELLO_LEN = len(wire.encode_hello())
+AUTH_REQUEST_LEN = 16 + 4 + 64
+
+
+class _Writer:
+    """Collects what a handshake writes, in place of an asyncio StreamWriter; wrote is set on
+    every write. Runs on the test's event loop."""
+
+    def __init__(self):
+        self.sent = bytearray()
+        self.closed = False
+        self.wrote = asyncio.Event()
+
+    def write(self, b):
+        self.sent += b
+        self.wrote.set()
+
+    async def wait_for_bytes(self, n):
+        while len(self.sent) < n:
+            self.wrote.clear()
+            try:
+                await asyncio.wait_for(self.wrote.wait(), 30)
+            except asyncio.TimeoutError:
+                raise AssertionError("the handshake wrote %d bytes, want %d" % (len(self.sent), n)) from None
+
+    async def drain(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+class Handshake(unittest.TestCase):
+    """Conn._handshake against a scripted bookie: in-memory streams, no sockets."""
+
+    def setUp(self):
+        self.v = load("auth.json")
+        self.secret = bytes.fromhex(self.v["secret_hex"])
+
+    def handshake(self, dialed, bookie_hello, answer=b""):
+        async def go():
+            reader = asyncio.StreamReader()
+            reader.feed_data(bookie_hello + answer)
+            reader.feed_eof()
+            w = _Writer()
+            try:
+                return await conn.Conn._handshake(dialed, reader, w, self.secret, 0), bytes(w.sent)
+            except errors.Unauthorized as e:
+                return e, bytes(w.sent)
+        return asyncio.run(go())
+
+    def auth_response(self, proof):
+        return wire.encode_response(wire.AUTH, 0, wire.OK, struct.pack(">H", len(proof)) + proof)
+
+    def test_method2_answered_with_the_bound_proof(self):
+        # The client nonce is random, so the scripted bookie cannot know the proof it
+        # expects in advance: check what the client sent against the doc's formula.
+        hello = frame_bytes("hello/auth")
+        bn = bytes.fromhex(self.v["bookie_nonce_hex"])
+        got, sent = self.handshake("10.0.0.1:3181", hello, self.auth_response(b"\0" * 32))
+        self.assertIsInstance(got, errors.Unauthorized)  # the scripted bookie's proof is wrong
+        self.assertEqual(len(sent), HELLO_LEN + AUTH_REQUEST_LEN)
+        op, rid, body = split_request(sent[HELLO_LEN:])
+        self.assertEqual((op, rid), (wire.AUTH, 0))
+        method, n = struct.unpack_from(">HH", body)
+        self.assertEqual((method, n), (wire.AUTH_HMAC_SHA256_BOUND, 64))
+        cn, cp = body[4:36], body[36:68]
+        want_cp, _ = wire.auth_bound_proofs(self.secret, b"10.0.0.1:3181", bn, cn)
+        self.assertEqual(cp, want_cp)
+
+    def test_method2_bookie_proof_checked(self):
+        # With the bookie's expected proof fed back, the handshake completes.
+        hello = frame_bytes("hello/auth")
+        bn = bytes.fromhex(self.v["bookie_nonce_hex"])
+
+        async def go():
+            reader = asyncio.StreamReader()
+            reader.feed_data(hello)
+            w = _Writer()
+            task = asyncio.ensure_future(conn.Conn._handshake("10.0.0.1:3181", reader, w, self.secret, 0))
+            await w.wait_for_bytes(HELLO_LEN + AUTH_REQUEST_LEN)
+            body = split_request(bytes(w.sent[HELLO_LEN:]))[2]
+            _, bp = wire.auth_bound_proofs(self.secret, b"10.0.0.1:3181", bn, body[4:36])
+            reader.feed_data(self.auth_response(bp))
+            return await task
+        h = asyncio.run(go())
+        self.assertEqual(h.auth_method, wire.AUTH_HMAC_SHA256_BOUND)
+
+    def test_other_bookie_id_refused_before_sending(self):
+        got, sent = self.handshake("10.0.0.2:3181", frame_bytes("hello/auth"))
+        self.assertIsInstance(got, errors.Unauthorized)
+        self.assertIn("10.0.0.1:3181", str(got))
+        self.assertEqual(sent, wire.encode_hello(), "nothing but the Hello may be sent")
+
+    def test_method1_still_answered(self):
+        bn = bytes.fromhex(self.v["bookie_nonce_hex"])
+        hello = wire.encode_hello(1, 1, 0, version=1, auth_method=wire.AUTH_HMAC_SHA256, auth_data=bn)
+        got, sent = self.handshake("10.0.0.1:3181", hello, self.auth_response(b"\0" * 32))
+        self.assertIsInstance(got, errors.Unauthorized)
+        body = split_request(sent[HELLO_LEN:])[2]
+        method = struct.unpack_from(">H", body)[0]
+        self.assertEqual(method, wire.AUTH_HMAC_SHA256)
+        self.assertEqual(body[36:68], wire.auth_proofs(self.secret, bn, body[4:36])[0])
+
+    def test_unknown_method_refused_before_sending(self):
+        hello = wire.encode_hello(1, 1, 0, version=1, auth_method=3, auth_data=b"\x5a" * 32)
+        got, sent = self.handshake("10.0.0.1:3181", hello)
+        self.assertIsInstance(got, errors.Unauthorized)
+        self.assertIn("unknown auth method 3", str(got))
+        self.assertEqual(sent, wire.encode_hello())
 
 
 class Hello(unittest.TestCase):
@@ -122,7 +283,11 @@ class Hello(unittest.TestCase):
             self.assertEqual(h.status, field_int(f, "status"), name)
             self.assertEqual(h.features, field_int(f, "features"), name)
             self.assertEqual(h.auth_method, field_int(f, "auth method"), name)
-            self.assertEqual(h.auth_data, field_bytes(f, "auth data"), name)
+            if h.auth_method == wire.AUTH_HMAC_SHA256_BOUND:
+                want = field_bytes(f, "nonce") + field_bytes(f, "bookie id")
+            else:
+                want = field_bytes(f, "auth data")
+            self.assertEqual(h.auth_data, want, name)
 
     def test_bad_magic_refused(self):
         raw = bytearray(frame_bytes("hello/bookie"))
