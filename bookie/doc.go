@@ -14,7 +14,9 @@
 //
 //	gnet event loops     parse frames and decide them under the ledger's
 //	                     mutex; append to the journal (never blocking);
-//	                     answer cheap requests inline (conn.loopOut).
+//	                     answer cheap requests inline (conn.loopOut); an
+//	                     add alone in flight on an idle journal is written,
+//	                     synced and answered here (Bookie.writeClaimed).
 //	journal writer       owns the active segment; runs Bookie.completed for
 //	(and its completer)  each synced batch: applies records to storage and
 //	                     the ledger table, queues replies (batchReplies).
@@ -41,7 +43,11 @@
 // appends the entry to the journal; the journal writer syncs the batch and
 // calls completed, which puts each entry in the write cache, advances the
 // ledger's LAC and answers OK, one outbox write per connection per batch
-// (docs/architecture.md, "An add, end to end"). A re-replication copy may
+// (docs/architecture.md, "An add, end to end"). When the add is the only
+// request in flight and the journal is idle, the event loop claims the
+// journal (journal.Claim), writes and syncs the one-record batch and runs
+// completed itself: the same order, without the hand-offs to the writer
+// and back (docs/architecture.md, the wake-up budget). A re-replication copy may
 // skip the journal and is made durable by the next checkpoint (copy.go).
 //
 // # A read
