@@ -506,11 +506,28 @@ func (s *Store) HasRoom(n int64) bool {
 // same estimate as SpaceStats's live bytes): what deleting them would make
 // reclaimable. Entries not yet flushed from the write cache count nothing.
 func (s *Store) LedgerBytes(ledgers []uint64) int64 {
+	if len(ledgers) == 0 {
+		return 0
+	}
+	want := make(map[uint64]struct{}, len(ledgers))
+	for _, l := range ledgers {
+		want[l] = struct{}{}
+	}
 	s.indexMu.Lock()
 	defer s.indexMu.Unlock()
+	// Per log, walk the smaller side, so the lock is held for at most
+	// min(ledgers asked, ledgers in the log) probes per log.
 	var n int64
 	for _, u := range s.usage {
-		for _, l := range ledgers {
+		if len(u.ledgers) < len(want) {
+			for l, b := range u.ledgers {
+				if _, ok := want[l]; ok {
+					n += b
+				}
+			}
+			continue
+		}
+		for l := range want {
 			n += u.ledgers[l]
 		}
 	}
