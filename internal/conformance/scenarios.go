@@ -70,6 +70,28 @@ func (s *session) writer(e, wq, aq int) (*driver, uint64, []meta.BookieID, error
 	return w, id, md.Fragments[0].Bookies, nil
 }
 
+// patientWriter starts a writer whose requests time out after timeoutMs (long, so that
+// it does not replace a bookie whose answers a scenario holds), creates an E/WQ/AQ ledger,
+// appends n entries and returns the ensemble they went to.
+func (s *session) patientWriter(timeoutMs, e, wq, aq, n int) (*driver, uint64, []meta.BookieID, error) {
+	w, err := s.clientWith("writer", s.c.secret, timeoutMs)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	id, err := s.create(w, e, wq, aq)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if err := s.appendAll(w, id, n, false); err != nil {
+		return nil, 0, nil, err
+	}
+	ens, err := s.lastEnsemble(id)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return w, id, ens, nil
+}
+
 // requestFlags are the flags each request operation may carry (docs/protocol.md).
 var requestFlags = map[wire.Op]wire.Flags{
 	wire.OpAdd:         wire.FlagRecovery | wire.FlagUnjournaled,

@@ -79,18 +79,7 @@ func tooManyRequests(s *session, everyReplica bool) error {
 	}
 	// A long request timeout: a replacement for a slow answer on a busy machine would be
 	// taken for a change caused by the forged answers.
-	w, err := s.clientWith("writer", s.c.secret, 20_000)
-	if err != nil {
-		return err
-	}
-	id, err := s.create(w, 3, 2, 2)
-	if err != nil {
-		return err
-	}
-	if err := s.appendAll(w, id, 5, false); err != nil {
-		return err
-	}
-	ens, err := s.lastEnsemble(id)
+	w, id, ens, err := s.patientWriter(20_000, 3, 2, 2, 5)
 	if err != nil {
 		return err
 	}

@@ -72,18 +72,7 @@ func scenarioLostFence(s *session) error {
 func scenarioLateNegative(s *session) error {
 	// The writer's request timeout is long so that it does not replace the bookies whose
 	// adds are held: the race is between the held adds and the recovery.
-	w, err := s.clientWith("writer", s.c.secret, 60_000)
-	if err != nil {
-		return err
-	}
-	id, err := s.create(w, 3, 3, 2)
-	if err != nil {
-		return err
-	}
-	if err := s.appendAll(w, id, 5, false); err != nil {
-		return err
-	}
-	ens, err := s.lastEnsemble(id)
+	w, id, ens, err := s.patientWriter(60_000, 3, 3, 2, 5)
 	if err != nil {
 		return err
 	}
@@ -159,18 +148,7 @@ func scenarioLateNegative(s *session) error {
 }
 
 func scenarioRecoveryTimeouts(s *session) error {
-	w, err := s.clientWith("writer", s.c.secret, 60_000)
-	if err != nil {
-		return err
-	}
-	id, err := s.create(w, 3, 3, 2)
-	if err != nil {
-		return err
-	}
-	if err := s.appendAll(w, id, 5, false); err != nil {
-		return err
-	}
-	ens, err := s.lastEnsemble(id)
+	w, id, ens, err := s.patientWriter(60_000, 3, 3, 2, 5)
 	if err != nil {
 		return err
 	}
