@@ -277,6 +277,12 @@ type Config struct {
 	// delete, each re-checked first). A test holds a scan there to change
 	// the cluster under its verdicts. Nil in production.
 	GCBeforeDeletions func(ledgers []uint64) `json:"-"`
+	// BeforeRepliesFlushed, a test hook, is called by the goroutine that
+	// completes a journal batch (the journal writer, its completer, or an
+	// event loop that wrote the batch itself) after it queued the batch's
+	// replies and before it hands them to their connections. A test holds a
+	// completion there to let Close run under it. Nil in production.
+	BeforeRepliesFlushed func() `json:"-"`
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger `json:"-"`
 }

@@ -426,7 +426,9 @@ func (b *Bookie) finishQueued(r *request, s wire.Status, enc func([]byte) []byte
 }
 
 // completed handles a synced journal batch: apply each record to storage and
-// the ledger table, queue the replies, then flush each connection once.
+// the ledger table, queue the replies, flush each connection once, then
+// release the answered requests (so Close, which waits for the last release,
+// never stops the server under a reply not yet handed to it).
 // Bookkeeping is per batch, not per add: one clock read, one latency sample
 // (the batch's oldest request), counters added once, and for adds one ledger
 // update per run of one ledger's entries and one reply lock, release and
@@ -517,15 +519,13 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			b.finishQueued(r, wire.StatusOK, func(dst []byte) []byte {
 				return wire.AppendWriteLACResponse(dst, id, ledgerID, lac)
 			})
-			b.replies.markDirty(r.conn)
-			b.release(r)
+			b.replies.answered(r)
 		case journal.TypeForce:
 			ledgerID, id := r.ledger, r.id
 			b.finishQueued(r, wire.StatusOK, func(dst []byte) []byte {
 				return wire.AppendForceResponse(dst, id, ledgerID)
 			})
-			b.replies.markDirty(r.conn)
-			b.release(r)
+			b.replies.answered(r)
 		}
 	}
 	run.flush(b)
@@ -550,13 +550,21 @@ func (b *Bookie) completed(batch []journal.Completion) {
 	if last != (journal.Mark{}) {
 		b.setApplied(last)
 	}
+	if b.cfg.BeforeRepliesFlushed != nil {
+		b.cfg.BeforeRepliesFlushed()
+	}
+	// Replies reach the transport before their requests are released: the
+	// last release lets Close stop the server, and a reply handed to a
+	// stopped server is lost.
 	b.replies.flushConns()
+	b.replies.releaseAll(b)
 }
 
-// replyAdds queues the OK replies of a batch's stored adds and releases
-// them: one lock of a connection's outbox, one update of its in-flight
-// counts and one wake-up check per run of adds from that connection. Runs on
-// the journal writer goroutine.
+// replyAdds queues the OK replies of a batch's stored adds and notes their
+// release for after the flush (batchReplies.releaseAll): one lock of a
+// connection's outbox, one update of its in-flight counts and one wake-up
+// check per run of adds from that connection. Runs on the goroutine
+// completing the batch.
 func (b *Bookie) replyAdds(rs []*request) {
 	b.metrics.addOK.Add(float64(len(rs)))
 	for len(rs) > 0 {
@@ -577,7 +585,7 @@ func (b *Bookie) replyAdds(rs []*request) {
 		}
 		c.mu.Unlock()
 		b.replies.markDirty(c)
-		b.releaseN(c, int64(n), size)
+		b.replies.charges = append(b.replies.charges, heldCharge{c, int64(n), size})
 		rs = rs[n:]
 	}
 }
@@ -646,6 +654,38 @@ type batchReplies struct {
 	// cacheFull is set when a batch completed on an event loop found the
 	// write cache full, until the cache changes (claimable); read anywhere.
 	cacheFull atomic.Pointer[cacheWait]
+	// held are the requests answered by this batch, charges the in-flight
+	// charges of its adds (their requests are recycled already), released
+	// once their replies are flushed (releaseAll).
+	held    []*request
+	charges []heldCharge
+}
+
+// heldCharge is the in-flight charge of n answered adds of conn c, size
+// bytes in all, released after their replies are flushed.
+type heldCharge struct {
+	c       *conn
+	n, size int64
+}
+
+// answered notes that r's reply is queued: its connection is flushed, then
+// r released, at the end of the batch.
+func (br *batchReplies) answered(r *request) {
+	br.markDirty(r.conn)
+	br.held = append(br.held, r)
+}
+
+// releaseAll releases what the batch answered. Runs after flushConns.
+func (br *batchReplies) releaseAll(b *Bookie) {
+	for _, ch := range br.charges {
+		b.releaseN(ch.c, ch.n, ch.size)
+	}
+	for _, r := range br.held {
+		b.release(r)
+	}
+	clear(br.charges)
+	clear(br.held)
+	br.charges, br.held = br.charges[:0], br.held[:0]
 }
 
 // begin starts the next batch: a new number, no connection dirty, no add,
