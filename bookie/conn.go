@@ -51,10 +51,20 @@ type conn struct {
 	// (immutable.go).
 	awaitingCheck bool
 	// claimed: an ADD of this traffic found the journal idle and claimed
-	// the writer's role (journal.Claim); the traffic writes, syncs and
-	// completes the journal's pending records itself before it returns
-	// (writeClaimed).
+	// the writer's role (journal.Claim); the event loop writes, syncs and
+	// completes the journal's pending records itself (writeClaimed), at the
+	// end of the loop's wake-up (claimDeferred).
 	claimed bool
+	// claimDeferred: the claim's write waits for a Wake of this
+	// connection, which gnet runs after the traffic of every connection its
+	// poll found readable: the adds they carry join the claimed batch
+	// instead of each claiming the idle journal for a sync of its own
+	// (deferClaimed).
+	claimDeferred bool
+	// loopConns counts the gnet connections open on this connection's
+	// event loop (handler.loopConns); nil for a TLS connection. Set in
+	// OnOpen.
+	loopConns *atomic.Int32
 
 	// Replies produced off the loop (journal completions, read workers).
 	mu      sync.Mutex
@@ -63,8 +73,10 @@ type conn struct {
 	inWrite *bytebufferpool.ByteBuffer // the buffer that AsyncWrite is sending; protected by mu
 	// onWritten is c.written, bound once.
 	onWritten gnet.AsyncCallback
-	closed    bool     // protected by mu
-	verdict   *verdict // the existence check's answer for the head frame; protected by mu
+	// onClaimWoken is c.claimWoken, bound once.
+	onClaimWoken gnet.AsyncCallback
+	closed       bool     // protected by mu
+	verdict      *verdict // the existence check's answer for the head frame; protected by mu
 	// outbound is the reply bytes handed to the transport and not yet
 	// written to the socket, counted in b.conns.outbound (outbound.go);
 	// protected by mu.
@@ -322,6 +334,26 @@ type handler struct {
 	gnet.BuiltinEventEngine
 	b      *Bookie
 	booted chan error
+
+	// loops counts the open connections of each event loop, for
+	// deferClaimed; protected by loopsMu (taken once per connection).
+	loopsMu sync.Mutex
+	loops   map[gnet.EventLoop]*atomic.Int32
+}
+
+// loopConns returns the counter of the open connections of el.
+func (h *handler) loopConns(el gnet.EventLoop) *atomic.Int32 {
+	h.loopsMu.Lock()
+	defer h.loopsMu.Unlock()
+	n := h.loops[el]
+	if n == nil {
+		if h.loops == nil {
+			h.loops = make(map[gnet.EventLoop]*atomic.Int32)
+		}
+		n = new(atomic.Int32)
+		h.loops[el] = n
+	}
+	return n
 }
 
 // OnBoot records the engine and the bound address.
@@ -349,6 +381,8 @@ func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		return refusalHello(), gnet.Close
 	}
 	gc.SetContext(c)
+	c.loopConns = h.loopConns(gc.EventLoop())
+	c.loopConns.Add(1)
 	return nil, gnet.None
 }
 
@@ -372,6 +406,7 @@ func (b *Bookie) openConn(c *conn) bool {
 func newConn(b *Bookie, gc transport) *conn {
 	c := &conn{b: b, gc: gc, out: replyPool.Get(), ip: sourceKey(gc.RemoteAddr())}
 	c.onWritten = c.written
+	c.onClaimWoken = c.claimWoken
 	now := time.Now().UnixNano()
 	c.clock.opened = now
 	c.clock.lastActivity.Store(now)
@@ -392,6 +427,14 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 // closeConn drops a closed connection's state. Runs on the event loop of c,
 // once.
 func (b *Bookie) closeConn(c *conn) {
+	if c.claimed {
+		// Its deferred write never runs now (gnet drops the Wake of a
+		// closed connection): the journal's claim ends here.
+		b.writeClaimed(c)
+	}
+	if c.loopConns != nil {
+		c.loopConns.Add(-1)
+	}
 	b.metrics.connections.Dec()
 	b.conns.remove(c)
 	c.mu.Lock()
@@ -511,7 +554,7 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 		in += n
 	}
 	b.metrics.bytesIn.Add(float64(in))
-	if c.claimed {
+	if c.claimed && !b.deferClaimed(c) {
 		b.writeClaimed(c)
 	}
 	if len(c.loopOut) > 0 {

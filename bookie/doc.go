@@ -45,9 +45,12 @@
 // ledger's LAC and answers OK, one outbox write per connection per batch
 // (docs/architecture.md, "An add, end to end"). When the add is the only
 // request in flight and the journal is idle, the event loop claims the
-// journal (journal.Claim), writes and syncs the one-record batch and runs
+// journal (journal.Claim) and, once it has parsed every connection its poll
+// found readable (deferClaimed), writes and syncs the batch and runs
 // completed itself: the same order, without the hand-offs to the writer
-// and back (docs/architecture.md, the wake-up budget). A re-replication copy may
+// and back (docs/architecture.md, the wake-up budget). Replies reach the
+// transport before their requests are released, which is what Close
+// waits for. A re-replication copy may
 // skip the journal and is made durable by the next checkpoint (copy.go).
 //
 // # A read

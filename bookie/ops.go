@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
+
 	"github.com/bookie-go/bookie/entrylog"
 	"github.com/bookie-go/bookie/journal"
 	"github.com/bookie-go/bookie/wire"
@@ -590,13 +592,54 @@ func (b *Bookie) replyAdds(rs []*request) {
 	}
 }
 
+// deferClaimed puts off the write of the journal claim an ADD of c's
+// traffic took until the end of its event loop's wake-up, and says whether
+// it did: gnet runs the traffic of every connection its poll found readable
+// before the Wake it queues here, so adds from other connections of the
+// loop join the claimed batch (they find a request in flight and do not
+// claim) instead of each syncing a batch of one in turn. The Wake's
+// callback (claimWoken) writes the claim. It costs the loop a system call
+// and a poll, so it is skipped where no other connection could be waiting:
+// c alone on its loop, or a TLS connection, which runs on a goroutine of
+// its own (false). Runs on the event loop of c.
+func (b *Bookie) deferClaimed(c *conn) bool {
+	if c.claimDeferred {
+		return true // its Wake is queued
+	}
+	if c.loopConns == nil || c.loopConns.Load() < 2 {
+		return false
+	}
+	if c.gc.Wake(c.onClaimWoken) != nil {
+		return false // the server is stopping: write now
+	}
+	c.claimDeferred = true
+	return true
+}
+
+// claimWoken is the callback of deferClaimed's Wake (bound once to
+// c.onClaimWoken): it writes the claim and sends c's replies. The claim is
+// gone already when c closed in between (closeConn wrote it). Runs on the
+// event loop of c.
+func (c *conn) claimWoken(_ gnet.Conn, _ error) error {
+	if !c.claimed {
+		return nil
+	}
+	c.b.writeClaimed(c)
+	if len(c.loopOut) > 0 {
+		c.gc.Write(c.loopOut)
+		c.loopOut = c.loopOut[:0]
+	}
+	return nil
+}
+
 // writeClaimed ends the journal claim an ADD of c's traffic took: the
 // journal's pending records are written, synced and completed here, and
 // c's replies among them go into c.loopOut, written by this traffic
 // (batchReplies.loop), not by an AsyncWrite that would wake this loop
-// again. Runs on the event loop of c, at the end of its traffic.
+// again. Runs on the event loop of c, at the end of its traffic (or as it
+// closes).
 func (b *Bookie) writeClaimed(c *conn) {
-	c.claimed = false
+	c.claimed, c.claimDeferred = false, false
 	b.journal.WriteClaimed(c) // completed finds c as the batch's ClaimedBy
 }
 
