@@ -87,6 +87,12 @@ type conn struct {
 	// Written on the event loop.
 	unparsed atomic.Int64
 
+	// polls are the long polls this connection parked that no wake-up,
+	// timeout or close has answered yet, so that closing it releases them
+	// (poll.go); protected by pollMu, which nests inside a ledger's mu.
+	pollMu sync.Mutex
+	polls  []*pollWaiter
+
 	inflight      atomic.Int64 // requests parsed and not answered
 	inflightBytes atomic.Int64
 	batchReads    atomic.Int64 // READ_BATCHes parsed and not answered (readbatch.go)
@@ -211,16 +217,26 @@ func (c *conn) underLowWater() bool {
 		b.inflightBytes.Load() < b.cfg.MaxInflightBytes/2
 }
 
-// queue appends a reply encoded by enc to the connection's outbox. Runs off
-// the event loop; the reply goes out at the next flush.
+// queue appends a reply encoded by enc to the connection's outbox and
+// charges it as unwritten (outbound.go); a connection whose unwritten
+// replies pass MaxOutboundBytes so is cut (cutOutboxLocked). Runs off the
+// event loop; the reply goes out at the next flush.
 func (c *conn) queue(enc func(dst []byte) []byte) {
 	c.mu.Lock()
-	if !c.closed {
-		n := len(c.out.B)
-		c.out.B = enc(c.out.B)
-		c.b.metrics.bytesOut.Add(float64(len(c.out.B) - n))
+	if c.closed {
+		c.mu.Unlock()
+		return
 	}
+	n := len(c.out.B)
+	c.out.B = enc(c.out.B)
+	added := len(c.out.B) - n
+	c.b.metrics.bytesOut.Add(float64(added))
+	c.setOutboundLocked(c.outbound + int64(added))
+	cut := c.outbound > int64(c.b.cfg.MaxOutboundBytes) && c.cutOutboxLocked()
 	c.mu.Unlock()
+	if cut {
+		c.closeCut("slow_reader")
+	}
 }
 
 // queueStatus queues a bodyless status reply. Runs off the event loop.
@@ -269,7 +285,6 @@ func (c *conn) flush() {
 	c.inWrite = buf
 	c.out = replyPool.Get()
 	c.writing = true
-	c.setOutboundLocked(c.outbound + int64(len(buf.B)))
 	c.mu.Unlock()
 	if err := c.gc.AsyncWrite(buf.B, c.onWritten); err != nil {
 		c.mu.Lock()
@@ -442,6 +457,7 @@ func (b *Bookie) closeConn(c *conn) {
 	c.setOutboundLocked(0)
 	c.mu.Unlock()
 	b.setUnparsed(c, 0)
+	b.releasePolls(c)
 	b.waitLimits.remove(c)
 	b.waitJournal.remove(c)
 	b.waitUnparsed.remove(c)

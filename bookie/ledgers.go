@@ -38,7 +38,9 @@ type ledger struct {
 	// deleted: garbage collected; no longer in the table, never persisted
 	// again.
 	deleted bool
-	// waiters are long-poll LAC reads waiting for lac to pass their value.
+	// waiters are long-poll LAC reads waiting for lac to pass their value:
+	// a min-heap by that value (poll.go), so that moving the LAC looks only
+	// at the polls it answers.
 	waiters []*pollWaiter
 
 	// Entry immutability (immutable.go). appendedNext is one past the

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,16 +18,21 @@ import (
 type metrics struct {
 	registry *prometheus.Registry
 
-	addLatency    prometheus.Histogram
-	readLatency   prometheus.Histogram
-	fsyncLatency  prometheus.Histogram
-	journalSync   prometheus.Histogram
-	batchRecords  prometheus.Histogram
-	batchBytes    prometheus.Histogram
-	requests      *prometheus.CounterVec // by op
-	addOK         prometheus.Counter     // hot path: pre-resolved
-	requestsByOp  [16]prometheus.Counter // requests, pre-resolved by opcode
-	responses     *prometheus.CounterVec // by op and status
+	addLatency   prometheus.Histogram
+	readLatency  prometheus.Histogram
+	fsyncLatency prometheus.Histogram
+	journalSync  prometheus.Histogram
+	batchRecords prometheus.Histogram
+	batchBytes   prometheus.Histogram
+	requests     *prometheus.CounterVec // by op
+	addOK        prometheus.Counter     // hot path: pre-resolved
+	requestsByOp [16]prometheus.Counter // requests, pre-resolved by opcode
+	responses    *prometheus.CounterVec // by op and status
+	// responseBy caches responses' counter per known (opcode, status),
+	// resolved on first use (so that /metrics shows only pairs that
+	// happened): counting a response, paid for every request a flood gets
+	// refused, is then one atomic add, not a label hash and map lookup.
+	responseBy    [16][32]atomic.Pointer[prometheus.Counter]
 	bytesIn       prometheus.Counter
 	bytesOut      prometheus.Counter
 	connections   prometheus.Gauge
@@ -187,7 +193,19 @@ func (m *metrics) countRequest(op wire.Op) {
 
 // response counts one response to op with status s.
 func (m *metrics) response(op wire.Op, s wire.Status) {
-	m.responses.WithLabelValues(opLabel(op), s.String()).Inc()
+	if int(op) >= len(m.responseBy) || int(s) >= len(m.responseBy[0]) || !s.Known() {
+		m.responses.WithLabelValues(opLabel(op), s.String()).Inc()
+		return
+	}
+	slot := &m.responseBy[op][s]
+	c := slot.Load()
+	if c == nil {
+		// Two goroutines may resolve it at once: both get the same counter.
+		resolved := m.responses.WithLabelValues(opLabel(op), s.String())
+		c = &resolved
+		slot.Store(c)
+	}
+	(*c).Inc()
 }
 
 // opLabel is the op label of a request: the operation's name, or "unknown"

@@ -9,10 +9,13 @@ import (
 // Reply bytes not yet written, in total.
 //
 // A reply is charged to its connection (conn.outbound) from the moment it is
-// handed to the transport (flush) until the transport has written it to the
-// socket: the bytes of the AsyncWrite in progress plus what the transport
-// buffers (OutboundBuffered). Per connection, more than MaxOutboundBytes
-// buffered cuts the connection (slow_reader, conn.cutIfSlow). In total,
+// queued in the connection's outbox (conn.queue) until the transport has
+// written it to the socket: the outbox, the bytes of the AsyncWrite in
+// progress and what the transport buffers (OutboundBuffered). Per
+// connection, more than MaxOutboundBytes so charged cuts the connection
+// (slow_reader): in conn.queue when a reply takes it over (the outbox grows
+// while an AsyncWrite is outstanding, and a read worker must not grow it for
+// a client that does not read), and in conn.cutIfSlow after a write. In total,
 // outboundTotal is the sum over connections; over maxOutboundTotal the
 // connection holding the most unwritten reply bytes, the slowest reader, is
 // closed (reason "outbound_overflow"), so that clients that never read
@@ -56,6 +59,7 @@ func (c *conn) remeasureOutbound() {
 	if c.inWrite != nil {
 		n += int64(len(c.inWrite.B))
 	}
+	n += int64(len(c.out.B))
 	if !c.closed {
 		c.setOutboundLocked(n)
 	}
@@ -93,6 +97,33 @@ func (c *conn) cutFromTotals() {
 	c.setOutboundLocked(0)
 	c.mu.Unlock()
 	c.b.setUnparsed(c, 0)
+}
+
+// cutOutboxLocked marks c, whose unwritten replies are over
+// MaxOutboundBytes, as cut: closed to further replies, its outbox dropped
+// and its charge taken out of the total. It reports false, doing nothing,
+// when c was closed or cut already. The caller then calls closeCut without
+// c.mu. Requires c.mu held.
+func (c *conn) cutOutboxLocked() bool {
+	if c.closed || !c.cut.CompareAndSwap(false, true) {
+		return false
+	}
+	c.closed = true
+	c.out.B = c.out.B[:0]
+	c.setOutboundLocked(0)
+	return true
+}
+
+// closeCut finishes a cut made under c.mu: counts it under reason, takes c
+// out of the unparsed total and closes its transport. Runs anywhere.
+func (c *conn) closeCut(reason string) {
+	c.b.metrics.cutConns.WithLabelValues(reason).Inc()
+	// c.ip, not c.gc.RemoteAddr(): a gnet.Conn's address may be read only
+	// on its own event loop.
+	c.b.log.Warn("closing connection: client does not read its replies", "remote_ip", c.ip,
+		"max_outbound_bytes", c.b.cfg.MaxOutboundBytes)
+	c.b.setUnparsed(c, 0)
+	c.gc.Close()
 }
 
 // slowestReader returns the registered connection with the most reply bytes

@@ -26,16 +26,18 @@ type pollWaiter struct {
 	r        *request
 	l        *ledger
 	deadline int64 // unix nanoseconds; set before it is queued, then read-only
-	idx      int   // its index in l.waiters; protected by l.mu
+	idx      int   // its index in the l.waiters heap, -1 once out; protected by l.mu
 	heapIdx  int   // its index in the timeout heap, -1 once out; protected by pollQueue.mu
+	connIdx  int   // its index in r.conn.polls, -1 once out; protected by r.conn.pollMu
 	done     atomic.Bool
 }
 
 // pollQueue holds the parked polls' timeouts: a min-heap by deadline, served
 // by one goroutine (pollTimer) that answers each poll whose deadline passed.
 // Parking, waking and timing out a poll each cost O(log n) under the queue's
-// mutex and O(1) under its ledger's; no poll has a goroutine or a runtime
-// timer of its own. Lock order: a ledger's mu, then the queue's mu.
+// mutex and O(log n) under its ledger's (whose waiters are a heap by the LAC
+// they wait for); no poll has a goroutine or a runtime timer of its own.
+// Lock order: a ledger's mu, then the queue's mu.
 type pollQueue struct {
 	mu    sync.Mutex
 	heap  []*pollWaiter // protected by mu
@@ -204,15 +206,135 @@ func (b *Bookie) handleLongPoll(c *conn, h *wire.Header, frame []byte) {
 		go b.pollTimer()
 	})
 	wait := min(time.Duration(req.TimeoutMillis)*time.Millisecond, b.cfg.MaxPollWait)
-	w := &pollWaiter{r: r, l: l, deadline: c.now.Add(wait).UnixNano(), idx: len(l.waiters)}
+	w := &pollWaiter{r: r, l: l, deadline: c.now.Add(wait).UnixNano()}
 	if !q.push(w) {
 		l.mu.Unlock()
 		b.release(r)
 		c.answer(h, wire.StatusTooManyRequests)
 		return
 	}
-	l.waiters = append(l.waiters, w)
+	pushWaiter(l, w)
+	c.parkPoll(w)
 	l.mu.Unlock()
+}
+
+// parkPoll records w among the polls c parked. Requires w.l.mu held.
+func (c *conn) parkPoll(w *pollWaiter) {
+	c.pollMu.Lock()
+	w.connIdx = len(c.polls)
+	c.polls = append(c.polls, w)
+	c.pollMu.Unlock()
+}
+
+// unparkPoll takes w, answered, out of the polls its connection parked (in
+// O(1): the last takes its place), unless the connection's close took them
+// all. Runs anywhere, by whoever answers w.
+func unparkPoll(w *pollWaiter) {
+	c := w.r.conn
+	c.pollMu.Lock()
+	if i := w.connIdx; i >= 0 && i < len(c.polls) && c.polls[i] == w {
+		last := len(c.polls) - 1
+		c.polls[i] = c.polls[last]
+		c.polls[i].connIdx = i
+		c.polls[last] = nil
+		c.polls = c.polls[:last]
+	}
+	w.connIdx = -1
+	c.pollMu.Unlock()
+}
+
+// releasePolls releases the long polls c parked and nothing answered, when
+// c closes: each leaves its ledger's waiters and the timeout heap, and its
+// request's charge is returned, at once rather than at its timeout, so that
+// the bound on parked polls counts only polls someone can still receive
+// (docs/security.md, "Limits"). A poll that a wake-up or timeout answers
+// concurrently is theirs (done). Runs on the event loop of c, as it closes.
+func (b *Bookie) releasePolls(c *conn) {
+	c.pollMu.Lock()
+	ws := c.polls
+	c.polls = nil
+	for _, w := range ws {
+		w.connIdx = -1
+	}
+	c.pollMu.Unlock()
+	for _, w := range ws {
+		if !w.done.CompareAndSwap(false, true) {
+			continue
+		}
+		w.l.mu.Lock()
+		dropWaiterLocked(w.l, w)
+		w.l.mu.Unlock()
+		b.conns.polls.remove(w)
+		b.release(w.r)
+	}
+}
+
+// dropWaiterLocked takes w out of l.waiters in O(log n), if it is still
+// there: a wake-up that answered it took it out already. Requires l.mu held.
+func dropWaiterLocked(l *ledger, w *pollWaiter) {
+	if i := w.idx; i >= 0 && i < len(l.waiters) && l.waiters[i] == w {
+		removeWaiterAt(l, i)
+	}
+}
+
+// The ledger's waiters: a min-heap by the LAC each waits to see passed
+// (r.prevLAC), each waiter's idx its place. Parking and taking one out cost
+// O(log n), and a LAC move pops exactly the waiters it answers: a crowd of
+// polls waiting for a LAC far ahead costs an add on the ledger nothing.
+// Each requires l.mu held.
+
+func pushWaiter(l *ledger, w *pollWaiter) {
+	w.idx = len(l.waiters)
+	l.waiters = append(l.waiters, w)
+	waiterUp(l.waiters, w.idx)
+}
+
+func removeWaiterAt(l *ledger, i int) {
+	h := l.waiters
+	last := len(h) - 1
+	w := h[i]
+	if i != last {
+		h[i] = h[last]
+		h[i].idx = i
+	}
+	h[last] = nil
+	l.waiters = h[:last]
+	if i != last {
+		waiterDown(l.waiters, i)
+		waiterUp(l.waiters, i)
+	}
+	w.idx = -1
+}
+
+func waiterUp(h []*pollWaiter, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].r.prevLAC <= h[i].r.prevLAC {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		h[p].idx, h[i].idx = p, i
+		i = p
+	}
+}
+
+func waiterDown(h []*pollWaiter, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].r.prevLAC < h[l].r.prevLAC {
+			m = r
+		}
+		if h[i].r.prevLAC <= h[m].r.prevLAC {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		h[i].idx, h[m].idx = i, m
+		i = m
+	}
 }
 
 // wakePollers answers every waiter whose LAC has been passed: at once when
@@ -221,25 +343,20 @@ func (b *Bookie) handleLongPoll(c *conn, h *wire.Header, frame []byte) {
 // handling, or nil off the loops. Requires l.mu held.
 func (b *Bookie) wakePollers(l *ledger, on *conn) {
 	lac := l.effectiveLAC()
-	kept := l.waiters[:0]
-	for _, w := range l.waiters {
-		if lac > w.r.prevLAC {
-			if !b.answerPollCached(w, lac, on) {
-				b.firePoll(w)
-			}
-		} else {
-			w.idx = len(kept)
-			kept = append(kept, w)
+	for len(l.waiters) > 0 && lac > l.waiters[0].r.prevLAC {
+		w := l.waiters[0]
+		removeWaiterAt(l, 0)
+		if !b.answerPollCached(w, lac, on) {
+			b.firePoll(w)
 		}
 	}
-	clear(l.waiters[len(kept):])
-	l.waiters = kept
 }
 
 // wakeAllPollers answers every waiter (the ledger was fenced, or the bookie
 // is shutting down). Requires l.mu held.
 func (b *Bookie) wakeAllPollers(l *ledger) {
 	for _, w := range l.waiters {
+		w.idx = -1
 		b.firePoll(w)
 	}
 	clear(l.waiters)
@@ -251,13 +368,13 @@ func (b *Bookie) wakeAllPollers(l *ledger) {
 func (b *Bookie) firePoll(w *pollWaiter) {
 	if w.done.CompareAndSwap(false, true) {
 		b.conns.polls.remove(w)
+		unparkPoll(w)
 		b.submitRead(w.r)
 	}
 }
 
 // pollTimedOut answers w, whose deadline passed, unless a wake-up did: it
-// takes w out of its ledger's waiters (in O(1): the last takes its place)
-// and hands it to a read worker, which answers with the LAC as it is then.
+// takes w out of its ledger's waiters and hands it to a read worker, which answers with the LAC as it is then.
 // Runs on the poll timer.
 func (b *Bookie) pollTimedOut(w *pollWaiter) {
 	if !w.done.CompareAndSwap(false, true) {
@@ -266,14 +383,9 @@ func (b *Bookie) pollTimedOut(w *pollWaiter) {
 	l := w.l
 	l.mu.Lock()
 	// A wake-up that lost the race to done dropped w already.
-	if i := w.idx; i < len(l.waiters) && l.waiters[i] == w {
-		last := len(l.waiters) - 1
-		l.waiters[i] = l.waiters[last]
-		l.waiters[i].idx = i
-		l.waiters[last] = nil
-		l.waiters = l.waiters[:last]
-	}
+	dropWaiterLocked(l, w)
 	l.mu.Unlock()
+	unparkPoll(w)
 	b.submitRead(w.r)
 }
 
@@ -305,6 +417,7 @@ func (b *Bookie) answerPollCached(w *pollWaiter, lac int64, on *conn) bool {
 		return true // its timeout answers it
 	}
 	b.conns.polls.remove(w)
+	unparkPoll(w)
 	var data []byte
 	if entry != nil {
 		data = entry.B

@@ -94,3 +94,80 @@ func TestPollTimeoutsAndWakeups(t *testing.T) {
 }
 
 func parkedTotal(b *Bookie) int64 { return b.conns.polls.count.Load() }
+
+// TestPollsReleasedOnClose: the long polls a connection parked leave the
+// bound, their ledger's waiters and the in-flight totals when the connection
+// closes, not at their timeout (a minute here): a client that parks polls and
+// hangs up, over and over, cannot keep the bound full for others.
+func TestPollsReleasedOnClose(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	if s := w.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	const n = 100
+	nc := rawConn(t, b.Addr(), true)
+	var frames []byte
+	for i := 1; i <= n; i++ {
+		frames = wire.AppendLongPollLACRequest(frames, uint64(i), 0, 1, 1000, 60_000)
+	}
+	if _, err := nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return parkedTotal(b) == n })
+	nc.Close()
+	waitUntil(t, func() bool { return parkedTotal(b) == 0 && parkedPolls(b, 1) == 0 })
+	if got := b.inflightBytes.Load(); got != 0 {
+		t.Fatalf("%d in-flight bytes still charged after the polls' connection closed", got)
+	}
+	// The ledger still wakes its writer's own polls normally.
+	if s := w.add(testKey, 0, 1, 1, 0, []byte("y")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+}
+
+// TestLACMoveLooksOnlyAtAnsweredPolls: polls parked far ahead of a ledger's
+// LAC cost an add that moves the LAC nothing: the waiters are kept by the
+// LAC they wait for, and a LAC move takes out exactly those it passes. Here
+// 1,000 polls wait for LAC 1,000 and 10 for LAC 0; the ledger's waiters
+// must keep the lowest LAC asked first, and an add making LAC 1 answers the
+// 10 and leaves the 1,000 parked.
+func TestLACMoveLooksOnlyAtAnsweredPolls(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	if s := w.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	nc := rawConn(t, b.Addr(), true)
+	var frames []byte
+	for i := 1; i <= 1010; i++ {
+		prev := int64(1000)
+		if i%101 == 0 { // ten of them, spread among the others
+			prev = 0
+		}
+		frames = wire.AppendLongPollLACRequest(frames, uint64(i), 0, 1, prev, 60_000)
+	}
+	if _, err := nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return parkedPolls(b, 1) == 1010 })
+	l := b.ledgers.get(1)
+	l.mu.Lock()
+	first := l.waiters[0].r.prevLAC
+	l.mu.Unlock()
+	if first != 0 {
+		t.Fatalf("the ledger's first waiter waits for LAC %d, want the lowest asked, 0", first)
+	}
+	if s := w.add(testKey, 0, 1, 1, 0, []byte("y")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if s := w.add(testKey, 0, 1, 2, 1, []byte("z")); s != wire.StatusOK { // LAC 1
+		t.Fatal(s)
+	}
+	waitUntil(t, func() bool { return parkedPolls(b, 1) == 1000 })
+	if n := parkedTotal(b); n != 1000 {
+		t.Fatalf("%d polls in the timeout queue, want the 1000 still waiting", n)
+	}
+}

@@ -113,9 +113,6 @@ func (b *Bookie) announceReadOnly() {
 
 func first[A, B any](a A, _ B) A { return a }
 
-// advertisedAdmin returns the admin (or TLS) address to register: the listener's,
-// with an unspecified host (0.0.0.0, ::) replaced by the bookie id's host.
-// Empty without such a listener.
 // advertisedAdminURL is the admin address the registration names:
 // advertisedAdmin's host:port, as "https://host:port" when the admin
 // listener serves TLS, so that bk speaks TLS to it.
@@ -127,6 +124,9 @@ func (b *Bookie) advertisedAdminURL(id string) string {
 	return a
 }
 
+// advertisedAdmin returns the admin (or TLS) address to register: the listener's,
+// with an unspecified host (0.0.0.0, ::) replaced by the bookie id's host.
+// Empty without such a listener.
 func advertisedAdmin(listen, id string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {

@@ -34,8 +34,12 @@ var (
 	// wrote one id twice. Entries are immutable, so the writer fails (no
 	// ensemble change: the bookie is right) and recovery closes nothing.
 	ErrEntryExists = errors.New("client: a bookie already holds this entry with other bytes")
-	// ErrUnauthorized is returned when a bookie refuses the ledger's master key.
-	ErrUnauthorized = errors.New("client: unauthorized (master key mismatch)")
+	// ErrUnauthorized is returned when a bookie refuses the ledger's master key
+	// (StatusUnauthorized to a request), or when authentication to a bookie fails
+	// in the handshake: the error wrapping it names the bookie and says which (an
+	// AUTH the bookie refused, a bookie proof that is wrong, no secret where one is
+	// needed).
+	ErrUnauthorized = errors.New("client: unauthorized")
 	// ErrNotEnoughBookies is returned when fewer live, writable bookies are registered than an
 	// ensemble needs.
 	ErrNotEnoughBookies = errors.New("client: not enough bookies")

@@ -277,7 +277,7 @@ func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, wire
 			// cannot prove it holds the secret, and may be anyone: it would be sent
 			// master keys and entries, and its answers believed.
 			nc.Close()
-			return nil, nil, 0, fmt.Errorf("%w: handshake: bookie asks for no authentication, and this client holds the cluster secret (Config.Secret): refusing a bookie that cannot prove it holds it", ErrUnauthorized)
+			return nil, nil, 0, fmt.Errorf("%w: handshake: bookie %s asks for no authentication (AUTH), and this client holds the cluster secret (Config.Secret): refusing a bookie that cannot prove it holds it", ErrUnauthorized, c.addr)
 		}
 	case wire.AuthHMACSHA256Bound:
 		if err := c.authenticateBound(nc, br, h.Auth); err != nil {
@@ -307,7 +307,7 @@ func (c *bookieConn) connect(ctx context.Context) (net.Conn, *bufio.Reader, wire
 // bookie refuses. It sends the connection's first request, with request id 0.
 func (c *bookieConn) authenticateBound(nc net.Conn, br *bufio.Reader, auth []byte) error {
 	if len(c.cfg.secret) == 0 {
-		return fmt.Errorf("%w: bookie requires authentication and Config.Secret is not set", ErrUnauthorized)
+		return fmt.Errorf("%w: bookie %s requires authentication (AUTH) and Config.Secret, the cluster secret, is not set", ErrUnauthorized, c.addr)
 	}
 	ch, err := wire.DecodeAuthChallenge(auth)
 	if err != nil {
@@ -333,7 +333,7 @@ func (c *bookieConn) authenticateBound(nc net.Conn, br *bufio.Reader, auth []byt
 // request, with request id 0.
 func (c *bookieConn) authenticate(nc net.Conn, br *bufio.Reader, bookieNonce []byte) error {
 	if len(c.cfg.secret) == 0 {
-		return fmt.Errorf("%w: bookie requires authentication and Config.Secret is not set", ErrUnauthorized)
+		return fmt.Errorf("%w: bookie %s requires authentication (AUTH) and Config.Secret, the cluster secret, is not set", ErrUnauthorized, c.addr)
 	}
 	clientNonce := make([]byte, wire.NonceSize)
 	rand.Read(clientNonce)
@@ -356,10 +356,10 @@ func (c *bookieConn) exchangeAuth(nc net.Conn, br *bufio.Reader, method uint16, 
 		return fmt.Errorf("auth: %w", err)
 	}
 	if resp.Status != wire.StatusOK {
-		return fmt.Errorf("%w: bookie answered %v to AUTH", ErrUnauthorized, resp.Status)
+		return fmt.Errorf("%w: bookie %s answered %v to AUTH: its cluster secret is not this client's (Config.Secret), or a relay between them passed the AUTH on", ErrUnauthorized, c.addr, resp.Status)
 	}
 	if !wire.CheckAuthProof(resp.Data, want) {
-		return fmt.Errorf("%w: bookie's proof is wrong (it does not hold the cluster secret)", ErrUnauthorized)
+		return fmt.Errorf("%w: bookie %s answered AUTH with a wrong proof: it does not hold this client's cluster secret", ErrUnauthorized, c.addr)
 	}
 	return nil
 }

@@ -23,9 +23,30 @@ type logUsage struct {
 	writing bool             // owned by a logWriter, or filled but not yet indexed
 }
 
-func (u *logUsage) add(ledger uint64, n int64) {
+// addLiveLocked counts n more live bytes of ledger in u. Requires indexMu
+// (or a Store not yet shared, during Open).
+func (s *Store) addLiveLocked(u *logUsage, ledger uint64, n int64) {
 	u.ledgers[ledger] += n
 	u.live += n
+	s.space.live.Add(n)
+}
+
+// putUsageLocked registers u as log id's usage, replacing any before it.
+// Requires indexMu (or a Store not yet shared, during Open).
+func (s *Store) putUsageLocked(id uint32, u *logUsage) {
+	s.dropUsageLocked(id)
+	s.usage[id] = u
+	s.space.live.Add(u.live)
+	s.space.data.Add(u.data)
+}
+
+// dropUsageLocked forgets log id's usage. Requires indexMu.
+func (s *Store) dropUsageLocked(id uint32) {
+	if u := s.usage[id]; u != nil {
+		s.space.live.Add(-u.live)
+		s.space.data.Add(-u.data)
+		delete(s.usage, id)
+	}
 }
 
 // avgRecord is the mean record size in the log, the estimate used for
@@ -43,7 +64,7 @@ func (s *Store) addLog(lf *logFile, h header, writing bool) {
 	s.logs[lf.id] = lf
 	s.logsMu.Unlock()
 	s.indexMu.Lock()
-	s.usage[lf.id] = &logUsage{data: h.end - HeaderSize, records: h.records, ledgers: make(map[uint64]int64), writing: writing}
+	s.putUsageLocked(lf.id, &logUsage{data: h.end - HeaderSize, records: h.records, ledgers: make(map[uint64]int64), writing: writing})
 	s.indexMu.Unlock()
 }
 
@@ -51,6 +72,7 @@ func (s *Store) addLog(lf *logFile, h header, writing bool) {
 func (s *Store) noteSynced(id uint32, end int64, records uint64) {
 	s.indexMu.Lock()
 	if u := s.usage[id]; u != nil {
+		s.space.data.Add(end - HeaderSize - u.data)
 		u.data, u.records = end-HeaderSize, records
 	}
 	s.indexMu.Unlock()
@@ -98,6 +120,7 @@ func (s *Store) DeleteLedger(ledger uint64) error {
 	for _, u := range s.usage {
 		if n, ok := u.ledgers[ledger]; ok {
 			u.live -= n
+			s.space.live.Add(-n)
 			delete(u.ledgers, ledger)
 		}
 	}
@@ -295,7 +318,7 @@ func (s *Store) compactLog(ctx context.Context, id uint32, pacer *pace.Pacer, st
 	if err == nil {
 		s.indexMu.Lock()
 		if err = s.ix.sync(); err == nil {
-			delete(s.usage, id)
+			s.dropUsageLocked(id)
 		}
 		s.indexMu.Unlock()
 	}
@@ -407,7 +430,7 @@ func (s *Store) switchMoves(moves []move, st *CompactStats) error {
 			return fmt.Errorf("index put ledger %d entry %d: %w", m.ledger, m.entry, err)
 		}
 		if u := s.usage[m.to.log()]; u != nil {
-			u.add(m.ledger, m.size)
+			s.addLiveLocked(u, m.ledger, m.size)
 		}
 		st.EntriesMoved++
 		st.BytesMoved += m.size
@@ -537,13 +560,10 @@ func (s *Store) LedgerBytes(ledgers []uint64) int64 {
 // SpaceStats returns the durable record bytes of every entry log and how
 // many of them are live (still pointed at by the index; an estimate for
 // logs counted at Open, exact for logs written since). The difference is
-// what compaction can reclaim.
+// what compaction can reclaim. It takes no lock (the sums are kept beside
+// the per-log figures), so a metrics scrape never waits for a flush or a
+// compaction that holds the index; the two sums are each exact, read one
+// after the other.
 func (s *Store) SpaceStats() (live, total int64) {
-	s.indexMu.Lock()
-	defer s.indexMu.Unlock()
-	for _, u := range s.usage {
-		live += u.live
-		total += u.data
-	}
-	return live, total
+	return s.space.live.Load(), s.space.data.Load()
 }

@@ -123,7 +123,7 @@ func (s *Store) openLogs() (bad map[uint32]*logFile, err error) {
 			f.Truncate(h.end)
 		}
 		s.logs[id] = lf
-		s.usage[id] = &logUsage{data: h.end - HeaderSize, records: h.records, ledgers: make(map[uint64]int64)}
+		s.putUsageLocked(id, &logUsage{data: h.end - HeaderSize, records: h.records, ledgers: make(map[uint64]int64)})
 	}
 	s.nextID.Store(next)
 	return bad, nil
@@ -153,7 +153,7 @@ func (s *Store) rebuildUsage(bad map[uint32]*logFile) error {
 				referenced[loc.log()] = true
 				return nil
 			}
-			u.add(l, u.avgRecord())
+			s.addLiveLocked(u, l, u.avgRecord())
 			return nil
 		})
 		if err != nil && !errors.Is(err, ErrNoSuchLedger) {

@@ -247,6 +247,10 @@ type Store struct {
 
 	indexMu sync.Mutex
 	usage   map[uint32]*logUsage // requires indexMu
+	// space is the sum of usage's live and data bytes, changed with them
+	// under indexMu and read without it (SpaceStats), so that a metrics
+	// scrape never waits for a flush's index sync.
+	space struct{ live, data atomic.Int64 }
 
 	logsMu sync.RWMutex
 	logs   map[uint32]*logFile // requires logsMu; readers hold it (shared) across a pread
@@ -735,7 +739,7 @@ func (s *Store) indexSegments(h *half, segments <-chan []pendingPut) error {
 				break
 			}
 			if u := s.usage[p.loc.log()]; u != nil {
-				u.add(p.ledger, p.size)
+				s.addLiveLocked(u, p.ledger, p.size)
 			}
 		}
 		s.indexMu.Unlock()

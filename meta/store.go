@@ -164,8 +164,10 @@ type BookieInfo struct {
 	// one (bookie Config.TLSListen): clients configured for TLS dial it
 	// instead of DialAddr. Optional; older readers ignore it.
 	TLSAddr string `json:"tlsAddr,omitempty"`
-	// Admin is the bookie's admin HTTP endpoint, "host:port", when it runs
-	// one: where bk bookie status, bk gc and the like find it.
+	// Admin is the bookie's admin HTTP endpoint, when it runs one: where bk
+	// bookie status, bk gc and the like find it. It is "https://host:port" when
+	// the admin listener serves TLS (bookie Config.AdminTLS), and a bare
+	// "host:port", spoken to over plain HTTP, when it does not.
 	Admin string `json:"admin,omitempty"`
 	// InstanceID identifies the bookie's storage (its cookie); it changes
 	// when the data directories are wiped or replaced. RegisterBookie uses
