@@ -5,8 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -248,33 +252,49 @@ func TestOpenLoopChargesStalls(t *testing.T) {
 	}
 }
 
-func TestParseMetrics(t *testing.T) {
-	text := `# HELP bookie_journal_batch_records Records per journal fsync.
-# TYPE bookie_journal_batch_records histogram
-bookie_journal_batch_records_bucket{le="1"} 3
-bookie_journal_batch_records_bucket{le="+Inf"} 10
-bookie_journal_batch_records_sum 12345
-bookie_journal_batch_records_count 10
-process_cpu_seconds_total 4.5
-process_resident_memory_bytes 1.2345e+08
-go_memstats_heap_inuse_bytes 1e+08
-go_memstats_next_gc_bytes 2e+08
-bookie_add_latency_seconds_sum 0.5
-bookie_add_latency_seconds_count 1000
-bookie_journal_batch_latency_seconds_sum 1.5
-bookie_responses_total{op="ADD",status="Fenced"} 3
-bookie_responses_total{op="ADD",status="OK"} 2048
-`
-	s, err := parseMetrics(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
+// TestReadCounters: a bookie's counters come from its Counters function when
+// it runs in this process, else as JSON from its admin listener's /counters;
+// a bookie with neither has none.
+func TestReadCounters(t *testing.T) {
+	want := bookie.Counters{PID: 7, ProcessStart: time.Unix(1e9, 0).UTC(), CPUSeconds: 4.5, RSSBytes: 123450000, AddsOK: 2048,
+		JournalBatchRecords: bookie.Histogram{Count: 10, Sum: 12345}, Checkpoints: bookie.Histogram{Count: 3, Sum: 1.5, Buckets: []bookie.Bucket{{UpperBound: 0.5, Count: 2}}}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/counters" {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(want)
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	got, err := readCounters(ctx, Bookie{Admin: srv.URL})
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("from the admin listener: %+v, %v; want %+v", got, err, want)
 	}
-	want := bookieStats{batchRecordsSum: 12345, batchRecordsCount: 10, cpuSeconds: 4.5, rssBytes: 1.2345e8, heapInuse: 1e8, nextGC: 2e8, addSecs: 0.5, adds: 1000, batchSecs: 1.5, addsOK: 2048}
-	if s != want {
-		t.Fatalf("got %+v, want %+v", s, want)
+	got, err = readCounters(ctx, Bookie{Admin: "http://127.0.0.1:1", Counters: func() bookie.Counters { return want }})
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("in process: %+v, %v; want %+v", got, err, want)
 	}
-	a := clusterStats{at: time.Unix(0, 0), stats: []bookieStats{{}, {batchRecordsSum: 5, batchRecordsCount: 5}}, ok: []bool{true, true}}
-	b := clusterStats{at: time.Unix(2, 0), stats: []bookieStats{want, {batchRecordsSum: 5, batchRecordsCount: 5, cpuSeconds: 1}}, ok: []bool{true, true}}
+	if _, err := readCounters(ctx, Bookie{}); !errors.Is(err, errNoCounters) {
+		t.Errorf("no admin, no Counters: %v, want errNoCounters", err)
+	}
+	if _, err := readCounters(ctx, Bookie{Admin: srv.URL + "/nothing"}); err == nil {
+		t.Error("a 404 read as counters")
+	}
+	cs := scrapeAll(ctx, []Bookie{{Admin: srv.URL}, {}})
+	if !cs.ok[0] || cs.ok[1] || cs.stats[0].AddsOK != 2048 {
+		t.Errorf("scrapeAll: ok %v, %+v", cs.ok, cs.stats)
+	}
+}
+
+// TestCounterFigures: adds per fsync, the bookies' add and batch latency and
+// their CPU are differences of two readings of their counters.
+func TestCounterFigures(t *testing.T) {
+	want := bookie.Counters{JournalBatchRecords: bookie.Histogram{Count: 10, Sum: 12345}, CPUSeconds: 4.5,
+		AddLatency: bookie.Histogram{Count: 1000, Sum: 0.5}, JournalBatchLatency: bookie.Histogram{Sum: 1.5}}
+	batches5 := bookie.Histogram{Count: 5, Sum: 5}
+	a := clusterStats{at: time.Unix(0, 0), stats: []bookie.Counters{{}, {JournalBatchRecords: batches5}}, ok: []bool{true, true}}
+	b := clusterStats{at: time.Unix(2, 0), stats: []bookie.Counters{want, {JournalBatchRecords: batches5, CPUSeconds: 1}}, ok: []bool{true, true}}
 	if got := addsPerSync(a, b); got != 1234.5 {
 		t.Errorf("adds per sync %v, want 1234.5", got)
 	}
@@ -285,11 +305,11 @@ bookie_responses_total{op="ADD",status="OK"} 2048
 		t.Errorf("bookie cpu %v %v, want 2.75 cores", cpu, ok)
 	}
 	// Two bookies of one process (same start time and process id) count
-	// once; two processes started in the same clock tick (same start time,
-	// the process collector's resolution is 10 ms) count twice.
-	shared := bookieStats{cpuSeconds: 3, startTime: 1e9, pid: 7}
-	a2 := clusterStats{at: time.Unix(0, 0), stats: []bookieStats{{startTime: 1e9, pid: 7}, {startTime: 1e9, pid: 7}, {startTime: 1e9, pid: 8}}, ok: []bool{true, true, true}}
-	b2 := clusterStats{at: time.Unix(2, 0), stats: []bookieStats{shared, shared, {cpuSeconds: 1, startTime: 1e9, pid: 8}}, ok: []bool{true, true, true}}
+	// once; two processes started at the same time count twice.
+	started := time.Unix(1e9, 0)
+	shared := bookie.Counters{CPUSeconds: 3, ProcessStart: started, PID: 7}
+	a2 := clusterStats{at: time.Unix(0, 0), stats: []bookie.Counters{{ProcessStart: started, PID: 7}, {ProcessStart: started, PID: 7}, {ProcessStart: started, PID: 8}}, ok: []bool{true, true, true}}
+	b2 := clusterStats{at: time.Unix(2, 0), stats: []bookie.Counters{shared, shared, {CPUSeconds: 1, ProcessStart: started, PID: 8}}, ok: []bool{true, true, true}}
 	if cpu, ok := bookieCPU([]Bookie{{}, {}, {}}, a2, b2); !ok || cpu != 2 {
 		t.Errorf("bookie cpu with two bookies in one process and one started in the same tick: %v %v, want 2 cores", cpu, ok)
 	}
@@ -507,7 +527,7 @@ func startLocalWith(t *testing.T, dir string, n int, admin bool, timeout time.Du
 	for _, b := range lc.Bookies {
 		bk := Bookie{ID: meta.BookieID(b.Addr()), InProcess: true}
 		if admin {
-			bk.Metrics = "http://" + b.AdminAddr() + "/metrics"
+			bk.Admin, bk.Counters = "http://"+b.AdminAddr(), b.Counters
 		}
 		tg.Bookies = append(tg.Bookies, bk)
 	}

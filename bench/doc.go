@@ -55,10 +55,12 @@
 //
 // Latencies go into HDR histograms (1 us .. 100 s, 3 significant digits):
 // p50/p95/p99/p99.9/max for the whole run and per second for the timeline.
-// Adds per fsync come from the bookies' bookie_journal_batch_records
-// histogram, scraped from their admin /metrics before and after each
-// workload; CPU from getrusage (this process) and /proc/PID/stat (bookies in
-// other local processes); bookie RSS from process_resident_memory_bytes.
+// Adds per fsync, checkpoints and the bookies' own add latency come from
+// their counters (bookie.Counters), read before and after each workload:
+// directly from a bookie in this process, else as JSON from its admin
+// listener's GET /counters. CPU comes from getrusage (this process) and
+// /proc/PID/stat (bookies in other local processes); bookie RSS from the
+// counters.
 //
 // # Concurrency
 //

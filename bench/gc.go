@@ -63,7 +63,7 @@ const gcForegroundSize = 1024
 // checkpoint (the entries then are in entry logs); measures the foreground writer's latency
 // for a while; deletes every other ledger; and asks every bookie (POST /gc on its admin
 // endpoint) for a collection, twice gc_grace_period apart, while the foreground writer keeps
-// adding. It needs the bookies' admin endpoints (Bookie.Metrics).
+// adding. It needs the bookies' admin endpoints (Bookie.Admin).
 func (r *Runner) runGC(ctx context.Context, w Workload, res *Result) error {
 	store, bookies, err := r.opts.Target.view(w.Bookies)
 	if err != nil {
@@ -71,10 +71,10 @@ func (r *Runner) runGC(ctx context.Context, w Workload, res *Result) error {
 	}
 	var admins []string
 	for _, b := range bookies {
-		if b.Metrics == "" {
+		if b.Admin == "" {
 			return fmt.Errorf("bench: the gc workload needs the bookies' admin endpoints (--admin)")
 		}
-		admins = append(admins, strings.TrimSuffix(b.Metrics, "/metrics"))
+		admins = append(admins, b.Admin)
 	}
 	g := &GCResult{Ledgers: w.Ledgers, ForegroundRate: gcForegroundRate}
 	res.GC = g
@@ -343,8 +343,8 @@ func (f *foreground) stop() error {
 }
 
 // waitCheckpoint waits until every bookie completed a checkpoint that began after the call,
-// so that what was written is in its entry logs. A bookie without a metrics URL is not
-// waited for: nothing says when it checkpoints.
+// so that what was written is in its entry logs. A bookie whose counters cannot be read is
+// not waited for: nothing says when it checkpoints.
 func waitCheckpoint(ctx context.Context, bookies []Bookie) error {
 	first := scrapeAll(ctx, bookies)
 	deadline := time.Now().Add(2 * time.Minute)
@@ -352,7 +352,7 @@ func waitCheckpoint(ctx context.Context, bookies []Bookie) error {
 		now := scrapeAll(ctx, bookies)
 		done := true
 		for i := range bookies {
-			if bookies[i].Metrics != "" && (!now.ok[i] || now.stats[i].checkpoints < first.stats[i].checkpoints+2) {
+			if bookies[i].hasCounters() && (!now.ok[i] || now.stats[i].Checkpoints.Count < first.stats[i].Checkpoints.Count+2) {
 				done = false
 			}
 		}
@@ -366,15 +366,15 @@ func waitCheckpoint(ctx context.Context, bookies []Bookie) error {
 	}
 }
 
-// entryLogDisk sums bookie_disk_bytes{kind="entrylog"} over the bookies.
+// entryLogDisk sums the size of the entry log files over the bookies.
 func entryLogDisk(ctx context.Context, bookies []Bookie) (int64, error) {
 	var n int64
 	for _, b := range bookies {
-		st, err := scrape(ctx, b.Metrics)
+		c, err := readCounters(ctx, b)
 		if err != nil {
 			return 0, err
 		}
-		n += int64(st.entryLogDisk)
+		n += c.EntryLogDiskBytes
 	}
 	return n, nil
 }

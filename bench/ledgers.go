@@ -2,22 +2,19 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"math"
-	"net/http"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 )
 
@@ -28,11 +25,11 @@ import (
 // tenth of the ledgers, the checkpoints the bookie completed in each tenth and their
 // durations, and at the end the index's bytes on disk per ledger and per entry, the
 // checkpoint durations over the whole run, and the resident memory of the process (with
-// --local: etcd, the bookie and the client together) and of the bookie by its metrics.
+// --local: etcd, the bookie and the client together) and of the bookie by its counters.
 
 // LedgersOptions configure the ledgers workload.
 type LedgersOptions struct {
-	// Target is the cluster; the workload uses its first bookie, whose Metrics it needs.
+	// Target is the cluster; the workload uses its first bookie, whose counters it needs.
 	Target Target
 	// IndexDir is that bookie's index directory (ledger_dir/index), whose disk usage is
 	// reported; "" leaves it out.
@@ -50,7 +47,7 @@ type LedgersSlice struct {
 	Ledgers     int           // ledgers created (and closed) by the end of the slice
 	Took        time.Duration // the slice's duration
 	Rate        float64       // ledgers per second in the slice
-	Checkpoints int           // checkpoints the bookie completed in the slice; -1: unknown (/metrics did not answer)
+	Checkpoints int           // checkpoints the bookie completed in the slice; -1: unknown (its counters could not be read)
 	CkptMean    time.Duration // their mean duration
 	CkptMax     time.Duration // the upper bound of the largest histogram bucket any of them fell in
 }
@@ -85,9 +82,9 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 	if err != nil {
 		return LedgersResult{}, err
 	}
-	metrics := bookies[0].Metrics
-	if metrics == "" {
-		return LedgersResult{}, errors.New("bench: the ledgers workload needs the bookie's admin endpoint")
+	bk := bookies[0]
+	if !bk.hasCounters() {
+		return LedgersResult{}, errors.New("bench: the ledgers workload needs the bookie's counters (its admin endpoint)")
 	}
 	cl, err := client.New(ctx, client.Config{Store: store})
 	if err != nil {
@@ -99,7 +96,7 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 	payload := make([]byte, o.EntrySize)
 
 	// Slice boundaries: the creator that completes ledger k*Ledgers/10 hands the time to the
-	// monitor, which scrapes the bookie's checkpoint histogram there.
+	// monitor, which reads the bookie's checkpoint histogram there.
 	type mark struct {
 		done int
 		at   time.Time
@@ -112,10 +109,11 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 		}
 	}
 	cpu0, cpuOK := machineCPU()
-	first, err := scrapeCheckpoints(ctx, metrics)
+	c, err := readCounters(ctx, bk)
 	if err != nil {
 		return res, err
 	}
+	first := checkpointsOf(c)
 	start := time.Now()
 	var monitor sync.WaitGroup
 	monitor.Go(func() {
@@ -123,9 +121,10 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 		for m := range marks {
 			s := LedgersSlice{Ledgers: m.done, Took: m.at.Sub(prevAt), Checkpoints: -1}
 			s.Rate = float64(m.done-prevDone) / s.Took.Seconds()
-			// A bookie too busy to answer /metrics in time leaves the slice's
+			// A bookie too busy to answer in time leaves the slice's
 			// checkpoints unknown; the next slice then counts them.
-			if cur, err := scrapeCheckpoints(ctx, metrics); err == nil {
+			if c, err := readCounters(ctx, bk); err == nil {
+				cur := checkpointsOf(c)
 				s.Checkpoints, s.CkptMean, _, s.CkptMax = cur.since(prev)
 				prev = cur
 			}
@@ -158,22 +157,17 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 		})
 	}
 	wg.Wait()
-	res.Took = time.Since(start) // the monitor's scrapes may take seconds more
+	res.Took = time.Since(start) // the monitor's reads may take seconds more
 	close(marks)
 	monitor.Wait()
 	if firstErr != nil {
 		return res, fmt.Errorf("bench: ledgers workload after %d ledgers: %w", done.Load(), firstErr)
 	}
 	res.Rate = float64(o.Ledgers) / res.Took.Seconds()
-	text, err := fetchMetrics(ctx, metrics)
-	if err != nil {
+	if c, err = readCounters(ctx, bk); err != nil {
 		return res, err
 	}
-	last, err := parseCheckpoints(bytes.NewReader(text))
-	if err != nil {
-		return res, err
-	}
-	res.Checkpoints, res.CkptMean, res.CkptP99, res.CkptMax = last.since(first)
+	res.Checkpoints, res.CkptMean, res.CkptP99, res.CkptMax = checkpointsOf(c).since(first)
 	if o.IndexDir != "" {
 		if res.IndexBytes, res.IndexApparent, res.IndexFiles, err = diskUsage(o.IndexDir); err != nil {
 			return res, err
@@ -181,9 +175,7 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 		res.IndexPerLedger = float64(res.IndexBytes) / float64(o.Ledgers)
 	}
 	res.ProcessRSS = processRSS()
-	if st, err := parseMetrics(bytes.NewReader(text)); err == nil {
-		res.BookieRSS = int64(st.rssBytes)
-	}
+	res.BookieRSS = c.RSSBytes
 	res.Load = loadAvg()
 	if cpu1, ok := machineCPU(); ok && cpuOK {
 		res.Steal = stealShare(cpu0, cpu1)
@@ -204,7 +196,7 @@ func createOne(ctx context.Context, cl *client.Client, opts client.LedgerOptions
 	return w.Close(ctx)
 }
 
-// ckptHistogram is the bookie's bookie_checkpoint_seconds histogram: cumulative counts by
+// ckptHistogram is the bookie's checkpoint duration histogram: cumulative counts by
 // bucket upper bound (seconds; the last is +Inf), the count and the sum.
 type ckptHistogram struct {
 	bounds []float64
@@ -243,67 +235,15 @@ func (h ckptHistogram) since(o ckptHistogram) (n int, mean, p99, largest time.Du
 	return n, mean, p99, largest
 }
 
-// slowClient fetches the metrics of a bookie holding many ledgers: its /metrics walks the
-// index directory, a file per ledger in the paged index, which takes seconds on a busy
-// machine.
-var slowClient = &http.Client{Timeout: time.Minute}
-
-// fetchMetrics returns the text of a bookie's /metrics.
-func fetchMetrics(ctx context.Context, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
+// checkpointsOf returns c's checkpoint histogram, its unbounded bucket last.
+func checkpointsOf(c bookie.Counters) ckptHistogram {
+	h := c.Checkpoints
+	out := ckptHistogram{count: float64(h.Count), sum: h.Sum}
+	for _, bk := range h.Buckets {
+		out.bounds, out.counts = append(out.bounds, bk.UpperBound), append(out.counts, float64(bk.Count))
 	}
-	resp, err := slowClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("bench: %s: %s", url, resp.Status)
-	}
-	return io.ReadAll(resp.Body)
-}
-
-// scrapeCheckpoints reads the bookie's checkpoint histogram from its /metrics.
-func scrapeCheckpoints(ctx context.Context, url string) (ckptHistogram, error) {
-	text, err := fetchMetrics(ctx, url)
-	if err != nil {
-		return ckptHistogram{}, err
-	}
-	return parseCheckpoints(bytes.NewReader(text))
-}
-
-// parseCheckpoints reads bookie_checkpoint_seconds from Prometheus text exposition format.
-func parseCheckpoints(r io.Reader) (ckptHistogram, error) {
-	var h ckptHistogram
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	const name = "bookie_checkpoint_seconds"
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !strings.HasPrefix(key, name) {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-		if err != nil {
-			return h, fmt.Errorf("bench: metric %s: %w", key, err)
-		}
-		switch {
-		case key == name+"_count":
-			h.count = v
-		case key == name+"_sum":
-			h.sum = v
-		case strings.HasPrefix(key, name+`_bucket{le="`):
-			le := strings.TrimSuffix(strings.TrimPrefix(key, name+`_bucket{le="`), `"}`)
-			b, err := strconv.ParseFloat(le, 64) // "+Inf" parses as +Inf
-			if err != nil {
-				return h, fmt.Errorf("bench: metric %s: %w", key, err)
-			}
-			h.bounds, h.counts = append(h.bounds, b), append(h.counts, v)
-		}
-	}
-	return h, sc.Err()
+	out.bounds, out.counts = append(out.bounds, math.Inf(1)), append(out.counts, float64(h.Count))
+	return out
 }
 
 // diskUsage returns the disk blocks (as du counts them), the apparent size and the number

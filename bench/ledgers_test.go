@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/meta"
 )
 
@@ -45,33 +47,20 @@ func TestLedgersWorkload(t *testing.T) {
 }
 
 // TestCheckpointHistogram: checkpoint counts, mean and bucket bounds come from the
-// difference of two scrapes.
+// difference of two readings of the bookie's counters; checkpoints longer than the last
+// bound fall in the unbounded bucket.
 func TestCheckpointHistogram(t *testing.T) {
-	scrape := func(text string) ckptHistogram {
-		t.Helper()
-		h, err := parseCheckpoints(strings.NewReader(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
+	read := func(count uint64, sum float64, buckets ...bookie.Bucket) ckptHistogram {
+		return checkpointsOf(bookie.Counters{Checkpoints: bookie.Histogram{Count: count, Sum: sum, Buckets: buckets}})
 	}
-	before := scrape(`# HELP bookie_checkpoint_seconds Checkpoint duration.
-bookie_checkpoint_seconds_bucket{le="0.001"} 1
-bookie_checkpoint_seconds_bucket{le="0.5"} 2
-bookie_checkpoint_seconds_bucket{le="4"} 2
-bookie_checkpoint_seconds_bucket{le="+Inf"} 2
-bookie_checkpoint_seconds_sum 0.3
-bookie_checkpoint_seconds_count 2
-`)
-	after := scrape(`bookie_checkpoint_seconds_bucket{le="0.001"} 1
-bookie_checkpoint_seconds_bucket{le="0.5"} 101
-bookie_checkpoint_seconds_bucket{le="4"} 102
-bookie_checkpoint_seconds_bucket{le="+Inf"} 102
-bookie_checkpoint_seconds_sum 20.3
-bookie_checkpoint_seconds_count 102
-`)
+	before := read(2, 0.3, bookie.Bucket{UpperBound: 0.001, Count: 1}, bookie.Bucket{UpperBound: 0.5, Count: 2}, bookie.Bucket{UpperBound: 4, Count: 2})
+	after := read(102, 20.3, bookie.Bucket{UpperBound: 0.001, Count: 1}, bookie.Bucket{UpperBound: 0.5, Count: 101}, bookie.Bucket{UpperBound: 4, Count: 102})
 	n, mean, p99, largest := after.since(before)
 	if n != 100 || mean != 200*time.Millisecond || p99 != 500*time.Millisecond || largest != 4*time.Second {
 		t.Fatalf("since: %d checkpoints, mean %v, p99 <= %v, max <= %v; want 100, 200ms, 500ms, 4s", n, mean, p99, largest)
+	}
+	slow := read(103, 40.3, bookie.Bucket{UpperBound: 0.001, Count: 1}, bookie.Bucket{UpperBound: 0.5, Count: 101}, bookie.Bucket{UpperBound: 4, Count: 102})
+	if n, _, _, largest := slow.since(after); n != 1 || largest != time.Duration(math.MaxInt64) {
+		t.Fatalf("a 20 s checkpoint past the last bound: %d checkpoints, max <= %v; want 1, unbounded", n, largest)
 	}
 }

@@ -184,10 +184,10 @@ func parseProcIO(io []byte) (syscr, syscw uint64, err error) {
 }
 
 // procStartTime returns when process pid started, in seconds since the
-// epoch, as Prometheus's process collector computes process_start_time_seconds
+// epoch, as a bookie computes its Counters.ProcessStart
 // (boot time plus field 22 of /proc/PID/stat, in clock ticks of 1/100 s):
 // a bookie's pid is read from /proc only if the process there is the one
-// that serves its metrics, not another that reused the number or one on
+// whose counters were read, not another that reused the number or one on
 // another host.
 func procStartTime(pid int) (float64, error) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -240,7 +240,7 @@ type procSnapshot struct {
 }
 
 // snapshotProcs reads this process's counters and those of every bookie
-// process that runs on this host (its pid and start time, from its metrics,
+// process that runs on this host (its pid and start time, from its counters,
 // match a process here).
 func snapshotProcs(bookies []Bookie, cs clusterStats) procSnapshot {
 	s := procSnapshot{procs: map[int]ProcCounters{}}
@@ -248,14 +248,14 @@ func snapshotProcs(bookies []Bookie, cs clusterStats) procSnapshot {
 	s.self, err = readProcCounters(0)
 	s.selfOK = err == nil
 	for i, b := range bookies {
-		pid := int(cs.stats[i].pid)
+		pid := cs.stats[i].PID
 		if b.InProcess || !cs.ok[i] || pid == 0 || pid == os.Getpid() {
 			continue
 		}
 		if _, done := s.procs[pid]; done {
 			continue
 		}
-		if st, err := procStartTime(pid); err != nil || math.Abs(st-cs.stats[i].startTime) > 1 {
+		if st, err := procStartTime(pid); err != nil || math.Abs(st-float64(cs.stats[i].ProcessStart.UnixNano())/1e9) > 1 {
 			continue // not this host's process
 		}
 		if c, err := readProcCounters(pid); err == nil {
@@ -268,7 +268,7 @@ func snapshotProcs(bookies []Bookie, cs clusterStats) procSnapshot {
 // procUsage returns what each process used between two snapshots: this
 // process (client, or client+bookies when they run in it) with clientAdds
 // and cpu seconds, then each bookie process read both times, with its adds
-// answered OK and CPU from its metrics.
+// answered OK and CPU from its counters.
 func procUsage(bookies []Bookie, a, b procSnapshot, sa, sb clusterStats, clientAdds, cpu float64) []ProcUsage {
 	var out []ProcUsage
 	inProcess := false
@@ -284,20 +284,20 @@ func procUsage(bookies []Bookie, a, b procSnapshot, sa, sb clusterStats, clientA
 	}
 	at := map[int]int{} // pid -> index in out: bookies sharing a process add up
 	for i := range bookies {
-		pid := int(sb.stats[i].pid)
+		pid := sb.stats[i].PID
 		ca, okA := a.procs[pid]
 		cb, okB := b.procs[pid]
 		if !okA || !okB || !sa.ok[i] || !sb.ok[i] {
 			continue
 		}
-		adds := sb.stats[i].addsOK - sa.stats[i].addsOK
+		adds := float64(sb.stats[i].AddsOK - sa.stats[i].AddsOK)
 		if j, ok := at[pid]; ok {
 			out[j].Adds += adds
 			continue
 		}
 		at[pid] = len(out)
 		out = append(out, ProcUsage{Name: fmt.Sprintf("bookie %d", i+1), PID: pid,
-			Adds: adds, CPU: sb.stats[i].cpuSeconds - sa.stats[i].cpuSeconds, ProcCounters: cb.sub(ca)})
+			Adds: adds, CPU: sb.stats[i].CPUSeconds - sa.stats[i].CPUSeconds, ProcCounters: cb.sub(ca)})
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bookie-go/bookie/bookie"
 	"golang.org/x/sys/unix"
 )
 
@@ -117,9 +118,11 @@ func TestWakeupsLine(t *testing.T) {
 // times (another host's) is left out.
 func TestProcUsage(t *testing.T) {
 	bookies := []Bookie{{}, {}, {}}
-	st := func(pid, adds, cpu float64) bookieStats { return bookieStats{pid: pid, addsOK: adds, cpuSeconds: cpu} }
-	sa := clusterStats{stats: []bookieStats{st(7, 0, 1), st(7, 100, 1), st(9, 0, 0)}, ok: []bool{true, true, true}}
-	sb := clusterStats{stats: []bookieStats{st(7, 1000, 3), st(7, 1100, 3), st(9, 500, 1)}, ok: []bool{true, true, true}}
+	st := func(pid int, adds uint64, cpu float64) bookie.Counters {
+		return bookie.Counters{PID: pid, AddsOK: adds, CPUSeconds: cpu}
+	}
+	sa := clusterStats{stats: []bookie.Counters{st(7, 0, 1), st(7, 100, 1), st(9, 0, 0)}, ok: []bool{true, true, true}}
+	sb := clusterStats{stats: []bookie.Counters{st(7, 1000, 3), st(7, 1100, 3), st(9, 500, 1)}, ok: []bool{true, true, true}}
 	a := procSnapshot{selfOK: true, self: ProcCounters{Voluntary: 10}, procs: map[int]ProcCounters{7: {Voluntary: 5, SysWrite: 1}}}
 	b := procSnapshot{selfOK: true, self: ProcCounters{Voluntary: 2010}, procs: map[int]ProcCounters{7: {Voluntary: 4005, SysWrite: 3001}, 9: {Voluntary: 1}}}
 	got := procUsage(bookies, a, b, sa, sb, 1000, 0.5)

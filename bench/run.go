@@ -123,7 +123,7 @@ type Result struct {
 	MBPerSec   float64 // payload, 10^6 bytes per second
 	Latency    Summary
 	// AddsPerSync is journal records per fdatasync over the workload's
-	// bookies (0: metrics not available).
+	// bookies (0: their counters not available).
 	AddsPerSync float64
 	// ProcessCPU is the cores this process used (CPU seconds per second);
 	// with bookies in process it includes them. BookieCPU is the bookies'
@@ -136,7 +136,7 @@ type Result struct {
 	// process's when the bookies run in it).
 	BookieRSS int64
 	// BookieHeapInuse and BookieNextGC are that bookie's Go heap in use and
-	// the heap size at which its next GC starts (GOGC), when scraped.
+	// the heap size at which its next GC starts (GOGC), when read.
 	BookieHeapInuse, BookieNextGC int64
 	// Checkpoints and CheckpointSeconds are the checkpoints the bookies
 	// completed during the measured part and their total duration;
@@ -149,7 +149,7 @@ type Result struct {
 	// reply queued (journal fsync included); JournalBatchMean their mean time
 	// from a batch's first record queued to its completion. Compare with
 	// Latency.Mean: the rest is network, client and scheduling. Zero when
-	// not scraped.
+	// not read.
 	BookieAddMean, JournalBatchMean time.Duration
 	// BookiesInProcess says that CPU and RSS are shared with the client.
 	BookiesInProcess bool
@@ -505,7 +505,7 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 		res.Checkpoints, res.CheckpointSeconds, res.BackpressurePauses = stalls(before, after)
 		res.BookieAddMean, res.JournalBatchMean = serverLatency(before, after)
 		big := largest(after)
-		res.BookieHeapInuse, res.BookieNextGC = int64(big.heapInuse), int64(big.nextGC)
+		res.BookieHeapInuse, res.BookieNextGC = int64(big.HeapInuseBytes), int64(big.NextGCBytes)
 		for _, b := range bookies {
 			res.BookiesInProcess = res.BookiesInProcess || b.InProcess
 		}

@@ -1,111 +1,70 @@
 package bench
 
 import (
-	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"golang.org/x/sys/unix"
 )
 
-// bookieStats are the counters read from one bookie's /metrics.
-type bookieStats struct {
-	batchRecordsSum   float64 // journal records, over all fsyncs
-	batchRecordsCount float64 // journal fsyncs (batches)
-	cpuSeconds        float64 // process_cpu_seconds_total
-	rssBytes          float64 // process_resident_memory_bytes
-	heapInuse         float64 // go_memstats_heap_inuse_bytes
-	nextGC            float64 // go_memstats_next_gc_bytes: the heap size that triggers the next GC
-	checkpoints       float64 // bookie_checkpoint_seconds_count
-	checkpointSecs    float64 // bookie_checkpoint_seconds_sum
-	pauses            float64 // bookie_backpressure_pauses_total
-	startTime, pid    float64 // process_start_time_seconds, bookie_process_id: tell processes apart
-	addSecs, adds     float64 // bookie_add_latency_seconds sum and count: frame parsed to reply queued
-	batchSecs         float64 // bookie_journal_batch_latency_seconds_sum: first record queued to batch completed
-	entryLogDisk      float64 // bookie_disk_bytes{kind="entrylog"}
-	addsOK            float64 // bookie_responses_total{op="ADD",status="OK"}: adds answered OK
-}
-
-// parseMetrics reads the values bookieStats needs from Prometheus text
-// exposition format. Missing metrics stay zero.
-func parseMetrics(r io.Reader) (bookieStats, error) {
-	var s bookieStats
-	fields := map[string]*float64{
-		"bookie_journal_batch_records_sum":             &s.batchRecordsSum,
-		"bookie_journal_batch_records_count":           &s.batchRecordsCount,
-		"process_cpu_seconds_total":                    &s.cpuSeconds,
-		"process_resident_memory_bytes":                &s.rssBytes,
-		"go_memstats_heap_inuse_bytes":                 &s.heapInuse,
-		"go_memstats_next_gc_bytes":                    &s.nextGC,
-		"bookie_checkpoint_seconds_count":              &s.checkpoints,
-		"bookie_checkpoint_seconds_sum":                &s.checkpointSecs,
-		"bookie_backpressure_pauses_total":             &s.pauses,
-		"process_start_time_seconds":                   &s.startTime,
-		"bookie_process_id":                            &s.pid,
-		"bookie_add_latency_seconds_sum":               &s.addSecs,
-		"bookie_add_latency_seconds_count":             &s.adds,
-		"bookie_journal_batch_latency_seconds_sum":     &s.batchSecs,
-		`bookie_disk_bytes{kind="entrylog"}`:           &s.entryLogDisk,
-		`bookie_responses_total{op="ADD",status="OK"}`: &s.addsOK,
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, val, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") {
-			continue
-		}
-		if p := fields[name]; p != nil {
-			v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-			if err != nil {
-				return s, fmt.Errorf("bench: metric %s: %w", name, err)
-			}
-			*p = v
-		}
-	}
-	return s, sc.Err()
-}
+// errNoCounters is returned for a bookie whose counters cannot be read:
+// neither in this process nor behind an admin address.
+var errNoCounters = errors.New("bench: no way to read the bookie's counters (no admin address)")
 
 var httpClient = &http.Client{Timeout: 5 * time.Second}
 
-// scrape fetches and parses url.
-func scrape(ctx context.Context, url string) (bookieStats, error) {
+// readCounters returns b's counters: from b.Counters when the bookie runs
+// in this process, else from GET /counters on its admin listener.
+func readCounters(ctx context.Context, b Bookie) (bookie.Counters, error) {
+	if b.Counters != nil {
+		return b.Counters(), nil
+	}
+	if b.Admin == "" {
+		return bookie.Counters{}, errNoCounters
+	}
+	var c bookie.Counters
+	url := b.Admin + "/counters"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return bookieStats{}, err
+		return c, err
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return bookieStats{}, err
+		return c, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return bookieStats{}, fmt.Errorf("bench: %s: %s", url, resp.Status)
+		return c, fmt.Errorf("bench: %s: %s", url, resp.Status)
 	}
-	return parseMetrics(resp.Body)
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		return c, fmt.Errorf("bench: %s: %w", url, err)
+	}
+	return c, nil
 }
 
-// clusterStats is a snapshot of every bookie's stats; ok is false for a
-// bookie that could not be scraped.
+// clusterStats is a snapshot of every bookie's counters; ok is false for a
+// bookie whose counters could not be read.
 type clusterStats struct {
 	at    time.Time
-	stats []bookieStats
+	stats []bookie.Counters
 	ok    []bool
 }
 
 func scrapeAll(ctx context.Context, bookies []Bookie) clusterStats {
-	cs := clusterStats{at: time.Now(), stats: make([]bookieStats, len(bookies)), ok: make([]bool, len(bookies))}
+	cs := clusterStats{at: time.Now(), stats: make([]bookie.Counters, len(bookies)), ok: make([]bool, len(bookies))}
 	for i, b := range bookies {
-		if b.Metrics == "" {
+		if !b.hasCounters() {
 			continue
 		}
-		s, err := scrape(ctx, b.Metrics)
+		s, err := readCounters(ctx, b)
 		cs.stats[i], cs.ok[i] = s, err == nil
 	}
 	return cs
@@ -117,8 +76,8 @@ func addsPerSync(a, b clusterStats) float64 {
 	var recs, syncs float64
 	for i := range a.stats {
 		if a.ok[i] && b.ok[i] {
-			recs += b.stats[i].batchRecordsSum - a.stats[i].batchRecordsSum
-			syncs += b.stats[i].batchRecordsCount - a.stats[i].batchRecordsCount
+			recs += b.stats[i].JournalBatchRecords.Sum - a.stats[i].JournalBatchRecords.Sum
+			syncs += float64(b.stats[i].JournalBatchRecords.Count - a.stats[i].JournalBatchRecords.Count)
 		}
 	}
 	if syncs <= 0 {
@@ -131,34 +90,37 @@ func addsPerSync(a, b clusterStats) float64 {
 // snapshots (sum over bookie processes), and false when any bookie is in this
 // process or was not scraped. Bookies that share a process (bk local behind
 // --admin) report the same process counters; they are counted once, told
-// apart by process start time and bookie_process_id (a bookie without the
-// latter is always counted).
+// apart by process start time and id (a bookie without the latter is
+// always counted).
 func bookieCPU(bookies []Bookie, a, b clusterStats) (float64, bool) {
 	var cpu float64
-	type proc struct{ start, pid float64 }
+	type proc struct {
+		start time.Time
+		pid   int
+	}
 	seen := map[proc]bool{}
 	for i, bk := range bookies {
 		if bk.InProcess || !a.ok[i] || !b.ok[i] {
 			return 0, false
 		}
-		p := proc{b.stats[i].startTime, b.stats[i].pid}
+		p := proc{b.stats[i].ProcessStart, b.stats[i].PID}
 		if p.pid != 0 && seen[p] {
 			continue
 		}
 		seen[p] = true
-		cpu += b.stats[i].cpuSeconds - a.stats[i].cpuSeconds
+		cpu += b.stats[i].CPUSeconds - a.stats[i].CPUSeconds
 	}
 	return cpu / b.at.Sub(a.at).Seconds(), true
 }
 
 // maxRSS returns the largest RSS among the scraped bookies, in bytes.
-func maxRSS(cs clusterStats) int64 { return int64(largest(cs).rssBytes) }
+func maxRSS(cs clusterStats) int64 { return largest(cs).RSSBytes }
 
-// largest returns the stats of the scraped bookie with the largest RSS.
-func largest(cs clusterStats) bookieStats {
-	var m bookieStats
+// largest returns the counters of the scraped bookie with the largest RSS.
+func largest(cs clusterStats) bookie.Counters {
+	var m bookie.Counters
 	for i, s := range cs.stats {
-		if cs.ok[i] && s.rssBytes > m.rssBytes {
+		if cs.ok[i] && s.RSSBytes > m.RSSBytes {
 			m = s
 		}
 	}
@@ -277,9 +239,9 @@ func stealShare(a, b cpuTimes) float64 {
 func stalls(a, b clusterStats) (checkpoints int64, checkpointSecs float64, pauses int64) {
 	for i := range a.stats {
 		if a.ok[i] && b.ok[i] {
-			checkpoints += int64(b.stats[i].checkpoints - a.stats[i].checkpoints)
-			checkpointSecs += b.stats[i].checkpointSecs - a.stats[i].checkpointSecs
-			pauses += int64(b.stats[i].pauses - a.stats[i].pauses)
+			checkpoints += int64(b.stats[i].Checkpoints.Count - a.stats[i].Checkpoints.Count)
+			checkpointSecs += b.stats[i].Checkpoints.Sum - a.stats[i].Checkpoints.Sum
+			pauses += int64(b.stats[i].BackpressurePauses - a.stats[i].BackpressurePauses)
 		}
 	}
 	return
@@ -293,10 +255,10 @@ func serverLatency(a, b clusterStats) (add, batch time.Duration) {
 	var addSecs, adds, batchSecs, batches float64
 	for i := range a.stats {
 		if a.ok[i] && b.ok[i] {
-			addSecs += b.stats[i].addSecs - a.stats[i].addSecs
-			adds += b.stats[i].adds - a.stats[i].adds
-			batchSecs += b.stats[i].batchSecs - a.stats[i].batchSecs
-			batches += b.stats[i].batchRecordsCount - a.stats[i].batchRecordsCount
+			addSecs += b.stats[i].AddLatency.Sum - a.stats[i].AddLatency.Sum
+			adds += float64(b.stats[i].AddLatency.Count - a.stats[i].AddLatency.Count)
+			batchSecs += b.stats[i].JournalBatchLatency.Sum - a.stats[i].JournalBatchLatency.Sum
+			batches += float64(b.stats[i].JournalBatchRecords.Count - a.stats[i].JournalBatchRecords.Count)
 		}
 	}
 	if adds > 0 {

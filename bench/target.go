@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/meta"
 )
 
@@ -11,13 +12,22 @@ import (
 type Bookie struct {
 	// ID is the bookie's registered id.
 	ID meta.BookieID
-	// Metrics is the URL of its admin /metrics, or "" when unknown: adds
-	// per fsync, bookie CPU and RSS are then not reported.
-	Metrics string
+	// Admin is the base URL of its admin listener ("http://host:port"),
+	// or "" when unknown. The gc workload needs it; the CPU profiles of
+	// bookies in other processes are fetched from it; and without Counters
+	// the bookie's counters are read from its GET /counters.
+	Admin string
+	// Counters, when not nil, reads the counters of a bookie in this
+	// process directly. Without it or Admin, adds per fsync, checkpoints,
+	// bookie CPU and RSS are not reported.
+	Counters func() bookie.Counters
 	// InProcess is true when the bookie runs in this process (bk bench
 	// --local): its CPU and RSS are this process's, shared with the client.
 	InProcess bool
 }
+
+// hasCounters reports whether b's counters can be read.
+func (b Bookie) hasCounters() bool { return b.Counters != nil || b.Admin != "" }
 
 // Target is the cluster a Runner measures.
 type Target struct {

@@ -57,6 +57,7 @@ func (s adminSource) Ready() error {
 }
 
 func (s adminSource) Info() any     { return s.b.Status() }
+func (s adminSource) Counters() any { return s.b.Counters() }
 func (s adminSource) Ledgers() any  { return s.b.Ledgers() }
 func (s adminSource) GCStatus() any { return s.b.GCStatus() }
 

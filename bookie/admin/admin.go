@@ -1,10 +1,11 @@
-// Package admin is a bookie's admin HTTP server: /metrics, /healthz,
-// /readyz, /info, /ledgers, /gc, /read-only and /debug/pprof/
+// Package admin is a bookie's admin HTTP server: /metrics, /counters,
+// /healthz, /readyz, /info, /ledgers, /gc, /read-only and /debug/pprof/
 // (docs/operations.md lists what each answers). It knows the bookie only
 // through Source, the few questions and commands the endpoints need, so it
 // can be read, and changed, without the request path.
 //
-// All endpoints but /metrics, /healthz and /readyz need the admin token,
+// All endpoints but /metrics, /counters, /healthz and /readyz need the
+// admin token,
 // derived from the cluster secret, when there is one (Config.Secret, Token):
 // the secret itself never travels. With Config.TLS the listener serves
 // HTTPS, and the token travels only inside TLS; without it the listener is
@@ -36,8 +37,8 @@ import (
 
 // Source is what the admin endpoints ask of a bookie. Every method is
 // called from the HTTP server's goroutines, so it must be safe from any
-// goroutine. The values of Info, Ledgers, GCStatus and CollectNow are served
-// as indented JSON.
+// goroutine. The values of Info, Counters, Ledgers, GCStatus and CollectNow
+// are served as indented JSON.
 type Source interface {
 	// Healthy returns nil when the bookie is healthy, or why not
 	// (GET /healthz answers 503 with the error's text).
@@ -47,6 +48,10 @@ type Source interface {
 	Ready() error
 	// Info is the bookie's status (GET /info).
 	Info() any
+	// Counters are the bookie's cumulative counters (GET /counters): what
+	// /metrics shows, as a typed value for programs that subtract two
+	// readings. Like /metrics, it needs no token.
+	Counters() any
 	// Ledgers is the state of every ledger held (GET /ledgers).
 	Ledgers() any
 	// GCStatus is the garbage collector's status (GET /gc).
@@ -69,7 +74,7 @@ type Config struct {
 	// Metrics is served on /metrics.
 	Metrics prometheus.Gatherer
 	// Secret, when not nil, is the cluster secret: every endpoint but
-	// /metrics, /healthz and /readyz needs "Authorization: Bearer
+	// /metrics, /counters, /healthz and /readyz needs "Authorization: Bearer
 	// <Token(Secret)>".
 	Secret []byte
 	// Log receives the server's own failures.
@@ -112,14 +117,16 @@ func Start(cfg Config, src Source) (*Server, error) {
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	serveJSON := func(v func() any) http.HandlerFunc {
-		return requireSecret(func(w http.ResponseWriter, r *http.Request) {
+	serveOpenJSON := func(v func() any) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
 			enc.Encode(v())
-		})
+		}
 	}
+	serveJSON := func(v func() any) http.HandlerFunc { return requireSecret(serveOpenJSON(v)) }
+	mux.HandleFunc("GET /counters", serveOpenJSON(src.Counters))
 	mux.HandleFunc("GET /info", serveJSON(src.Info))
 	mux.HandleFunc("GET /ledgers", serveJSON(src.Ledgers))
 	// POST /gc runs a garbage collection scan and then a major compaction

@@ -20,6 +20,7 @@ type fakeSource struct {
 func (f *fakeSource) Healthy() error { return nil }
 func (f *fakeSource) Ready() error   { return f.notReady }
 func (f *fakeSource) Info() any      { return map[string]string{"id": "b1"} }
+func (f *fakeSource) Counters() any  { return map[string]int{"addsOK": 7} }
 func (f *fakeSource) Ledgers() any   { return []int{1, 2} }
 func (f *fakeSource) GCStatus() any  { return "idle" }
 func (f *fakeSource) CollectNow(context.Context) (any, error) {
@@ -47,7 +48,7 @@ func do(t *testing.T, method, url, token string) (int, string) {
 }
 
 // The server answers from its Source alone: the secret guards all but the
-// probes and /metrics, a Source's refusal is a 503 with its text, and
+// probes, /metrics and /counters, a Source's refusal is a 503 with its text, and
 // commands reach the Source.
 func TestServerAnswersFromSource(t *testing.T) {
 	src := &fakeSource{notReady: errors.New("read-only: operator")}
@@ -66,6 +67,7 @@ func TestServerAnswersFromSource(t *testing.T) {
 		{"GET", "/healthz", "", 200, "ok\n"},
 		{"GET", "/readyz", "", 503, "read-only: operator\n"},
 		{"GET", "/metrics", "", 200, ""},
+		{"GET", "/counters", "", 200, "{\n  \"addsOK\": 7\n}\n"}, // open like /metrics: the same figures
 		{"GET", "/info", "", 401, "this cluster has a secret"},
 		{"GET", "/info", "wrong", 401, "this cluster has a secret"},
 		{"GET", "/info", "s3", 401, "this cluster has a secret"}, // the secret itself never travels

@@ -17,7 +17,7 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/datadir"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta/embedded"
 )
 
@@ -65,8 +65,8 @@ func runLocal(args []string) error {
 		return fmt.Errorf("%w\n(nothing was written to %s)", explainLocalErr(err, dir, *metadataPort), dir)
 	}
 	cfgs := make([]bookie.Config, *n) // each bookie's configuration, for its autorecovery
-	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
-		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full, Secret: secret,
+	lc, err := testcluster.Start(testcluster.Options{Dir: dir, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
+		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full,
 		Logger: log, Configure: func(i int, cfg *bookie.Config) { configure(i, cfg); cfgs[i] = *cfg }})
 	if err != nil {
 		return explainLocalErr(err, dir, *metadataPort)
@@ -78,7 +78,7 @@ func runLocal(args []string) error {
 	sig := notifyShutdown()
 	fmt.Printf("data:     %s\n", dir)
 	fmt.Printf("metadata: %s\n", lc.Endpoint())
-	for i, b := range lc.Bookies {
+	for i, b := range lc.Bookies() {
 		fmt.Printf("bookie %d: %s", i+1, b.Addr())
 		if a := b.AdminAddr(); a != "" {
 			fmt.Printf("  (metrics: http://%s/metrics)", a)
@@ -138,7 +138,7 @@ func localBookieConfig(path string, secret []byte) (func(int, *bookie.Config), e
 // autorecovery_lost_delay, placement_*; bookieRecoveryOptions), with their metrics on that
 // bookie's /metrics, so the runbook's autorecovery metrics and alerts can be tried locally.
 // stop closes them, then lc; on error, lc is closed.
-func startLocalRecovery(lc *localcluster.Cluster, cfgs []bookie.Config, secret []byte, log *slog.Logger) (stop func() error, err error) {
+func startLocalRecovery(lc *testcluster.Cluster, cfgs []bookie.Config, secret []byte, log *slog.Logger) (stop func() error, err error) {
 	var recoveries []*recoveryService
 	stop = func() error {
 		var errs []error
@@ -147,7 +147,7 @@ func startLocalRecovery(lc *localcluster.Cluster, cfgs []bookie.Config, secret [
 		}
 		return errors.Join(append(errs, lc.Close())...)
 	}
-	for i, b := range lc.Bookies {
+	for i, b := range lc.Bookies() {
 		if cfgs[i].DisableAutorecovery {
 			continue
 		}
@@ -178,7 +178,7 @@ func selfCommand() string {
 // address, so a start that failed on a busy port after that would leave a
 // cookie that refuses the corrected start. When another bk local holds dir
 // (its etcd directory is locked) the ports are its own and are not
-// checked: localcluster.Start then says the directory is in use.
+// checked: testcluster.Start then says the directory is in use.
 func checkLocalPorts(dir string, bookies, basePort, adminBase, metadataPort, members int) error {
 	if _, err := os.Stat(filepath.Join(dir, "etcd")); err == nil {
 		lock, err := datadir.LockDir(filepath.Join(dir, "etcd"))

@@ -13,7 +13,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 )
 
@@ -24,7 +24,7 @@ import (
 func TestLocalBookiesExportAutorecoveryMetrics(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfgs := make([]bookie.Config, 2)
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true, Logger: quiet,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true, Logger: quiet,
 		Configure: func(i int, cfg *bookie.Config) {
 			cfg.Admin = "127.0.0.1:0"
 			cfg.DisableAutorecovery = i == 1
@@ -38,7 +38,7 @@ func TestLocalBookiesExportAutorecoveryMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	for i, b := range lc.Bookies {
+	for i, b := range lc.Bookies() {
 		resp, err := http.Get("http://" + b.AdminAddr() + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +72,7 @@ func TestLocalAutorecoveryFollowsBookieConfig(t *testing.T) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfgs := make([]bookie.Config, 3)
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true, Logger: quiet,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true, Logger: quiet,
 		Configure: func(i int, cfg *bookie.Config) { configure(i, cfg); cfgs[i] = *cfg }})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func TestLocalAutorecoveryFollowsBookieConfig(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lc.Bookies[2].Close()
+	lc.Nodes[2].Stop()
 	store, err := meta.Open(ctx, lc.Endpoint())
 	if err != nil {
 		t.Fatal(err)
