@@ -38,6 +38,16 @@ func TestClaimedAddDoesNotWaitForAFlush(t *testing.T) {
 		}
 	}
 	fulls := testCounter(t, b, "bookie_write_cache_full_waits_total")
+	// The journal writer parked on an idle journal (a claim that succeeds
+	// is ended at once, writing nothing); otherwise the add below could go
+	// to the writer, which waits for the held flush.
+	waitUntil(t, func() bool {
+		if !b.journal.Claim() {
+			return false
+		}
+		b.journal.WriteClaimed(nil)
+		return true
+	})
 	// One add at a time, on an idle journal (the ledger's key is journaled
 	// already): the event loop claims it.
 	if s := c.add(testKey, 0, 1, 16, -1, payload(16)); s != wire.StatusOK {

@@ -283,6 +283,11 @@ type Config struct {
 	// replies and before it hands them to their connections. A test holds a
 	// completion there to let Close run under it. Nil in production.
 	BeforeRepliesFlushed func() `json:"-"`
+	// CacheFullOnLoop, a test hook, is called by an event loop completing
+	// a batch it wrote itself (a claimed journal) when an entry found the
+	// write cache full, before it takes the cache's change signal. Nil in
+	// production.
+	CacheFullOnLoop func() `json:"-"`
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger `json:"-"`
 }

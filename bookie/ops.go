@@ -656,7 +656,16 @@ func (b *Bookie) putEntryOnLoop(ledgerID uint64, entryID int64, raw []byte) erro
 		return err
 	}
 	b.metrics.cacheFulls.Inc()
-	b.replies.cacheFull.Store(&cacheWait{changed: b.store.CacheChanged()})
+	if b.cfg.CacheFullOnLoop != nil {
+		b.cfg.CacheFullOnLoop()
+	}
+	// Take the signal, then try once more (as putEntry does): a half freed
+	// in between is used, and not waited for by every later claim.
+	changed := b.store.CacheChanged()
+	if err = b.store.Put(ledgerID, entryID, raw); !errors.Is(err, entrylog.ErrCacheFull) {
+		return err
+	}
+	b.replies.cacheFull.Store(&cacheWait{changed: changed})
 	return b.store.PutOverflow(ledgerID, entryID, raw)
 }
 
