@@ -236,6 +236,14 @@ func (c *conn) queue(enc func(dst []byte) []byte) {
 	c.mu.Unlock()
 	if cut {
 		c.closeCut("slow_reader")
+		return
+	}
+	if c.b.boundOutbound(c) { // c is the slowest reader of all
+		c.mu.Lock()
+		c.closed = true
+		c.out.B = c.out.B[:0]
+		c.mu.Unlock()
+		c.gc.Close()
 	}
 }
 
@@ -474,8 +482,18 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
-// traffic parses every whole frame buffered on the connection, unless
-// in-flight limits say to wait, and reports whether to close it. Bytes from
+// maxFramesPerTraffic bounds the frames one traffic parses: a connection
+// with more buffered is run again after the loop's other connections had
+// theirs, so that one client's pipeline of small requests (a 512 KiB read
+// holds thousands) does not hold the loop, and every other client on it,
+// until all are handled. A client that keeps sending faster than its share
+// accumulates unparsed bytes until a bound cuts it (inbound_overflow,
+// unparsed_overflow). 512 frames is a whole read of 1 KiB adds.
+const maxFramesPerTraffic = 512
+
+// traffic parses the whole frames buffered on the connection, up to
+// maxFramesPerTraffic, unless in-flight limits say to wait, and reports
+// whether to close it. Bytes from
 // Peek are used only before the matching Discard: whatever outlives the
 // frame (the journal record, request fields) is copied out first. It is the
 // one frame path of both listeners. Runs on the event loop.
@@ -485,9 +503,21 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 	c.now = time.Now()
 	now := c.now.UnixNano()
 	c.clock.lastActivity.Store(now)
-	var in int // frame bytes consumed, counted once per call
+	var in int     // frame bytes consumed, counted once per call
+	var frames int // frames handled, at most maxFramesPerTraffic
 	for !c.closing {
 		if b.draining.Load() {
+			break
+		}
+		if frames == maxFramesPerTraffic {
+			// The rest after the other connections of this loop have
+			// had theirs: on the loop's next pass if more bytes wait in
+			// the socket (it polls for them), else when it runs the
+			// wake-up. A wake-up runs before the loop polls again, so
+			// it is kept for a client that has stopped sending.
+			if !socketHasInput(gc) {
+				gc.Wake(nil)
+			}
 			break
 		}
 		if c.awaitingCheck {
@@ -568,6 +598,7 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 		}
 		gc.Discard(n)
 		in += n
+		frames++
 	}
 	b.metrics.bytesIn.Add(float64(in))
 	if c.claimed && !b.deferClaimed(c) {

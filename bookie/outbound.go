@@ -15,7 +15,9 @@ import (
 // connection, more than MaxOutboundBytes so charged cuts the connection
 // (slow_reader): in conn.queue when a reply takes it over (the outbox grows
 // while an AsyncWrite is outstanding, and a read worker must not grow it for
-// a client that does not read), and in conn.cutIfSlow after a write. In total,
+// a client that does not read), and in conn.cutIfSlow after a write. The
+// total is checked where charges grow: in conn.queue, after each write and
+// at the end of each traffic. In total,
 // outboundTotal is the sum over connections; over maxOutboundTotal the
 // connection holding the most unwritten reply bytes, the slowest reader, is
 // closed (reason "outbound_overflow"), so that clients that never read
@@ -68,7 +70,7 @@ func (c *conn) remeasureOutbound() {
 
 // boundOutbound closes the slowest reader when the total is over its bound
 // and reports whether that is c, which the caller then closes. Runs on the
-// event loop of c.
+// event loop of c, or where a reply is queued for c (conn.queue).
 func (b *Bookie) boundOutbound(c *conn) (closeIt bool) {
 	if b.conns.outbound.bytes.Load() <= b.maxOutboundTotal() {
 		return false

@@ -62,9 +62,12 @@ type attack struct {
 // hostileRun is the state of one suite run, shared by the attacks.
 type hostileRun struct {
 	addr, id string // the bookie's protocol address and id
-	secret   []byte
-	ledger   uint64 // the probe's ledger, being written
-	store    *meta.EtcdStore
+	// target is where the attackers connect: addr, or the control's sink
+	// (--control). The probe, dialing from probeAddr, always reaches addr.
+	target string
+	secret []byte
+	ledger uint64 // the probe's ledger, being written
+	store  *meta.EtcdStore
 
 	relayed atomic.Int64 // relayed AUTHs the bookie accepted (must stay 0)
 	refused atomic.Int64 // relayed AUTHs refused
@@ -115,6 +118,8 @@ func runHostile(args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "how long each attack (and the baseline without one) runs")
 	asJSON := fs.Bool("json", false, "print one JSON object per attack")
 	dir := fs.String("dir", "", "data directory of the local cluster (default: a temporary one, removed after)")
+	control := fs.Bool("control", false, "after each attack, run it again (row NAME (control)) aimed at a sink in this process that does the least a bookie does for the attackers: the legitimate client's latency there is what the attackers' own work costs it on this machine")
+	profiles := fs.String("profile", "", "write each phase's CPU profile, block and mutex profiles and a goroutine dump taken halfway into this directory (PHASE.cpu, .block, .mutex, .goroutines); block and mutex profiles count from the first phase on: compare one with the phase before it (go tool pprof -base)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -125,7 +130,7 @@ func runHostile(args []string) error {
 	if *only != "" {
 		pick = strings.Split(*only, ",")
 	}
-	rows, err := hostileSuite(*dir, pick, *duration, os.Stderr)
+	rows, err := hostileSuite(*dir, pick, *duration, *profiles, *control, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -147,7 +152,7 @@ func runHostile(args []string) error {
 
 // hostileSuite starts the cluster, measures the baseline and then each attack named in
 // pick (all when empty) for d each.
-func hostileSuite(dir string, pick []string, d time.Duration, progress io.Writer) ([]hostileResult, error) {
+func hostileSuite(dir string, pick []string, d time.Duration, profiles string, control bool, progress io.Writer) ([]hostileResult, error) {
 	attacks := hostileAttacks()
 	for _, p := range pick {
 		if !slices.ContainsFunc(attacks, func(a attack) bool { return a.name == p }) {
@@ -195,7 +200,16 @@ func hostileSuite(dir string, pick []string, d time.Duration, progress io.Writer
 	}
 	defer cli.Close()
 	store := meta.NewEtcdStore(cli, meta.DefaultPrefix)
-	h := &hostileRun{addr: b.Addr(), id: b.Addr(), secret: secret, store: store}
+	h := &hostileRun{addr: b.Addr(), id: b.Addr(), target: b.Addr(), secret: secret, store: store}
+	var sinkAddr string
+	if control {
+		sk, err := startSink(b.Addr())
+		if err != nil {
+			return nil, err
+		}
+		defer sk.close()
+		sinkAddr = sk.addr()
+	}
 	gauges, ok := b.MetricsRegisterer().(prometheus.Gatherer)
 	if !ok {
 		return nil, errors.New("hostile: the bookie's metrics cannot be read")
@@ -205,6 +219,9 @@ func hostileSuite(dir string, pick []string, d time.Duration, progress io.Writer
 		name := "baseline"
 		if a != nil {
 			name = a.name
+		}
+		if h.target != h.addr {
+			name += " (control)"
 		}
 		fmt.Fprintf(progress, "bk hostile: %s for %v\n", name, d)
 		// A ledger of its own per phase: a writer that an attack made give up (no
@@ -223,6 +240,10 @@ func hostileSuite(dir string, pick []string, d time.Duration, progress io.Writer
 		h.ledger = w.ID()
 		pctx, stop := context.WithTimeout(context.Background(), d)
 		defer stop()
+		if profiles != "" {
+			endProfile := profilePhase(profiles, name, d)
+			defer endProfile()
+		}
 		var wg sync.WaitGroup
 		var attackErr error
 		if a != nil {
@@ -244,7 +265,11 @@ func hostileSuite(dir string, pick []string, d time.Duration, progress io.Writer
 			for pctx.Err() == nil {
 				// A gather that blocks (a storage lock held by a long flush)
 				// is left behind: its goroutine ends when the lock is free.
+				// One still running when the phase ends is a stall only if
+				// it began over a second before: on a busy machine a gather
+				// takes tens of milliseconds.
 				got := make(chan map[string]int64, 1)
+				began := time.Now()
 				go func() { got <- readGauges(gauges) }()
 				select {
 				case g := <-got:
@@ -252,7 +277,7 @@ func hostileSuite(dir string, pick []string, d time.Duration, progress io.Writer
 						peaks[k] = max(peaks[k], v)
 					}
 				case <-pctx.Done():
-					stalled = true
+					stalled = time.Since(began) > time.Second
 					return
 				}
 				select {
@@ -282,9 +307,9 @@ func hostileSuite(dir string, pick []string, d time.Duration, progress io.Writer
 			r.Error = "probe: " + perr.Error()
 		}
 		if stalled {
-			r.Note = "a metrics gather did not return before the phase ended (peaks are a lower bound)"
+			r.Note = "a metrics gather ran over a second and did not return before the phase ended (peaks are a lower bound)"
 		}
-		if a != nil && a.name == "relay" {
+		if a != nil && a.name == "relay" && h.target == h.addr { // the control's sink accepts every AUTH
 			r.Relayed = h.relayed.Load()
 			r.Note = fmt.Sprintf("%d relayed AUTHs refused, %d accepted", h.refused.Load(), r.Relayed)
 			if h.relayed.Load() > 0 {
@@ -305,6 +330,16 @@ func hostileSuite(dir string, pick []string, d time.Duration, progress io.Writer
 		r.PingRatio, r.AddRatio = ratio(r.PingP99Ms, base.PingP99Ms), ratio(r.AddP99Ms, base.AddP99Ms)
 		rows = append(rows, r)
 		runtime.GC() // the next phase starts without this one's garbage
+		if control {
+			// The same attack at the sink, right after: what the attackers'
+			// own work costs the probe at about the same machine load.
+			h.target = sinkAddr
+			r := phase(a)
+			h.target = h.addr
+			r.PingRatio, r.AddRatio = ratio(r.PingP99Ms, base.PingP99Ms), ratio(r.AddP99Ms, base.AddP99Ms)
+			rows = append(rows, r)
+			runtime.GC()
+		}
 	}
 	return rows, nil
 }
@@ -387,7 +422,11 @@ func dialHello(ctx context.Context, h *hostileRun, features wire.Features, from 
 	if len(from) > 0 {
 		d.LocalAddr = from[0]
 	}
-	nc, err := d.DialContext(ctx, "tcp", h.addr)
+	to := h.target
+	if len(from) > 0 && from[0] == net.Addr(probeAddr) {
+		to = h.addr
+	}
+	nc, err := d.DialContext(ctx, "tcp", to)
 	if err != nil {
 		return nil, wire.Hello{}, err
 	}

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bookie-go/bookie/wire"
 )
 
 // TestHostileSuiteShort runs every attack of bk hostile for a second against its local
@@ -18,7 +23,7 @@ func TestHostileSuiteShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and runs ten one-second phases")
 	}
-	rows, err := hostileSuite(t.TempDir(), nil, time.Second, io.Discard)
+	rows, err := hostileSuite(t.TempDir(), nil, time.Second, "", false, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,5 +43,62 @@ func TestHostileSuiteShort(t *testing.T) {
 		if r.Attack == "bad-ledger" && strings.HasPrefix(r.Error, "attack:") {
 			t.Errorf("bad-ledger: the hostile values were not written: %s", r.Error)
 		}
+	}
+}
+
+// TestSinkAnswersLikeABookie: the control's sink (bk hostile --control) lets an attacker
+// through the handshake as the bookie does (a Hello with a challenge, AUTH answered OK),
+// answers an ADD, closes an unauthenticated connection that declares a frame larger than
+// an AUTH, and evicts the oldest unauthenticated connection beyond sinkHandshaking.
+func TestSinkAnswersLikeABookie(t *testing.T) {
+	sk, err := startSink("bookie.invalid:3181")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sk.close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h := &hostileRun{addr: sk.addr(), target: sk.addr(), id: "bookie.invalid:3181", secret: []byte("s")}
+	c, err := dialAuthed(ctx, h, 0)
+	if err != nil {
+		t.Fatalf("AUTH at the sink: %v", err)
+	}
+	defer c.Close()
+	key := wire.MasterKeyFromPassword([]byte("k"))
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write(wire.AppendAddRequest(nil, 7, 0, &key, wire.AppendEntry(nil, 1, 0, wire.NoEntry, []byte("x"))))
+	f, err := c.frame()
+	if err != nil {
+		t.Fatalf("ADD at the sink: %v", err)
+	}
+	if hdr, err := wire.ParseHeader(f); err != nil || hdr.RequestID != 7 || hdr.Status != wire.StatusOK {
+		t.Fatalf("ADD answered %+v %v, want OK for request 7", hdr, err)
+	}
+
+	big, _, err := dialHello(ctx, h, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	big.Write([]byte{0, 0x80, 0, 0}) // declares 8 MiB before AUTH
+	if _, err := big.frame(); err == nil {
+		t.Fatal("the sink answered a pre-AUTH frame of 8 MiB, want the close")
+	}
+
+	first, _, err := dialHello(ctx, h, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	for range sinkHandshaking {
+		c, _, err := dialHello(ctx, h, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	first.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := first.frame(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("oldest unauthenticated connection: %v, want it closed for the newer ones", err)
 	}
 }
