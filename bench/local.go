@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -156,8 +155,9 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 		return nil, err
 	}
 	dir, _ = filepath.Abs(dir)
-	// admins[i] is bookie i's admin address, chosen in Configure, which runs
-	// on this goroutine (testcluster.Start) before the child starts.
+	// admins[i] is bookie i's admin address, chosen in Configure; Configure
+	// and Process run on this goroutine, in testcluster.Start, before each
+	// child starts (the bench never restarts a node).
 	admins := make([]string, n)
 	var logs []*os.File // the children's stderr, open until Close
 	var portErr error
@@ -165,7 +165,7 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 		Configure: func(i int, cfg *bookie.Config) {
 			ports, err := freePorts(2)
 			if err != nil {
-				portErr = err // the child then fails to listen, and Start says so
+				portErr = err // checked once Start returns
 				return
 			}
 			admins[i] = fmt.Sprintf("127.0.0.1:%d", ports[0])
@@ -187,10 +187,14 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 			f.Close()
 		}
 	}
+	if err == nil && portErr != nil {
+		tc.Close()
+		err = portErr
+	}
 	if err != nil {
 		closeLogs()
 		os.RemoveAll(dir)
-		return nil, errors.Join(err, portErr)
+		return nil, err
 	}
 	l := &Local{Dir: dir}
 	l.close = func() {
