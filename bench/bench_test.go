@@ -7,7 +7,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/internal/diskref"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -500,8 +499,7 @@ func startLocal(t *testing.T, dir string, n int, admin bool, timeout time.Durati
 // configuration last.
 func startLocalWith(t *testing.T, dir string, n int, admin bool, timeout time.Duration, configure func(*bookie.Config)) (context.Context, Target) {
 	t.Helper()
-	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: n,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	tc := testcluster.New(t, testcluster.Options{Dir: dir, Bookies: n,
 		Configure: func(i int, cfg *bookie.Config) {
 			if admin {
 				cfg.Admin = "127.0.0.1:0"
@@ -512,19 +510,15 @@ func startLocalWith(t *testing.T, dir string, n int, admin bool, timeout time.Du
 				configure(cfg)
 			}
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lc.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
-	store, err := meta.Open(ctx, lc.Endpoint())
+	store, err := meta.Open(ctx, tc.Endpoint())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
 	tg := Target{Store: store}
-	for _, b := range lc.Bookies {
+	for _, b := range tc.Bookies() {
 		bk := Bookie{ID: meta.BookieID(b.Addr()), InProcess: true}
 		if admin {
 			bk.Admin, bk.Counters = "http://"+b.AdminAddr(), b.Counters

@@ -2,22 +2,19 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
-	"github.com/bookie-go/bookie/internal/localcluster"
 	"github.com/bookie-go/bookie/internal/pki"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
-	"github.com/bookie-go/bookie/meta/embedded"
 )
 
 // GCGrace is the gc_grace_period of the bookies a local cluster runs, so
@@ -43,26 +40,32 @@ type LocalSettings struct {
 	BookieBin string
 }
 
-// BookieConfigJSON returns the bookie config the local bookies run with, as
-// the JSON of a config file: the bench's settings, then ConfigFile's keys.
-func (s LocalSettings) BookieConfigJSON() ([]byte, error) {
-	keys := map[string]any{"gc_grace_period": GCGrace, "entry_log_size": s.EntryLogSize}
-	if s.TLS != nil { // the autorecovery beside each bookie dials the others over TLS
-		keys["autorecovery_tls_ca_file"] = s.TLS.CAFile
-		keys["autorecovery_tls_cert_file"], keys["autorecovery_tls_key_file"] = s.TLS.ClientCertFile, s.TLS.ClientKeyFile
+// configure applies the settings to a local bookie's configuration, after
+// the harness has set its addresses and directories: the gc grace period,
+// the entry log size, the TLS listener (on tlsListen) and the autorecovery
+// beside the bookie dialing the others over TLS, then ConfigFile's keys,
+// which win. ConfigFile was checked before the cluster started.
+func (s LocalSettings) configure(cfg *bookie.Config, tlsListen string) {
+	cfg.GCGracePeriod = GCGrace
+	cfg.EntryLogSize = s.EntryLogSize
+	if s.TLS != nil {
+		cfg.TLSListen, cfg.TLSCertFile, cfg.TLSKeyFile = tlsListen, s.TLS.ServerCertFile, s.TLS.ServerKeyFile
+		cfg.AutorecoveryTLSCAFile = s.TLS.CAFile
+		cfg.AutorecoveryTLSCertFile, cfg.AutorecoveryTLSKeyFile = s.TLS.ClientCertFile, s.TLS.ClientKeyFile
 	}
 	if s.ConfigFile != "" {
-		data, err := os.ReadFile(s.ConfigFile)
-		if err != nil {
-			return nil, err
-		}
-		var over map[string]any
-		if err := json.Unmarshal(data, &over); err != nil {
-			return nil, fmt.Errorf("--bookie-config %s: %w", s.ConfigFile, err)
-		}
-		maps.Copy(keys, over)
+		cfg.LoadConfigFile(s.ConfigFile)
 	}
-	return json.Marshal(keys)
+}
+
+// checkConfigFile reports whether ConfigFile, if set, is a bookie config
+// file, before a cluster starts with it.
+func (s LocalSettings) checkConfigFile() error {
+	if s.ConfigFile == "" {
+		return nil
+	}
+	var probe bookie.Config
+	return probe.LoadConfigFile(s.ConfigFile)
 }
 
 // Local is a cluster a benchmark started on this machine: embedded etcd and
@@ -80,105 +83,60 @@ type Local struct {
 // Close stops the cluster and removes its directory.
 func (l *Local) Close() { l.close() }
 
-// StartLocal starts etcd and n bookies in this process, in a new directory
-// under parent, with admin listeners on kernel-chosen ports.
+// StartLocal starts etcd and n bookies in this process (internal/testcluster),
+// in a new directory under parent, with admin listeners on kernel-chosen
+// ports.
 func StartLocal(parent string, n int, s LocalSettings) (*Local, error) {
+	if err := s.checkConfigFile(); err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp(parent, "bk-bench-")
 	if err != nil {
 		return nil, err
 	}
 	dir, _ = filepath.Abs(dir)
-	if s.ConfigFile != "" {
-		var probe bookie.Config
-		if err := probe.LoadConfigFile(s.ConfigFile); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	log := s.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: n, Logger: log,
+	tc, err := testcluster.Start(testcluster.Options{Dir: dir, Bookies: n, Logger: s.Logger,
 		Configure: func(i int, cfg *bookie.Config) {
 			cfg.Admin = "127.0.0.1:0"
-			if s.TLS != nil {
-				cfg.TLSListen, cfg.TLSCertFile, cfg.TLSKeyFile = "127.0.0.1:0", s.TLS.ServerCertFile, s.TLS.ServerKeyFile
-			}
-			cfg.GCGracePeriod = GCGrace
-			cfg.EntryLogSize = s.EntryLogSize
-			if s.ConfigFile != "" {
-				cfg.LoadConfigFile(s.ConfigFile) // checked above, before the cluster starts
-			}
+			s.configure(cfg, "127.0.0.1:0")
 		}})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	l := &Local{Dir: dir}
+	l.close = func() {
+		if l.Target.Store != nil {
+			l.Target.Store.Close()
+		}
+		tc.Close()
+		os.RemoveAll(dir)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	store, err := meta.Open(ctx, lc.Endpoint())
-	if err != nil {
-		lc.Close()
-		os.RemoveAll(dir)
+	if l.Target.Store, err = meta.Open(ctx, tc.Endpoint()); err != nil {
+		l.close()
 		return nil, err
 	}
-	t := Target{Store: store}
-	for _, b := range lc.Bookies {
-		bk := Bookie{ID: meta.BookieID(b.Addr()), InProcess: true, Counters: b.Counters}
+	for _, node := range tc.Nodes {
+		b := node.Bookie()
+		bk := Bookie{ID: node.ID(), InProcess: true, Counters: b.Counters}
 		if a := b.AdminAddr(); a != "" {
 			bk.Admin = "http://" + a
 		}
-		t.Bookies = append(t.Bookies, bk)
+		l.Target.Bookies = append(l.Target.Bookies, bk)
 	}
-	return &Local{Target: t, Dir: dir, close: func() {
-		store.Close()
-		lc.Close()
-		os.RemoveAll(dir)
-	}}, nil
+	return l, nil
 }
 
-// childStopGrace is how long Close waits for a child bookie after SIGTERM
-// before it kills it.
-const childStopGrace = 10 * time.Second
-
-// StartLocalProcs is StartLocal with each bookie a child process running
-// 'bk bookie' (s.BookieBin, or this executable) on fixed loopback ports,
-// its output in DIR/bookie-N.log; etcd stays in this process. Close stops
-// the children (SIGTERM, then SIGKILL after 10 s).
+// StartLocalProcs is StartLocal with each bookie a child process
+// (internal/testcluster's process mode) running 'bk bookie' (s.BookieBin,
+// or this executable) with the configuration the harness writes beside its
+// directory, on loopback ports taken from the kernel, its stderr (the log)
+// in DIR/bookie-N.log; etcd stays in this process. Close kills the
+// children.
 func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
-	dir, err := os.MkdirTemp(parent, "bk-bench-")
-	if err != nil {
-		return nil, err
-	}
-	dir, _ = filepath.Abs(dir)
-	var children []*exec.Cmd
-	var etcd *embedded.Etcd
-	var store meta.Store
-	cleanup := func() {
-		for _, c := range children {
-			c.Process.Signal(syscall.SIGTERM)
-		}
-		for _, c := range children {
-			done := make(chan struct{})
-			go func() { c.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(childStopGrace):
-				c.Process.Kill()
-				<-done
-			}
-		}
-		if store != nil {
-			store.Close()
-		}
-		if etcd != nil {
-			etcd.Close()
-		}
-		os.RemoveAll(dir)
-	}
-	fail := func(err error) (*Local, error) {
-		cleanup()
+	if err := s.checkConfigFile(); err != nil {
 		return nil, err
 	}
 	exe, err := os.Executable()
@@ -186,63 +144,86 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 		exe, err = filepath.Abs(s.BookieBin)
 	}
 	if err != nil {
-		return fail(err)
-	}
-	benchConfig := filepath.Join(dir, "bookie.json")
-	cfgJSON, err := s.BookieConfigJSON()
-	if err != nil {
-		return fail(err)
-	}
-	if err := os.WriteFile(benchConfig, cfgJSON, 0o644); err != nil {
-		return fail(err)
-	}
-	if etcd, err = embedded.Start(filepath.Join(dir, "etcd"), embedded.Options{}); err != nil {
-		return fail(fmt.Errorf("embedded etcd: %w", err))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if store, err = meta.Open(ctx, etcd.Endpoint()); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	logLevel := s.LogLevel
 	if logLevel == "" {
 		logLevel = "error"
 	}
-	t := Target{Store: store}
-	for i := 1; i <= n; i++ {
-		ports, err := freePorts(3)
-		if err != nil {
-			return fail(err)
+	dir, err := os.MkdirTemp(parent, "bk-bench-")
+	if err != nil {
+		return nil, err
+	}
+	dir, _ = filepath.Abs(dir)
+	// admins[i] is bookie i's admin address, chosen in Configure; Configure
+	// and Process run on this goroutine, in testcluster.Start, before each
+	// child starts (the bench never restarts a node).
+	admins := make([]string, n)
+	var logs []*os.File // the children's stderr, open until Close
+	var portErr error
+	o := testcluster.Options{Dir: dir, Bookies: n,
+		Configure: func(i int, cfg *bookie.Config) {
+			ports, err := freePorts(2)
+			if err != nil {
+				portErr = err // checked once Start returns
+				return
+			}
+			admins[i] = fmt.Sprintf("127.0.0.1:%d", ports[0])
+			cfg.Admin = admins[i]
+			s.configure(cfg, fmt.Sprintf("127.0.0.1:%d", ports[1]))
+		},
+		Process: func(configPath string) *exec.Cmd {
+			c := exec.Command(exe, "bookie", "--config", configPath, "--log-level", logLevel)
+			name := strings.TrimSuffix(configPath, filepath.Ext(configPath)) + ".log"
+			if f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+				logs = append(logs, f)
+				c.Stderr = f
+			}
+			return c
+		}}
+	tc, err := testcluster.Start(o)
+	closeLogs := func() {
+		for _, f := range logs {
+			f.Close()
 		}
-		listen, admin := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-		logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("bookie-%d.log", i)))
-		if err != nil {
-			return fail(err)
+	}
+	if err == nil && portErr != nil {
+		tc.Close()
+		err = portErr
+	}
+	if err != nil {
+		closeLogs()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	l := &Local{Dir: dir}
+	l.close = func() {
+		if l.Target.Store != nil {
+			l.Target.Store.Close()
 		}
-		c := exec.Command(exe, "bookie", "--listen", listen, "--admin", admin, "--metadata", etcd.Endpoint(),
-			"--data", filepath.Join(dir, fmt.Sprintf("bookie-%d", i)), "--log-level", logLevel, "--config", benchConfig)
-		if s.TLS != nil {
-			c.Args = append(c.Args, "--tls-listen", fmt.Sprintf("127.0.0.1:%d", ports[2]),
-				"--tls-cert", s.TLS.ServerCertFile, "--tls-key", s.TLS.ServerKeyFile)
-		}
-		c.Stdout, c.Stderr = logf, logf
-		err = c.Start()
-		logf.Close()
-		if err != nil {
-			return fail(err)
-		}
-		children = append(children, c)
-		t.Bookies = append(t.Bookies, Bookie{ID: meta.BookieID(listen), Admin: "http://" + admin})
+		tc.Close()
+		closeLogs()
+		os.RemoveAll(dir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if l.Target.Store, err = meta.Open(ctx, tc.Endpoint()); err != nil {
+		l.close()
+		return nil, err
+	}
+	for i, node := range tc.Nodes {
+		l.Target.Bookies = append(l.Target.Bookies, Bookie{ID: node.ID(), Admin: "http://" + admins[i]})
 	}
 	// Wait until every bookie is registered.
 	for {
-		live, err := store.ListBookies(ctx)
+		live, err := l.Target.Store.ListBookies(ctx)
 		if err == nil && len(live) >= n {
-			return &Local{Target: t, Dir: dir, close: cleanup}, nil
+			return l, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fail(fmt.Errorf("bookies did not register within 30 s (logs in %s): %w", dir, ctx.Err()))
+			l.close()
+			return nil, fmt.Errorf("bookies did not register within 30 s: %w", ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -2,53 +2,48 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/pki"
 )
 
-// TestBookieConfigJSON: the child bookies' config is the bench's settings,
-// the autorecovery's TLS files with TLS, and then the keys of the user's
-// config file, which win.
-func TestBookieConfigJSON(t *testing.T) {
+// TestLocalSettingsConfigure: a local bookie runs with the bench's gc grace
+// period and entry log size, with TLS a TLS listener and the autorecovery's
+// TLS files, and then the keys of the user's config file, which win; a config
+// file that is not one stops the cluster from starting.
+func TestLocalSettingsConfigure(t *testing.T) {
 	dir := t.TempDir()
 	over := filepath.Join(dir, "over.json")
 	if err := os.WriteFile(over, []byte(`{"entry_log_size": 4096, "compaction_bytes_per_sec": 8388608}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	decode := func(s LocalSettings) map[string]any {
-		t.Helper()
-		data, err := s.BookieConfigJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var keys map[string]any
-		if err := json.Unmarshal(data, &keys); err != nil {
-			t.Fatal(err)
-		}
-		return keys
+	cfg := bookie.DefaultConfig()
+	LocalSettings{EntryLogSize: 1 << 20}.configure(&cfg, "127.0.0.1:7")
+	if cfg.GCGracePeriod != GCGrace || cfg.EntryLogSize != 1<<20 || cfg.TLSListen != "" || cfg.AutorecoveryTLSCAFile != "" {
+		t.Errorf("bench settings: grace %v, entry log %d, TLS %q %q", cfg.GCGracePeriod, cfg.EntryLogSize, cfg.TLSListen, cfg.AutorecoveryTLSCAFile)
 	}
-	keys := decode(LocalSettings{EntryLogSize: 1 << 20})
-	if keys["gc_grace_period"] != "2s" || keys["entry_log_size"] != float64(1<<20) || keys["autorecovery_tls_ca_file"] != nil {
-		t.Errorf("bench settings: %v", keys)
-	}
-	keys = decode(LocalSettings{EntryLogSize: 1 << 20, ConfigFile: over, TLS: &pki.PKI{CAFile: "ca.pem", ClientCertFile: "c.pem", ClientKeyFile: "k.pem"}})
-	if keys["entry_log_size"] != float64(4096) || keys["compaction_bytes_per_sec"] != float64(8388608) || keys["gc_grace_period"] != "2s" ||
-		keys["autorecovery_tls_ca_file"] != "ca.pem" || keys["autorecovery_tls_cert_file"] != "c.pem" || keys["autorecovery_tls_key_file"] != "k.pem" {
-		t.Errorf("with a config file and TLS: %v", keys)
+	cfg = bookie.DefaultConfig()
+	ca := &pki.PKI{CAFile: "ca.pem", ClientCertFile: "c.pem", ClientKeyFile: "k.pem", ServerCertFile: "s.pem", ServerKeyFile: "sk.pem"}
+	LocalSettings{EntryLogSize: 1 << 20, ConfigFile: over, TLS: ca}.configure(&cfg, "127.0.0.1:7")
+	if cfg.EntryLogSize != 4096 || cfg.CompactionBytesPerSec != 8388608 || cfg.GCGracePeriod != GCGrace ||
+		cfg.TLSListen != "127.0.0.1:7" || cfg.TLSCertFile != "s.pem" || cfg.TLSKeyFile != "sk.pem" ||
+		cfg.AutorecoveryTLSCAFile != "ca.pem" || cfg.AutorecoveryTLSCertFile != "c.pem" || cfg.AutorecoveryTLSKeyFile != "k.pem" {
+		t.Errorf("with a config file and TLS: %+v", cfg)
 	}
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"entry_log_size":`), 0o644)
-	if _, err := (LocalSettings{ConfigFile: bad}).BookieConfigJSON(); err == nil {
-		t.Error("a config file that is not JSON was accepted")
+	for name, start := range map[string]func(string, int, LocalSettings) (*Local, error){"StartLocal": StartLocal, "StartLocalProcs": StartLocalProcs} {
+		if _, err := start(dir, 1, LocalSettings{ConfigFile: bad}); err == nil {
+			t.Errorf("%s started with a config file that is not JSON", name)
+		}
 	}
-	if _, err := StartLocal(dir, 1, LocalSettings{ConfigFile: bad}); err == nil {
-		t.Error("StartLocal started with a config file that is not JSON")
+	if left, _ := filepath.Glob(filepath.Join(dir, "bk-bench-*")); len(left) != 0 {
+		t.Errorf("refused starts left %v", left)
 	}
 }
 

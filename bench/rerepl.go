@@ -16,7 +16,7 @@ import (
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/internal/diskref"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -88,12 +88,13 @@ func RunRereplication(ctx context.Context, parent string, f RereplOptions, progr
 		defer os.RemoveAll(dir)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: f.Bookies, Logger: quiet, Light: true})
+	tc, err := testcluster.Start(testcluster.Options{Dir: dir, Bookies: f.Bookies, Light: true})
 	if err != nil {
 		return RereplResult{}, err
 	}
-	defer lc.Close()
-	store, err := meta.Open(ctx, lc.Endpoint())
+	defer tc.Close()
+	bookies := tc.Bookies() // as started: the lost one's counters stay readable
+	store, err := meta.Open(ctx, tc.Endpoint())
 	if err != nil {
 		return RereplResult{}, err
 	}
@@ -141,17 +142,17 @@ func RunRereplication(ctx context.Context, parent string, f RereplOptions, progr
 	}
 	res.DiskRef, res.DiskRefFailed = diskref.GroupCommit(dir, 1<<20, 1, time.Second)
 	// The baseline is a quiet cluster, not one still flushing what was just written.
-	if err := waitCheckpoints(ctx, lc.Bookies); err != nil {
+	if err := waitCheckpoints(ctx, bookies); err != nil {
 		return res, err
 	}
 
 	// 2. Foreground adds without re-replication.
-	ck := checkpoints(lc.Bookies)
+	ck := checkpoints(bookies)
 	quietLat, err := foregroundAdds(ctx, cl, f.ForegroundEntry, func(start time.Time) bool { return time.Since(start) < f.Foreground })
 	if err != nil {
 		return res, err
 	}
-	res.CkptQuiet = checkpoints(lc.Bookies) - ck
+	res.CkptQuiet = checkpoints(bookies) - ck
 	res.P99Quiet, res.AddsQuiet = p99(quietLat), len(quietLat)
 
 	// 3. Lose the bookie named by the most ledgers, and repair.
@@ -166,15 +167,15 @@ func RunRereplication(ctx context.Context, parent string, f RereplOptions, progr
 		}
 	}
 	victim := 0
-	for i, b := range lc.Bookies {
-		if counts[meta.BookieID(b.Addr())] > counts[meta.BookieID(lc.Bookies[victim].Addr())] {
+	for i, node := range tc.Nodes {
+		if counts[node.ID()] > counts[tc.Nodes[victim].ID()] {
 			victim = i
 		}
 	}
-	res.Lost = meta.BookieID(lc.Bookies[victim].Addr())
+	res.Lost = tc.Nodes[victim].ID()
 	res.Ledgers = counts[res.Lost]
 	lostAt := time.Now()
-	lc.Bookies[victim].Close()
+	tc.Nodes[victim].Stop()
 
 	reg := prometheus.NewRegistry()
 	metrics := autorecovery.NewMetrics(reg)
@@ -227,7 +228,7 @@ func RunRereplication(ctx context.Context, parent string, f RereplOptions, progr
 		}
 	}()
 	var fullAt time.Time
-	ck = checkpoints(lc.Bookies)
+	ck = checkpoints(bookies)
 	duringLat, err := foregroundAdds(ctx, cl, f.ForegroundEntry, func(time.Time) bool {
 		select {
 		case fullAt = <-fullCh:
@@ -242,7 +243,7 @@ func RunRereplication(ctx context.Context, parent string, f RereplOptions, progr
 	if fullAt.IsZero() {
 		return res, fmt.Errorf("rereplication: not fully replicated: %w", ctx.Err())
 	}
-	res.CkptDuring = checkpoints(lc.Bookies) - ck
+	res.CkptDuring = checkpoints(bookies) - ck
 	res.P99During, res.AddsDuring = p99(duringLat), len(duringLat)
 	res.LossToFull = fullAt.Sub(lostAt)
 	res.CopyTime = fullAt.Sub(firstMark)
