@@ -174,7 +174,8 @@ func TestGCAndCompactionSurviveSIGKILL(t *testing.T) {
 				resp.Body.Close()
 			}
 		}()
-		// The kill lands at a random moment: within a scan, a deletion, a compaction.
+		// Deliberate perturbation: the kill lands at a random moment, within a scan, a
+		// deletion, a compaction.
 		time.Sleep(time.Duration(rng.Intn(300)) * time.Millisecond)
 		p.kill() // SIGKILL
 		close(stop)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -65,22 +66,26 @@ func testLoopDiskDefaults(t *testing.T, size int64) {
 	// (disk_stall_threshold), which passes.
 	fill := func(c *testClient, when string) {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
 		for i := 0; ; i++ {
 			l := uint64(doomed)
 			if i%4 == 3 {
 				l = kept
 			}
-			switch s := add(c, l); {
-			case s == wire.StatusReadOnly && freeBytes() < uint64(size)/4:
-				return
+			var s wire.Status
+			// A stalled sync: the add is polled until it is taken or the disk is full.
+			err := testwait.Poll(ctx, 0, func() bool {
+				s = add(c, l)
+				return s != wire.StatusReadOnly || freeBytes() < uint64(size)/4
+			})
+			switch {
+			case err != nil:
+				t.Fatalf("%s: not read-only for a full disk within 2 minutes (%d MiB free)", when, freeBytes()>>20)
 			case s == wire.StatusReadOnly:
-				time.Sleep(50 * time.Millisecond) // a stalled sync; polled under the deadline
+				return
 			case s != wire.StatusOK:
 				t.Fatalf("%s: add %d: %v, want OK or ReadOnly", when, i, s)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not read-only for a full disk within 2 minutes (%d MiB free)", when, freeBytes()>>20)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package bookie
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/metatest"
 	"github.com/bookie-go/bookie/wire"
@@ -170,11 +172,12 @@ func TestLoopDiskFullDeleteAndBack(t *testing.T) {
 	debugDisk(t, b, mnt, "read-only")
 	// No flapping: for a few disk checks (one a second) and checkpoints
 	// (every 200 ms) on the full disk, every add is refused.
-	for start := time.Now(); time.Since(start) < 2500*time.Millisecond; time.Sleep(50 * time.Millisecond) {
+	testwait.Throughout(t, 2500*time.Millisecond, "adds refused on the full disk", func() error {
 		if s := add(c, kept); s != wire.StatusReadOnly {
-			t.Fatalf("add on the full disk %v after it went read-only: %v, want ReadOnly", time.Since(start), s)
+			return fmt.Errorf("add answered %v, want ReadOnly", s)
 		}
-	}
+		return nil
+	})
 
 	closed := make(chan error, 1)
 	go func() { closed <- b.Close() }()

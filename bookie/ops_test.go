@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -276,15 +277,10 @@ func TestDiskFullReadOnly(t *testing.T) {
 	}
 }
 
+// waitUntil polls cond for up to 10 s (testwait.For).
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "condition", cond)
 }
 
 // TestJournalFailureIsFinal: after a failed fdatasync nothing is acked, the

@@ -493,7 +493,7 @@ func TestBatchReadsPacedOnlyWhileAddsFlow(t *testing.T) {
 	if took := paced(1e6); took < 80*time.Millisecond {
 		t.Fatalf("1 MB at 10 MB/s with adds flowing waited %v, want ~100 ms", took)
 	}
-	time.Sleep(200 * time.Millisecond) // reads idle: no credit
+	time.Sleep(200 * time.Millisecond) // deliberate: real idle time for reads, which must earn no credit
 	b.addsSeen.Store(time.Now().UnixNano())
 	if took := paced(1e6); took < 80*time.Millisecond {
 		t.Fatalf("200 ms without reads let 1 MB through unpaced (waited %v)", took)

@@ -2,11 +2,13 @@ package bookie
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/meta/metatest"
 )
 
@@ -33,10 +35,11 @@ func TestRegistrationOutlivesAuthToken(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	testwait.Throughout(t, 5*time.Second, "the one bookie listed", func() error {
 		live, err := observer.ListBookies(ctx)
 		if err != nil || len(live) != 1 || live[0].InstanceID != b.Cookie().Instance {
-			t.Fatalf("live bookies = %+v, %v; want the one bookie throughout", live, err)
+			return fmt.Errorf("live bookies = %+v, %v", live, err)
 		}
-	}
+		return nil
+	})
 }

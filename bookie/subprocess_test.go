@@ -184,6 +184,7 @@ func TestCrashLoopKeepsAckedEntries(t *testing.T) {
 				mu.Unlock()
 			}
 		}()
+		// Deliberate perturbation: the kill lands at a random moment of the load.
 		time.Sleep(time.Duration(50+rng.Intn(400)) * time.Millisecond)
 		p.kill() // SIGKILL
 		close(stop)

@@ -2,42 +2,24 @@ package client
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
-	"github.com/bookie-go/bookie/meta/metatest"
+	"github.com/bookie-go/bookie/internal/testcluster"
 )
 
-// cluster is an embedded etcd and real bookies on loopback, all in this process.
+// cluster is an embedded etcd and real bookies on loopback, all in this process
+// (testcluster). The tests that use it stay in package client: they reach into the
+// client's internals (fault nets, dial hooks, writer state) that an external test package
+// could not see without exported test hooks.
 type cluster struct {
 	t        testing.TB
+	tc       *testcluster.Cluster
 	endpoint string
-	dirs     []string
-	addrs    []string
-	bookies  []*bookie.Bookie // nil while stopped
-	edit     func(*bookie.Config)
-}
-
-func bookieConfig(dir, listen, endpoint string) bookie.Config {
-	return bookie.Config{
-		Listen:             listen,
-		DataDir:            dir,
-		Metadata:           endpoint,
-		EventLoops:         1,
-		ReadWorkers:        2,
-		JournalSegmentSize: 4 << 20,
-		WriteCacheBytes:    8 << 20,
-		EntryLogSize:       16 << 20,
-		IndexCacheBytes:    1 << 20,
-		CheckpointInterval: bookie.Duration(time.Hour),
-		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
+	dirs     []string // bookie i's data directory
+	addrs    []string // bookie i's address, its id; the same across restarts
 }
 
 // startCluster starts etcd and n bookies; everything stops when the test ends.
@@ -46,74 +28,49 @@ func startCluster(t testing.TB, n int) *cluster {
 	return startClusterWith(t, n, nil)
 }
 
-// startClusterWith is startCluster with each bookie's config passed through edit.
+// startClusterWith is startCluster with each bookie's config passed through edit at
+// every start.
 func startClusterWith(t testing.TB, n int, edit func(*bookie.Config)) *cluster {
 	t.Helper()
-	c := &cluster{t: t, endpoint: metatest.Start(t), edit: edit}
-	for i := range n {
-		dir := filepath.Join(t.TempDir(), "bookie"+strconv.Itoa(i))
-		// A fixed port, so that the bookie can restart under the same identity.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		b, err := bookie.New(c.config(dir, addr))
-		if err != nil {
-			t.Fatalf("bookie.New: %v", err)
-		}
-		if err := b.Start(); err != nil {
-			t.Fatalf("bookie.Start: %v", err)
-		}
-		c.dirs = append(c.dirs, dir)
-		c.addrs = append(c.addrs, b.Addr())
-		c.bookies = append(c.bookies, b)
-	}
-	t.Cleanup(func() {
-		for _, b := range c.bookies {
-			if b != nil {
-				b.Close()
+	tc := testcluster.New(t, testcluster.Options{Bookies: n, EtcdNoFsync: true,
+		Configure: func(_ int, cfg *bookie.Config) {
+			cfg.EventLoops = 1
+			cfg.ReadWorkers = 2
+			cfg.JournalSegmentSize = 4 << 20
+			cfg.WriteCacheBytes = 8 << 20
+			cfg.EntryLogSize = 16 << 20
+			cfg.IndexCacheBytes = 1 << 20
+			cfg.CheckpointInterval = bookie.Duration(time.Hour)
+			if edit != nil {
+				edit(cfg)
 			}
-		}
-	})
+		}})
+	c := &cluster{t: t, tc: tc, endpoint: tc.Endpoint()}
+	for _, n := range tc.Nodes {
+		c.dirs = append(c.dirs, n.Dir())
+		c.addrs = append(c.addrs, string(n.ID()))
+	}
 	return c
 }
 
-func (c *cluster) config(dir, listen string) bookie.Config {
-	cfg := bookieConfig(dir, listen, c.endpoint)
-	if c.edit != nil {
-		c.edit(&cfg)
+// bookies returns the bookies by index, nil for a stopped one.
+func (c *cluster) bookies() []*bookie.Bookie {
+	bs := make([]*bookie.Bookie, len(c.tc.Nodes))
+	for i, n := range c.tc.Nodes {
+		bs[i] = n.Bookie()
 	}
-	return cfg
+	return bs
 }
 
 // stop stops bookie i, as a crash would as far as clients can tell.
-func (c *cluster) stop(i int) {
-	c.t.Helper()
-	if c.bookies[i] != nil {
-		c.bookies[i].Close()
-		c.bookies[i] = nil
-	}
-}
+func (c *cluster) stop(i int) { c.tc.Nodes[i].Stop() }
 
 // restart starts bookie i again on its address and data.
 func (c *cluster) restart(i int) {
 	c.t.Helper()
-	var err error
-	for try := 0; try < 50; try++ {
-		var b *bookie.Bookie
-		b, err = bookie.New(c.config(c.dirs[i], c.addrs[i]))
-		if err == nil {
-			if err = b.Start(); err == nil {
-				c.bookies[i] = b
-				return
-			}
-			b.Close()
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := c.tc.Nodes[i].Start(); err != nil {
+		c.t.Fatalf("restart bookie %d: %v", i, err)
 	}
-	c.t.Fatalf("restart bookie %d: %v", i, err)
 }
 
 // index returns the cluster index of bookie addr.

@@ -3,54 +3,35 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/meta/embedded"
+	"github.com/bookie-go/bookie/internal/testcluster"
 )
 
-// localCluster starts an embedded etcd and n bookies on loopback, for the examples.
+// localCluster starts an embedded etcd and n bookies on loopback (testcluster), for the
+// examples.
 func localCluster(n int) (endpoint string, stop func()) {
 	dir, err := os.MkdirTemp("", "client-example")
 	if err != nil {
 		log.Fatal(err)
 	}
-	etcd, err := embedded.Start(filepath.Join(dir, "etcd"), embedded.Options{UnsafeNoFsync: true})
+	c, err := testcluster.Start(testcluster.Options{Dir: dir, Bookies: n, EtcdNoFsync: true,
+		Configure: func(_ int, cfg *bookie.Config) {
+			cfg.JournalSegmentSize = 4 << 20
+			cfg.WriteCacheBytes = 4 << 20
+			cfg.EntryLogSize = 8 << 20
+			cfg.IndexCacheBytes = 1 << 20
+		}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	var bookies []*bookie.Bookie
-	for i := range n {
-		b, err := bookie.New(bookie.Config{
-			Listen:             "127.0.0.1:0",
-			DataDir:            filepath.Join(dir, "bookie"+strconv.Itoa(i)),
-			Metadata:           etcd.Endpoint(),
-			JournalSegmentSize: 4 << 20,
-			WriteCacheBytes:    4 << 20,
-			EntryLogSize:       8 << 20,
-			IndexCacheBytes:    1 << 20,
-			Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := b.Start(); err != nil {
-			log.Fatal(err)
-		}
-		bookies = append(bookies, b)
-	}
-	return etcd.Endpoint(), func() {
-		for _, b := range bookies {
-			b.Close()
-		}
-		etcd.Close()
+	return c.Endpoint(), func() {
+		c.Close()
 		os.RemoveAll(dir)
 	}
 }

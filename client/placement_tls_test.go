@@ -1,6 +1,7 @@
-package client
+package client_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/metatest"
 )
@@ -19,39 +22,39 @@ import (
 // timeout and leave the ledger OPEN). A plain client still uses every bookie.
 func TestTLSClientPlacesOnTLSBookiesOnly(t *testing.T) {
 	p := metatest.NewPKI(t)
-	withTLS := 0
-	c := startClusterWith(t, 3, func(cfg *bookie.Config) {
-		if withTLS < 2 { // the first two configured: one start each in this test
-			withTLS++
-			cfg.TLSListen = "127.0.0.1:0"
-			cfg.TLSCertFile, cfg.TLSKeyFile = p.ServerCertFile, p.ServerKeyFile
-		}
-	})
-	ctx := testCtx(t)
-	tlsCfg, err := TLSConfig(p.CAFile, "", "", "")
+	c := testcluster.New(t, testcluster.Options{Bookies: 3, Light: true, EtcdNoFsync: true,
+		Configure: func(i int, cfg *bookie.Config) {
+			if i < 2 {
+				cfg.TLSListen = "127.0.0.1:0"
+				cfg.TLSCertFile, cfg.TLSKeyFile = p.ServerCertFile, p.ServerKeyFile
+			}
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tlsCfg, err := client.TLSConfig(p.CAFile, "", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := func(cfg Config) *Client {
+	open := func(cfg client.Config) *client.Client {
 		t.Helper()
-		cfg.Metadata, cfg.RequestTimeout, cfg.MaxBackoff = c.endpoint, 2*time.Second, 200*time.Millisecond
-		cl, err := New(ctx, cfg)
+		cfg.Metadata, cfg.RequestTimeout, cfg.MaxBackoff = c.Endpoint(), 2*time.Second, 200*time.Millisecond
+		cl, err := client.New(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cl.Close() })
 		return cl
 	}
-	tlsBookies := c.addrs[:2]
-	cl := open(Config{TLS: tlsCfg})
+	tlsBookies := []string{string(c.Nodes[0].ID()), string(c.Nodes[1].ID())}
+	cl := open(client.Config{TLS: tlsCfg})
 
-	_, err = cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2, Password: []byte("p")})
-	if !errors.Is(err, ErrNotEnoughTLSBookies) || !errors.Is(err, ErrNotEnoughBookies) ||
+	_, err = cl.CreateLedger(ctx, client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2, Password: []byte("p")})
+	if !errors.Is(err, client.ErrNotEnoughTLSBookies) || !errors.Is(err, client.ErrNotEnoughBookies) ||
 		!strings.Contains(err.Error(), "not enough bookies with a TLS listener: need 3, 2 of 3 have one") {
 		t.Fatalf("create E=3 with 2 TLS bookies of 3: %v, want \"not enough bookies with a TLS listener: need 3, 2 of 3 have one\"", err)
 	}
 	for range 5 { // placement is random: a plain bookie would be picked now and then
-		w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2, Password: []byte("p")})
+		w, err := cl.CreateLedger(ctx, client.LedgerOptions{EnsembleSize: 2, WriteQuorum: 2, AckQuorum: 2, Password: []byte("p")})
 		if err != nil {
 			t.Fatalf("create E=2 with 2 TLS bookies: %v", err)
 		}
@@ -69,11 +72,11 @@ func TestTLSClientPlacesOnTLSBookiesOnly(t *testing.T) {
 		}
 	}
 	// A replacement is chosen the same way: with both TLS bookies in the ensemble, none is left.
-	if _, err := NewRepairer(cl).PickReplacement(ctx, []meta.BookieID{meta.BookieID(tlsBookies[0]), meta.BookieID(tlsBookies[1])}, 0, 2); !errors.Is(err, ErrNotEnoughTLSBookies) ||
+	if _, err := client.NewRepairer(cl).PickReplacement(ctx, []meta.BookieID{meta.BookieID(tlsBookies[0]), meta.BookieID(tlsBookies[1])}, 0, 2); !errors.Is(err, client.ErrNotEnoughTLSBookies) ||
 		!strings.Contains(err.Error(), "need 1, 0 of 1 have one") {
 		t.Fatalf("replacement among TLS bookies with none spare: %v, want \"need 1, 0 of 1 have one\"", err)
 	}
-	if _, err := open(Config{}).CreateLedger(ctx, LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2, Password: []byte("p")}); err != nil {
+	if _, err := open(client.Config{}).CreateLedger(ctx, client.LedgerOptions{EnsembleSize: 3, WriteQuorum: 2, AckQuorum: 2, Password: []byte("p")}); err != nil {
 		t.Fatalf("plain client, E=3 on 3 bookies: %v", err)
 	}
 }

@@ -72,7 +72,7 @@ func randomRun(t *testing.T, seed uint64) {
 	n := 100 + rng.IntN(300)
 	recoverAt := rng.IntN(n)
 	restartAt := rng.IntN(n)
-	victim := rng.IntN(len(c.bookies))
+	victim := rng.IntN(len(c.tc.Nodes))
 	var inflight sync.WaitGroup
 	down := false
 	for i := range n {
@@ -96,7 +96,7 @@ func randomRun(t *testing.T, seed uint64) {
 			}
 		})
 		if i%64 == 0 {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // deliberate perturbation: let the faults and the restart fall among the adds
 		}
 	}
 	// With AckQuorum 1 an entry may be acknowledged by the stopped bookie alone, so
@@ -125,7 +125,7 @@ func randomRun(t *testing.T, seed uint64) {
 	// Stop the writer for good, then check with every bookie up and no faults.
 	wc.Close()
 	inflight.Wait()
-	if c.bookies[victim] == nil {
+	if c.bookies()[victim] == nil {
 		c.restart(victim)
 	}
 	rn.setRule(nil)

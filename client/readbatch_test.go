@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -464,11 +465,7 @@ func TestBatchReadsDoNotHoldBackAdds(t *testing.T) {
 		ents, err := r.Read(ctx, 0, n-1)
 		read <- result{ents, err}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); g.blockedReads() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no batch read reached the entry logs")
-		}
-	}
+	testwait.For(t, 10*time.Second, "a batch read reaching the entry logs", func() bool { return g.blockedReads() > 0 })
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := w.Append(actx, payload(0)); err != nil {

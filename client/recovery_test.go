@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -106,17 +107,11 @@ func TestSeed000(t *testing.T) {
 	}
 }
 
-// eventually polls cond until it holds, failing the test with what after 20 s: the
-// package's one polling helper.
+// eventually polls cond until it holds, failing the test with what after 20 s
+// (testwait.For).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in 20 s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testwait.For(t, 20*time.Second, what, cond)
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -178,7 +178,7 @@ func TestRelayGetsNoSession(t *testing.T) {
 	if _, err := w.Append(ctx, []byte("private")); err != nil {
 		t.Fatal(err)
 	}
-	bookieID, tlsAddr := c.addrs[0], c.bookies[0].TLSAddr()
+	bookieID, tlsAddr := c.addrs[0], c.bookies()[0].TLSAddr()
 	clientTLS, err := TLSConfig(p.CAFile, p.ClientCertFile, p.ClientKeyFile, "")
 	if err != nil {
 		t.Fatal(err)

@@ -57,7 +57,7 @@ func TestTLSClient(t *testing.T) {
 		}
 	}
 	tlsAddrs := map[string]bool{}
-	for _, b := range c.bookies {
+	for _, b := range c.bookies() {
 		tlsAddrs[b.TLSAddr()] = true
 	}
 	mu.Lock()

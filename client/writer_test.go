@@ -223,7 +223,6 @@ func TestTailingReader(t *testing.T) {
 				done <- err
 				return
 			}
-			time.Sleep(time.Millisecond)
 		}
 		done <- nil
 	}()

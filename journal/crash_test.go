@@ -28,6 +28,9 @@ const (
 	crashSeedEnv = "JOURNAL_CRASH_CHILD_SEED"
 )
 
+// checkpointEvery is how many completed batches the child lets pass between checkpoints.
+const checkpointEvery = 8
+
 var crashOpts = Options{SegmentSize: 256 << 10, RecycleSegments: 2, MaxQueueBytes: 4 << 20}
 
 // TestCrashChild is the child's body; it does nothing unless started by
@@ -42,7 +45,11 @@ func TestCrashChild(t *testing.T) {
 	var mu sync.Mutex // out, done
 	var last lastCompleted
 	done := 0
+	batches := 0
+	checkpoint := make(chan struct{}, 1) // a batch was completed: time for a checkpoint
 	opts := crashOpts
+	var room <-chan struct{}
+	opts.Released, room = newRoom()
 	opts.Completed = func(b []Completion) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -58,6 +65,12 @@ func TestCrashChild(t *testing.T) {
 		}
 		// One write per batch: the parent sees an ack only after its sync.
 		out.Flush()
+		if batches++; batches%checkpointEvery == 0 {
+			select {
+			case checkpoint <- struct{}{}:
+			default: // one is due already
+			}
+		}
 	}
 	j, err := Open(vfs.Default, dir, opts)
 	if err != nil {
@@ -69,14 +82,13 @@ func TestCrashChild(t *testing.T) {
 	for w := range 4 {
 		go func() {
 			rng := rand.New(rand.NewSource(seed + int64(w)))
-			err := loadWriter(j, uint32(w)+uint32(seed%1000)*8, rng, crashSize, func() bool { return false })
+			err := loadWriter(j, uint32(w)+uint32(seed%1000)*8, rng, crashSize, room, func() bool { return false })
 			fmt.Fprintln(os.Stderr, "append:", err)
 			os.Exit(4)
 		}()
 	}
 	// Checkpoint now and then, so segments are freed and recycled.
-	for {
-		time.Sleep(5 * time.Millisecond)
+	for range checkpoint {
 		if err := last.checkpoint(j); err != nil {
 			fmt.Fprintln(os.Stderr, "checkpoint:", err)
 			os.Exit(5)
@@ -161,7 +173,7 @@ func crashOnce(t *testing.T, dir string, seed int64, killAfter time.Duration, ac
 		cmd.Process.Kill()
 		t.Fatalf("child not ready: %s", stderr.String())
 	}
-	time.Sleep(killAfter)
+	time.Sleep(killAfter) // deliberate perturbation: the kill lands within the load
 	cmd.Process.Signal(syscall.SIGKILL)
 	n := <-readDone
 	err = cmd.Wait()

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/vfs"
 )
 
@@ -414,11 +416,11 @@ func TestMaxWaitGathersBatches(t *testing.T) {
 	}
 	for range 10 {
 		j.Append(TypeEntry, []byte("x"), nil)
-		time.Sleep(time.Millisecond)
+		runtime.Gosched() // the writer may take each record alone: MaxWait must keep the batch open
 	}
 	j.Close()
 	if len(batches) != 1 || batches[0] != 10 {
-		t.Fatalf("batches %v, want one batch of 10 (appends 1 ms apart, MaxWait 1 s)", batches)
+		t.Fatalf("batches %v, want one batch of 10 (appends with yields between them, MaxWait 1 s)", batches)
 	}
 }
 
@@ -436,6 +438,7 @@ func testCompletedNeverOverlaps(t *testing.T, inline int) {
 	var inside atomic.Bool
 	var last uint64 // touched only inside Completed: the race detector checks the ordering
 	var calls atomic.Int64
+	var completed atomic.Uint64 // last, for the appenders
 	j, err := Open(vfs.NewMemFS(), "/j", Options{SegmentSize: 32 << 10, InlineRecords: inline, Completed: func(b []Completion) {
 		if inside.Swap(true) {
 			t.Error("Completed called while a call was running")
@@ -446,9 +449,10 @@ func testCompletedNeverOverlaps(t *testing.T, inline int) {
 			}
 			last = c.Seq
 		}
+		completed.Store(last)
 		calls.Add(1)
 		if calls.Load()%3 == 0 {
-			time.Sleep(200 * time.Microsecond) // fall behind now and then
+			time.Sleep(200 * time.Microsecond) // deliberate perturbation: fall behind now and then
 		}
 		inside.Store(false)
 	}})
@@ -461,8 +465,10 @@ func testCompletedNeverOverlaps(t *testing.T, inline int) {
 		go func() {
 			defer wg.Done()
 			for i := range 500 {
+				var seq uint64
 				for {
-					_, err := j.Append(TypeEntry, payloadFor(uint64(w*1000+i), 50+i%300), nil)
+					var err error
+					seq, err = j.Append(TypeEntry, payloadFor(uint64(w*1000+i), 50+i%300), nil)
 					if err == nil {
 						break
 					}
@@ -470,10 +476,15 @@ func testCompletedNeverOverlaps(t *testing.T, inline int) {
 						t.Error(err)
 						return
 					}
-					time.Sleep(10 * time.Microsecond)
+					runtime.Gosched() // let the writer drain the queue
 				}
 				if i%50 == 0 {
-					time.Sleep(time.Millisecond) // let the queue drain: inline completions
+					// Let the queue drain, so that small batches are reported inline too:
+					// wait until this record has completed.
+					if testwait.Poll(context.Background(), 10*time.Second, func() bool { return completed.Load() >= seq }) != nil {
+						t.Errorf("record %d not completed in 10 s", seq)
+						return
+					}
 				}
 			}
 		}()
@@ -603,7 +614,7 @@ func TestSyncedReportsEachSync(t *testing.T) {
 			if failSync.Load() {
 				return vfs.ErrInjectedIO
 			}
-			time.Sleep(20 * time.Millisecond) // a slow disk, not a wait for anything
+			time.Sleep(20 * time.Millisecond) // deliberate perturbation: a slow disk, not a wait for anything
 		}
 		return nil
 	})

@@ -70,8 +70,9 @@ func envIters(name string, def int) int {
 }
 
 // loadWriter appends self-checking payloads of writer id, sizes drawn by size, to j until
-// stop returns true. A full queue (ErrFull) is waited out; any other error is returned.
-func loadWriter(j *Journal, id uint32, rng *rand.Rand, size func(*rand.Rand) int, stop func() bool) error {
+// stop returns true. A full queue (ErrFull) is waited out on room (see newRoom); any other
+// error is returned.
+func loadWriter(j *Journal, id uint32, rng *rand.Rand, size func(*rand.Rand) int, room <-chan struct{}, stop func() bool) error {
 	for c := uint32(0); !stop(); c++ {
 		p := selfCheckingPayload(id, c, size(rng))
 		for {
@@ -82,10 +83,30 @@ func loadWriter(j *Journal, id uint32, rng *rand.Rand, size func(*rand.Rand) int
 			if !errors.Is(err, ErrFull) {
 				return err
 			}
-			time.Sleep(20 * time.Microsecond) // back off while the writer drains the queue
+			select {
+			case <-room:
+			case <-time.After(roomTimeout):
+				return fmt.Errorf("writer %d: the queue stayed full for %v", id, roomTimeout)
+			}
 		}
 	}
 	return nil
+}
+
+// roomTimeout bounds a loadWriter's wait for room in a full queue.
+const roomTimeout = 30 * time.Second
+
+// newRoom returns a journal's Released hook and the channel it signals, which loadWriter
+// waits on after ErrFull. The channel keeps one signal, so a release between a writer's
+// ErrFull and its wait is not lost; a stale one costs a retry.
+func newRoom() (released func(queued int64), room <-chan struct{}) {
+	ch := make(chan struct{}, 1)
+	return func(int64) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}, ch
 }
 
 // lastCompleted is the position of the last completed record, which a checkpoint may name.

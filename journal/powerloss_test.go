@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/vfs"
 )
 
@@ -34,7 +35,9 @@ func TestPowerLoss(t *testing.T) {
 // write after a truncated torn tail. It returns the tails replayed.
 func powerLossOnce(t *testing.T, it int, seed int64) []string {
 	rng := rand.New(rand.NewSource(seed))
-	opts := Options{SegmentSize: int64(2<<10 + rng.Intn(16<<10)), RecycleSegments: rng.Intn(3)}
+	// A small queue keeps batches to a few segments: the load runs until a number of
+	// completions, and a queue of many megabytes would be written 2 KiB segment by segment.
+	opts := Options{SegmentSize: int64(2<<10 + rng.Intn(16<<10)), RecycleSegments: rng.Intn(3), MaxQueueBytes: 256 << 10}
 	fs := vfs.NewMemFS()
 	acked := map[uint64][]byte{} // acknowledged before a power loss, in any generation
 	var tails []string
@@ -43,6 +46,8 @@ func powerLossOnce(t *testing.T, it int, seed int64) []string {
 		now := map[uint64][]byte{} // acknowledged in this generation
 		var last lastCompleted
 		o := opts
+		var room <-chan struct{}
+		o.Released, room = newRoom()
 		o.Completed = func(b []Completion) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -59,7 +64,7 @@ func powerLossOnce(t *testing.T, it int, seed int64) []string {
 		// synced, as a real disk's do.
 		slow := vfs.NewFaultFS(fs, func(op vfs.Op, name string) error {
 			if op == vfs.OpSync {
-				time.Sleep(100 * time.Microsecond)
+				time.Sleep(100 * time.Microsecond) // deliberate perturbation: a slow disk
 			}
 			return nil
 		})
@@ -74,19 +79,31 @@ func powerLossOnce(t *testing.T, it int, seed int64) []string {
 			go func() {
 				defer wg.Done()
 				wr := rand.New(rand.NewSource(seed + int64(gen*10+w)))
-				if err := loadWriter(j, uint32(gen*10+w), wr, powerLossSize, stop.Load); err != nil {
+				if err := loadWriter(j, uint32(gen*10+w), wr, powerLossSize, room, stop.Load); err != nil {
 					t.Errorf("iteration %d: append: %v", it, err)
 				}
 			}()
 		}
-		// Checkpoint now and then, as the bookie does after flushing.
+		// Checkpoint now and then, as the bookie does after flushing, and lose power at
+		// a point drawn from rng: each after a random number of further completions,
+		// so the points fall within the load whatever the machine's speed.
+		completions := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(now)
+		}
+		progress := func(n int) {
+			t.Helper()
+			target := completions() + n
+			testwait.For(t, 30*time.Second, fmt.Sprintf("iteration %d: %d completions", it, target), func() bool { return completions() >= target })
+		}
 		for range rng.Intn(4) {
-			time.Sleep(time.Duration(rng.Intn(2000)) * time.Microsecond)
+			progress(rng.Intn(100))
 			if err := last.checkpoint(j); err != nil {
 				t.Fatalf("iteration %d: checkpoint: %v", it, err)
 			}
 		}
-		time.Sleep(time.Duration(rng.Intn(3000)) * time.Microsecond)
+		progress(rng.Intn(150))
 		// Everything acknowledged before the power loss must survive it;
 		// what is acknowledged after it need not.
 		mu.Lock()

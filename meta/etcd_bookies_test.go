@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/metatest"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,20 +18,17 @@ import (
 // context ends.
 func waitBookies(t *testing.T, ctx context.Context, s meta.Store, want func([]meta.BookieInfo) bool) []meta.BookieInfo {
 	t.Helper()
-	for {
-		list, err := s.ListBookies(ctx)
-		if err != nil {
+	var list []meta.BookieInfo
+	if testwait.Poll(ctx, 0, func() bool {
+		var err error
+		if list, err = s.ListBookies(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if want(list) {
-			return list
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("live bookies stayed %+v", list)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return want(list)
+	}) != nil {
+		t.Fatalf("live bookies stayed %+v", list)
 	}
+	return list
 }
 
 func ids(list []meta.BookieInfo) []meta.BookieID {
@@ -74,8 +72,9 @@ func TestBookieLeaseExpiry(t *testing.T) {
 		t.Fatalf("registration %+v", list[0])
 	}
 
-	// Outlive a few keepalive periods first: the survivor must stay.
-	time.Sleep(1500 * time.Millisecond)
+	// The survivor must stay: it registered after the dying one, with the same TTL, so
+	// without its keepalives it would be gone by the time the dying one is, and the
+	// list below would never be the survivor alone.
 	dying.Close() // the "crash": no revoke
 	start := time.Now()
 	waitBookies(t, ctx, observer, func(l []meta.BookieInfo) bool {

@@ -3,6 +3,7 @@ package vfs
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/bookie-go/bookie/internal/testwait"
 )
 
 // exercise runs the same checks against any FS.
@@ -224,12 +227,12 @@ func TestDefaultPrefetches(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := (2 << 20) / os.Getpagesize()
-	for deadline := time.Now().Add(10 * time.Second); resident() < want; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pages resident 10 s after prefetching %d", resident(), want)
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("%d pages resident after prefetching them", want), func() error {
+		if n := resident(); n < want {
+			return fmt.Errorf("%d resident", n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A PrefetchRecorder records its files' prefetches and passes them on.
@@ -276,9 +279,7 @@ func TestGateHoldsPickedWrites(t *testing.T) {
 		_, err := f.WriteAt([]byte("held"), 0)
 		done <- err
 	}()
-	for gate.Held() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "the write held at the gate", func() bool { return gate.Held() > 0 })
 	select {
 	case err := <-done:
 		t.Fatalf("write returned %v through a closed gate", err)

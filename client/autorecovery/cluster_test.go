@@ -6,29 +6,30 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/testcluster"
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/metatest"
 	"github.com/bookie-go/bookie/wire"
 )
 
-// cluster is an embedded etcd and real bookies on loopback, all in this process, with the
-// payloads every ledger's writer had acknowledged.
+// cluster is an embedded etcd and real bookies on loopback, all in this process
+// (testcluster), with the payloads every ledger's writer had acknowledged. The tests that
+// use it stay in package autorecovery: they build auditors and workers from unexported
+// configuration and read their internal state.
 type cluster struct {
 	t        *testing.T
+	tc       *testcluster.Cluster
 	endpoint string
 	store    *meta.EtcdStore
-	dirs     []string
-	addrs    []string
-	bookies  []*bookie.Bookie // nil while stopped
+	dirs     []string // bookie i's data directory
+	addrs    []string // bookie i's address, its id; the same across restarts
 	acked    map[uint64][][]byte
 	// allowUnknown starts bookies with AllowUnknownState (limbo after a wipe).
 	allowUnknown bool
@@ -48,54 +49,37 @@ func startCluster(t *testing.T, n int, racks ...string) *cluster {
 // startClusterWith starts a cluster whose bookies' configurations configure changes.
 func startClusterWith(t *testing.T, n int, configure func(i int, cfg *bookie.Config), racks ...string) *cluster {
 	t.Helper()
-	c := &cluster{t: t, endpoint: metatest.Start(t), acked: make(map[uint64][][]byte), racks: racks, configure: configure}
+	c := &cluster{t: t, acked: make(map[uint64][][]byte), racks: racks, configure: configure}
+	c.tc = testcluster.New(t, testcluster.Options{Bookies: n, EtcdNoFsync: true, Configure: c.config})
+	c.endpoint = c.tc.Endpoint()
 	c.store = metatest.Open(t, c.endpoint)
-	for i := range n {
-		dir := filepath.Join(t.TempDir(), "bookie"+strconv.Itoa(i))
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		c.dirs = append(c.dirs, dir)
-		c.addrs = append(c.addrs, addr)
-		c.bookies = append(c.bookies, nil)
-		c.start(i)
+	for _, n := range c.tc.Nodes {
+		c.dirs = append(c.dirs, n.Dir())
+		c.addrs = append(c.addrs, string(n.ID()))
 	}
-	t.Cleanup(func() {
-		for i := range c.bookies {
-			c.stop(i)
-		}
-	})
 	return c
 }
 
-func (c *cluster) config(i int) bookie.Config {
-	cfg := bookie.Config{
-		Listen:             c.addrs[i],
-		DataDir:            c.dirs[i],
-		Metadata:           c.endpoint,
-		EventLoops:         1,
-		ReadWorkers:        2,
-		JournalSegmentSize: 4 << 20,
-		// Restarts are part of these tests: nothing zero-filled or touched ahead.
-		JournalSpareSegments: -1,
-		JournalBatchBytes:    -1,
-		WriteCacheLazy:       true,
-		WriteCacheBytes:      8 << 20,
-		EntryLogSize:         16 << 20,
-		IndexCacheBytes:      1 << 20,
-		CheckpointInterval:   bookie.Duration(time.Hour),
-		RegistrationTTL:      bookie.Duration(time.Second),
-		AllowUnknownState:    c.allowUnknown,
-		Rack:                 c.rack(i),
-		Logger:               quietLogger(),
-	}
+// config adjusts bookie i's configuration at each start.
+func (c *cluster) config(i int, cfg *bookie.Config) {
+	cfg.EventLoops = 1
+	cfg.ReadWorkers = 2
+	cfg.JournalSegmentSize = 4 << 20
+	// Restarts are part of these tests: nothing zero-filled or touched ahead.
+	cfg.JournalSpareSegments = -1
+	cfg.JournalBatchBytes = -1
+	cfg.WriteCacheLazy = true
+	cfg.WriteCacheBytes = 8 << 20
+	cfg.EntryLogSize = 16 << 20
+	cfg.IndexCacheBytes = 1 << 20
+	cfg.CheckpointInterval = bookie.Duration(time.Hour)
+	cfg.RegistrationTTL = bookie.Duration(time.Second)
+	cfg.AllowUnknownState = c.allowUnknown
+	cfg.Rack = c.rack(i)
+	cfg.Logger = quietLogger()
 	if c.configure != nil {
-		c.configure(i, &cfg)
+		c.configure(i, cfg)
 	}
-	return cfg
 }
 
 func (c *cluster) rack(i int) string {
@@ -108,28 +92,16 @@ func (c *cluster) rack(i int) string {
 // start starts bookie i on its address and data (again, after stop).
 func (c *cluster) start(i int) {
 	c.t.Helper()
-	var err error
-	for try := 0; try < 50; try++ {
-		var b *bookie.Bookie
-		if b, err = bookie.New(c.config(i)); err == nil {
-			if err = b.Start(); err == nil {
-				c.bookies[i] = b
-				return
-			}
-			b.Close()
-		}
-		time.Sleep(50 * time.Millisecond) // the port may still be held by the last run
+	if err := c.tc.Nodes[i].Start(); err != nil {
+		c.t.Fatalf("start bookie %d: %v", i, err)
 	}
-	c.t.Fatalf("start bookie %d: %v", i, err)
 }
 
 // stop stops bookie i; its registration goes at once.
-func (c *cluster) stop(i int) {
-	if c.bookies[i] != nil {
-		c.bookies[i].Close()
-		c.bookies[i] = nil
-	}
-}
+func (c *cluster) stop(i int) { c.tc.Nodes[i].Stop() }
+
+// bookie returns bookie i, nil while it is stopped.
+func (c *cluster) bookie(i int) *bookie.Bookie { return c.tc.Nodes[i].Bookie() }
 
 func (c *cluster) index(id meta.BookieID) int {
 	c.t.Helper()
@@ -234,15 +206,11 @@ func (c *cluster) checkFullyReplicated(ctx context.Context, cl *client.Client, i
 	return md
 }
 
-// waitFor polls cond until it holds or the test's context ends.
+// waitFor polls cond until it holds or the test's context ends (testwait.Poll).
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(20 * time.Millisecond):
-		}
+	if err := testwait.Poll(ctx, 0, cond); err != nil {
+		t.Fatalf("timed out waiting for %s: %v", what, err)
 	}
 }
 

@@ -73,7 +73,7 @@ func TestDamagedReplicasHealThemselves(t *testing.T) {
 	c.stop(victim)
 	c.flipEntries(victim, w.ID(), damaged)
 	c.start(victim)
-	st, err := c.bookies[victim].Scrub(ctx)
+	st, err := c.bookie(victim).Scrub(ctx)
 	if err != nil || st.Damaged != int64(len(damaged)) {
 		t.Fatalf("scrub: %+v, %v; want %d damaged", st, err, len(damaged))
 	}
@@ -86,11 +86,11 @@ func TestDamagedReplicasHealThemselves(t *testing.T) {
 
 	startRecovery(t, c.fastConfig(cl, "heal"), 1)
 	waitFor(ctx, t, "the damaged copies refilled", func() bool {
-		return len(c.bookies[victim].Damaged()) == 0 && len(c.marked(ctx)) == 0
+		return len(c.bookie(victim).Damaged()) == 0 && len(c.marked(ctx)) == 0
 	})
 	c.checkFullyReplicated(ctx, cl, w.ID(), nil)
 	c.readAll(ctx, w.ID())
-	if st, err := c.bookies[victim].Scrub(ctx); err != nil || st.Damaged != 0 {
+	if st, err := c.bookie(victim).Scrub(ctx); err != nil || st.Damaged != 0 {
 		t.Fatalf("scrub after the repair: %+v, %v; want nothing damaged", st, err)
 	}
 	// bk verify on the stopped bookie is clean: the damaged records are still in its

@@ -49,7 +49,7 @@ func TestGCKeepsLedgerAWorkerCopiedDuringTheScan(t *testing.T) {
 		return !c.namesAny(ctx, id, tb) && len(c.marked(ctx)) == 0
 	})
 	c.start(ti) // T holds stale copies of L
-	tbk := c.bookies[ti]
+	tbk := c.bookie(ti)
 	if st, err := tbk.GC(ctx); err != nil || st.Garbage != 1 || st.Deleted != 0 {
 		t.Fatalf("T's first scan: %+v, %v; want L garbage, nothing deleted", st, err)
 	}

@@ -55,7 +55,7 @@ func appendN(t *testing.T, ctx context.Context, w *client.Writer, acks *Acks, n 
 func waitEtcdLeader(t *testing.T, c *Cluster) int {
 	t.Helper()
 	l := -1
-	waitFor(t, 20*time.Second, "an etcd leader", func() bool { l = c.Etcd().Leader(); return l >= 0 })
+	waitFor(t, 20*time.Second, "an etcd leader", func() bool { l = c.EtcdCluster().Leader(); return l >= 0 })
 	return l
 }
 
@@ -121,7 +121,7 @@ func TestEtcdNoQuorum(t *testing.T) {
 		t.Fatalf("%d bookies registered, want 4", len(before))
 	}
 
-	e := c.Etcd()
+	e := c.EtcdCluster()
 	l := waitEtcdLeader(t, c)
 	down := []int{l, (l + 1) % 3}
 	for _, i := range down {
@@ -167,7 +167,9 @@ func TestEtcdNoQuorum(t *testing.T) {
 		default:
 		}
 	}
-	// The outage outlasts the bookies' registration TTL (2 s): their leases expire.
+	// The outage outlasts the bookies' registration TTL (2 s, the shortest etcd grants with
+	// the embedded server's election timeout): their leases expire. A deliberate fault: the
+	// outage's length is real time on etcd's clock, which no hook shortens.
 	if d := 3*time.Second - time.Since(outage); d > 0 {
 		time.Sleep(d)
 	}
@@ -231,7 +233,7 @@ func TestEtcdMemberLoss(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	c := startEtcdCluster(t, 4)
 	acks := NewAcks()
-	e := c.Etcd()
+	e := c.EtcdCluster()
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

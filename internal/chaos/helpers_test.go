@@ -10,6 +10,7 @@ import (
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/faultproxy"
 	"github.com/bookie-go/bookie/internal/inspect"
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/vfs"
 )
@@ -150,19 +151,18 @@ func watchCloses(t *testing.T, ctx context.Context, store meta.Store, id uint64)
 // exactlyOne fails unless the ledger was closed once, at md's version.
 func (w *closeWatch) exactlyOne(t *testing.T, md meta.LedgerMetadata) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Until(t, 5*time.Second, fmt.Sprintf("exactly one close, version %d", md.Version), func() error {
 		w.mu.Lock()
 		v, l := append([]int64(nil), w.versions...), append([]int64(nil), w.lasts...)
 		w.mu.Unlock()
-		if len(v) == 1 && v[0] == md.Version {
-			return
-		}
-		if len(v) > 1 || time.Now().After(deadline) {
+		if len(v) > 1 {
 			t.Fatalf("ledger closed at versions %v (last entries %v), want exactly one close, version %d", v, l, md.Version)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		if len(v) == 1 && v[0] == md.Version {
+			return nil
+		}
+		return fmt.Errorf("ledger closed at versions %v (last entries %v)", v, l)
+	})
 }
 
 type appendResult struct {
@@ -185,10 +185,10 @@ func appendAsync(ctx context.Context, w *client.Writer, data []byte) <-chan appe
 func journalMarks(t *testing.T, n *Node) (mark, end inspect.Mark) {
 	t.Helper()
 	var fs vfs.FS = vfs.Default
-	if n.mem != nil {
-		fs = n.mem
+	if mem := n.FS(); mem != nil {
+		fs = mem
 	}
-	rep, err := inspect.Journal(fs, inspect.DirsFor(n.dir, "", "").Journal, nil)
+	rep, err := inspect.Journal(fs, inspect.DirsFor(n.Dir(), "", "").Journal, nil)
 	if err == nil {
 		err = rep.Err()
 	}
@@ -198,14 +198,8 @@ func journalMarks(t *testing.T, n *Node) (mark, end inspect.Mark) {
 	return rep.Checkpoint, rep.End
 }
 
-// waitFor polls cond until it holds, failing the test after timeout.
+// waitFor polls cond until it holds, failing the test after timeout (testwait.For).
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached in %v", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, timeout, what, cond)
 }

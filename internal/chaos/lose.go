@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,39 +13,6 @@ import (
 	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/meta"
 )
-
-// ErrLost is returned by Node.Start for a node Cluster.Lose took out.
-var ErrLost = errors.New("chaos: bookie lost for good")
-
-// Lose takes node i out of the cluster for good, as a machine that dies and never comes
-// back: its proxy is cut off (and stays so), the bookie is killed (SIGKILL in process mode)
-// and never started again, and a fresh, empty bookie behind a new proxy takes its place in
-// Nodes, so the cluster keeps its size. It returns the lost node. Lose must not run
-// concurrently with anything else that reads Nodes (in Run: the fault schedule runs it).
-func (c *Cluster) Lose(i int) (*Node, error) {
-	old := c.Nodes[i]
-	old.Proxy.Partition()
-	old.mu.Lock()
-	old.lost = true
-	old.mu.Unlock()
-	old.Kill()
-	c.lost = append(c.lost, old)
-	fresh, err := c.newNode(len(c.Nodes) + len(c.lost) - 1)
-	if err != nil {
-		return old, err
-	}
-	c.Nodes[i] = fresh
-	return old, fresh.Start()
-}
-
-// Lost returns the ids of the bookies Lose took out.
-func (c *Cluster) Lost() []meta.BookieID {
-	ids := make([]meta.BookieID, len(c.lost))
-	for i, n := range c.lost {
-		ids[i] = n.ID()
-	}
-	return ids
-}
 
 // Recovery is an autorecovery auditor candidate and worker running on a cluster, with
 // their own client, as bk bookie runs beside each bookie.

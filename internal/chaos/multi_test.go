@@ -11,6 +11,7 @@ import (
 
 	"github.com/bookie-go/bookie/client"
 	fp "github.com/bookie-go/bookie/internal/faultproxy"
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
@@ -64,32 +65,32 @@ func waitAcked(t *testing.T, acks *Acks, n int) {
 // may still be healing), and records the close.
 func recoverUntilClosed(t *testing.T, ctx context.Context, cl *client.Client, id uint64, acks *Acks) {
 	t.Helper()
-	for {
-		rd, err := cl.OpenLedger(ctx, id, true)
-		if err == nil {
+	var err error
+	if testwait.Poll(ctx, 0, func() bool {
+		var rd *client.Reader
+		if rd, err = cl.OpenLedger(ctx, id, true); err == nil {
 			acks.Closed(id, "recoverer", rd.Metadata().LastEntryID)
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("recovery of ledger %d never completed: %v", id, err)
+			return true
 		}
 		t.Logf("recovery of ledger %d: %v (retrying)", id, err)
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) != nil {
+		t.Fatalf("recovery of ledger %d never completed: %v", id, err)
 	}
 }
 
 // verify fails the test on anything a bookie acknowledged and then lost.
-func verify(t *testing.T, nodes ...*Node) {
+func verify(t *testing.T, c *Cluster, nodes ...*Node) {
 	t.Helper()
 	for _, n := range nodes {
-		vs, err := n.VerifyAcked(func(uint64) *wire.MasterKey { return &runKey })
+		vs, err := c.VerifyAcked(n, func(uint64) *wire.MasterKey { return &runKey })
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, v := range vs {
 			t.Errorf("bookie %d: %v", n.Index+1, v)
 		}
-		if e, _ := n.Acknowledged(); e == 0 {
+		if e, _ := c.Acknowledged(n); e == 0 {
 			t.Errorf("bookie %d acknowledged nothing: the test proved nothing about it", n.Index+1)
 		}
 	}
@@ -157,7 +158,7 @@ func TestTwoBookiesOfAWriteSetCrashTogether(t *testing.T) {
 		}
 		n.Proxy.Heal()
 	}
-	verify(t, pair...)
+	verify(t, c, pair...)
 	recoverUntilClosed(t, ctx, rec, w.ID(), acks)
 	check(t, ctx, c, rec, w.ID(), acks)
 }
@@ -207,7 +208,7 @@ func TestBookieCrashesDuringRecovery(t *testing.T) {
 		t.Logf("recovery during the crash: %v", err)
 		recoverUntilClosed(t, ctx, rec, w.ID(), acks)
 	}
-	verify(t, victim)
+	verify(t, c, victim)
 	md := check(t, ctx, c, rec, w.ID(), acks)
 	watch.exactlyOne(t, md)
 }
@@ -246,7 +247,7 @@ func TestClusterPowerLossMidWrite(t *testing.T) {
 	for _, d := range dones {
 		<-d
 	}
-	verify(t, c.Nodes...)
+	verify(t, c, c.Nodes...)
 	rec := newClient(t, c, 500*time.Millisecond)
 	for _, id := range ledgers {
 		recoverUntilClosed(t, ctx, rec, id, acks)

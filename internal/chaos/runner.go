@@ -267,7 +267,7 @@ func (r *runner) run(ctx context.Context) error {
 	// Heal: every rule off, every bookie up.
 	r.logf("seed %d: healing", r.cfg.Seed)
 	r.c.ClearRules()
-	if e := r.c.Etcd(); e != nil {
+	if e := r.c.EtcdCluster(); e != nil {
 		var all []int
 		for i := range e.Members() {
 			all = append(all, i)
@@ -408,11 +408,11 @@ var runKey = wire.MasterKeyFromPassword([]byte("chaos"))
 // verifyNode checks, right after a crash and restart, that the bookie still holds every
 // entry and fence it acknowledged.
 func (r *runner) verifyNode(n *Node) {
-	vs, err := n.VerifyAcked(func(uint64) *wire.MasterKey { return &runKey })
+	vs, err := r.c.VerifyAcked(n, func(uint64) *wire.MasterKey { return &runKey })
 	if err != nil {
 		r.logf("seed %d: verify bookie %d: %v", r.cfg.Seed, n.Index+1, err)
 	}
-	entries, fences := n.Acknowledged()
+	entries, fences := r.c.Acknowledged(n)
 	r.mu.Lock()
 	r.res.Verified += entries + fences
 	r.res.Violations = append(r.res.Violations, vs...)
@@ -847,7 +847,7 @@ func (r *runner) schedule(ctx context.Context) {
 				name = "lose-unnamed"
 			}
 		case "etcd-leader", "etcd-follower", "etcd-quorum":
-			e := r.c.Etcd()
+			e := r.c.EtcdCluster()
 			if e == nil || e.Members() < 3 || etcdImpaired {
 				continue
 			}

@@ -277,9 +277,7 @@ func TestConcurrentRecoverers(t *testing.T) {
 			acks.Ack(id, e, data)
 		}
 	}()
-	for acks.Max(id) < 30 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, 30*time.Second, "30 entries acknowledged", func() bool { return acks.Max(id) >= 30 })
 	for i, n := range c.Nodes {
 		d := time.Duration(10*(i+1)) * time.Millisecond
 		n.Proxy.Delay(fp.Responses(wire.OpReadLAC).Fencing(), d)
@@ -518,7 +516,7 @@ func TestNegativeAnswerFenceSurvivesPowerLoss(t *testing.T) {
 	if st, err := p.Add(&key, id, 0, []byte("e0")); err != nil || st != wire.StatusFenced {
 		t.Fatalf("after the power loss, w1's late add of e0 to b3: %v %v, want Fenced: the fence promised by the NoSuchEntry answer was lost", st, err)
 	}
-	vs, err := b[2].VerifyAcked(func(uint64) *wire.MasterKey { return &key })
+	vs, err := c.VerifyAcked(b[2], func(uint64) *wire.MasterKey { return &key })
 	if err != nil {
 		t.Fatal(err)
 	}

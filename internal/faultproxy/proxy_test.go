@@ -3,6 +3,7 @@ package faultproxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -97,16 +99,14 @@ func (fb *fakeBookie) received() []uint64 {
 // waitReceived waits until the bookie got n requests.
 func (fb *fakeBookie) waitReceived(t *testing.T, n int) []uint64 {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if ids := fb.received(); len(ids) >= n {
-			return ids
+	var ids []uint64
+	testwait.Until(t, 5*time.Second, fmt.Sprintf("%d requests at the bookie", n), func() error {
+		if ids = fb.received(); len(ids) < n {
+			return fmt.Errorf("bookie received %v", ids)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bookie received %v, want %d requests", fb.received(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
+	return ids
 }
 
 func readFrame(r io.Reader) ([]byte, error) {

@@ -3,12 +3,15 @@
 package inspect
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/bookie-go/bookie/internal/testwait"
 )
 
 func TestOpenByFindsAProcessHoldingAFile(t *testing.T) {
@@ -25,11 +28,10 @@ func TestOpenByFindsAProcessHoldingAFile(t *testing.T) {
 		t.Skipf("cannot start sh: %v", err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Contains(OpenBy(dir), cmd.Process.Pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("OpenBy(%s) = %v, want pid %d, which holds %s open", dir, OpenBy(dir), cmd.Process.Pid, name)
+	testwait.Until(t, 5*time.Second, fmt.Sprintf("pid %d, which holds %s open, in OpenBy(%s)", cmd.Process.Pid, name, dir), func() error {
+		if pids := OpenBy(dir); !slices.Contains(pids, cmd.Process.Pid) {
+			return fmt.Errorf("OpenBy = %v", pids)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

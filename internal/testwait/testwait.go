@@ -41,6 +41,32 @@ func Until(t TB, timeout time.Duration, what string, f func() error) {
 	}
 }
 
+// ThroughoutInterval is how often Throughout checks: coarser than Interval, as its checks
+// go on for the whole window.
+const ThroughoutInterval = 50 * time.Millisecond
+
+// Throughout calls f every ThroughoutInterval for d and fails t with f's error at the first one:
+// for a property that must hold for a while, not just once (a lease that must outlive
+// its TTL, a state that must not flap). It is the one place a test spends real time on
+// purpose, so d should be what the property needs and no more. f runs on the calling
+// goroutine.
+func Throughout(t TB, d time.Duration, what string, f func() error) {
+	t.Helper()
+	start := time.Now()
+	tick := time.NewTicker(ThroughoutInterval)
+	defer tick.Stop()
+	for {
+		if err := f(); err != nil {
+			t.Fatalf("%s: stopped holding after %v: %v", what, time.Since(start).Round(time.Millisecond), err)
+			return
+		}
+		if time.Since(start) >= d {
+			return
+		}
+		<-tick.C
+	}
+}
+
 // Poll calls cond every Interval until it returns true (nil), ctx ends or timeout passes
 // (context.DeadlineExceeded or ctx's error). A timeout of 0 or less means ctx alone
 // bounds the wait. It is the form for code that does not hold a TB: a goroutine, or a

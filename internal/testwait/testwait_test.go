@@ -47,3 +47,16 @@ func TestPollHonoursContext(t *testing.T) {
 		t.Fatalf("Poll = %v, want context.Canceled", err)
 	}
 }
+
+func TestThroughout(t *testing.T) {
+	n := 0
+	var tb fakeTB
+	Throughout(&tb, 100*time.Millisecond, "always", func() error { n++; return nil })
+	if tb.msg != "" || n < 2 {
+		t.Fatalf("held %d times, failure %q; want at least 2 checks and no failure", n, tb.msg)
+	}
+	Throughout(&tb, time.Minute, "flapping", func() error { return errors.New("flapped") })
+	if !strings.Contains(tb.msg, "flapping: stopped holding") || !strings.Contains(tb.msg, "flapped") {
+		t.Fatalf("failure %q", tb.msg)
+	}
+}
