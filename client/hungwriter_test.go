@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,24 +13,34 @@ import (
 	"github.com/bookie-go/bookie/wire"
 )
 
-// replacementCapacity is how many adds the replacement bookie of these tests answers at
-// once: one that arrives while it holds that many unanswered is dropped, never answered, so
-// it times out. It stands for a bookie that cannot answer more than so many requests within
-// the request timeout (deterministic: by count, not by time). The writers of these tests have
-// MaxPendingBytes 256 KiB, so a copy window of 64 KiB, about 62 entries of 1 KiB: with one
-// add of its own in flight besides, a writer that keeps to its window never meets the
-// capacity.
+// replacementCapacity is how many straggler copies the replacement bookie of these tests
+// answers at once: a copy that arrives while it holds that many unanswered is dropped, never
+// answered, so it times out. It stands for a bookie that cannot answer more than so many
+// requests within the request timeout (by count, not by time). The writers of these tests
+// have MaxPendingBytes 256 KiB, so a copy window of 64 KiB, about 62 entries of 1 KiB: a
+// writer that keeps to its window never meets the capacity.
 const replacementCapacity = 96
 
-// overloadRule returns a fault rule under which bookie spare answers at most
-// replacementCapacity adds at a time (see replacementCapacity) and bookies in hung get no
-// request through. The counts it keeps are read with n.mu held: the rule runs under it.
+// overload is a fault rule under which bookie spare answers at most replacementCapacity
+// straggler copies at a time (see replacementCapacity) and bookies in hung get no request
+// through. A copy is an add of an entry below the first entry the writer appends after the
+// ensemble change (appending, read when spare sees its first frame: the writer sends spare
+// nothing before the change is stored, and its Append of that entry waits for memory until
+// stragglers are released). The writer's own adds to spare are not capped: with AckQuorum
+// below WriteQuorum they are acknowledged by the two other bookies, and on a loaded machine
+// spare's backlog of them grows up to MaxPendingBytes, as it may. A copy the client has given
+// up on (sent more than timeout ago: the client timed it out, or will at its sweeper's next
+// tick, and sends it again) no longer counts either. The counts it keeps are read with n.mu
+// held: the rule runs under it.
 type overload struct {
-	spare       string
-	hung        []string
-	outstanding int // adds passed to spare and not answered
-	most        int // the highest outstanding seen
-	dropped     int // adds to spare dropped because outstanding was at capacity
+	spare     string
+	hung      []string
+	timeout   time.Duration
+	appending *atomic.Int64        // the entry the test is appending now
+	first     int64                // appending when spare saw its first frame; -1 before
+	sent      map[uint64]time.Time // copies passed to spare, not answered and not given up on
+	most      int                  // the most copies in sent at once
+	dropped   int                  // copies to spare dropped because sent was at capacity
 }
 
 func (o *overload) rule(f frameInfo) action {
@@ -39,14 +50,27 @@ func (o *overload) rule(f frameInfo) action {
 	case f.bookie != o.spare || f.hdr.Op != wire.OpAdd:
 		return pass
 	case f.response:
-		o.outstanding--
+		delete(o.sent, f.hdr.RequestID)
 		return pass
-	case o.outstanding >= replacementCapacity:
+	}
+	if o.first < 0 {
+		o.first = o.appending.Load()
+	}
+	if f.entry >= o.first {
+		return pass
+	}
+	now := time.Now()
+	for id, at := range o.sent {
+		if now.Sub(at) > o.timeout {
+			delete(o.sent, id)
+		}
+	}
+	if len(o.sent) >= replacementCapacity {
 		o.dropped++
 		return drop
 	}
-	o.outstanding++
-	o.most = max(o.most, o.outstanding)
+	o.sent[f.hdr.RequestID] = now
+	o.most = max(o.most, len(o.sent))
 	return pass
 }
 
@@ -84,10 +108,12 @@ func TestHungBookieStragglersCopiedInWindow(t *testing.T) {
 	log := newAckLog()
 	data := bytes.Repeat([]byte{'h'}, 1000)
 	next := int64(0)
+	var appending atomic.Int64
 	write := func(k int64) {
 		t.Helper()
 		for range k {
 			d := append(idPrefix(next), data...)
+			appending.Store(next)
 			// A writer that is not wedged answers within the hung bookie's timeout and
 			// an ensemble change; the wedge held adds for five request timeouts or more.
 			actx, cancel := context.WithTimeout(ctx, 7*requestTimeout/2)
@@ -116,7 +142,8 @@ func TestHungBookieStragglersCopiedInWindow(t *testing.T) {
 			spare = a
 		}
 	}
-	o := &overload{spare: spare, hung: []string{hung}}
+	o := &overload{spare: spare, hung: []string{hung}, timeout: requestTimeout, appending: &appending,
+		first: -1, sent: make(map[uint64]time.Time)}
 	n.setRule(o.rule)
 	write(4 * bound / int64(len(data)))
 	eventually(t, "stragglers of the hung bookie merged", func() bool {
@@ -132,7 +159,7 @@ func TestHungBookieStragglersCopiedInWindow(t *testing.T) {
 		t.Fatalf("the replacement %s left the last fragment %v (it was taken for failed)", spare, md.Fragments)
 	}
 	if dropped > 0 || most > replacementCapacity {
-		t.Fatalf("the replacement was sent %d adds at once (capacity %d; %d dropped)", most, replacementCapacity, dropped)
+		t.Fatalf("the replacement was sent %d copies at once (capacity %d; %d dropped)", most, replacementCapacity, dropped)
 	}
 
 	if err := w.Close(ctx); err != nil {
