@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -142,8 +143,8 @@ type bookieConn struct {
 	gen        uint64   // incremented on every new connection
 	connecting bool
 	closed     bool
-	queue      []*request          // accepted, not yet taken by the writer
-	pending    map[uint64]*request // written (or being written), awaiting a response
+	queue      []*request   // accepted, not yet taken by the writer
+	pending    pendingTable // written (or being written), awaiting a response
 	nextID     uint64
 	features   wire.Features // what the current connection's bookie accepted in its Hello
 	dialErr    error         // the last dial's failure
@@ -157,7 +158,7 @@ type bookieConn struct {
 }
 
 func newBookieConn(addr string, cfg *connConfig) *bookieConn {
-	c := &bookieConn{addr: addr, cfg: cfg, pending: make(map[uint64]*request)}
+	c := &bookieConn{addr: addr, cfg: cfg}
 	c.cond.L = &c.mu
 	return c
 }
@@ -399,6 +400,136 @@ func readFrame(br *bufio.Reader, src io.Reader, limit int, big *[]byte) ([]byte,
 	return buf, err
 }
 
+// pendingTable holds a connection's requests that were written (or are being written) and
+// await a response, by request id. The writer hands ids out in sequence and adds requests
+// in id order, and responses come mostly in that order, so the table is a ring of slots
+// indexed by id rather than a map: adding and taking a request is an index, not a hash and
+// a map bucket (docs/benchmarks.md, "A ring for a connection's requests in flight").
+//
+// The ring holds ids lo <= id < hi, id in slot id&(len(ring)-1); every other slot is nil,
+// and so is the slot of a request already taken. lo advances past taken slots, so a
+// request awaiting its response for long (a long poll, a slow bookie) holds the ring's
+// window open: the ring doubles up to maxPendingRing slots, then the oldest requests move to
+// old, a map, and lo moves past them. Taking an id below lo looks in old.
+//
+// Requires the connection's mu held.
+type pendingTable struct {
+	ring   []*request
+	lo, hi uint64
+	old    map[uint64]*request
+	n      int // requests in ring and old
+
+	// maxRing, when not 0, replaces maxPendingRing (tests reach the map with it).
+	maxRing int
+}
+
+// maxPendingRing is the most slots the ring grows to (512 KiB of pointers): more requests
+// than this in flight on one connection, and the oldest go to the map.
+const maxPendingRing = 1 << 16
+
+// add puts r, whose id is r.id, into the table. ids must not repeat while in the table.
+func (t *pendingTable) add(r *request) {
+	t.n++
+	id := r.id
+	if t.lo == t.hi {
+		t.lo, t.hi = id, id // empty window: it starts at id
+	}
+	if id < t.lo {
+		t.addOld(r) // written before a newer one: not the writer's order, but kept
+		return
+	}
+	for id-t.lo >= uint64(len(t.ring)) {
+		if limit := cmp.Or(t.maxRing, maxPendingRing); len(t.ring) < limit {
+			t.grow()
+			continue
+		}
+		// Full: the oldest request moves to old and the window past it.
+		if s := &t.ring[t.lo&t.mask()]; *s != nil {
+			t.addOld(*s)
+			*s = nil
+		}
+		t.lo++
+		t.advance()
+		if t.lo == t.hi {
+			t.lo, t.hi = id, id
+		}
+	}
+	t.ring[id&t.mask()] = r
+	t.hi = max(t.hi, id+1)
+}
+
+func (t *pendingTable) mask() uint64 { return uint64(len(t.ring)) - 1 }
+
+func (t *pendingTable) addOld(r *request) {
+	if t.old == nil {
+		t.old = make(map[uint64]*request)
+	}
+	t.old[r.id] = r
+}
+
+// grow doubles the ring, keeping every request at its id.
+func (t *pendingTable) grow() {
+	ring := make([]*request, max(64, 2*len(t.ring)))
+	m := uint64(len(ring)) - 1
+	for id := t.lo; id < t.hi; id++ {
+		ring[id&m] = t.ring[id&t.mask()]
+	}
+	t.ring = ring
+}
+
+// advance moves lo past taken slots.
+func (t *pendingTable) advance() {
+	for t.lo < t.hi && t.ring[t.lo&t.mask()] == nil {
+		t.lo++
+	}
+}
+
+// take removes and returns the request with id, or nil when there is none (it timed out
+// already, or was never written on this connection).
+func (t *pendingTable) take(id uint64) *request {
+	if id >= t.lo && id < t.hi {
+		s := &t.ring[id&t.mask()]
+		if r := *s; r != nil {
+			*s = nil
+			t.n--
+			if id == t.lo {
+				t.advance()
+			}
+			return r
+		}
+	}
+	if len(t.old) == 0 {
+		return nil
+	}
+	r := t.old[id]
+	if r != nil {
+		delete(t.old, id)
+		t.n--
+	}
+	return r
+}
+
+// takeIf removes the requests that match says to, appending them to buf.
+func (t *pendingTable) takeIf(buf []*request, match func(*request) bool) []*request {
+	for id, r := range t.old {
+		if match(r) {
+			buf = append(buf, r)
+			delete(t.old, id)
+			t.n--
+		}
+	}
+	for id := t.lo; id < t.hi; id++ {
+		s := &t.ring[id&t.mask()]
+		if *s != nil && match(*s) {
+			buf = append(buf, *s)
+			*s = nil
+			t.n--
+		}
+	}
+	t.advance()
+	return buf
+}
+
 // writeLoop drains the queue: every request queued since the last write goes out in one
 // Write. Requests enter the pending table before their bytes are written, so a response
 // always finds its request.
@@ -443,7 +574,7 @@ func (c *bookieConn) writeLoop(nc net.Conn, gen uint64) {
 		for _, r := range batch {
 			r.deadline = now + int64(r.timeout)
 			r.gen = gen
-			c.pending[r.id] = r
+			c.pending.add(r)
 		}
 		c.mu.Unlock()
 		clear(batch)
@@ -512,11 +643,9 @@ func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 			return
 		}
 		c.mu.Lock()
-		r := c.pending[h.RequestID]
-		if r != nil && c.gen == gen {
-			delete(c.pending, h.RequestID)
-		} else {
-			r = nil
+		var r *request
+		if c.gen == gen {
+			r = c.pending.take(h.RequestID)
 		}
 		c.mu.Unlock()
 		if r == nil {
@@ -646,11 +775,8 @@ func (c *bookieConn) fail(gen uint64, cause error) {
 	}
 	c.nc.Close()
 	c.nc = nil
-	failed := make([]*request, 0, len(c.pending)+len(c.queue))
-	for id, r := range c.pending {
-		failed = append(failed, r)
-		delete(c.pending, id)
-	}
+	failed := make([]*request, 0, c.pending.n+len(c.queue))
+	failed = c.pending.takeIf(failed, func(*request) bool { return true })
 	failed = append(failed, c.queue...)
 	c.queue = nil
 	closed := c.closed
@@ -683,16 +809,13 @@ func (c *bookieConn) sweep(now int64, buf []*request) (_ []*request, gen uint64,
 	c.mu.Lock()
 	cur := c.gen
 	lastRecv := c.lastRecv.Load()
-	for id, r := range c.pending {
-		if r.deadline <= now {
-			buf = append(buf, r)
-			delete(c.pending, id)
-			if written := r.deadline - int64(r.timeout); lastRecv < written {
-				silent = max(silent, time.Duration(now-lastRecv))
-			}
+	buf = c.pending.takeIf(buf, func(r *request) bool { return r.deadline <= now })
+	c.mu.Unlock()
+	for _, r := range buf {
+		if written := r.deadline - int64(r.timeout); lastRecv < written {
+			silent = max(silent, time.Duration(now-lastRecv))
 		}
 	}
-	c.mu.Unlock()
 	for _, r := range buf {
 		r.err = fmt.Errorf("%w: %s: %v %d/%d", ErrTimeout, c.addr, r.op, r.ledger, r.entry)
 		r.finish()

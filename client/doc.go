@@ -7,7 +7,8 @@
 // # Connections
 //
 // A bookie connection (conn.go) pipelines without limit: requests are matched to responses
-// by a 64-bit request id. Senders append to a queue and never block on the network; one
+// by a 64-bit request id, handed out in sequence, so the requests in flight are held in a
+// ring of slots indexed by it, not a map (TestPendingTableMatchesMap). Senders append to a queue and never block on the network; one
 // writer goroutine per connection drains the whole queue into one buffer and writes it with
 // one Write, so a burst of adds costs one syscall; one reader goroutine reads through a
 // 256 KiB buffer and completes requests. Requests are pooled: an add allocates nothing per
