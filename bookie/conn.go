@@ -67,10 +67,16 @@ type conn struct {
 	loopConns *atomic.Int32
 
 	// Replies produced off the loop (journal completions, read workers).
-	mu      sync.Mutex
-	out     *bytebufferpool.ByteBuffer // protected by mu
-	writing bool                       // an AsyncWrite is outstanding; protected by mu
-	inWrite *bytebufferpool.ByteBuffer // the buffer that AsyncWrite is sending; protected by mu
+	mu  sync.Mutex
+	out *bytebufferpool.ByteBuffer // protected by mu
+	// inWrite are the buffers handed to AsyncWrite whose callbacks have
+	// not run, oldest first (the transport runs the callbacks in that
+	// order); protected by mu.
+	inWrite []*bytebufferpool.ByteBuffer
+	// flushMu is held by flush from taking the outbox to its AsyncWrite,
+	// so that buffers join inWrite in the order they reach the transport.
+	// Taken before mu, never inside it.
+	flushMu sync.Mutex
 	// onWritten is c.written, bound once.
 	onWritten gnet.AsyncCallback
 	// onClaimWoken is c.claimWoken, bound once.
@@ -268,12 +274,12 @@ func (c *conn) queueAdd(id, ledger uint64, entry int64) {
 
 // takeOut moves the outbox into loopOut, to be written by the event loop
 // at the end of this traffic, and reports whether it did: not while an
-// AsyncWrite is outstanding (its callback sends the outbox after it, in
-// order). Runs on the event loop of c.
+// AsyncWrite is outstanding (the outbox must go after it, in order: flush).
+// Runs on the event loop of c.
 func (c *conn) takeOut() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.writing || c.closed {
+	if len(c.inWrite) > 0 || c.closed {
 		return false
 	}
 	c.loopOut = append(c.loopOut, c.out.B...)
@@ -281,42 +287,57 @@ func (c *conn) takeOut() bool {
 	return true
 }
 
-// flush hands the outbox to gnet in one AsyncWrite, unless one is already
-// outstanding (its callback flushes again). Runs anywhere.
+// flush hands the outbox to gnet in one AsyncWrite, behind any that is
+// still outstanding: once flush returns, every reply queued before it is
+// with the transport, so its request may be released (Bookie.completed).
+// Runs anywhere but inside an AsyncWrite callback (a TLS connection runs
+// written inside AsyncWrite, under flushMu).
 func (c *conn) flush() {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
 	c.mu.Lock()
-	if c.writing || c.closed || len(c.out.B) == 0 {
+	if c.closed || len(c.out.B) == 0 {
 		c.mu.Unlock()
 		return
 	}
 	buf := c.out
-	c.inWrite = buf
+	c.inWrite = append(c.inWrite, buf)
 	c.out = replyPool.Get()
-	c.writing = true
 	c.mu.Unlock()
 	if err := c.gc.AsyncWrite(buf.B, c.onWritten); err != nil {
+		// The callback never runs for buf: it is still the newest in
+		// inWrite (flushMu is held), whatever callbacks ran meanwhile.
 		c.mu.Lock()
-		replyPool.Put(c.inWrite)
-		c.inWrite = nil
-		c.writing = false
+		if n := len(c.inWrite); n > 0 && c.inWrite[n-1] == buf {
+			c.inWrite[n-1] = nil
+			c.inWrite = c.inWrite[:n-1]
+		}
 		c.closed = true
 		c.mu.Unlock()
+		replyPool.Put(buf)
 	}
 }
 
 // written is the AsyncWrite callback (bound once to c.onWritten so flushing
-// does not allocate): recycle the buffer, charge what the transport still
-// holds, cut a client that does not read its replies (alone, or the slowest
-// of all when their replies together are over the bound, outbound.go), and
-// send what queued meanwhile. Runs on the event loop (for a TLS connection,
-// inside AsyncWrite, on the goroutine that flushed); gc is nil for a TLS
-// connection.
+// does not allocate): recycle the oldest buffer in inWrite, charge what the
+// transport still holds, and cut a client that does not read its replies
+// (alone, or the slowest of all when their replies together are over the
+// bound, outbound.go). It sends nothing: each flush hands its own bytes
+// over. Runs on the event loop (for a TLS connection, inside AsyncWrite,
+// on the goroutine that flushed); gc is nil for a TLS connection.
 func (c *conn) written(_ gnet.Conn, err error) error {
 	c.mu.Lock()
-	replyPool.Put(c.inWrite)
-	c.inWrite = nil
-	c.writing = false
+	var buf *bytebufferpool.ByteBuffer
+	if n := len(c.inWrite); n > 0 {
+		buf = c.inWrite[0]
+		copy(c.inWrite, c.inWrite[1:])
+		c.inWrite[n-1] = nil
+		c.inWrite = c.inWrite[:n-1]
+	}
 	c.mu.Unlock()
+	if buf != nil {
+		replyPool.Put(buf)
+	}
 	if err != nil {
 		return nil
 	}
@@ -327,7 +348,6 @@ func (c *conn) written(_ gnet.Conn, err error) error {
 	if c.b.boundOutbound(c) {
 		return c.gc.Close()
 	}
-	c.flush()
 	return nil
 }
 

@@ -50,8 +50,10 @@
 // completed itself: the same order, without the hand-offs to the writer
 // and back (docs/architecture.md, the wake-up budget). Replies reach the
 // transport before their requests are released, which is what Close
-// waits for. A re-replication copy may
-// skip the journal and is made durable by the next checkpoint (copy.go).
+// waits for: conn.flush hands the outbox over even behind an AsyncWrite
+// still outstanding (TestReleasedRepliesHandedToTransport). A
+// re-replication copy may skip the journal and is made durable by the next
+// checkpoint (copy.go).
 //
 // # A read
 //

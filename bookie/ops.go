@@ -758,8 +758,10 @@ func (br *batchReplies) markDirty(c *conn) {
 }
 
 // flushConns flushes each connection this batch queued replies on: the
-// loop's own connection by its traffic's write (takeOut), the others by an
-// AsyncWrite.
+// loop's own connection by its traffic's write (takeOut) unless an
+// AsyncWrite of it is outstanding, the others by an AsyncWrite, queued
+// behind any outstanding one (conn.flush). Once it returns, every reply of
+// the batch is with the transport.
 func (br *batchReplies) flushConns() {
 	for _, c := range br.dirtyConns {
 		if c == br.loop && c.takeOut() {

@@ -10,12 +10,13 @@ import (
 //
 // A reply is charged to its connection (conn.outbound) from the moment it is
 // queued in the connection's outbox (conn.queue) until the transport has
-// written it to the socket: the outbox, the bytes of the AsyncWrite in
+// written it to the socket: the outbox, the bytes of the AsyncWrites in
 // progress and what the transport buffers (OutboundBuffered). Per
 // connection, more than MaxOutboundBytes so charged cuts the connection
-// (slow_reader): in conn.queue when a reply takes it over (the outbox grows
-// while an AsyncWrite is outstanding, and a read worker must not grow it for
-// a client that does not read), and in conn.cutIfSlow after a write. The
+// (slow_reader): in conn.queue when a reply takes it over (while the event
+// loop has not run the AsyncWrites, the bytes they hold grow with every
+// flush, and a read worker must not grow them for a client that does not
+// read), and in conn.cutIfSlow after a write. The
 // total is checked where charges grow: in conn.queue, after each write and
 // at the end of each traffic. In total,
 // outboundTotal is the sum over connections; over maxOutboundTotal the
@@ -58,8 +59,8 @@ func (c *conn) setOutboundLocked(n int64) {
 func (c *conn) remeasureOutbound() {
 	n := int64(c.gc.OutboundBuffered())
 	c.mu.Lock()
-	if c.inWrite != nil {
-		n += int64(len(c.inWrite.B))
+	for _, buf := range c.inWrite {
+		n += int64(len(buf.B))
 	}
 	n += int64(len(c.out.B))
 	if !c.closed {
