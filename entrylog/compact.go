@@ -270,6 +270,10 @@ func (s *Store) compactLog(ctx context.Context, id uint32, pacer *pace.Pacer, st
 	}
 
 	w := &s.cw
+	// The output log grows by the live bytes checked for above, not by a
+	// whole preallocation: on a nearly full disk the reserve may hold less
+	// than one (TestCompactOnFullDiskNeedsOnlyTheLiveBytes).
+	w.prealloc = max(live, 1)
 	if s.scanBuf == nil {
 		s.scanBuf = make([]byte, compactRead)
 	}

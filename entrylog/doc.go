@@ -145,7 +145,9 @@
 //
 // A flush never writes into the last Options.ReserveBytes of free space, so
 // compaction, which may use the reserve, can still free space on a nearly
-// full disk. A flush that does not fit writes what does (keeping room for one
+// full disk. Compaction preallocates its output only by the live bytes of
+// the log it copies, the space it checks for, never a whole
+// Options.PreallocBytes, which a reserve partly taken may not hold. A flush that does not fit writes what does (keeping room for one
 // log preallocation too), in (ledger, entry) order, makes it durable and
 // indexed, and fails with ErrDiskFull; the rest
 // stays cached and the next flush resumes after the last entry written. The

@@ -1,7 +1,11 @@
 package entrylog
 
 import (
+	"context"
 	"errors"
+	"os"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/bookie-go/bookie/vfs"
@@ -119,4 +123,136 @@ func TestDeletedLedgerFreesTheFlush(t *testing.T) {
 			checkModel(t, s, want)
 		})
 	}
+}
+
+// spaceFS is a MemFS on a disk of capacity bytes: a write or preallocation
+// that would grow the files past it fails with ENOSPC, as on a real full
+// disk, and DiskUsage reports what is left.
+type spaceFS struct {
+	*vfs.MemFS
+	capacity atomic.Uint64
+}
+
+func (fs *spaceFS) DiskUsage(dir string) (free, total uint64, err error) {
+	memFree, memTotal, err := fs.MemFS.DiskUsage(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	used, capacity := memTotal-memFree, fs.capacity.Load()
+	return capacity - min(used, capacity), capacity, nil
+}
+
+// fillTo sets the capacity so that free bytes are left.
+func (fs *spaceFS) fillTo(free uint64) {
+	memFree, memTotal, _ := fs.MemFS.DiskUsage("/")
+	fs.capacity.Store(memTotal - memFree + free)
+}
+
+func (fs *spaceFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := fs.MemFS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &spaceFile{File: f, fs: fs}, nil
+}
+
+type spaceFile struct {
+	vfs.File
+	fs *spaceFS
+}
+
+// grow fails with ENOSPC if extending the file to end bytes does not fit.
+func (f *spaceFile) grow(end int64) error {
+	size, err := f.Size()
+	if err != nil || end <= size {
+		return err
+	}
+	if free, _, _ := f.fs.DiskUsage("/"); uint64(end-size) > free {
+		return &os.PathError{Op: "grow", Path: f.Name(), Err: syscall.ENOSPC}
+	}
+	return nil
+}
+
+func (f *spaceFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.grow(off + int64(len(p))); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *spaceFile) Allocate(off, size int64) error {
+	if err := f.grow(off + size); err != nil {
+		return err
+	}
+	return f.File.Allocate(off, size)
+}
+
+func (f *spaceFile) Truncate(size int64) error {
+	if err := f.grow(size); err != nil {
+		return err
+	}
+	return f.File.Truncate(size)
+}
+
+// Compaction needs free space for the live records it copies, not for a
+// whole log's preallocation: on a disk whose reserve a flush has partly
+// taken (a store reopened on a nearly full disk, whose first flush opens a
+// new log and preallocates it, as the default 190 MiB loop disk's
+// 11 MiB logs do out of an 18 MiB reserve), deleting the ledger that filled
+// the disk lets compaction run and free the space.
+func TestCompactOnFullDiskNeedsOnlyTheLiveBytes(t *testing.T) {
+	fs := &spaceFS{MemFS: vfs.NewMemFS()}
+	fs.capacity.Store(diskTotal)
+	opts := smallOpts()
+	// The default sizes' proportions on a small disk: a log preallocated
+	// whole, and a reserve of less than two logs.
+	opts.LogSize, opts.PreallocBytes, opts.ReserveBytes = 32<<10, 32<<10, 48<<10
+	s := mustOpen(t, fs, opts)
+	want := map[[2]int64][]byte{}
+	put := func(l uint64, e int64) {
+		t.Helper()
+		d := payload(l, e, 1000)
+		if err := s.Put(l, e, d); err != nil {
+			t.Fatal(err)
+		}
+		want[[2]int64{int64(l), e}] = d
+	}
+	const doomed, kept = 1, 2
+	for e := int64(0); e < 40; e++ {
+		put(doomed, e)
+		if e%3 == 2 {
+			put(kept, e/3)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	s.close(t)
+
+	// Reopened on a nearly full disk: the first flush fits beyond the
+	// reserve, and opens a new log.
+	s = mustOpen(t, fs, opts)
+	defer func() { s.close(t) }()
+	fs.fillTo(opts.ReserveBytes + 2500)
+	put(kept, 100)
+	if err := s.Flush(); err != nil {
+		t.Fatalf("Flush of one record with room for two beyond the reserve: %v", err)
+	}
+
+	if err := s.DeleteLedger(doomed); err != nil {
+		t.Fatal(err)
+	}
+	deleteFromModel(want, doomed)
+	before, _, _ := fs.DiskUsage("/")
+	st, err := s.Compact(context.Background())
+	if err != nil {
+		t.Fatalf("Compact after deleting the ledger that filled the disk (%d bytes free): %v", before, err)
+	}
+	if after, _, _ := fs.DiskUsage("/"); st.LogsCompacted == 0 || after <= before {
+		t.Fatalf("compaction removed %d logs, %d bytes free, was %d: no space freed", st.LogsCompacted, after, before)
+	}
+	checkModel(t, s, want)
+	s.close(t)
+	s = mustOpen(t, fs, opts)
+	checkModel(t, s, want)
 }

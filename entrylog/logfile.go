@@ -235,6 +235,12 @@ type logWriter struct {
 	// writeback is the piece in which written bytes are written back and
 	// waited for (see writeBack); 0 or negative: none before sync.
 	writeback int64
+	// prealloc, when positive, is how much the writer preallocates at a
+	// time (past a new log's header) instead of PreallocBytes, capped at
+	// LogSize either way. The compactor sets it to the live bytes of the
+	// log it copies, so that it allocates no more than the free space it
+	// checked for.
+	prealloc int64
 	// filled lists logs this writer rotated away from since the last
 	// release: synced, but their index switch has not happened yet, so they
 	// are not yet compaction candidates.
@@ -324,9 +330,20 @@ func (w *logWriter) append(ledger uint64, entry int64, data []byte) (location, e
 // writeChunk is how many record bytes a logWriter gathers per pwrite.
 const writeChunk = 1 << 20
 
+// step is how much the writer preallocates at a time.
+func (w *logWriter) step() int64 {
+	if w.prealloc > 0 {
+		return w.prealloc
+	}
+	return w.s.opts.PreallocBytes
+}
+
 func (w *logWriter) open() error {
 	id := w.s.nextID.Add(1) - 1
-	prealloc := min(w.s.opts.PreallocBytes, w.s.opts.LogSize)
+	prealloc := min(w.s.opts.PreallocBytes, w.s.opts.LogSize) // the header included
+	if w.prealloc > 0 {
+		prealloc = min(HeaderSize+w.prealloc, w.s.opts.LogSize)
+	}
 	lf, err := w.s.createLog(id, prealloc)
 	if err != nil {
 		return err
@@ -398,12 +415,12 @@ func (w *logWriter) writeBack() {
 }
 
 // ensureAlloc preallocates the log up to at least need bytes, in steps of
-// PreallocBytes.
+// w.step().
 func (w *logWriter) ensureAlloc(need int64) error {
 	if need <= w.alloc {
 		return nil
 	}
-	grow := max(need, min(w.alloc+w.s.opts.PreallocBytes, w.s.opts.LogSize)) - w.alloc
+	grow := max(need, min(w.alloc+w.step(), w.s.opts.LogSize)) - w.alloc
 	if err := w.lf.f.Allocate(w.alloc, grow); err != nil {
 		return fmt.Errorf("entrylog: preallocate %s: %w", w.lf.name, err)
 	}
