@@ -194,7 +194,7 @@ func crashConcurrentRound(t *testing.T, rng, crashRng *rand.Rand, mem *vfs.MemFS
 // persist the higher LastEntry without the page that clears them.
 func TestPutDuringSyncKeepsMask(t *testing.T) {
 	mem := vfs.NewMemFS()
-	x := openT(t, mem, Options{})
+	x := openPagedT(t, mem, Options{})
 	for e := int64(0); e < 10; e++ {
 		mustPut(t, x, 1, e, loc(1, e))
 	}
@@ -210,7 +210,7 @@ func TestPutDuringSyncKeepsMask(t *testing.T) {
 	x.Close()
 	mem = mem.CrashClone(nil)
 
-	var x2 *Index
+	var x2 *pagedIndex
 	var once sync.Once
 	fs := vfs.NewFaultFS(mem, func(op vfs.Op, name string) error {
 		if op == vfs.OpWrite && x2 != nil {
@@ -223,7 +223,7 @@ func TestPutDuringSyncKeepsMask(t *testing.T) {
 		}
 		return nil
 	})
-	x2 = openT(t, fs, Options{})
+	x2 = openPagedT(t, fs, Options{})
 	if _, err := x2.Get(1, 15); !errors.Is(err, ErrNoSuchEntry) {
 		t.Fatalf("Get(1, 15) after the crash = %v, want ErrNoSuchEntry", err)
 	}
@@ -231,7 +231,7 @@ func TestPutDuringSyncKeepsMask(t *testing.T) {
 	mustSync(t, x2)
 	x2.Close()
 
-	x3 := openT(t, mem.CrashClone(nil), Options{})
+	x3 := openPagedT(t, mem.CrashClone(nil), Options{})
 	defer x3.Close()
 	for e := int64(10); e < 20; e++ {
 		if got, err := x3.Get(1, e); err == nil {
