@@ -56,10 +56,37 @@
 //   - DeleteLedger deletes the state record and range-deletes the entries
 //     at once; a crash keeps the deletion or the ledger as of the last
 //     checkpoint.
-//   - A failed sync is final (ErrFailed): after it, every sync and write to
-//     the store's files fails, so pebble, which retries a failed flush with
-//     a new table, makes nothing more durable, and Sync stops waiting. A
-//     failed sync of pebble's manifest stops the process (pebble's rule).
+//   - A failed sync, of a file or of a directory, is final (ErrFailed):
+//     after it, every sync and write to the store's files fails, so pebble,
+//     which retries a failed flush with a new table, makes nothing more
+//     durable, and Sync stops waiting (TestKVSyncDirEIOIsFinal).
+//   - Pebble's Logger.Fatalf (its verdict after a failed manifest write or
+//     sync, or a broken invariant) never stops the process: it becomes the
+//     same sticky failure, Sync returns ErrFailed, every later call fails
+//     fast, and Close returns (TestKVManifestFullDiskDoesNotCrash,
+//     TestKVFatalFailsFastAndCloses). Pebble goes on after a Fatalf as after
+//     any failure, retrying its flush: it creates no file until Close.
+//   - A full disk is not a failure. A checkpoint whose flush fails ENOSPC
+//     returns that error promptly (the journal keeps everything, the bookie
+//     goes read-only) and the next one retries: TestKVSyncOnFullDiskReturns,
+//     TestKVFullDiskCheckpointRetries. Pebble retries a failed flush at once
+//     and for ever; after an ENOSPC its new files wait for the next Sync (or
+//     a second), so a full disk is not a busy loop. A store that cannot be
+//     opened for writing because the disk is full (pebble writes a manifest
+//     at every Open) is opened read-only: reads answer, SetState is kept in
+//     memory, and Put, DeleteLedger and Sync return ErrReadOnly after trying
+//     to reopen the store for writing, so the index is writable again by
+//     itself once space is back (TestKVOpenOnFullDisk,
+//     TestKVOpenOnFullDiskThenSpace).
+//   - No reserve of preallocated space is kept for pebble's manifest. A
+//     checkpoint writes a table before its manifest record, and a reserve
+//     for the record would not cover the table; a failed manifest write is
+//     safe as it is (ErrFailed, the journal replays, the restart opens the
+//     store read-only if the disk is still full); and space freed from a
+//     reserve at the moment of need goes to whichever of the journal, the
+//     entry logs or the index writes first. The entry logs stop short of
+//     the disk's end (entrylog Options.ReserveBytes), which leaves the
+//     index's tables and manifest their room in the first place.
 //   - TestCrash and TestCrashConcurrent crash at random file operations,
 //     keeping random unsynced sectors, and check that every Sync that
 //     completed kept what had completed before it started; the store's own

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/bloom"
@@ -38,6 +39,14 @@ var (
 	// promised durable any more, and pages read back may be stale. Reopen
 	// the index (after a restart) and replay the journal.
 	ErrFailed = errors.New("index: failed")
+	// ErrReadOnly is returned by Put, DeleteLedger and Sync of an index
+	// whose store could not be opened for writing because the disk was full
+	// (Open then opens it read-only, and every read works). The error also
+	// wraps the cause (ENOSPC). Each such call first tries to reopen the
+	// store for writing (Put and DeleteLedger at most once a second), so the
+	// index is writable again once space is back; nothing is lost meanwhile:
+	// SetState is kept in memory until a Sync can write it.
+	ErrReadOnly = errors.New("index: read-only: the store could not be opened for writing")
 	// ErrClosed is returned by calls after Close.
 	ErrClosed = errors.New("index: closed")
 	// ErrInvalid is returned for arguments the index cannot store: a
@@ -100,8 +109,9 @@ type Index struct {
 	fs        vfs.FS
 	dir       string
 	db        *pebble.DB
-	health    *fsHealth // the sticky sync failure of db's files
+	health    *fsHealth // the sticky failure and full-disk pause of db's files
 	cachedCap int       // clean ledgers kept in memory
+	opts      Options   // as opened, defaults filled in: for reopening
 
 	// syncMu serialises Syncs and Close. Lock order: syncMu, mu, dbMu.
 	syncMu sync.Mutex
@@ -130,6 +140,13 @@ type Index struct {
 	// ledger beyond its state's LastEntry (created or migrated by this
 	// Open), so a new ledger's first Put need not look for them.
 	noOrphans bool
+	// readOnly: db was opened read-only because the disk was full
+	// (roCause); writable reopens it for writing, at the earliest
+	// fullRetryInterval after lastReopen unless forced. It only ever
+	// changes from true to false, with mu and dbMu held.
+	readOnly   bool
+	roCause    error
+	lastReopen time.Time
 
 	// lastSync is what the last Sync wrote, for tests: states written.
 	lastSync syncStats
@@ -182,12 +199,13 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 		fs:        fs,
 		dir:       path.Clean(dir),
 		cachedCap: opts.CachedLedgers,
+		opts:      opts,
 		ledgers:   make(map[uint64]*kvLedger),
-		health:    newFSHealth(),
 	}
 	x.lru.next, x.lru.prev = &x.lru, &x.lru
 	if err := x.open(opts); err != nil {
 		if x.db != nil {
+			x.health.close()
 			x.db.Close()
 		}
 		return nil, err
@@ -197,13 +215,25 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 
 // pebbleOptions returns the store's options: WAL off, bloom filters on
 // every level (a Get skips the tables that cannot hold its key).
-func pebbleOptions(fs vfs.FS, health *fsHealth, opts Options) *pebble.Options {
+// Every Fatalf of pebble's, and every failed flush, is reported to health.
+// A read-only store (readOnly) writes nothing, its lock file included.
+func pebbleOptions(fs vfs.FS, health *fsHealth, opts Options, readOnly bool) *pebble.Options {
 	po := &pebble.Options{
-		FS:           pebbleFS{fs: fs, health: health},
+		FS:           pebbleFS{fs: fs, health: health, readOnly: readOnly},
+		ReadOnly:     readOnly,
 		DisableWAL:   true,
-		Logger:       pebbleLogger{},
+		Logger:       pebbleLogger{health: health},
 		MaxOpenFiles: max(opts.MaxOpenFiles, 16),
 		Levels:       make([]pebble.LevelOptions, 7),
+		EventListener: &pebble.EventListener{
+			FlushEnd: func(info pebble.FlushInfo) {
+				// A flush whose memtables held nothing to write reports
+				// pebble's unexported errEmptyTable: a success.
+				if info.Err != nil && info.Err.Error() != "pebble: empty table" {
+					health.noteFlush(info.Err)
+				}
+			},
+		},
 	}
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
@@ -212,14 +242,37 @@ func pebbleOptions(fs vfs.FS, health *fsHealth, opts Options) *pebble.Options {
 }
 
 // pebbleLogger drops pebble's informational messages and reports its
-// errors through the standard logger.
-type pebbleLogger struct{}
+// errors through the standard logger. A Fatalf (pebble's verdict that its
+// state is unknown, e.g. after a failed manifest write) neither panics nor
+// exits: it becomes the store's sticky failure, so the Index fails every
+// later call with ErrFailed and wakes a Sync waiting for a flush; pebble,
+// which goes on after Fatalf returns, then creates no file until Close
+// (fsHealth.admit) and syncs and writes nothing.
+type pebbleLogger struct{ health *fsHealth }
 
 func (pebbleLogger) Infof(string, ...any)              {}
 func (pebbleLogger) Errorf(format string, args ...any) { log.Printf("index: pebble: "+format, args...) }
-func (pebbleLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("index: pebble: fatal: "+format, args...))
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	err := &fatalError{msg: fmt.Sprintf(format, args...)}
+	for _, a := range args {
+		if e, ok := a.(error); ok {
+			err.cause = e
+			break
+		}
+	}
+	log.Printf("index: pebble: fatal: %s", err.msg)
+	l.health.fail(err)
 }
+
+// fatalError is a pebble Fatalf; it unwraps to the error it reports, if
+// any (an ENOSPC stays visible to errors.Is).
+type fatalError struct {
+	msg   string
+	cause error
+}
+
+func (e *fatalError) Error() string { return "pebble: fatal: " + e.msg }
+func (e *fatalError) Unwrap() error { return e.cause }
 
 // Put maps (ledger, entry) to loc, replacing any earlier mapping (compaction
 // relocates entries). The mapping is visible to Get when Put returns and
@@ -235,6 +288,9 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 	l, err := x.ledgerForWrite(ledgerID)
 	if err != nil {
 		return err
+	}
+	if err := x.writable(false); err != nil {
+		return fmt.Errorf("index: put ledger %d entry %d: %w", ledgerID, entry, err)
 	}
 	if entry > l.st.LastEntry && l.masked {
 		if err := x.unmask(l); err != nil {
@@ -578,6 +634,9 @@ func (x *Index) DeleteLedger(ledgerID uint64) error {
 	if l == nil {
 		return fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
 	}
+	if err := x.writable(false); err != nil {
+		return fmt.Errorf("index: delete ledger %d: %w", ledgerID, err)
+	}
 	b := x.db.NewBatch()
 	defer b.Close()
 	b.Delete(appendKVStateKey(nil, ledgerID), nil)
@@ -608,6 +667,16 @@ func (x *Index) Sync() error {
 		x.mu.Unlock()
 		return err
 	}
+	if x.readOnly && x.anyDirty() {
+		if err := x.writable(true); err != nil {
+			x.mu.Unlock()
+			return fmt.Errorf("index: checkpoint: %w", err)
+		}
+	}
+	if x.readOnly {
+		x.mu.Unlock()
+		return nil // nothing changed since the store was opened
+	}
 	var caps []captured
 	b := x.db.NewBatch()
 	var kb [kvStateKeySize]byte
@@ -634,7 +703,12 @@ func (x *Index) Sync() error {
 	if err := x.flush(); err != nil {
 		x.mu.Lock()
 		defer x.mu.Unlock()
-		return x.fail(err)
+		if x.health.check() != nil {
+			return x.fail(err)
+		}
+		// A flush that failed without a failed sync (a full disk) is
+		// retried by the next Sync: the states captured stay dirty.
+		return fmt.Errorf("index: checkpoint: %w", err)
 	}
 
 	x.mu.Lock()
@@ -650,20 +724,70 @@ func (x *Index) Sync() error {
 }
 
 // flush writes the memtables to tables and waits until they are durable,
-// or until a sync of the store's files fails: pebble retries a failed
-// flush with new files, which a failed sync must not be waited for.
-// Requires syncMu held, and not mu.
+// until a flush fails (pebble retries it later, see fsHealth), or until
+// the store fails (a failed sync, a pebble Fatalf). Requires syncMu held,
+// and not mu.
 func (x *Index) flush() error {
+	failures := x.health.flushFailures()
 	done, err := x.db.AsyncFlush()
 	if err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
+	x.health.retry() // a flush paused by a full disk may try again now
 	select {
 	case <-done:
 	case <-x.health.failed:
+	case <-failures:
+		select {
+		case <-done: // flushed after all (a later retry)
+		default:
+			if err := x.health.check(); err != nil {
+				return fmt.Errorf("flush: %w", err)
+			}
+			return fmt.Errorf("flush: %w", x.health.lastFlushErr())
+		}
 	}
 	if err := x.health.check(); err != nil {
 		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
+// anyDirty reports whether a ledger changed since the last Sync. Requires
+// mu held.
+func (x *Index) anyDirty() bool {
+	for _, l := range x.ledgers {
+		if l.dirty {
+			return true
+		}
+	}
+	return false
+}
+
+// writable returns nil when the store takes writes. A store opened
+// read-only on a full disk is reopened for writing first, at most once per
+// fullRetryInterval unless force; if that fails, it stays read-only and
+// the error wraps ErrReadOnly. Requires mu held; takes dbMu.
+func (x *Index) writable(force bool) error {
+	if !x.readOnly {
+		return nil
+	}
+	if !force && time.Since(x.lastReopen) < fullRetryInterval {
+		return fmt.Errorf("%w: %w", ErrReadOnly, x.roCause)
+	}
+	x.lastReopen = time.Now()
+	db, health, err := x.openStore(false)
+	if err != nil {
+		x.roCause = err
+		return fmt.Errorf("%w: reopen %s for writing: %w", ErrReadOnly, x.dir, err)
+	}
+	x.dbMu.Lock()
+	old, oldHealth := x.db, x.health
+	x.db, x.health, x.readOnly, x.roCause = db, health, false, nil
+	x.dbMu.Unlock()
+	oldHealth.close()
+	if err := old.Close(); err != nil {
+		return x.fail(fmt.Errorf("close the read-only store: %w", err))
 	}
 	return nil
 }
@@ -683,13 +807,21 @@ func (x *Index) Close() error {
 	x.mu.Unlock()
 	x.dbMu.Lock()
 	defer x.dbMu.Unlock()
+	x.health.close() // pebble's paused flushes and compactions fail now
 	return x.db.Close()
 }
 
-// usable returns the error that stops every call, if any. Requires mu held.
+// usable returns the error that stops every call, if any: the index's
+// sticky failure, which a failure of the store (a failed sync, a pebble
+// Fatalf) becomes. Requires mu held.
 func (x *Index) usable() error {
 	if x.closed {
 		return ErrClosed
+	}
+	if x.failed == nil {
+		if err := x.health.check(); err != nil {
+			x.fail(err)
+		}
 	}
 	return x.failed
 }

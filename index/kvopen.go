@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 )
@@ -20,11 +22,11 @@ func (x *Index) open(opts Options) error {
 	if err != nil {
 		return err
 	}
+	current, err := x.exists("CURRENT")
+	if err != nil {
+		return err
+	}
 	if opts.MustExist {
-		current, err := x.exists("CURRENT")
-		if err != nil {
-			return err
-		}
 		if !existed || !current && !paged {
 			return fmt.Errorf("index: %s holds no index but must: %w", x.dir, ErrCorrupt)
 		}
@@ -37,18 +39,50 @@ func (x *Index) open(opts Options) error {
 	if err := x.fs.SyncDir(path.Dir(x.dir)); err != nil {
 		return fmt.Errorf("index: sync %s: %w", path.Dir(x.dir), err)
 	}
-	po := pebbleOptions(x.fs, x.health, opts)
-	po.Cache = pebble.NewCache(opts.CacheBytes)
-	defer po.Cache.Unref()
-	db, err := pebble.Open(x.dir, po)
+	db, health, err := x.openStore(false)
+	if err != nil && current && errors.Is(err, syscall.ENOSPC) {
+		// A full disk: pebble writes a new manifest at every Open. Read
+		// what the store holds, write nothing, and reopen it for writing
+		// when a write or a Sync needs it (writable).
+		rodb, rohealth, roErr := x.openStore(true)
+		if roErr != nil {
+			return fmt.Errorf("index: open store in %s: %w (read-only too: %w)", x.dir, err, roErr)
+		}
+		x.readOnly, x.roCause, x.lastReopen = true, fmt.Errorf("open %s: %w", x.dir, err), time.Now()
+		db, health, err = rodb, rohealth, nil
+	}
 	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return fmt.Errorf("index: open store in %s: %w", x.dir, err)
+		}
 		return fmt.Errorf("index: open store in %s: %w: %w", x.dir, ErrCorrupt, err)
 	}
-	x.db = db
+	x.db, x.health = db, health
 	if err := x.checkFormat(opts, paged); err != nil {
 		return err
 	}
+	if x.readOnly {
+		return nil // the paged files, if any are left, go at the next Open
+	}
 	return x.removePaged()
+}
+
+// openStore opens the store in x.dir with its own fsHealth, for writing or
+// read-only. On failure nothing of it is left open.
+func (x *Index) openStore(readOnly bool) (*pebble.DB, *fsHealth, error) {
+	health := newFSHealth()
+	po := pebbleOptions(x.fs, health, x.opts, readOnly)
+	po.Cache = pebble.NewCache(x.opts.CacheBytes)
+	defer po.Cache.Unref()
+	db, err := pebble.Open(x.dir, po)
+	if err != nil {
+		health.close()
+		if ferr := health.check(); ferr != nil && !errors.Is(err, syscall.ENOSPC) {
+			err = fmt.Errorf("%w (%w)", err, ferr)
+		}
+		return nil, nil, err
+	}
+	return db, health, nil
 }
 
 // exists reports whether dir/name exists.
@@ -77,6 +111,9 @@ func (x *Index) checkFormat(opts Options, paged bool) error {
 	}
 	if !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("index: %s: read the format record: %w: %w", x.dir, ErrCorrupt, err)
+	}
+	if x.readOnly {
+		return fmt.Errorf("index: %s holds no format record, and the store cannot be written: %w", x.dir, x.roCause)
 	}
 	if paged {
 		if err := x.migrate(); err != nil {

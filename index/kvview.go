@@ -41,9 +41,7 @@ func OpenKVView(fs vfs.FS, dir string) (*KVView, error) {
 		}
 		return nil, fmt.Errorf("index: stat %s/CURRENT: %w", dir, err)
 	}
-	po := pebbleOptions(fs, newFSHealth(), Options{MaxOpenFiles: defaultMaxOpenFiles})
-	po.FS = pebbleFS{fs: fs, health: newFSHealth(), readOnly: true}
-	po.ReadOnly = true
+	po := pebbleOptions(fs, newFSHealth(), Options{MaxOpenFiles: defaultMaxOpenFiles}, true)
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("index: open store in %s read-only: %w: %w", dir, ErrCorrupt, err)

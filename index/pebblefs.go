@@ -8,6 +8,7 @@ import (
 	"path"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	pvfs "github.com/cockroachdb/pebble/vfs"
@@ -22,10 +23,11 @@ import (
 // rare calls it makes that vfs.FS cannot serve (hard links, used only by
 // pebble's checkpoints and ingestion, which the index never calls) fail.
 //
-// A failed sync is final: after the first, every sync and write through
-// this file system fails with the same error, so pebble, which retries a
-// failed flush with a new table, makes nothing durable any more, and the
-// Index, told on failed, stops waiting for a flush that cannot complete.
+// A failed sync is final: after the first, of a file or of a directory,
+// every sync and write through this file system fails with the same error,
+// so pebble, which retries a failed flush with a new table, makes nothing
+// durable any more, and the Index, told on failed, stops waiting for a
+// flush that cannot complete (see fsHealth for how the retries are paused).
 type pebbleFS struct {
 	fs     vfs.FS
 	health *fsHealth
@@ -43,14 +45,42 @@ func (p pebbleFS) refuse(op, name string) error {
 	return nil
 }
 
-// fsHealth is the sticky failure of a pebbleFS, shared by its files.
+// fsHealth is the health of one pebble instance's files, shared by them
+// and by its logger and event listener: the sticky failure, the pause of
+// new files on a full disk, and the flush failures a Sync waits on.
+//
+// Pebble retries a failed flush (and compaction) at once, for ever, with
+// new files. On a full disk, or after a failed sync, that is a busy loop
+// that cannot succeed; so a write that fails ENOSPC pauses the creation of
+// new files until a Sync asks for a retry (retry), fullRetryInterval has
+// passed, or the store closes, and a sticky failure pauses it until the
+// store closes. Pebble's flush then waits inside Create with its own locks
+// released but the manifest's held: reads go on, and Close releases it
+// before closing pebble.
 type fsHealth struct {
 	once   sync.Once
 	err    atomic.Pointer[error]
-	failed chan struct{} // closed at the first failed sync
+	failed chan struct{} // closed at the first failure: a failed sync or a pebble Fatalf
+
+	mu       sync.Mutex    // protects the fields below
+	full     bool          // a write failed ENOSPC since the last retry
+	room     chan struct{} // closed (and replaced) when paused creators may try again
+	closing  bool          // the store is closing: nothing waits any more
+	flushErr error         // the last failed flush
+	flushBad chan struct{} // closed (and replaced) when a flush fails
 }
 
-func newFSHealth() *fsHealth { return &fsHealth{failed: make(chan struct{})} }
+// fullRetryInterval is how long new files wait after a full disk when no
+// Sync asks for a retry: a memtable that is full may need a flush before a
+// Put can go on.
+const fullRetryInterval = time.Second
+
+// errClosing fails the creation of a file while the store closes.
+var errClosing = errors.New("index: store closing")
+
+func newFSHealth() *fsHealth {
+	return &fsHealth{failed: make(chan struct{}), room: make(chan struct{}), flushBad: make(chan struct{})}
+}
 
 // check returns the sticky failure, if any.
 func (h *fsHealth) check() error {
@@ -60,21 +90,113 @@ func (h *fsHealth) check() error {
 	return nil
 }
 
+// fail makes err the sticky failure, unless there is one, and returns the
+// sticky failure.
+func (h *fsHealth) fail(err error) error {
+	h.once.Do(func() {
+		h.err.Store(&err)
+		close(h.failed)
+	})
+	return h.check()
+}
+
 // sync runs a sync unless one failed before, and makes its failure sticky.
 func (h *fsHealth) sync(name string, do func() error) error {
 	if err := h.check(); err != nil {
 		return err
 	}
-	err := do()
-	if err != nil {
-		err = fmt.Errorf("sync %s: %w", name, err)
-		h.once.Do(func() {
-			h.err.Store(&err)
-			close(h.failed)
-		})
-		return h.check()
+	if err := do(); err != nil {
+		return h.fail(fmt.Errorf("sync %s: %w", name, err))
 	}
 	return nil
+}
+
+// noteWrite notes a failed write: ENOSPC pauses new files. It returns err.
+func (h *fsHealth) noteWrite(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		h.mu.Lock()
+		h.full = true
+		h.mu.Unlock()
+	}
+	return err
+}
+
+// admit waits until a new file may be created: not while the disk was
+// found full (until a retry, fullRetryInterval or Close), and not after a
+// sticky failure (until Close). It returns the sticky failure, or
+// errClosing once the store closes.
+func (h *fsHealth) admit() error {
+	h.mu.Lock()
+	for !h.closing && (h.full || h.check() != nil) {
+		room := h.room
+		h.mu.Unlock()
+		if h.check() != nil {
+			<-room
+		} else {
+			t := time.NewTimer(fullRetryInterval)
+			select {
+			case <-room:
+			case <-h.failed:
+			case <-t.C:
+				h.retry()
+			}
+			t.Stop()
+		}
+		h.mu.Lock()
+	}
+	closing := h.closing
+	h.mu.Unlock()
+	if err := h.check(); err != nil {
+		return err
+	}
+	if closing {
+		return errClosing
+	}
+	return nil
+}
+
+// retry lets the creators paused by a full disk try again.
+func (h *fsHealth) retry() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.full = false
+	if !h.closing {
+		close(h.room)
+		h.room = make(chan struct{})
+	}
+}
+
+// close releases every paused creator for good: from now on they fail.
+func (h *fsHealth) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.closing {
+		h.closing = true
+		close(h.room)
+	}
+}
+
+// flushFailures returns a channel closed at the next failed flush.
+func (h *fsHealth) flushFailures() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.flushBad
+}
+
+// noteFlush records a failed flush (pebble's FlushEnd with an error).
+func (h *fsHealth) noteFlush(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.flushErr = err
+	close(h.flushBad)
+	h.flushBad = make(chan struct{})
+}
+
+// lastFlushErr returns the last failed flush's error.
+func (h *fsHealth) lastFlushErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.flushErr
 }
 
 var errNoLink = errors.New("index: hard links are not supported")
@@ -84,12 +206,15 @@ func (p pebbleFS) Create(name string) (pvfs.File, error) {
 	if err := p.refuse("create", name); err != nil {
 		return nil, err
 	}
+	if err := p.health.admit(); err != nil {
+		return nil, &os.PathError{Op: "create", Path: name, Err: err}
+	}
 	if err := p.fs.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
 	f, err := p.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, p.health.noteWrite(err)
 	}
 	return &pebbleFile{f: f, health: p.health}, nil
 }
@@ -273,14 +398,15 @@ func (f *pebbleFile) Write(p []byte) (int, error) {
 	if err == nil && n < len(p) {
 		err = io.ErrShortWrite
 	}
-	return n, err
+	return n, f.health.noteWrite(err)
 }
 
 func (f *pebbleFile) WriteAt(p []byte, off int64) (int, error) {
 	if err := f.health.check(); err != nil {
 		return 0, err
 	}
-	return f.f.WriteAt(p, off)
+	n, err := f.f.WriteAt(p, off)
+	return n, f.health.noteWrite(err)
 }
 
 // Preallocate implements pvfs.File as a no-op: vfs.File.Allocate changes
@@ -331,11 +457,12 @@ func (d *pebbleDir) Write([]byte) (int, error)          { return 0, d.err("write
 func (d *pebbleDir) WriteAt([]byte, int64) (int, error) { return 0, d.err("write") }
 func (d *pebbleDir) Preallocate(int64, int64) error     { return nil }
 func (d *pebbleDir) Stat() (os.FileInfo, error)         { return d.fs.Stat(d.name) }
-func (d *pebbleDir) Sync() error                        { return d.fs.SyncDir(d.name) }
-func (d *pebbleDir) SyncData() error                    { return d.fs.SyncDir(d.name) }
+func (d *pebbleDir) Sync() error                        { return d.health.sync(d.name, d.syncDir) }
+func (d *pebbleDir) SyncData() error                    { return d.Sync() }
 func (d *pebbleDir) SyncTo(int64) (bool, error)         { return false, nil }
 func (d *pebbleDir) Prefetch(int64, int64) error        { return nil }
 func (d *pebbleDir) Fd() uintptr                        { return pvfs.InvalidFd }
+func (d *pebbleDir) syncDir() error                     { return d.fs.SyncDir(d.name) }
 func (d *pebbleDir) err(op string) error                { return fmt.Errorf("%w: %s %s", errDirIO, op, d.name) }
 
 type fileInfo struct {
