@@ -106,9 +106,13 @@ type crashImage struct {
 	at          string
 }
 
-func (c *crashTracker) image(fs *vfs.MemFS, at string) *crashImage {
+// image takes a crash image of mem (unsynced sectors kept as rng says)
+// with what it must show. The clone is taken with mu held, so no Sync
+// that completes after the clone is counted as durable in the image.
+func (c *crashTracker) image(mem *vfs.MemFS, rng *rand.Rand, at string) *crashImage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	fs := mem.CrashClone(rng)
 	im := &crashImage{fs: fs, durable: c.durable.clone(), putsSince: make(map[pageKey][]Location),
 		statesSince: make(map[uint64][]LedgerState), touched: maps.Clone(c.touched), deleted: maps.Clone(c.deleted), at: at}
 	for k, v := range c.putsSince {
@@ -349,7 +353,7 @@ func TestCrash(t *testing.T) {
 					defer imMu.Unlock()
 					ops++
 					if ops == crashAt {
-						im = c.image(mem.CrashClone(crashRng), fmt.Sprintf("seed %d round %d: crash at %v %s (op %d)", seed, round, op, name, ops))
+						im = c.image(mem, crashRng, fmt.Sprintf("seed %d round %d: crash at %v %s (op %d)", seed, round, op, name, ops))
 					}
 					return nil
 				})
@@ -364,7 +368,7 @@ func TestCrash(t *testing.T) {
 				if !taken {
 					mustSync(t, x)
 					c.synced()
-					im = c.image(mem.CrashClone(crashRng), fmt.Sprintf("seed %d round %d: crash after the last Sync", seed, round))
+					im = c.image(mem, crashRng, fmt.Sprintf("seed %d round %d: crash after the last Sync", seed, round))
 				}
 				x.Close() // no file operation after it: im is settled
 				imMu.Lock()

@@ -50,9 +50,13 @@ func (c *concTracker) done(op concOp) {
 }
 
 // image captures what a crash now must show. Requires nothing held.
-func (c *concTracker) image(fs *vfs.MemFS, at string) *crashImage {
+// image takes a crash image of mem (unsynced sectors kept as rng says)
+// with what it must show. The clone is taken with mu held, so no Sync
+// that completes after the clone is counted as durable in the image.
+func (c *concTracker) image(mem *vfs.MemFS, rng *rand.Rand, at string) *crashImage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	fs := mem.CrashClone(rng)
 	im := &crashImage{fs: fs, durable: c.durable.clone(), putsSince: make(map[pageKey][]Location),
 		statesSince: make(map[uint64][]LedgerState), touched: make(map[uint64]bool), deleted: map[uint64]bool{}, at: at}
 	for _, op := range c.log {
@@ -111,7 +115,7 @@ func crashConcurrentRound(t *testing.T, rng, crashRng *rand.Rand, mem *vfs.MemFS
 		defer imMu.Unlock()
 		ops++
 		if ops == crashAt {
-			im = c.image(mem.CrashClone(crashRng), fmt.Sprintf("%s: crash at %v %s (op %d)", name, op, file, ops))
+			im = c.image(mem, crashRng, fmt.Sprintf("%s: crash at %v %s (op %d)", name, op, file, ops))
 		}
 		return nil
 	})

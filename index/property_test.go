@@ -133,7 +133,7 @@ func TestProperty(t *testing.T) {
 			"crash": func(rt *rapid.T) {
 				x.Close()
 				seed := rapid.Int64().Draw(rt, "seed")
-				im := c.image(mem.CrashClone(rand.New(rand.NewSource(seed))), "crash")
+				im := c.image(mem, rand.New(rand.NewSource(seed)), "crash")
 				c = newTracker(im.verify(rt))
 				mem = im.fs
 				x = openT(rt, mem, opts)
