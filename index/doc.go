@@ -24,7 +24,8 @@
 // locations, so tailing reads are answered without reading the store. Get
 // for any other entry is a store read (a bloom filter skips the tables
 // that cannot hold the key); Scan and Ledgers iterate the store in chunks
-// of 512 records, with no iterator open while their callback runs.
+// of 512 records (Ledgers seeks past each ledger's entries to the next
+// state), with no iterator open while their callback runs.
 //
 // # Directory layout
 //
@@ -119,9 +120,10 @@
 // Disk: an entry record is a 17-byte key and an 8-byte value, a state
 // record a 9-byte key and a 64-byte value, before the table's prefix
 // compression and snappy; replaced and deleted records take space until
-// compaction drops them. BenchmarkCheckpoint measured 47 bytes per
+// compaction drops them. BenchmarkCheckpoint measured 41 bytes per
 // one-entry ledger with its state, the store's own files included, at
-// 10,000 ledgers (2026-12-07 09:26 UTC, load 29 on 2 cores: indicative).
+// 10,000 ledgers, 34-70 at 100,000 depending on how much compaction had
+// yet dropped (2026-12-07 11:57 UTC, load 13-14 on 2 cores: indicative).
 //
 // Memory: the block cache (Options.CacheBytes, 64 MiB by default), pebble's
 // memtables (4 MiB each; a full one waits for its flush), and about 230
@@ -137,14 +139,30 @@
 // Sync writes one state record per ledger changed since the last Sync and
 // flushes what was written since: its work follows what changed, never
 // the idle ledgers (TestCheckpointIgnoresIdleLedgers). DeleteLedger is two
-// records (a point and a range delete), whatever the ledger's size. The
-// store's background compactions do grow with it: a checkpoint of 100
-// changed ledgers (BenchmarkCheckpoint, 50 iterations, load 34-36 on 2
-// cores, 09:16-09:19 UTC) took a mean of 29 ms and a p99 of 179 ms at
-// 10,000 ledgers, 102 ms and 705 ms at 100,000 (x 3.5, x 3.9; probably
-// the compactions that rewrite the one level holding a small store,
-// competing for the same two cores: not profiled). To measure again on a
-// quiet machine, and at 1,000,000:
+// records (a point and a range delete), whatever the ledger's size.
+// Ledgers makes one seek per ledger.
+//
+// The store's compactions follow what changed too. Two things made them
+// grow with the idle ledgers, and checkpoints with them on two shared
+// cores: a checkpoint's table spanned every older ledger's entries (states
+// and entries were two key ranges, format version 1), and the base level
+// held the whole index, so each compaction into it rewrote everything
+// (pebble's 64 MiB default). Both are gone (the key layout below; a 1 MiB
+// base level, pebbleOptions). BenchmarkCheckpoint, 50 checkpoints of 100
+// ledgers each, before (format 1, default base level) and after in one
+// run, 2026-12-07 11:57-11:58 UTC, load 13-14 on 2 cores (indicative;
+// the bytes decide, the times are noisy), bytes written by compactions
+// per checkpoint and the checkpoint's mean and p99:
+//
+//	                 10,000 ledgers              100,000 ledgers
+//	spread, before   216 KB  16 ms / 82 ms       761 KB  36 ms / 208 ms
+//	spread, after    174 KB  17 ms / 168 ms      104 KB   8 ms / 41 ms
+//	new, before      226 KB  16 ms / 104 ms      532 KB  16 ms / 55 ms
+//	new, after         0 KB  12 ms / 62 ms         0 KB   4 ms / 18 ms
+//
+// ("spread": 100 of the N ledgers, spread over the key space, changed per
+// checkpoint; "new": 100 new ledgers per checkpoint, as bk bench's ledgers
+// workload.) To measure again on a quiet machine, and at 1,000,000:
 //
 //	go test -run '^$' -bench BenchmarkCheckpoint -benchtime 50x ./index/
 //	INDEX_BENCH_LEDGERS=100000 go test -run '^$' -bench BenchmarkCheckpoint -benchtime 50x ./index/
@@ -236,19 +254,29 @@
 //
 // The log-structured index keeps three kinds of records in one ordered
 // key-value store whose keys compare bytewise; integers in keys are
-// big-endian so that key order is numeric order, and one ledger's entries
-// are one contiguous ascending range (a range delete removes a ledger).
-// Values are little-endian. Kinds are part of the format; never renumber.
+// big-endian so that key order is numeric order. A ledger's state key is
+// the prefix of its entry keys, so one ledger's records are one
+// contiguous range, its state first and its entries ascending (a range
+// delete removes a ledger), and the records of ledgers created one after
+// another are adjacent: the table a checkpoint of new ledgers writes
+// overlaps none of the idle ledgers' tables, and compacting it rewrites
+// none of them (TestCheckpointCompactionFollowsChangedLedgers). Values are
+// little-endian. Kinds are part of the format; never renumber.
 //
 //	format key  "\x00format"                                  (7 bytes)
 //	state key   | 0x01 | ledger (8, BE) |                      (9 bytes)
-//	entry key   | 0x02 | ledger (8, BE) | entry (8, BE) |      (17 bytes)
+//	entry key   | 0x01 | ledger (8, BE) | entry (8, BE) |      (17 bytes)
+//
+// Version 1 (development builds only) kept entry keys under kind 0x02,
+// apart from the states, so that every checkpoint's table spanned the
+// entries of all older ledgers; 0x02 is never reused, and a version 1 store
+// is refused with a message saying so.
 //
 // The format record's value, written once when the store is created:
 //
 //	 0          8     10    12       16
 //	+----------+-----+-----+--------+
-//	|"BKIXKVDB"| ver |  0  | crc32c |   crc32c covers bytes 0..11; ver = 1
+//	|"BKIXKVDB"| ver |  0  | crc32c |   crc32c covers bytes 0..11; ver = 2
 //	+----------+-----+-----+--------+
 //
 // A state value (64 bytes):

@@ -225,6 +225,13 @@ func pebbleOptions(fs vfs.FS, health *fsHealth, opts Options, readOnly bool) *pe
 		Logger:       pebbleLogger{health: health},
 		MaxOpenFiles: max(opts.MaxOpenFiles, 16),
 		Levels:       make([]pebble.LevelOptions, 7),
+		// A small base level: a checkpoint that touches ledgers spread over
+		// the key space makes a table that overlaps the whole base level,
+		// and compacting it into the base rewrites all of it. Pebble's
+		// default, 64 MiB, is the whole index of a million small ledgers;
+		// 1 MiB bounds that rewrite, and the levels below take the rest a
+		// file at a time (BenchmarkCheckpoint/spread's compacted-B/op).
+		LBaseMaxBytes: 1 << 20,
 		EventListener: &pebble.EventListener{
 			FlushEnd: func(info pebble.FlushInfo) {
 				// A flush whose memtables held nothing to write reports
@@ -332,12 +339,13 @@ func (x *Index) unmask(l *kvLedger) error {
 	return nil
 }
 
-// kvEntryEnd returns the first key after every entry key of ledger.
+// kvEntryEnd returns the first key after every record of ledger: the
+// state key of the next ledger.
 func kvEntryEnd(ledger uint64) []byte {
 	if ledger == math.MaxUint64 {
-		return []byte{kvKindEntry + 1}
+		return []byte{kvKindLedger + 1}
 	}
-	return appendKVEntryKey(nil, ledger+1, 0)
+	return appendKVStateKey(nil, ledger+1)
 }
 
 // markDirty notes that l's state changed. Requires mu held.
@@ -460,7 +468,7 @@ func (x *Index) Scan(ledgerID uint64, from int64, fn func(entry int64, loc Locat
 			}
 			for ok := it.First(); ok && len(buf) < scanChunk; ok = it.Next() {
 				k, err := decodeKVKey(it.Key())
-				if err == nil && (k.kind != kvKindEntry || k.ledger != ledgerID) {
+				if err == nil && (k.kind != kvKeyEntry || k.ledger != ledgerID) {
 					err = fmt.Errorf("%w: key %x in the range of ledger %d", errKV, it.Key(), ledgerID)
 				}
 				var loc Location
@@ -533,21 +541,17 @@ func (x *Index) Ledgers(fn func(ledger uint64) error) error {
 	for !done {
 		ids = ids[:0]
 		err := x.readDB(func(db *pebble.DB) error {
-			it, err := db.NewIter(&pebble.IterOptions{LowerBound: appendKVStateKey(nil, next), UpperBound: []byte{kvKindState + 1}})
+			it, err := db.NewIter(&pebble.IterOptions{LowerBound: appendKVStateKey(nil, next), UpperBound: []byte{kvKindLedger + 1}})
 			if err != nil {
 				return err
 			}
-			ok := it.First()
-			for ; ok && len(ids) < scanChunk; ok = it.Next() {
-				k, err := decodeKVKey(it.Key())
-				if err == nil && k.kind != kvKindState {
-					err = fmt.Errorf("%w: key %x among the state keys", errKV, it.Key())
-				}
-				if err != nil {
-					it.Close()
-					return err
-				}
+			ok, err := eachState(it, func(k kvKey, _ []byte) (bool, error) {
 				ids = append(ids, k.ledger)
+				return len(ids) < scanChunk, nil
+			})
+			if err != nil {
+				it.Close()
+				return err
 			}
 			done = !ok
 			return it.Close()
@@ -584,6 +588,37 @@ func (x *Index) Ledgers(fn func(ledger uint64) error) error {
 		}
 	}
 	return nil
+}
+
+// eachState calls fn with every state record it from its first key on
+// holds, ascending, skipping each ledger's entries with one seek, until fn
+// returns false (then eachState returns true: more may follow) or the
+// records end (false). A key the index does not write is an error.
+func eachState(it *pebble.Iterator, fn func(k kvKey, value []byte) (bool, error)) (bool, error) {
+	var seek [kvStateKeySize]byte
+	for ok := it.First(); ok; {
+		k, err := decodeKVKey(it.Key())
+		if err == nil && k.kind == kvKeyFormat {
+			err = fmt.Errorf("%w: key %x among the ledger keys", errKV, it.Key())
+		}
+		if err != nil {
+			return false, err
+		}
+		if k.kind == kvKeyState {
+			more, err := fn(k, it.Value())
+			if err != nil {
+				return false, err
+			}
+			if !more {
+				return k.ledger != math.MaxUint64, nil
+			}
+		}
+		if k.ledger == math.MaxUint64 {
+			break
+		}
+		ok = it.SeekGE(appendKVStateKey(seek[:0], k.ledger+1))
+	}
+	return false, it.Error()
 }
 
 // State returns the state of ledger and whether the ledger is known.

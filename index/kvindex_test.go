@@ -1,7 +1,9 @@
 package index
 
 import (
+	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -221,4 +223,50 @@ func TestCheckpointIgnoresIdleLedgers(t *testing.T) {
 	if st, ok, err := x.State(2); err != nil || !ok || !st.Fenced {
 		t.Fatalf("State(2) = %+v, %v, %v", st, ok, err)
 	}
+}
+
+// TestCheckpointCompactionFollowsChangedLedgers: the records a checkpoint
+// of new ledgers writes lie in a key range of their own, so compacting
+// them rewrites nothing of the idle ledgers. 20,000 ledgers of one entry
+// and a state are checkpointed and compacted to the bottom of the store;
+// then 100 new ledgers are checkpointed, and a compaction of the smallest
+// key range holding all their records writes only about their bytes. (With
+// states and entries in two key ranges, version 1 of the format, that
+// range spanned every entry record below the new ones, and each such
+// compaction rewrote them all: checkpoints grew with the idle ledgers.)
+func TestCheckpointCompactionFollowsChangedLedgers(t *testing.T) {
+	const idle, fresh = 20_000, 100
+	x := openT(t, vfs.NewMemFS(), Options{})
+	defer x.Close()
+	st := NewLedgerState()
+	st.HasMasterKey = true
+	for id := uint64(0); id < idle+fresh; id++ {
+		if id == idle {
+			mustSync(t, x)
+			if err := x.db.Compact([]byte{0x01}, []byte{0xff}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustPut(t, x, id, 0, loc(id, 0))
+		if err := x.SetState(id, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustSync(t, x)
+	keys := [][]byte{
+		appendKVStateKey(nil, idle), appendKVStateKey(nil, idle+fresh-1),
+		appendKVEntryKey(nil, idle, 0), appendKVEntryKey(nil, idle+fresh-1, 0),
+	}
+	lo, hi := slices.MinFunc(keys, bytes.Compare), slices.MaxFunc(keys, bytes.Compare)
+	before := compactedBytes(x)
+	if err := x.db.Compact(lo, append(slices.Clone(hi), 0), false); err != nil {
+		t.Fatal(err)
+	}
+	written := compactedBytes(x) - before
+	// The new ledgers' records: about 110 bytes each before compression,
+	// with a table's own overhead; the idle ones' are about 20 times more.
+	if limit := uint64(fresh*200 + 16<<10); written > limit {
+		t.Fatalf("compacting the records of %d new ledgers wrote %d bytes, more than %d: it rewrote idle ledgers", fresh, written, limit)
+	}
+	t.Logf("compacting %d new ledgers' records beside %d idle ones wrote %d bytes", fresh, idle, written)
 }

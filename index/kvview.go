@@ -70,21 +70,21 @@ func (v *KVView) load(fs vfs.FS, dir string) error {
 	if err != nil {
 		return fmt.Errorf("index: %s: %w: %w", dir, ErrCorrupt, err)
 	}
-	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: []byte{kvKindState}, UpperBound: []byte{kvKindState + 1}})
+	it, err := v.db.NewIter(&pebble.IterOptions{LowerBound: []byte{kvKindLedger}, UpperBound: []byte{kvKindLedger + 1}})
 	if err != nil {
 		return fmt.Errorf("index: %s: %w: %w", dir, ErrCorrupt, err)
 	}
-	for ok := it.First(); ok; ok = it.Next() {
-		k, err := decodeKVKey(it.Key())
-		var st LedgerState
-		if err == nil {
-			st, err = decodeKVState(it.Value(), k.ledger)
-		}
+	_, err = eachState(it, func(k kvKey, value []byte) (bool, error) {
+		st, err := decodeKVState(value, k.ledger)
 		if err != nil {
-			it.Close()
-			return fmt.Errorf("index: %s: %w: %w", dir, ErrCorrupt, err)
+			return false, err
 		}
 		v.Ledgers = append(v.Ledgers, LedgerInfo{Ledger: k.ledger, State: st})
+		return true, nil
+	})
+	if err != nil {
+		it.Close()
+		return fmt.Errorf("index: %s: %w: %w", dir, ErrCorrupt, err)
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("index: %s: %w: %w", dir, ErrCorrupt, err)
@@ -119,7 +119,7 @@ func (v *KVView) Scan(l LedgerInfo, fn func(entry int64, loc Location) error) er
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
 		k, err := decodeKVKey(it.Key())
-		if err == nil && (k.kind != kvKindEntry || k.ledger != l.Ledger) {
+		if err == nil && (k.kind != kvKeyEntry || k.ledger != l.Ledger) {
 			err = fmt.Errorf("%w: key %x in the range of ledger %d", errKV, it.Key(), l.Ledger)
 		}
 		var loc Location
