@@ -285,12 +285,17 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	l, err := x.ledgerForWrite(ledgerID)
-	if err != nil {
+	// A refused Put changes nothing: the store must take the write before
+	// an unknown ledger is created for it.
+	if err := x.usable(); err != nil {
 		return err
 	}
 	if err := x.writable(false); err != nil {
 		return fmt.Errorf("index: put ledger %d entry %d: %w", ledgerID, entry, err)
+	}
+	l, err := x.ledgerForWrite(ledgerID)
+	if err != nil {
+		return err
 	}
 	if entry > l.st.LastEntry && l.masked {
 		if err := x.unmask(l); err != nil {
