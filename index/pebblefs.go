@@ -100,13 +100,17 @@ func (h *fsHealth) fail(err error) error {
 	return h.check()
 }
 
+// errSyncFailed marks the sticky failure a failed sync became, so that a
+// caller (the reopen of a read-only store) tells it from a retryable error.
+var errSyncFailed = errors.New("index: sync failed")
+
 // sync runs a sync unless one failed before, and makes its failure sticky.
 func (h *fsHealth) sync(name string, do func() error) error {
 	if err := h.check(); err != nil {
 		return err
 	}
 	if err := do(); err != nil {
-		return h.fail(fmt.Errorf("sync %s: %w", name, err))
+		return h.fail(fmt.Errorf("%w: %s: %w", errSyncFailed, name, err))
 	}
 	return nil
 }
