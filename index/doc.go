@@ -59,7 +59,15 @@
 //   - A failed sync, of a file or of a directory, is final (ErrFailed):
 //     after it, every sync and write to the store's files fails, so pebble,
 //     which retries a failed flush with a new table, makes nothing more
-//     durable, and Sync stops waiting (TestKVSyncDirEIOIsFinal).
+//     durable, and Sync stops waiting (TestKVSyncDirEIOIsFinal); so is one
+//     in the reopen of a store opened read-only
+//     (TestKVReopenFailedSyncIsFinal).
+//   - After a failure (a failed sync, a pebble Fatalf) nothing on disk
+//     changes any more: no file is created, removed, renamed or opened for
+//     writing. A manifest record written before its fsync failed is read
+//     by a restart, so the table it names must stay, although pebble,
+//     treating its flush as failed, would delete it; the next Open deletes
+//     what no manifest names (TestKVFailedManifestSyncKeepsStoreOpenable).
 //   - Pebble's Logger.Fatalf (its verdict after a failed manifest write or
 //     sync, or a broken invariant) never stops the process: it becomes the
 //     same sticky failure, Sync returns ErrFailed, every later call fails
