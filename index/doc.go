@@ -85,7 +85,11 @@
 //     memory, and Put, DeleteLedger and Sync return ErrReadOnly after trying
 //     to reopen the store for writing, so the index is writable again by
 //     itself once space is back (TestKVOpenOnFullDisk,
-//     TestKVOpenOnFullDiskThenSpace).
+//     TestKVOpenOnFullDiskThenSpace). A directory of the paged layout has
+//     no store to read yet: its first Open, which creates the store to
+//     migrate into, fails with the ENOSPC on a full disk, the paged index
+//     unchanged, and migrates it once space is back
+//     (TestKVPagedOpenOnFullDisk).
 //   - No write to the store that could wait in pebble's write stall is
 //     made under mu. Pebble stops writes once its queued memtables reach
 //     its stop level (3 x 4 MiB here) until a flush completes; on a full
