@@ -14,9 +14,9 @@ import "fmt"
 // makes Puts and DeleteLedger fail fast (ErrNoSpace) until one succeeds.
 
 // memTableSize and memTableStopWrites are pebble's memtable size and stop
-// level (in memtables). Three, not pebble's two: with two, the memtable
-// being flushed and the one taking writes are already at the stop level,
-// and every Put past a roomCheckBytes boundary would wait for each
+// level (in memtables). Three, not pebble's two: with two, the one memtable
+// being flushed and the full one taking writes are already at the stop
+// level, and every Put past a roomCheckBytes boundary would wait for each
 // background flush.
 const (
 	memTableSize       = 4 << 20
