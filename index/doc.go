@@ -85,8 +85,7 @@
 //     memory, and Put, DeleteLedger and Sync return ErrReadOnly after trying
 //     to reopen the store for writing, so the index is writable again by
 //     itself once space is back (TestKVOpenOnFullDisk,
-//     TestKVOpenOnFullDiskThenSpace). The reopen, a whole pebble open, runs
-//     without mu: reads go on meanwhile (TestKVReopenDoesNotBlockReads). A directory of the paged layout has
+//     TestKVOpenOnFullDiskThenSpace). A directory of the paged layout has
 //     no store to read yet: its first Open, which creates the store to
 //     migrate into, fails with the ENOSPC on a full disk, the paged index
 //     unchanged, and migrates it once space is back

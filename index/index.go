@@ -154,7 +154,6 @@ type Index struct {
 	readOnly   bool
 	roCause    error
 	lastReopen time.Time
-	reopening  bool // a writable call is reopening the store, with mu released
 
 	// unmeasured is how many bytes of memtable writes were reserved since
 	// the queued memtables were last measured (see room).
@@ -677,9 +676,6 @@ func (x *Index) DeleteLedger(ledgerID uint64) error {
 		if err := x.writable(false); err != nil {
 			return fmt.Errorf("index: delete ledger %d: %w", ledgerID, err)
 		}
-		if x.ledgers[ledgerID] != l {
-			continue // changed while the store was reopened: look again
-		}
 		ended, err := x.room(2*recordOverhead+kvStateKeySize+2*kvEntryKeySize, true)
 		if err != nil {
 			return fmt.Errorf("index: delete ledger %d: %w", ledgerID, err)
@@ -826,32 +822,16 @@ func (x *Index) anyDirty() bool {
 // fullRetryInterval unless force; if that fails, it stays read-only and
 // the error wraps ErrReadOnly, except that a sync failing during the
 // reopen is final, as every failed sync is (ErrFailed:
-// TestKVReopenFailedSyncIsFinal). One call reopens at a time (the others
-// meanwhile get ErrReadOnly), with mu released
-// (TestKVReopenDoesNotBlockReads): the caller looks at everything under
-// mu again after it. Requires mu held; takes dbMu.
+// TestKVReopenFailedSyncIsFinal). Requires mu held; takes dbMu.
 func (x *Index) writable(force bool) error {
 	if !x.readOnly {
 		return nil
 	}
-	if x.reopening || !force && time.Since(x.lastReopen) < fullRetryInterval {
+	if !force && time.Since(x.lastReopen) < fullRetryInterval {
 		return fmt.Errorf("%w: %w", ErrReadOnly, x.roCause)
 	}
 	x.lastReopen = time.Now()
-	// A pebble open reads and writes files: not under mu, so reads (of
-	// the read-only store, still open) and other calls go on meanwhile.
-	x.reopening = true
-	x.mu.Unlock()
 	db, health, err := x.openStore(false)
-	x.mu.Lock()
-	x.reopening = false
-	if err == nil {
-		if uerr := x.usable(); uerr != nil { // closed (or failed) meanwhile
-			health.close()
-			db.Close()
-			return uerr
-		}
-	}
 	if err != nil && errors.Is(err, errSyncFailed) {
 		// A failed sync is final here too: what the new manifest holds
 		// is unknown.
