@@ -90,19 +90,6 @@
 //     migrate into, fails with the ENOSPC on a full disk, the paged index
 //     unchanged, and migrates it once space is back
 //     (TestKVPagedOpenOnFullDisk).
-//   - No write to the store that could wait in pebble's write stall is
-//     made under mu. Pebble stops writes once its queued memtables reach
-//     its stop level (3 x 4 MiB here) until a flush completes; on a full
-//     disk none does, and Get, Sync and Close would wait behind mu for as
-//     long as it stays full. Every write reserves its bytes, and every 64
-//     KiB of them the queued memtables are measured: at the stop level a
-//     Put or DeleteLedger waits for the next flush's end with mu released,
-//     and a Sync flushes first. While flushes fail for lack of space (from
-//     a flush failing ENOSPC until one succeeds), Put and DeleteLedger fail
-//     at once with ErrNoSpace, which wraps the ENOSPC: the entry log's
-//     flush fails as on a full disk and the bookie goes read-only, keeping
-//     its journal; a Sync still retries the flush
-//     (TestKVPutsOnFullDiskDoNotHang).
 //   - No reserve of preallocated space is kept for pebble's manifest. A
 //     checkpoint writes a table before its manifest record, and a reserve
 //     for the record would not cover the table; a failed manifest write is
@@ -149,7 +136,7 @@
 // 10,000 ledgers (2026-12-07 09:26 UTC, load 29 on 2 cores: indicative).
 //
 // Memory: the block cache (Options.CacheBytes, 64 MiB by default), pebble's
-// memtables (4 MiB each, at most 3 queued for flushing), and about 230
+// memtables (4 MiB each; a full one waits for its flush), and about 230
 // bytes per ledger held in memory (a 184-byte record and its map entry):
 // the ledgers changed since the last Sync, and at most
 // Options.CachedLedgers others. Nothing per idle ledger, nothing per entry.
@@ -179,9 +166,8 @@
 // An Index is safe for concurrent use. Three locks, always taken in this
 // order: syncMu serialises Syncs and Close; mu protects the in-memory
 // ledgers and is held across the store's writes (memtable inserts: the WAL
-// is off; none that could wait in pebble's write stall, see room.go) and
-// across the one seek a ledger's first Put past its loaded LastEntry
-// makes, never across a flush; dbMu is held shared by reads of
+// is off) and across the one seek a ledger's first Put past its loaded
+// LastEntry makes, never across a flush; dbMu is held shared by reads of
 // the store made without mu, and exclusively by Close. A Sync commits its
 // batch of states under mu, so no DeleteLedger can land between the
 // capture and the write and see its state written back. Scan and Ledgers

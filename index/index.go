@@ -47,13 +47,6 @@ var (
 	// index is writable again once space is back; nothing is lost meanwhile:
 	// SetState is kept in memory until a Sync can write it.
 	ErrReadOnly = errors.New("index: read-only: the store could not be opened for writing")
-	// ErrNoSpace is returned by Put and DeleteLedger while the store's
-	// flushes fail for lack of space: from a flush that failed ENOSPC until
-	// one succeeds (pebble retries its flush, and so does every Sync). The
-	// call changed nothing; the error also wraps the flush's (ENOSPC), so
-	// the entry log treats it as a full disk and the bookie, keeping its
-	// journal, goes read-only. Retryable; not a failure of the index.
-	ErrNoSpace = errors.New("index: no space for the store's flushes")
 	// ErrClosed is returned by calls after Close.
 	ErrClosed = errors.New("index: closed")
 	// ErrInvalid is returned for arguments the index cannot store: a
@@ -155,10 +148,6 @@ type Index struct {
 	roCause    error
 	lastReopen time.Time
 
-	// unmeasured is how many bytes of memtable writes were reserved since
-	// the queued memtables were last measured (see room).
-	unmeasured int64
-
 	// lastSync is what the last Sync wrote, for tests: states written.
 	lastSync syncStats
 }
@@ -236,20 +225,13 @@ func pebbleOptions(fs vfs.FS, health *fsHealth, opts Options, readOnly bool) *pe
 		Logger:       pebbleLogger{health: health},
 		MaxOpenFiles: max(opts.MaxOpenFiles, 16),
 		Levels:       make([]pebble.LevelOptions, 7),
-
-		// room relies on these (see room.go).
-		MemTableSize:                memTableSize,
-		MemTableStopWritesThreshold: memTableStopWrites,
-
 		EventListener: &pebble.EventListener{
 			FlushEnd: func(info pebble.FlushInfo) {
 				// A flush whose memtables held nothing to write reports
 				// pebble's unexported errEmptyTable: a success.
-				err := info.Err
-				if err != nil && err.Error() == "pebble: empty table" {
-					err = errEmptyFlush
+				if info.Err != nil && info.Err.Error() != "pebble: empty table" {
+					health.noteFlush(info.Err)
 				}
-				health.noteFlush(err)
 			},
 		},
 	}
@@ -310,19 +292,6 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 	}
 	if err := x.writable(false); err != nil {
 		return fmt.Errorf("index: put ledger %d entry %d: %w", ledgerID, entry, err)
-	}
-	for {
-		ended, err := x.room(putRoom, true)
-		if err != nil {
-			return fmt.Errorf("index: put ledger %d entry %d: %w", ledgerID, entry, err)
-		}
-		if ended == nil {
-			break
-		}
-		x.waitRoom(ended)
-		if err := x.usable(); err != nil {
-			return err
-		}
 	}
 	l, err := x.ledgerForWrite(ledgerID)
 	if err != nil {
@@ -663,27 +632,15 @@ func (x *Index) SetState(ledgerID uint64, st LedgerState) error {
 func (x *Index) DeleteLedger(ledgerID uint64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	var l *kvLedger
-	for {
-		var err error
-		l, err = x.ledger(ledgerID)
-		if err != nil {
-			return err
-		}
-		if l == nil {
-			return fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
-		}
-		if err := x.writable(false); err != nil {
-			return fmt.Errorf("index: delete ledger %d: %w", ledgerID, err)
-		}
-		ended, err := x.room(2*recordOverhead+kvStateKeySize+2*kvEntryKeySize, true)
-		if err != nil {
-			return fmt.Errorf("index: delete ledger %d: %w", ledgerID, err)
-		}
-		if ended == nil {
-			break
-		}
-		x.waitRoom(ended) // then look at the ledger again
+	l, err := x.ledger(ledgerID)
+	if err != nil {
+		return err
+	}
+	if l == nil {
+		return fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
+	}
+	if err := x.writable(false); err != nil {
+		return fmt.Errorf("index: delete ledger %d: %w", ledgerID, err)
 	}
 	b := x.db.NewBatch()
 	defer b.Close()
@@ -710,60 +667,53 @@ func (x *Index) Sync() error {
 		l   *kvLedger
 		gen uint64
 	}
-	var caps []captured
-	for {
-		x.mu.Lock()
-		if err := x.usable(); err != nil {
-			x.mu.Unlock()
-			return err
-		}
-		if x.readOnly && x.anyDirty() {
-			if err := x.writable(true); err != nil {
-				x.mu.Unlock()
-				return fmt.Errorf("index: checkpoint: %w", err)
-			}
-		}
-		if x.readOnly {
-			x.mu.Unlock()
-			return nil // nothing changed since the store was opened
-		}
-		caps = caps[:0]
-		b := x.db.NewBatch()
-		var kb [kvStateKeySize]byte
-		var vb [kvStateSize]byte
-		for _, l := range x.ledgers {
-			if l.dirty {
-				caps = append(caps, captured{l, l.gen})
-				b.Set(appendKVStateKey(kb[:0], l.id), appendKVState(vb[:0], l.id, &l.st), nil)
-			}
-		}
-		if ended, _ := x.room(int64(b.Len())+recordOverhead*int64(len(caps)), false); ended != nil {
-			// The batch could stall in pebble under mu: flush the queued
-			// memtables first (a full disk fails here), then capture again.
-			b.Close()
-			x.mu.Unlock()
-			if err := x.flush(); err != nil {
-				return x.checkpointFailed(err)
-			}
-			continue
-		}
-		// Committed under mu, so that no DeleteLedger lands between the
-		// capture and the batch and sees its state written back. The WAL is
-		// off: the commit only fills the memtable.
-		err := b.Commit(pebble.NoSync)
-		b.Close()
-		if err != nil {
-			err = x.fail(fmt.Errorf("write ledger states: %w", err))
-			x.mu.Unlock()
-			return err
-		}
-		x.lastSync = syncStats{states: len(caps)}
+	x.mu.Lock()
+	if err := x.usable(); err != nil {
 		x.mu.Unlock()
-		break
+		return err
 	}
+	if x.readOnly && x.anyDirty() {
+		if err := x.writable(true); err != nil {
+			x.mu.Unlock()
+			return fmt.Errorf("index: checkpoint: %w", err)
+		}
+	}
+	if x.readOnly {
+		x.mu.Unlock()
+		return nil // nothing changed since the store was opened
+	}
+	var caps []captured
+	b := x.db.NewBatch()
+	var kb [kvStateKeySize]byte
+	var vb [kvStateSize]byte
+	for _, l := range x.ledgers {
+		if l.dirty {
+			caps = append(caps, captured{l, l.gen})
+			b.Set(appendKVStateKey(kb[:0], l.id), appendKVState(vb[:0], l.id, &l.st), nil)
+		}
+	}
+	// Committed under mu, so that no DeleteLedger lands between the
+	// capture and the batch and sees its state written back. The WAL is
+	// off: the commit only fills the memtable.
+	err := b.Commit(pebble.NoSync)
+	b.Close()
+	if err != nil {
+		err = x.fail(fmt.Errorf("write ledger states: %w", err))
+		x.mu.Unlock()
+		return err
+	}
+	x.lastSync = syncStats{states: len(caps)}
+	x.mu.Unlock()
 
 	if err := x.flush(); err != nil {
-		return x.checkpointFailed(err)
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if x.health.check() != nil {
+			return x.fail(err)
+		}
+		// A flush that failed without a failed sync (a full disk) is
+		// retried by the next Sync: the states captured stay dirty.
+		return fmt.Errorf("index: checkpoint: %w", err)
 	}
 
 	x.mu.Lock()
@@ -780,13 +730,15 @@ func (x *Index) Sync() error {
 
 // flush writes the memtables to tables and waits until they are durable,
 // until a flush fails (pebble retries it later, see fsHealth), or until
-// the store fails (a failed sync, a pebble Fatalf); asyncFlush says how
-// it starts. Requires syncMu held, and not mu.
+// the store fails (a failed sync, a pebble Fatalf). Requires syncMu held,
+// and not mu.
 func (x *Index) flush() error {
-	done, failures, err := x.asyncFlush()
+	failures := x.health.flushFailures()
+	done, err := x.db.AsyncFlush()
 	if err != nil {
-		return err
+		return fmt.Errorf("flush: %w", err)
 	}
+	x.health.retry() // a flush paused by a full disk may try again now
 	select {
 	case <-done:
 	case <-x.health.failed:
