@@ -60,7 +60,15 @@
 //   - A failed sync, of a file or of a directory, is final (ErrFailed):
 //     after it, every sync and write to the store's files fails, so pebble,
 //     which retries a failed flush with a new table, makes nothing more
-//     durable, and Sync stops waiting (TestKVSyncDirEIOIsFinal).
+//     durable, and Sync stops waiting (TestKVSyncDirEIOIsFinal); so is one
+//     in the reopen of a store opened read-only
+//     (TestKVReopenFailedSyncIsFinal).
+//   - After a failure (a failed sync, a pebble Fatalf) nothing on disk
+//     changes any more: no file is created, removed, renamed or opened for
+//     writing. A manifest record written before its fsync failed is read
+//     by a restart, so the table it names must stay, although pebble,
+//     treating its flush as failed, would delete it; the next Open deletes
+//     what no manifest names (TestKVFailedManifestSyncKeepsStoreOpenable).
 //   - Pebble's Logger.Fatalf (its verdict after a failed manifest write or
 //     sync, or a broken invariant) never stops the process: it becomes the
 //     same sticky failure, Sync returns ErrFailed, every later call fails
@@ -78,7 +86,11 @@
 //     memory, and Put, DeleteLedger and Sync return ErrReadOnly after trying
 //     to reopen the store for writing, so the index is writable again by
 //     itself once space is back (TestKVOpenOnFullDisk,
-//     TestKVOpenOnFullDiskThenSpace).
+//     TestKVOpenOnFullDiskThenSpace). A directory of the paged layout has
+//     no store to read yet: its first Open, which creates the store to
+//     migrate into, fails with the ENOSPC on a full disk, the paged index
+//     unchanged, and migrates it once space is back
+//     (TestKVPagedOpenOnFullDisk).
 //   - No reserve of preallocated space is kept for pebble's manifest. A
 //     checkpoint writes a table before its manifest record, and a reserve
 //     for the record would not cover the table; a failed manifest write is

@@ -292,12 +292,17 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	l, err := x.ledgerForWrite(ledgerID)
-	if err != nil {
+	// A refused Put changes nothing: the store must take the write before
+	// an unknown ledger is created for it.
+	if err := x.usable(); err != nil {
 		return err
 	}
 	if err := x.writable(false); err != nil {
 		return fmt.Errorf("index: put ledger %d entry %d: %w", ledgerID, entry, err)
+	}
+	l, err := x.ledgerForWrite(ledgerID)
+	if err != nil {
+		return err
 	}
 	if entry > l.st.LastEntry && l.masked {
 		if err := x.unmask(l); err != nil {
@@ -802,7 +807,9 @@ func (x *Index) anyDirty() bool {
 // writable returns nil when the store takes writes. A store opened
 // read-only on a full disk is reopened for writing first, at most once per
 // fullRetryInterval unless force; if that fails, it stays read-only and
-// the error wraps ErrReadOnly. Requires mu held; takes dbMu.
+// the error wraps ErrReadOnly, except that a sync failing during the
+// reopen is final, as every failed sync is (ErrFailed:
+// TestKVReopenFailedSyncIsFinal). Requires mu held; takes dbMu.
 func (x *Index) writable(force bool) error {
 	if !x.readOnly {
 		return nil
@@ -812,6 +819,11 @@ func (x *Index) writable(force bool) error {
 	}
 	x.lastReopen = time.Now()
 	db, health, err := x.openStore(false)
+	if err != nil && errors.Is(err, errSyncFailed) {
+		// A failed sync is final here too: what the new manifest holds
+		// is unknown.
+		return x.fail(fmt.Errorf("reopen %s for writing: %w", x.dir, err))
+	}
 	if err != nil {
 		x.roCause = err
 		return fmt.Errorf("%w: reopen %s for writing: %w", ErrReadOnly, x.dir, err)

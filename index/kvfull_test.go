@@ -140,3 +140,31 @@ func TestKVOpenOnFullDiskThenSpace(t *testing.T) {
 	}
 	within(t, "Close", x.Close)
 }
+
+// TestKVPagedOpenOnFullDisk: a directory of the paged layout cannot be
+// opened on a full disk: its first Open migrates it, which writes the
+// whole store, so that Open fails with the ENOSPC (not ErrCorrupt, and
+// without waiting) and leaves the paged index as it was; once space is
+// back, Open migrates it.
+func TestKVPagedOpenOnFullDisk(t *testing.T) {
+	mem, m := pagedFixture(t)
+	var f faults
+	fs := vfs.NewFaultFS(mem, f.inject)
+	f.arm(vfs.OpWrite, "", vfs.ErrNoSpace)
+	err := within(t, "Open of a paged directory on a full disk", func() error {
+		x, err := Open(fs, testDir, Options{MustExist: true})
+		if err == nil {
+			x.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open of a paged directory on a full disk = %v; want an error wrapping ENOSPC, not ErrCorrupt", err)
+	}
+	t.Logf("Open on a full disk: %v", err)
+	f.disarm()
+	x := openT(t, fs, Options{MustExist: true})
+	defer x.Close()
+	checkModel(t, x, m, "migrated once space is back")
+	checkNoPaged(t, fs, "after the migration")
+}

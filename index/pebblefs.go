@@ -28,6 +28,15 @@ import (
 // so pebble, which retries a failed flush with a new table, makes nothing
 // durable any more, and the Index, told on failed, stops waiting for a
 // flush that cannot complete (see fsHealth for how the retries are paused).
+//
+// After a failure nothing on disk changes any more: every call that would
+// create, remove, rename or open a file for writing fails (Create waits
+// until Close first). Pebble, going on after its failure, treats its
+// flush as failed and would delete the new table that its (written,
+// unsynced) manifest record may name; a restart reads that record, so the
+// table must stay. Files left unreferenced are deleted by the next Open
+// (TestKVFailedManifestSyncKeepsStoreOpenable). Reads go on: they change
+// nothing, and the Index fails its own calls after the failure anyway.
 type pebbleFS struct {
 	fs     vfs.FS
 	health *fsHealth
@@ -38,9 +47,14 @@ type pebbleFS struct {
 
 var errReadOnly = errors.New("index: read-only view")
 
+// refuse returns the error that stops a change to the files: the view is
+// read-only, or the store failed (see pebbleFS).
 func (p pebbleFS) refuse(op, name string) error {
 	if p.readOnly {
 		return &os.PathError{Op: op, Path: name, Err: errReadOnly}
+	}
+	if err := p.health.check(); err != nil {
+		return &os.PathError{Op: op, Path: name, Err: err}
 	}
 	return nil
 }
@@ -100,13 +114,17 @@ func (h *fsHealth) fail(err error) error {
 	return h.check()
 }
 
+// errSyncFailed marks the sticky failure a failed sync became, so that a
+// caller (the reopen of a read-only store) tells it from a retryable error.
+var errSyncFailed = errors.New("index: sync failed")
+
 // sync runs a sync unless one failed before, and makes its failure sticky.
 func (h *fsHealth) sync(name string, do func() error) error {
 	if err := h.check(); err != nil {
 		return err
 	}
 	if err := do(); err != nil {
-		return h.fail(fmt.Errorf("sync %s: %w", name, err))
+		return h.fail(fmt.Errorf("%w: %s: %w", errSyncFailed, name, err))
 	}
 	return nil
 }
@@ -203,9 +221,11 @@ var errNoLink = errors.New("index: hard links are not supported")
 
 // Create implements pvfs.FS: it removes name first so the file is new.
 func (p pebbleFS) Create(name string) (pvfs.File, error) {
-	if err := p.refuse("create", name); err != nil {
-		return nil, err
+	if p.readOnly {
+		return nil, &os.PathError{Op: "create", Path: name, Err: errReadOnly}
 	}
+	// After a failure, admit waits until Close and fails: failing at once
+	// would make pebble's retries of its flush a busy loop.
 	if err := p.health.admit(); err != nil {
 		return nil, &os.PathError{Op: "create", Path: name, Err: err}
 	}
@@ -332,6 +352,9 @@ func (p pebbleFS) MkdirAll(dir string, perm os.FileMode) error {
 func (p pebbleFS) Lock(name string) (io.Closer, error) {
 	if p.readOnly {
 		return io.NopCloser(nil), nil
+	}
+	if err := p.refuse("lock", name); err != nil {
+		return nil, err
 	}
 	if p.fs == vfs.Default {
 		return pvfs.Default.Lock(name)
