@@ -86,11 +86,25 @@
 //     memory, and Put, DeleteLedger and Sync return ErrReadOnly after trying
 //     to reopen the store for writing, so the index is writable again by
 //     itself once space is back (TestKVOpenOnFullDisk,
-//     TestKVOpenOnFullDiskThenSpace). A directory of the paged layout has
+//     TestKVOpenOnFullDiskThenSpace). The reopen, a whole pebble open, runs
+//     without mu: reads go on meanwhile (TestKVReopenDoesNotBlockReads). A directory of the paged layout has
 //     no store to read yet: its first Open, which creates the store to
 //     migrate into, fails with the ENOSPC on a full disk, the paged index
 //     unchanged, and migrates it once space is back
 //     (TestKVPagedOpenOnFullDisk).
+//   - No write to the store that could wait in pebble's write stall is
+//     made under mu. Pebble stops writes once its queued memtables reach
+//     its stop level (3 x 4 MiB here) until a flush completes; on a full
+//     disk none does, and Get, Sync and Close would wait behind mu for as
+//     long as it stays full. Every write reserves its bytes, and every 64
+//     KiB of them the queued memtables are measured: at the stop level a
+//     Put or DeleteLedger waits for the next flush's end with mu released,
+//     and a Sync flushes first. While flushes fail for lack of space (from
+//     a flush failing ENOSPC until one succeeds), Put and DeleteLedger fail
+//     at once with ErrNoSpace, which wraps the ENOSPC: the entry log's
+//     flush fails as on a full disk and the bookie goes read-only, keeping
+//     its journal; a Sync still retries the flush
+//     (TestKVPutsOnFullDiskDoNotHang).
 //   - No reserve of preallocated space is kept for pebble's manifest. A
 //     checkpoint writes a table before its manifest record, and a reserve
 //     for the record would not cover the table; a failed manifest write is
@@ -138,7 +152,7 @@
 // yet dropped (2026-12-07 11:57 UTC, load 13-14 on 2 cores: indicative).
 //
 // Memory: the block cache (Options.CacheBytes, 64 MiB by default), pebble's
-// memtables (4 MiB each; a full one waits for its flush), and about 230
+// memtables (4 MiB each, at most 3 queued for flushing), and about 230
 // bytes per ledger held in memory (a 184-byte record and its map entry):
 // the ledgers changed since the last Sync, and at most
 // Options.CachedLedgers others. Nothing per idle ledger, nothing per entry.
@@ -184,8 +198,9 @@
 // An Index is safe for concurrent use. Three locks, always taken in this
 // order: syncMu serialises Syncs and Close; mu protects the in-memory
 // ledgers and is held across the store's writes (memtable inserts: the WAL
-// is off) and across the one seek a ledger's first Put past its loaded
-// LastEntry makes, never across a flush; dbMu is held shared by reads of
+// is off; none that could wait in pebble's write stall, see room.go) and
+// across the one seek a ledger's first Put past its loaded LastEntry
+// makes, never across a flush; dbMu is held shared by reads of
 // the store made without mu, and exclusively by Close. A Sync commits its
 // batch of states under mu, so no DeleteLedger can land between the
 // capture and the write and see its state written back. Scan and Ledgers

@@ -47,6 +47,13 @@ var (
 	// index is writable again once space is back; nothing is lost meanwhile:
 	// SetState is kept in memory until a Sync can write it.
 	ErrReadOnly = errors.New("index: read-only: the store could not be opened for writing")
+	// ErrNoSpace is returned by Put and DeleteLedger while the store's
+	// flushes fail for lack of space: from a flush that failed ENOSPC until
+	// one succeeds (pebble retries its flush, and so does every Sync). The
+	// call changed nothing; the error also wraps the flush's (ENOSPC), so
+	// the entry log treats it as a full disk and the bookie, keeping its
+	// journal, goes read-only. Retryable; not a failure of the index.
+	ErrNoSpace = errors.New("index: no space for the store's flushes")
 	// ErrClosed is returned by calls after Close.
 	ErrClosed = errors.New("index: closed")
 	// ErrInvalid is returned for arguments the index cannot store: a
@@ -147,6 +154,11 @@ type Index struct {
 	readOnly   bool
 	roCause    error
 	lastReopen time.Time
+	reopening  bool // a writable call is reopening the store, with mu released
+
+	// unmeasured is how many bytes of memtable writes were reserved since
+	// the queued memtables were last measured (see room).
+	unmeasured int64
 
 	// lastSync is what the last Sync wrote, for tests: states written.
 	lastSync syncStats
@@ -232,13 +244,20 @@ func pebbleOptions(fs vfs.FS, health *fsHealth, opts Options, readOnly bool) *pe
 		// 1 MiB bounds that rewrite, and the levels below take the rest a
 		// file at a time (BenchmarkCheckpoint/spread's compacted-B/op).
 		LBaseMaxBytes: 1 << 20,
+
+		// room relies on these (see room.go).
+		MemTableSize:                memTableSize,
+		MemTableStopWritesThreshold: memTableStopWrites,
+
 		EventListener: &pebble.EventListener{
 			FlushEnd: func(info pebble.FlushInfo) {
 				// A flush whose memtables held nothing to write reports
 				// pebble's unexported errEmptyTable: a success.
-				if info.Err != nil && info.Err.Error() != "pebble: empty table" {
-					health.noteFlush(info.Err)
+				err := info.Err
+				if err != nil && err.Error() == "pebble: empty table" {
+					err = errEmptyFlush
 				}
+				health.noteFlush(err)
 			},
 		},
 	}
@@ -299,6 +318,19 @@ func (x *Index) Put(ledgerID uint64, entry int64, loc Location) error {
 	}
 	if err := x.writable(false); err != nil {
 		return fmt.Errorf("index: put ledger %d entry %d: %w", ledgerID, entry, err)
+	}
+	for {
+		ended, err := x.room(putRoom, true)
+		if err != nil {
+			return fmt.Errorf("index: put ledger %d entry %d: %w", ledgerID, entry, err)
+		}
+		if ended == nil {
+			break
+		}
+		x.waitRoom(ended)
+		if err := x.usable(); err != nil {
+			return err
+		}
 	}
 	l, err := x.ledgerForWrite(ledgerID)
 	if err != nil {
@@ -667,15 +699,30 @@ func (x *Index) SetState(ledgerID uint64, st LedgerState) error {
 func (x *Index) DeleteLedger(ledgerID uint64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	l, err := x.ledger(ledgerID)
-	if err != nil {
-		return err
-	}
-	if l == nil {
-		return fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
-	}
-	if err := x.writable(false); err != nil {
-		return fmt.Errorf("index: delete ledger %d: %w", ledgerID, err)
+	var l *kvLedger
+	for {
+		var err error
+		l, err = x.ledger(ledgerID)
+		if err != nil {
+			return err
+		}
+		if l == nil {
+			return fmt.Errorf("%w: ledger %d", ErrNoSuchLedger, ledgerID)
+		}
+		if err := x.writable(false); err != nil {
+			return fmt.Errorf("index: delete ledger %d: %w", ledgerID, err)
+		}
+		if x.ledgers[ledgerID] != l {
+			continue // changed while the store was reopened: look again
+		}
+		ended, err := x.room(2*recordOverhead+kvStateKeySize+2*kvEntryKeySize, true)
+		if err != nil {
+			return fmt.Errorf("index: delete ledger %d: %w", ledgerID, err)
+		}
+		if ended == nil {
+			break
+		}
+		x.waitRoom(ended) // then look at the ledger again
 	}
 	b := x.db.NewBatch()
 	defer b.Close()
@@ -702,53 +749,60 @@ func (x *Index) Sync() error {
 		l   *kvLedger
 		gen uint64
 	}
-	x.mu.Lock()
-	if err := x.usable(); err != nil {
-		x.mu.Unlock()
-		return err
-	}
-	if x.readOnly && x.anyDirty() {
-		if err := x.writable(true); err != nil {
-			x.mu.Unlock()
-			return fmt.Errorf("index: checkpoint: %w", err)
-		}
-	}
-	if x.readOnly {
-		x.mu.Unlock()
-		return nil // nothing changed since the store was opened
-	}
 	var caps []captured
-	b := x.db.NewBatch()
-	var kb [kvStateKeySize]byte
-	var vb [kvStateSize]byte
-	for _, l := range x.ledgers {
-		if l.dirty {
-			caps = append(caps, captured{l, l.gen})
-			b.Set(appendKVStateKey(kb[:0], l.id), appendKVState(vb[:0], l.id, &l.st), nil)
+	for {
+		x.mu.Lock()
+		if err := x.usable(); err != nil {
+			x.mu.Unlock()
+			return err
 		}
-	}
-	// Committed under mu, so that no DeleteLedger lands between the
-	// capture and the batch and sees its state written back. The WAL is
-	// off: the commit only fills the memtable.
-	err := b.Commit(pebble.NoSync)
-	b.Close()
-	if err != nil {
-		err = x.fail(fmt.Errorf("write ledger states: %w", err))
+		if x.readOnly && x.anyDirty() {
+			if err := x.writable(true); err != nil {
+				x.mu.Unlock()
+				return fmt.Errorf("index: checkpoint: %w", err)
+			}
+		}
+		if x.readOnly {
+			x.mu.Unlock()
+			return nil // nothing changed since the store was opened
+		}
+		caps = caps[:0]
+		b := x.db.NewBatch()
+		var kb [kvStateKeySize]byte
+		var vb [kvStateSize]byte
+		for _, l := range x.ledgers {
+			if l.dirty {
+				caps = append(caps, captured{l, l.gen})
+				b.Set(appendKVStateKey(kb[:0], l.id), appendKVState(vb[:0], l.id, &l.st), nil)
+			}
+		}
+		if ended, _ := x.room(int64(b.Len())+recordOverhead*int64(len(caps)), false); ended != nil {
+			// The batch could stall in pebble under mu: flush the queued
+			// memtables first (a full disk fails here), then capture again.
+			b.Close()
+			x.mu.Unlock()
+			if err := x.flush(); err != nil {
+				return x.checkpointFailed(err)
+			}
+			continue
+		}
+		// Committed under mu, so that no DeleteLedger lands between the
+		// capture and the batch and sees its state written back. The WAL is
+		// off: the commit only fills the memtable.
+		err := b.Commit(pebble.NoSync)
+		b.Close()
+		if err != nil {
+			err = x.fail(fmt.Errorf("write ledger states: %w", err))
+			x.mu.Unlock()
+			return err
+		}
+		x.lastSync = syncStats{states: len(caps)}
 		x.mu.Unlock()
-		return err
+		break
 	}
-	x.lastSync = syncStats{states: len(caps)}
-	x.mu.Unlock()
 
 	if err := x.flush(); err != nil {
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		if x.health.check() != nil {
-			return x.fail(err)
-		}
-		// A flush that failed without a failed sync (a full disk) is
-		// retried by the next Sync: the states captured stay dirty.
-		return fmt.Errorf("index: checkpoint: %w", err)
+		return x.checkpointFailed(err)
 	}
 
 	x.mu.Lock()
@@ -765,15 +819,13 @@ func (x *Index) Sync() error {
 
 // flush writes the memtables to tables and waits until they are durable,
 // until a flush fails (pebble retries it later, see fsHealth), or until
-// the store fails (a failed sync, a pebble Fatalf). Requires syncMu held,
-// and not mu.
+// the store fails (a failed sync, a pebble Fatalf); asyncFlush says how
+// it starts. Requires syncMu held, and not mu.
 func (x *Index) flush() error {
-	failures := x.health.flushFailures()
-	done, err := x.db.AsyncFlush()
+	done, failures, err := x.asyncFlush()
 	if err != nil {
-		return fmt.Errorf("flush: %w", err)
+		return err
 	}
-	x.health.retry() // a flush paused by a full disk may try again now
 	select {
 	case <-done:
 	case <-x.health.failed:
@@ -809,16 +861,32 @@ func (x *Index) anyDirty() bool {
 // fullRetryInterval unless force; if that fails, it stays read-only and
 // the error wraps ErrReadOnly, except that a sync failing during the
 // reopen is final, as every failed sync is (ErrFailed:
-// TestKVReopenFailedSyncIsFinal). Requires mu held; takes dbMu.
+// TestKVReopenFailedSyncIsFinal). One call reopens at a time (the others
+// meanwhile get ErrReadOnly), with mu released
+// (TestKVReopenDoesNotBlockReads): the caller looks at everything under
+// mu again after it. Requires mu held; takes dbMu.
 func (x *Index) writable(force bool) error {
 	if !x.readOnly {
 		return nil
 	}
-	if !force && time.Since(x.lastReopen) < fullRetryInterval {
+	if x.reopening || !force && time.Since(x.lastReopen) < fullRetryInterval {
 		return fmt.Errorf("%w: %w", ErrReadOnly, x.roCause)
 	}
 	x.lastReopen = time.Now()
+	// A pebble open reads and writes files: not under mu, so reads (of
+	// the read-only store, still open) and other calls go on meanwhile.
+	x.reopening = true
+	x.mu.Unlock()
 	db, health, err := x.openStore(false)
+	x.mu.Lock()
+	x.reopening = false
+	if err == nil {
+		if uerr := x.usable(); uerr != nil { // closed (or failed) meanwhile
+			health.close()
+			db.Close()
+			return uerr
+		}
+	}
 	if err != nil && errors.Is(err, errSyncFailed) {
 		// A failed sync is final here too: what the new manifest holds
 		// is unknown.

@@ -2,6 +2,9 @@ package index
 
 import (
 	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -167,4 +170,70 @@ func TestKVPagedOpenOnFullDisk(t *testing.T) {
 	defer x.Close()
 	checkModel(t, x, m, "migrated once space is back")
 	checkNoPaged(t, fs, "after the migration")
+}
+
+// TestKVReopenDoesNotBlockReads: an index opened read-only on a full disk
+// reopens its store for writing, a whole pebble open, without holding the
+// lock that reads take: a Get answers while the reopen waits (here in its
+// manifest write, held by a gate), and the reopen then completes.
+func TestKVReopenDoesNotBlockReads(t *testing.T) {
+	mem := vfs.NewMemFS()
+	x := openT(t, mem, Options{})
+	mustPut(t, x, 1, 0, loc(1, 0))
+	mustSync(t, x)
+	x.Close()
+	var full, gated atomic.Bool
+	gate := make(chan struct{})
+	entered := make(chan struct{})
+	var once sync.Once
+	inject := func(op vfs.Op, name string) error {
+		if op != vfs.OpWrite {
+			return nil
+		}
+		if full.Load() {
+			return vfs.ErrNoSpace
+		}
+		if gated.Load() && strings.Contains(name, "MANIFEST") {
+			once.Do(func() { close(entered) })
+			<-gate
+		}
+		return nil
+	}
+	full.Store(true)
+	x, err := Open(vfs.NewFaultFS(mem, inject), testDir, Options{MustExist: true})
+	if err != nil {
+		t.Fatalf("Open on a full disk: %v", err)
+	}
+	defer x.Close()
+	if err := x.SetState(2, LedgerState{Fenced: true, LAC: -1, ExplicitLAC: -1}); err != nil {
+		t.Fatalf("SetState read-only: %v", err)
+	}
+	full.Store(false)
+	gated.Store(true)
+	synced := make(chan error, 1)
+	go func() { synced <- x.Sync() }()
+	within(t, "the reopen reaching its manifest write", func() error { <-entered; return nil })
+	var got Location
+	gotErr := make(chan error, 1)
+	go func() {
+		var err error
+		got, err = x.Get(1, 0)
+		gotErr <- err
+	}()
+	select {
+	case err = <-gotErr:
+	case <-time.After(60 * time.Second):
+		close(gate) // let the reopen, and Close, go on
+		t.Fatalf("Get has not returned after 60s while the store is reopened: it waits for the reopen")
+	}
+	gated.Store(false)
+	close(gate)
+	if err != nil || got != loc(1, 0) {
+		t.Fatalf("Get(1, 0) during the reopen = %v, %v", got, err)
+	}
+	if err := within(t, "Sync that reopened the store", func() error { return <-synced }); err != nil {
+		t.Fatalf("Sync that reopened the store: %v", err)
+	}
+	mustPut(t, x, 1, 1, loc(1, 1))
+	mustSync(t, x)
 }

@@ -6,6 +6,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -123,14 +124,16 @@ func TestKVRefusedPutCreatesNoLedger(t *testing.T) {
 
 // TestKVPutsOnFullDiskDoNotHang: the disk fills between checkpoints while
 // the bookie keeps adding. Pebble flushes a full memtable on its own; on a
-// full disk that flush cannot complete, and once its queued memtables hold
-// 2 x 4 MiB pebble stalls every write until a flush completes. Put holds
-// the index's mu across its memtable insert, so a stalled Put must not
-// wait for ever (every Get, Sync and Close would wait behind it): the Puts
-// return (nil or an error), the checkpoint then returns an error promptly
-// (so the bookie keeps its journal and goes read-only, docs/durability.md
-// "A full disk is never a dead end"), and Close returns. Without the
-// fault, the 400,000 Puts take about 11 s under -race at load 9.
+// full disk that flush cannot complete, and once its queued memtables reach
+// its stop level pebble stalls every write until a flush completes. Put
+// holds the index's mu across its memtable insert, so no Put may wait in
+// that stall (every Get, Sync and Close would wait behind it for as long as
+// the disk stays full): the Puts fail with ErrNoSpace, wrapping ENOSPC so
+// that the entry log treats it as a full disk (docs/durability.md "A full
+// disk is never a dead end"); reads go on; the checkpoint returns an error
+// promptly, not ErrFailed; once space is back a Sync succeeds and Puts are
+// taken again. A Put seen waiting in pebble's stall fails the test at once
+// (on a full disk the stall never ends).
 func TestKVPutsOnFullDiskDoNotHang(t *testing.T) {
 	mem := vfs.NewMemFS()
 	var f faults
@@ -139,7 +142,7 @@ func TestKVPutsOnFullDiskDoNotHang(t *testing.T) {
 	mustSync(t, x)
 	f.arm(vfs.OpWrite, "", vfs.ErrNoSpace)
 	// 400,000 entry records (17-byte key, 8-byte value, plus the
-	// memtable's own bytes per record) are well over the 8 MiB at which
+	// memtable's own bytes per record) are well over the 12 MiB at which
 	// pebble stops writes.
 	const puts = 400_000
 	var done atomic.Int64
@@ -154,23 +157,69 @@ func TestKVPutsOnFullDiskDoNotHang(t *testing.T) {
 		}
 		finished <- nil
 	}()
-	select {
-	case err := <-finished:
-		t.Logf("Puts on a full disk: %d done, then %v", done.Load(), err)
-	case <-time.After(120 * time.Second):
-		var buf bytes.Buffer
-		pprof.Lookup("goroutine").WriteTo(&buf, 2)
-		var stalled string
-		for _, g := range strings.Split(buf.String(), "\n\n") {
-			if strings.Contains(g, "(*Index).Put(") {
-				stalled = g
+	// Look for a stalled Put whenever the Puts have not finished: a
+	// goroutine dump every 50 ms, and a deadline for anything else.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(120 * time.Second)
+	var putErr error
+wait:
+	for {
+		select {
+		case putErr = <-finished:
+			break wait
+		case <-tick.C:
+			if g := stalledPut(); g != "" {
+				t.Fatalf("Puts on a full disk: %d done, then a Put waits in pebble's write stall holding the index's mu:\n%s", done.Load(), g)
 			}
+		case <-deadline:
+			t.Fatalf("Puts on a full disk: %d done, none more after 120 s, and no Put seen in pebble's write stall", done.Load())
 		}
-		t.Fatalf("Puts on a full disk: %d done, none more after 120 s; the Put holding the index's mu waits in:\n%s", done.Load(), stalled)
 	}
-	if err := within(t, "Sync on a full disk after the Puts", x.Sync); err == nil {
-		t.Errorf("Sync on a full disk returned nil")
+	t.Logf("Puts on a full disk: %d done, then %v", done.Load(), putErr)
+	if !errors.Is(putErr, ErrNoSpace) || !errors.Is(putErr, syscall.ENOSPC) || errors.Is(putErr, ErrFailed) {
+		t.Fatalf("Put on a full disk = %v; want ErrNoSpace wrapping ENOSPC, not ErrFailed", putErr)
 	}
-	within(t, "Close", x.Close)
+	if got, err := within2(t, "Get during the full disk", func() (Location, error) { return x.Get(2, 1) }); err != nil || got != loc(2, 1) {
+		t.Fatalf("Get(2, 1) on a full disk = %v, %v", got, err)
+	}
+	if err := within(t, "Sync on a full disk after the Puts", x.Sync); err == nil || errors.Is(err, ErrFailed) {
+		t.Errorf("Sync on a full disk = %v; want an error, not ErrFailed", err)
+	}
 	f.disarm()
+	if err := within(t, "Sync once space is back", x.Sync); err != nil {
+		t.Fatalf("Sync once space is back: %v", err)
+	}
+	next := done.Load() + 1
+	if err := x.Put(2, next, loc(2, next)); err != nil {
+		t.Fatalf("Put once space is back: %v", err)
+	}
+	if err := within(t, "Close", x.Close); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// stalledPut returns the stack of a goroutine waiting in pebble's write
+// stall (makeRoomForWrite) inside Index.Put, or "".
+func stalledPut() string {
+	var buf bytes.Buffer
+	pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	for _, g := range strings.Split(buf.String(), "\n\n") {
+		if strings.Contains(g, "(*Index).Put(") && strings.Contains(g, "makeRoomForWrite") && strings.Contains(g, "sync.Cond.Wait") {
+			return g
+		}
+	}
+	return ""
+}
+
+// within2 is within for a call that returns a Location.
+func within2(t *testing.T, what string, fn func() (Location, error)) (Location, error) {
+	t.Helper()
+	var got Location
+	err := within(t, what, func() error {
+		var err error
+		got, err = fn()
+		return err
+	})
+	return got, err
 }

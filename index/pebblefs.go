@@ -82,6 +82,8 @@ type fsHealth struct {
 	closing  bool          // the store is closing: nothing waits any more
 	flushErr error         // the last failed flush
 	flushBad chan struct{} // closed (and replaced) when a flush fails
+	flushEnd chan struct{} // closed (and replaced) when a flush ends; closed for good at close
+	spaceErr error         // the error of a flush that failed ENOSPC, until one succeeds
 }
 
 // fullRetryInterval is how long new files wait after a full disk when no
@@ -93,7 +95,12 @@ const fullRetryInterval = time.Second
 var errClosing = errors.New("index: store closing")
 
 func newFSHealth() *fsHealth {
-	return &fsHealth{failed: make(chan struct{}), room: make(chan struct{}), flushBad: make(chan struct{})}
+	return &fsHealth{
+		failed:   make(chan struct{}),
+		room:     make(chan struct{}),
+		flushBad: make(chan struct{}),
+		flushEnd: make(chan struct{}),
+	}
 }
 
 // check returns the sticky failure, if any.
@@ -191,6 +198,7 @@ func (h *fsHealth) close() {
 	if !h.closing {
 		h.closing = true
 		close(h.room)
+		close(h.flushEnd)
 	}
 }
 
@@ -201,13 +209,47 @@ func (h *fsHealth) flushFailures() <-chan struct{} {
 	return h.flushBad
 }
 
-// noteFlush records a failed flush (pebble's FlushEnd with an error).
+// flushEnds returns a channel closed when the next flush ends, failed or
+// not, or when the store closes.
+func (h *fsHealth) flushEnds() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.flushEnd
+}
+
+// noteFlush records the end of a flush (pebble's FlushEnd): err is nil
+// for a flush that succeeded, errEmptyFlush for one that had nothing to
+// write.
 func (h *fsHealth) noteFlush(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.flushErr = err
-	close(h.flushBad)
-	h.flushBad = make(chan struct{})
+	switch {
+	case err == nil:
+		h.spaceErr = nil
+	case errors.Is(err, errEmptyFlush):
+	default:
+		if errors.Is(err, syscall.ENOSPC) {
+			h.spaceErr = err
+		}
+		h.flushErr = err
+		close(h.flushBad)
+		h.flushBad = make(chan struct{})
+	}
+	if !h.closing {
+		close(h.flushEnd)
+		h.flushEnd = make(chan struct{})
+	}
+}
+
+// errEmptyFlush is noted for a flush whose memtables held nothing to write.
+var errEmptyFlush = errors.New("index: empty flush")
+
+// noSpace returns the error of the last flush that failed for lack of
+// space, from then until a flush succeeds; nil otherwise.
+func (h *fsHealth) noSpace() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.spaceErr
 }
 
 // lastFlushErr returns the last failed flush's error.
