@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bookie-go/bookie/vfs"
 )
@@ -15,24 +17,100 @@ import (
 // crashPoint takes a CrashClone of mem just before the n-th file operation
 // (counted across the store and the index), modelling a power loss at that
 // instant, with torn unsynced sectors.
+//
+// The operation may run on any goroutine, the index's own background ones
+// included, while the workload goes on. So taken is set before the clone
+// is taken, under mu: a workload that reads taken as false acted before
+// the crash instant, and what it then counts as acknowledged is in the
+// clone (set after the clone, a workload could finish a Flush the clone
+// does not hold and count it acknowledged: TestCrashPointTakenBeforeClone).
 type crashPoint struct {
 	mem   *vfs.MemFS
 	rng   *rand.Rand
 	n     int64
 	count atomic.Int64
-	taken atomic.Bool
-	mu    sync.Mutex
+	taken atomic.Bool // set, with mu held, before the clone is taken
+	mu    sync.Mutex  // held while the clone is taken; protects clone
 	clone *vfs.MemFS
+	// cloned, if set, runs right after the clone is taken, on the goroutine
+	// of the operation that took it.
+	cloned func()
 }
 
 func (c *crashPoint) inject(op vfs.Op, name string) error {
 	if c.count.Add(1) == c.n {
 		c.mu.Lock()
+		c.taken.Store(true)
 		c.clone = c.mem.CrashClone(c.rng)
 		c.mu.Unlock()
-		c.taken.Store(true)
+		if c.cloned != nil {
+			c.cloned()
+		}
 	}
 	return nil
+}
+
+// crashed returns the clone taken at the crash point (nil if none was),
+// waiting for one being taken.
+func (c *crashPoint) crashed() *vfs.MemFS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clone
+}
+
+// TestCrashPointTakenBeforeClone: the crash is taken by an operation on
+// another goroutine (as the index's background flushes and compactions
+// do) while the workload syncs a file and then asks whether the crash was
+// taken. Whatever it then counts as acknowledged must be in the clone.
+func TestCrashPointTakenBeforeClone(t *testing.T) {
+	mem := vfs.NewMemFS()
+	cp := &crashPoint{mem: mem, n: 1}
+	fs := vfs.NewFaultFS(mem, cp.inject)
+	cloned, release := make(chan struct{}), make(chan struct{})
+	cp.cloned = func() {
+		close(cloned)
+		<-release
+	}
+	bg := make(chan error, 1)
+	go func() { bg <- fs.SyncDir("/") }() // operation 1: the crash
+	select {
+	case <-cloned:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the crash point was not taken at operation 1 within 60s")
+	}
+	// The workload, after the crash instant: write and sync a file.
+	if err := mem.MkdirAll("/w", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := mem.OpenFile("/w/a", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("acked"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := mem.SyncDir("/w"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	acked := !cp.taken.Load()
+	close(release)
+	if err := <-bg; err != nil {
+		t.Fatal(err)
+	}
+	clone := cp.crashed()
+	if clone == nil {
+		t.Fatal("no clone taken at operation 1")
+	}
+	if _, err := clone.Stat("/w/a"); acked && err != nil {
+		t.Fatalf("the workload counted a file synced after the crash instant as acknowledged, and the clone lacks it: %v", err)
+	}
 }
 
 // crashModel is what a workload knows about each entry when the crash hits.
@@ -182,7 +260,7 @@ func testCrashes(t *testing.T, iterations int, concurrent bool) {
 				total = cp.count.Load()
 				return
 			}
-			clone := cp.clone
+			clone := cp.crashed()
 			if clone == nil {
 				clone = mem.CrashClone(cp.rng)
 			}

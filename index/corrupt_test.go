@@ -35,7 +35,7 @@ func TestCorruptionIsNotAbsence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := vfs.NewMemFS()
-			x := openT(t, fs, Options{})
+			x := openPagedT(t, fs, Options{})
 			for e := int64(0); e < 2*SlotsPerPage; e += 2 {
 				mustPut(t, x, 3, e, loc(3, e))
 			}
@@ -46,7 +46,7 @@ func TestCorruptionIsNotAbsence(t *testing.T) {
 				t.Fatalf("index files: %v", files)
 			}
 			tc.damage(t, fs, testDir+"/03/"+files[0])
-			x = openT(t, fs, Options{})
+			x = openPagedT(t, fs, Options{})
 			defer x.Close()
 			// Entry 511 is an empty slot of page 1; 512 is stored there.
 			for _, e := range []int64{SlotsPerPage + 1, SlotsPerPage + 2} {
@@ -78,22 +78,22 @@ func flip(t *testing.T, fs *vfs.MemFS, name string, off int64) {
 
 func TestStateFileDamage(t *testing.T) {
 	fs := vfs.NewMemFS()
-	x := openT(t, fs, Options{})
+	x := openPagedT(t, fs, Options{})
 	mustPut(t, x, 1, 0, 1)
 	mustSync(t, x)
 	x.Close()
 	flip(t, fs, testDir+"/"+stateFileName, stateHeaderSize+3)
-	if _, err := Open(fs, testDir, Options{}); !errors.Is(err, ErrCorrupt) {
+	if _, err := openPaged(fs, testDir, Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Open with a damaged state file = %v, want ErrCorrupt", err)
 	}
 	if err := fs.Remove(testDir + "/" + stateFileName); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(fs, testDir, Options{}); !errors.Is(err, ErrCorrupt) {
+	if _, err := openPaged(fs, testDir, Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Open without the state file but with index files = %v, want ErrCorrupt", err)
 	}
 	// A wiped directory comes back empty only if the caller allows it.
-	if _, err := Open(vfs.NewMemFS(), testDir, Options{MustExist: true}); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("Open(MustExist) of an empty directory = %v, want ErrCorrupt", err)
+	if _, err := openPaged(vfs.NewMemFS(), testDir, Options{MustExist: true}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("openPaged(MustExist) of an empty directory = %v, want ErrCorrupt", err)
 	}
 }

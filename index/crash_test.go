@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/bookie-go/bookie/vfs"
@@ -60,8 +61,11 @@ func (m *model) setState(id uint64, st LedgerState) {
 }
 
 // crashTracker follows what a crash may keep: everything of the last
-// completed Sync (durable), plus, per key, any value written since.
+// completed Sync (durable), plus, per key, any value written since. The
+// store's background goroutines do I/O too, so a crash image may be taken
+// on any goroutine: mu guards every field an image reads.
 type crashTracker struct {
+	mu      sync.Mutex
 	live    *model
 	durable *model
 	// Since the last completed Sync:
@@ -85,6 +89,8 @@ func (c *crashTracker) reset() {
 }
 
 func (c *crashTracker) synced() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.durable = c.live.clone()
 	c.reset()
 }
@@ -100,7 +106,13 @@ type crashImage struct {
 	at          string
 }
 
-func (c *crashTracker) image(fs *vfs.MemFS, at string) *crashImage {
+// image takes a crash image of mem (unsynced sectors kept as rng says)
+// with what it must show. The clone is taken with mu held, so no Sync
+// that completes after the clone is counted as durable in the image.
+func (c *crashTracker) image(mem *vfs.MemFS, rng *rand.Rand, at string) *crashImage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fs := mem.CrashClone(rng)
 	im := &crashImage{fs: fs, durable: c.durable.clone(), putsSince: make(map[pageKey][]Location),
 		statesSince: make(map[uint64][]LedgerState), touched: maps.Clone(c.touched), deleted: maps.Clone(c.deleted), at: at}
 	for k, v := range c.putsSince {
@@ -202,6 +214,14 @@ func sameState(a, b LedgerState) bool {
 	return a == b
 }
 
+// notePut records a Put about to be made.
+func (c *crashTracker) notePut(id uint64, e int64, l Location) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putsSince[pageKey{id, uint64(e)}] = append(c.putsSince[pageKey{id, uint64(e)}], l)
+	c.touched[id] = true
+}
+
 // workload runs n random operations against x and the tracker.
 func workload(t fataler, rng *rand.Rand, x *Index, c *crashTracker, n int, onSync func()) {
 	t.Helper()
@@ -226,8 +246,7 @@ func workload(t fataler, rng *rand.Rand, x *Index, c *crashTracker, n int, onSyn
 				next[id] = e + 1
 				l := MakeLocation(uint32(rng.Intn(1000)+1), uint32(rng.Int31()))
 				// Noted before the call: a crash inside Put may keep it.
-				c.putsSince[pageKey{id, uint64(e)}] = append(c.putsSince[pageKey{id, uint64(e)}], l)
-				c.touched[id] = true
+				c.notePut(id, e, l)
 				if err := x.Put(id, e, l); err != nil {
 					t.Fatalf("Put: %v", err)
 				}
@@ -240,8 +259,7 @@ func workload(t fataler, rng *rand.Rand, x *Index, c *crashTracker, n int, onSyn
 						continue
 					}
 					l := MakeLocation(uint32(rng.Intn(1000)+1001), uint32(rng.Int31()))
-					c.putsSince[pageKey{id, uint64(e)}] = append(c.putsSince[pageKey{id, uint64(e)}], l)
-					c.touched[id] = true
+					c.notePut(id, e, l)
 					if err := x.Put(id, e, l); err != nil {
 						t.Fatalf("Put: %v", err)
 					}
@@ -251,15 +269,19 @@ func workload(t fataler, rng *rand.Rand, x *Index, c *crashTracker, n int, onSyn
 		case r < 77:
 			st := LedgerState{HasMasterKey: true, Fenced: rng.Intn(2) == 0, LAC: int64(rng.Intn(100)) - 1, ExplicitLAC: -1}
 			rng.Read(st.MasterKey[:])
+			c.mu.Lock()
 			c.statesSince[id] = append(c.statesSince[id], st)
 			c.touched[id] = true
+			c.mu.Unlock()
 			if err := x.SetState(id, st); err != nil {
 				t.Fatalf("SetState: %v", err)
 			}
 			c.live.setState(id, st)
 		case r < 80:
+			c.mu.Lock()
 			c.touched[id] = true
 			c.deleted[id] = true
+			c.mu.Unlock()
 			err := x.DeleteLedger(id)
 			if c.live.ledgers[id] == nil {
 				if !errors.Is(err, ErrNoSuchLedger) {
@@ -270,9 +292,10 @@ func workload(t fataler, rng *rand.Rand, x *Index, c *crashTracker, n int, onSyn
 			if err != nil {
 				t.Fatalf("DeleteLedger: %v", err)
 			}
+			c.mu.Lock()
 			delete(c.live.ledgers, id)
+			c.mu.Unlock()
 			delete(next, id)
-			c.touched[id] = true
 		case r < 92:
 			if err := x.Sync(); err != nil {
 				t.Fatalf("Sync: %v", err)
@@ -315,16 +338,22 @@ func TestCrash(t *testing.T) {
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
+			crashRng := rand.New(rand.NewSource(seed))
 			mem := vfs.NewMemFS()
 			c := newTracker(newModel())
 			for round := 0; round < 6; round++ {
+				// The store's goroutines call the injector too: imMu
+				// guards ops, crashRng and im.
+				var imMu sync.Mutex
 				ops := 0
 				crashAt := 1 + rng.Intn(400)
 				var im *crashImage
 				fs := vfs.NewFaultFS(mem, func(op vfs.Op, name string) error {
+					imMu.Lock()
+					defer imMu.Unlock()
 					ops++
 					if ops == crashAt {
-						im = c.image(mem.CrashClone(rng), fmt.Sprintf("seed %d round %d: crash at %v %s (op %d)", seed, round, op, name, ops))
+						im = c.image(mem, crashRng, fmt.Sprintf("seed %d round %d: crash at %v %s (op %d)", seed, round, op, name, ops))
 					}
 					return nil
 				})
@@ -333,12 +362,17 @@ func TestCrash(t *testing.T) {
 					t.Fatal(err)
 				}
 				workload(t, rng, x, c, 150, nil)
-				if im == nil {
+				imMu.Lock()
+				taken := im != nil
+				imMu.Unlock()
+				if !taken {
 					mustSync(t, x)
 					c.synced()
-					im = c.image(mem.CrashClone(rng), fmt.Sprintf("seed %d round %d: crash after the last Sync", seed, round))
+					im = c.image(mem, crashRng, fmt.Sprintf("seed %d round %d: crash after the last Sync", seed, round))
 				}
-				x.Close()
+				x.Close() // no file operation after it: im is settled
+				imMu.Lock()
+				imMu.Unlock()
 				recovered := im.verify(t)
 				mem = im.fs
 				c = newTracker(recovered)

@@ -50,9 +50,13 @@ func (c *concTracker) done(op concOp) {
 }
 
 // image captures what a crash now must show. Requires nothing held.
-func (c *concTracker) image(fs *vfs.MemFS, at string) *crashImage {
+// image takes a crash image of mem (unsynced sectors kept as rng says)
+// with what it must show. The clone is taken with mu held, so no Sync
+// that completes after the clone is counted as durable in the image.
+func (c *concTracker) image(mem *vfs.MemFS, rng *rand.Rand, at string) *crashImage {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	fs := mem.CrashClone(rng)
 	im := &crashImage{fs: fs, durable: c.durable.clone(), putsSince: make(map[pageKey][]Location),
 		statesSince: make(map[uint64][]LedgerState), touched: make(map[uint64]bool), deleted: map[uint64]bool{}, at: at}
 	for _, op := range c.log {
@@ -111,7 +115,7 @@ func crashConcurrentRound(t *testing.T, rng, crashRng *rand.Rand, mem *vfs.MemFS
 		defer imMu.Unlock()
 		ops++
 		if ops == crashAt {
-			im = c.image(mem.CrashClone(crashRng), fmt.Sprintf("%s: crash at %v %s (op %d)", name, op, file, ops))
+			im = c.image(mem, crashRng, fmt.Sprintf("%s: crash at %v %s (op %d)", name, op, file, ops))
 		}
 		return nil
 	})
@@ -194,7 +198,7 @@ func crashConcurrentRound(t *testing.T, rng, crashRng *rand.Rand, mem *vfs.MemFS
 // persist the higher LastEntry without the page that clears them.
 func TestPutDuringSyncKeepsMask(t *testing.T) {
 	mem := vfs.NewMemFS()
-	x := openT(t, mem, Options{})
+	x := openPagedT(t, mem, Options{})
 	for e := int64(0); e < 10; e++ {
 		mustPut(t, x, 1, e, loc(1, e))
 	}
@@ -210,7 +214,7 @@ func TestPutDuringSyncKeepsMask(t *testing.T) {
 	x.Close()
 	mem = mem.CrashClone(nil)
 
-	var x2 *Index
+	var x2 *pagedIndex
 	var once sync.Once
 	fs := vfs.NewFaultFS(mem, func(op vfs.Op, name string) error {
 		if op == vfs.OpWrite && x2 != nil {
@@ -223,7 +227,7 @@ func TestPutDuringSyncKeepsMask(t *testing.T) {
 		}
 		return nil
 	})
-	x2 = openT(t, fs, Options{})
+	x2 = openPagedT(t, fs, Options{})
 	if _, err := x2.Get(1, 15); !errors.Is(err, ErrNoSuchEntry) {
 		t.Fatalf("Get(1, 15) after the crash = %v, want ErrNoSuchEntry", err)
 	}
@@ -231,7 +235,7 @@ func TestPutDuringSyncKeepsMask(t *testing.T) {
 	mustSync(t, x2)
 	x2.Close()
 
-	x3 := openT(t, mem.CrashClone(nil), Options{})
+	x3 := openPagedT(t, mem.CrashClone(nil), Options{})
 	defer x3.Close()
 	for e := int64(10); e < 20; e++ {
 		if got, err := x3.Get(1, e); err == nil {

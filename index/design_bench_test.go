@@ -71,7 +71,7 @@ func BenchmarkDesign(b *testing.B) {
 		name string
 		open func(dir string) (designIndex, error)
 	}{
-		{"paged", func(dir string) (designIndex, error) { return Open(vfs.Default, dir, Options{}) }},
+		{"paged", func(dir string) (designIndex, error) { return openPaged(vfs.Default, dir, Options{}) }},
 		{"pebble", openPebbleDesign},
 		{"slots", openSlotsDesign},
 	}

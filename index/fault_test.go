@@ -64,7 +64,7 @@ func TestFaults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := vfs.NewMemFS()
 			var f faults
-			x := openT(t, vfs.NewFaultFS(mem, f.inject), Options{})
+			x := openPagedT(t, vfs.NewFaultFS(mem, f.inject), Options{})
 			defer x.Close()
 			synced := newModel()
 			// Ledgers 0 and 1 have synced pages; ledger 2 is new.
@@ -127,12 +127,12 @@ func TestFaults(t *testing.T) {
 // ErrCorrupt, never ErrNoSuchEntry.
 func TestReadErrorIsNotAbsence(t *testing.T) {
 	mem := vfs.NewMemFS()
-	x := openT(t, mem, Options{})
+	x := openPagedT(t, mem, Options{})
 	mustPut(t, x, 4, 10, 1)
 	mustSync(t, x)
 	x.Close()
 	var f faults
-	x = openT(t, vfs.NewFaultFS(mem, f.inject), Options{})
+	x = openPagedT(t, vfs.NewFaultFS(mem, f.inject), Options{})
 	defer x.Close()
 	f.arm(vfs.OpRead, ".idx", vfs.ErrInjectedIO)
 	for _, e := range []int64{9, 10} {
@@ -150,7 +150,7 @@ func TestReadErrorIsNotAbsence(t *testing.T) {
 // mapping of m reads back exactly.
 func checkImage(t *testing.T, fs vfs.FS, m *model) {
 	t.Helper()
-	x, err := Open(fs, testDir, Options{})
+	x, err := openPaged(fs, testDir, Options{})
 	if err != nil {
 		t.Fatalf("open crash image: %v", err)
 	}
@@ -159,7 +159,7 @@ func checkImage(t *testing.T, fs vfs.FS, m *model) {
 }
 
 // checkIndex checks every mapping and state of m reads back from x.
-func checkIndex(t *testing.T, x *Index, m *model) {
+func checkIndex(t *testing.T, x indexAPI, m *model) {
 	t.Helper()
 	for id, l := range m.ledgers {
 		for e, want := range l.entries {

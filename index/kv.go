@@ -17,17 +17,24 @@ import (
 // Key-value format constants; part of the format, never renumber.
 const (
 	kvKindFormat = 0x00 // the format record: kvFormatKey
-	kvKindState  = 0x01 // a ledger's state: kind, ledger
-	kvKindEntry  = 0x02 // an entry's location: kind, ledger, entry
+	kvKindLedger = 0x01 // a ledger's records: its state (kind, ledger), then its entries (kind, ledger, entry)
+	// 0x02 held entry records in version 1, apart from the states; never reuse it.
 
 	kvStateKeySize   = 9
 	kvEntryKeySize   = 17
 	kvFormatSize     = 16
 	kvStateSize      = 64
 	kvLocationSize   = 8
-	kvVersion        = 1
+	kvVersion        = 2
 	kvStateVersion   = 1
 	kvFormatMagicStr = "BKIXKVDB"
+)
+
+// Kinds of decoded keys (kvKey.kind); not bytes of the format.
+const (
+	kvKeyFormat = iota
+	kvKeyState
+	kvKeyEntry
 )
 
 // kvFormatKey is the key of the format record, the one key of kind 0.
@@ -39,14 +46,14 @@ var errKV = errors.New("index: invalid key-value record")
 
 // appendKVStateKey appends the key of ledger's state record to dst.
 func appendKVStateKey(dst []byte, ledger uint64) []byte {
-	dst = append(dst, kvKindState)
+	dst = append(dst, kvKindLedger)
 	return binary.BigEndian.AppendUint64(dst, ledger)
 }
 
 // appendKVEntryKey appends the key of (ledger, entry)'s location to dst.
 // entry must not be negative.
 func appendKVEntryKey(dst []byte, ledger uint64, entry int64) []byte {
-	dst = append(dst, kvKindEntry)
+	dst = append(dst, kvKindLedger)
 	dst = binary.BigEndian.AppendUint64(dst, ledger)
 	return binary.BigEndian.AppendUint64(dst, uint64(entry))
 }
@@ -66,26 +73,22 @@ func decodeKVKey(src []byte) (kvKey, error) {
 	if len(src) == 0 {
 		return kvKey{}, fmt.Errorf("%w: empty key", errKV)
 	}
-	switch src[0] {
-	case kvKindFormat:
+	switch {
+	case src[0] == kvKindFormat:
 		if string(src) != kvFormatKey {
 			return kvKey{}, fmt.Errorf("%w: key %q of kind 0 is not the format key", errKV, src)
 		}
-		return kvKey{kind: kvKindFormat}, nil
-	case kvKindState:
-		if len(src) != kvStateKeySize {
-			return kvKey{}, fmt.Errorf("%w: state key of %d bytes, want %d", errKV, len(src), kvStateKeySize)
-		}
-		return kvKey{kind: kvKindState, ledger: binary.BigEndian.Uint64(src[1:9]), entry: -1}, nil
-	case kvKindEntry:
-		if len(src) != kvEntryKeySize {
-			return kvKey{}, fmt.Errorf("%w: entry key of %d bytes, want %d", errKV, len(src), kvEntryKeySize)
-		}
+		return kvKey{kind: kvKeyFormat}, nil
+	case src[0] == kvKindLedger && len(src) == kvStateKeySize:
+		return kvKey{kind: kvKeyState, ledger: binary.BigEndian.Uint64(src[1:9]), entry: -1}, nil
+	case src[0] == kvKindLedger && len(src) == kvEntryKeySize:
 		entry := binary.BigEndian.Uint64(src[9:17])
 		if entry > math.MaxInt64 {
 			return kvKey{}, fmt.Errorf("%w: entry id %d above the highest storable", errKV, entry)
 		}
-		return kvKey{kind: kvKindEntry, ledger: binary.BigEndian.Uint64(src[1:9]), entry: int64(entry)}, nil
+		return kvKey{kind: kvKeyEntry, ledger: binary.BigEndian.Uint64(src[1:9]), entry: int64(entry)}, nil
+	case src[0] == kvKindLedger:
+		return kvKey{}, fmt.Errorf("%w: ledger key of %d bytes, want %d or %d", errKV, len(src), kvStateKeySize, kvEntryKeySize)
 	}
 	return kvKey{}, fmt.Errorf("%w: unknown key kind %#02x", errKV, src[0])
 }
@@ -111,7 +114,9 @@ func decodeKVFormat(src []byte) error {
 	if want, got := crc32.Checksum(src[0:12], castagnoli), binary.LittleEndian.Uint32(src[12:16]); want != got {
 		return fmt.Errorf("%w: format record: checksum %#08x, want %#08x", errKV, got, want)
 	}
-	if v := binary.LittleEndian.Uint16(src[8:10]); v != kvVersion {
+	if v := binary.LittleEndian.Uint16(src[8:10]); v == 1 {
+		return fmt.Errorf("%w: format record: version 1, written only by development builds (states apart from entries), is not read by this build: remove the index directory and restore the bookie's data from its replicas", errKV)
+	} else if v != kvVersion {
 		return fmt.Errorf("%w: format record: unknown version %d", errKV, v)
 	}
 	if binary.LittleEndian.Uint16(src[10:12]) != 0 {

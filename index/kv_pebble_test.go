@@ -65,7 +65,7 @@ func TestKVFlushIsCheckpoint(t *testing.T) {
 	if err := db.Delete(appendKVStateKey(nil, 3), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteRange(appendKVEntryKey(nil, 3, 0), appendKVEntryKey(nil, 4, 0), pebble.NoSync); err != nil {
+	if err := db.DeleteRange(appendKVEntryKey(nil, 3, 0), kvEntryEnd(3), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
 	flush()

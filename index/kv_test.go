@@ -59,20 +59,20 @@ func TestKVGolden(t *testing.T) {
 		b = b[n:]
 		return r
 	}
-	if k, err := decodeKVKey(next(len(kvFormatKey))); err != nil || k.kind != kvKindFormat {
+	if k, err := decodeKVKey(next(len(kvFormatKey))); err != nil || k.kind != kvKeyFormat {
 		t.Errorf("format key: %+v, %v", k, err)
 	}
 	if err := decodeKVFormat(next(kvFormatSize)); err != nil {
 		t.Errorf("format value: %v", err)
 	}
-	if k, err := decodeKVKey(next(kvStateKeySize)); err != nil || k != (kvKey{kind: kvKindState, ledger: goldenLedger, entry: -1}) {
+	if k, err := decodeKVKey(next(kvStateKeySize)); err != nil || k != (kvKey{kind: kvKeyState, ledger: goldenLedger, entry: -1}) {
 		t.Errorf("state key: %+v, %v", k, err)
 	}
 	st, err := decodeKVState(next(kvStateSize), goldenLedger)
 	if err != nil || !st.Fenced || !st.HasMasterKey || st.MasterKey[31] != 0xa0+31 || st.LastEntry != 1530 || st.LAC != 1529 || st.ExplicitLAC != -1 || st.Limbo {
 		t.Errorf("state value: %+v, %v", st, err)
 	}
-	if k, err := decodeKVKey(next(kvEntryKeySize)); err != nil || k != (kvKey{kind: kvKindEntry, ledger: goldenLedger, entry: 1530}) {
+	if k, err := decodeKVKey(next(kvEntryKeySize)); err != nil || k != (kvKey{kind: kvKeyEntry, ledger: goldenLedger, entry: 1530}) {
 		t.Errorf("entry key: %+v, %v", k, err)
 	}
 	if loc, err := decodeKVLocation(next(kvLocationSize)); err != nil || loc != MakeLocation(7, 4096) {
@@ -87,23 +87,30 @@ func TestKVGolden(t *testing.T) {
 // order is (kind, ledger, entry) order, so a ledger's entries are one
 // contiguous ascending range below the next ledger's.
 func TestKVKeysOrder(t *testing.T) {
+	// Each ledger's state, then its entries in order, then the next
+	// ledger's: one ledger's records are one contiguous range.
 	keys := [][]byte{
 		[]byte(kvFormatKey),
 		appendKVStateKey(nil, 0),
-		appendKVStateKey(nil, 255),
-		appendKVStateKey(nil, 256),
-		appendKVStateKey(nil, math.MaxUint64),
 		appendKVEntryKey(nil, 0, 0),
 		appendKVEntryKey(nil, 0, 255),
 		appendKVEntryKey(nil, 0, 256),
 		appendKVEntryKey(nil, 0, math.MaxInt64),
+		appendKVStateKey(nil, 1),
 		appendKVEntryKey(nil, 1, 0),
+		appendKVStateKey(nil, 255),
+		appendKVStateKey(nil, 256),
+		appendKVStateKey(nil, math.MaxUint64),
 		appendKVEntryKey(nil, math.MaxUint64, math.MaxInt64),
+		kvEntryEnd(math.MaxUint64),
 	}
 	for i := 1; i < len(keys); i++ {
 		if bytes.Compare(keys[i-1], keys[i]) >= 0 {
 			t.Errorf("key %x does not sort below %x", keys[i-1], keys[i])
 		}
+	}
+	if end := kvEntryEnd(0); !bytes.Equal(end, appendKVStateKey(nil, 1)) {
+		t.Errorf("the end of ledger 0's records is %x, want ledger 1's state key", end)
 	}
 }
 
@@ -195,11 +202,11 @@ func FuzzDecodeKVKey(f *testing.F) {
 		}
 		var again []byte
 		switch k.kind {
-		case kvKindFormat:
+		case kvKeyFormat:
 			again = []byte(kvFormatKey)
-		case kvKindState:
+		case kvKeyState:
 			again = appendKVStateKey(nil, k.ledger)
-		case kvKindEntry:
+		case kvKeyEntry:
 			again = appendKVEntryKey(nil, k.ledger, k.entry)
 		}
 		if !bytes.Equal(again, data) {

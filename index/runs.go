@@ -12,11 +12,10 @@ type pageRun struct {
 	n     uint64 // pages in the run, >= 1
 }
 
-// physOf returns the place of page no in l's file, and false if no is in
-// none of l's runs (the page holds no mapping). A dense ledger has one run,
-// checked first. Requires mu held (or l not shared).
-func (l *ledger) physOf(no uint64) (uint64, bool) {
-	runs := l.runs
+// physOf returns the place of page no in the file of a ledger with runs
+// (ascending by page number), and false if no is in none of them (the page
+// holds no mapping). A dense ledger has one run, checked first.
+func physOf(runs []pageRun, no uint64) (uint64, bool) {
 	if len(runs) == 0 {
 		return 0, false
 	}
@@ -34,57 +33,15 @@ func (l *ledger) physOf(no uint64) (uint64, bool) {
 	return runs[i].phys + no - runs[i].first, true
 }
 
-// hasPage reports whether page no is in one of l's runs. Requires mu held.
-func (l *ledger) hasPage(no uint64) bool {
-	_, ok := l.physOf(no)
-	return ok
-}
-
-// nextPage returns the lowest page number >= no that is in one of l's
-// runs, and false if there is none. Requires mu held.
-func (l *ledger) nextPage(no uint64) (uint64, bool) {
-	runs := l.runs
+// nextPageOf returns the lowest page number >= no that is in one of runs
+// (ascending by page number), and false if there is none.
+func nextPageOf(runs []pageRun, no uint64) (uint64, bool) {
 	// The first run ending above no.
 	i := sort.Search(len(runs), func(i int) bool { return runs[i].first+runs[i].n > no })
 	if i == len(runs) {
 		return 0, false
 	}
 	return max(no, runs[i].first), true
-}
-
-// place gives page no, which must be in no run, the next place in l's file
-// (l.filePages), extending the run that ends just below it in both page
-// number and place, or adding a run. Requires mu held.
-func (l *ledger) place(no uint64) {
-	phys := l.filePages
-	l.filePages++
-	i := sort.Search(len(l.runs), func(i int) bool { return l.runs[i].first > no })
-	if i > 0 {
-		if r := &l.runs[i-1]; r.first+r.n == no && r.phys+r.n == phys {
-			r.n++
-			return
-		}
-	}
-	l.runs = append(l.runs, pageRun{})
-	copy(l.runs[i+1:], l.runs[i:])
-	l.runs[i] = pageRun{first: no, phys: phys, n: 1}
-}
-
-// durableRuns returns l's runs cut to the places below pages (the pages a
-// state file with that extent covers), in the order of their places. Runs
-// only ever grow at places >= l.filePages, so this is the mapping as it was
-// when l.filePages was pages. Requires mu held.
-func (l *ledger) durableRuns(pages uint64) []pageRun {
-	var out []pageRun
-	for _, r := range l.runs {
-		if r.phys >= pages {
-			continue
-		}
-		r.n = min(r.n, pages-r.phys)
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].phys < out[j].phys })
-	return out
 }
 
 // isIdentity reports whether runs (in the order of their places) map page n

@@ -122,7 +122,7 @@ func TestFarEntryCostsOnePage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := vfs.NewMemFS()
 			fs := newCountFS(mem)
-			x := openT(t, fs, Options{})
+			x := openPagedT(t, fs, Options{})
 			for e := int64(0); e < tc.prefix; e++ {
 				mustPut(t, x, ledger, e, loc(ledger, e))
 			}
@@ -153,7 +153,7 @@ func TestFarEntryCostsOnePage(t *testing.T) {
 				t.Errorf("index file of %d bytes, want %d", n, want)
 			}
 
-			check := func(x *Index) {
+			check := func(x *pagedIndex) {
 				t.Helper()
 				if got, err := x.Get(ledger, tc.entry); err != nil || got != loc(ledger, tc.entry) {
 					t.Fatalf("Get(far) = %v, %v", got, err)
@@ -186,7 +186,7 @@ func TestFarEntryCostsOnePage(t *testing.T) {
 			}
 			check(x)
 			x.Close()
-			x = openT(t, fs, Options{})
+			x = openPagedT(t, fs, Options{})
 			defer x.Close()
 			check(x)
 		})
@@ -200,7 +200,7 @@ func TestFarEntryCostsOnePage(t *testing.T) {
 func TestSparseGaps(t *testing.T) {
 	const ledger = 9
 	mem := vfs.NewMemFS()
-	x := openT(t, mem, Options{CacheBytes: minCachePages * PageSize})
+	x := openPagedT(t, mem, Options{CacheBytes: minCachePages * PageSize})
 	want := map[int64]bool{}
 	put := func(from, to int64) {
 		for e := from; e < to; e++ {
@@ -216,7 +216,7 @@ func TestSparseGaps(t *testing.T) {
 	put(40*SlotsPerPage, 40*SlotsPerPage+1)
 	mustSync(t, x)
 
-	check := func(x *Index) {
+	check := func(x *pagedIndex) {
 		t.Helper()
 		var got []int64
 		if err := x.Scan(ledger, 0, func(e int64, l Location) error {
@@ -246,7 +246,7 @@ func TestSparseGaps(t *testing.T) {
 	}
 	check(x)
 	x.Close()
-	x = openT(t, mem, Options{CacheBytes: minCachePages * PageSize})
+	x = openPagedT(t, mem, Options{CacheBytes: minCachePages * PageSize})
 	defer x.Close()
 	check(x)
 	// Pages stored: 0-1, 2 (back-filled), 19607-19610 (10,000,000..+1,529), 40.
@@ -277,14 +277,14 @@ func TestSparseGaps(t *testing.T) {
 // starts at a high id: reads of it must say ErrCorrupt, never absence.
 func TestSparsePageCorruptIsNotAbsence(t *testing.T) {
 	mem := vfs.NewMemFS()
-	x := openT(t, mem, Options{})
+	x := openPagedT(t, mem, Options{})
 	mustPut(t, x, 3, 25_500_002, loc(3, 25_500_002))
 	mustPut(t, x, 3, 2*SlotsPerPage, loc(3, 2*SlotsPerPage))
 	mustSync(t, x)
 	x.Close()
 	idx := testDir + "/03/" + mustList(t, mem, testDir+"/03")[0]
 	flip(t, mem, idx, 100) // the page at place 0: entries 25,500,000..25,500,509
-	x = openT(t, mem, Options{})
+	x = openPagedT(t, mem, Options{})
 	defer x.Close()
 	for _, e := range []int64{25_500_000, 25_500_001, 25_500_002} {
 		if _, err := x.Get(3, e); !errors.Is(err, ErrCorrupt) {
@@ -313,7 +313,7 @@ func mustList(t *testing.T, fs vfs.FS, dir string) []string {
 // next Sync writes version 2 and both kinds of ledger read back.
 func TestOpenVersion1(t *testing.T) {
 	mem := vfs.NewMemFS()
-	x := openT(t, mem, Options{})
+	x := openPagedT(t, mem, Options{})
 	for e := int64(0); e < 3*SlotsPerPage; e++ {
 		mustPut(t, x, 1, e, loc(1, e))
 		mustPut(t, x, 2, e, loc(2, e))
@@ -333,7 +333,7 @@ func TestOpenVersion1(t *testing.T) {
 	sf.version = 1
 	writeFile(t, mem, statePath, appendState(nil, sf))
 
-	x = openT(t, mem, Options{})
+	x = openPagedT(t, mem, Options{})
 	for _, id := range []uint64{1, 2} {
 		if got, err := x.Get(id, 3*SlotsPerPage-1); err != nil || got != loc(id, 3*SlotsPerPage-1) {
 			t.Fatalf("Get from a version 1 index = %v, %v", got, err)
@@ -357,7 +357,7 @@ func TestOpenVersion1(t *testing.T) {
 	if r := sf.records[1]; len(r.runs) != 2 || r.pages != 4 {
 		t.Errorf("sparse ledger: %d pages, runs %v", r.pages, r.runs)
 	}
-	x = openT(t, mem, Options{})
+	x = openPagedT(t, mem, Options{})
 	defer x.Close()
 	for _, k := range [][2]int64{{1, 0}, {1, 3 * SlotsPerPage}, {2, 17}, {2, 1 << 40}} {
 		if got, err := x.Get(uint64(k[0]), k[1]); err != nil || got != loc(uint64(k[0]), k[1]) {
@@ -432,7 +432,7 @@ func TestPlaceRuns(t *testing.T) {
 // cached pages.
 func TestFarReadsTakeNoCacheSlot(t *testing.T) {
 	fs := newCountFS(vfs.NewMemFS())
-	x := openT(t, fs, Options{CacheBytes: minCachePages * PageSize})
+	x := openPagedT(t, fs, Options{CacheBytes: minCachePages * PageSize})
 	defer x.Close()
 	mustPut(t, x, 1, 0, loc(1, 0))
 	mustPut(t, x, 1, 1<<40, loc(1, 1<<40))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/bookie-go/bookie/vfs"
@@ -185,7 +186,7 @@ func PageOffset(no uint64) int64 { return int64(no) * PageSize }
 // Offset returns the byte offset of page no in l's index file, and false
 // if l stores no such page (it reads as empty).
 func (l LedgerInfo) Offset(no uint64) (int64, bool) {
-	phys, ok := (&ledger{runs: l.runs}).physOf(no)
+	phys, ok := physOf(l.runs, no)
 	if !ok || phys >= l.Pages {
 		return 0, false
 	}
@@ -277,4 +278,17 @@ func (v *View) Scan(l LedgerInfo, fn func(entry int64, loc Location) error) erro
 		return true
 	})
 	return err
+}
+
+// emptySlots is the content of a page that holds no entry. Read only.
+var emptySlots [SlotsPerPage]uint64
+
+// parseFileName parses "LLLLLLLLLLLLLLLL-FFFFFFFFFFFFFFFF.idx".
+func parseFileName(name string) (ledgerID, fileID uint64, ok bool) {
+	if len(name) != 37 || name[16] != '-' || !strings.HasSuffix(name, ".idx") {
+		return 0, 0, false
+	}
+	a, err1 := strconv.ParseUint(name[:16], 16, 64)
+	b, err2 := strconv.ParseUint(name[17:33], 16, 64)
+	return a, b, err1 == nil && err2 == nil
 }

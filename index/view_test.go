@@ -10,7 +10,7 @@ import (
 
 func TestViewMatchesIndex(t *testing.T) {
 	fs := vfs.NewMemFS()
-	x := openT(t, fs, Options{})
+	x := openPagedT(t, fs, Options{})
 	for e := int64(0); e < 3*SlotsPerPage; e += 3 {
 		mustPut(t, x, 7, e, loc(7, e))
 	}

@@ -305,6 +305,7 @@ func inspectIndex(fs vfs.FS, dirs inspect.Dirs, ledger ledgerFlag, entries, asJS
 	if err != nil {
 		return err
 	}
+	defer rep.Close()
 	if ledger.set {
 		var keep []inspect.LedgerState
 		for _, l := range rep.Ledgers {

@@ -66,18 +66,26 @@ func TestInspectAndVerifyCommands(t *testing.T) {
 	if text, err := run(runVerify); err != nil || !strings.Contains(text, "OK") {
 		t.Fatalf("verify of good data: %q, %v", text, err)
 	}
-	state := filepath.Join(data, "ledgers", "index", "ledgers.state")
-	st, err := os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
+	// The index is a pebble store: damage a byte of every table, as a bad
+	// disk sector would, and verify names the index directory.
+	state := filepath.Join(data, "ledgers", "index")
+	tables, err := filepath.Glob(filepath.Join(state, "*.sst"))
+	if err != nil || len(tables) == 0 {
+		t.Fatalf("index tables in %s: %v, %v", state, tables, err)
 	}
-	st[20] ^= 1
-	if err := os.WriteFile(state, st, 0o644); err != nil {
-		t.Fatal(err)
+	for _, table := range tables {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[20] ^= 1
+		if err := os.WriteFile(table, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	text, err = run(runVerify)
 	if err == nil || !strings.Contains(text, "PROBLEM index "+state) {
-		t.Fatalf("verify of a damaged state file: %q, %v; want a problem naming it and an error", text, err)
+		t.Fatalf("verify of a damaged index: %q, %v; want a problem naming the index and an error", text, err)
 	}
 	js, err := run(runVerify, "--json")
 	var rep struct {
@@ -87,7 +95,7 @@ func TestInspectAndVerifyCommands(t *testing.T) {
 		} `json:"problems"`
 	}
 	if err == nil || json.Unmarshal([]byte(js), &rep) != nil || rep.OK || len(rep.Problems) != 1 || rep.Problems[0].File != state {
-		t.Fatalf("verify --json of a damaged state file: %s, %v", js, err)
+		t.Fatalf("verify --json of a damaged index: %s, %v", js, err)
 	}
 }
 

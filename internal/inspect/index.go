@@ -1,13 +1,18 @@
 package inspect
 
 import (
+	"errors"
+
 	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/vfs"
 )
 
-// IndexReport is what an index directory holds.
+// IndexReport is what an index directory holds, in either layout: the
+// key-value index ("kv") or the paged index ("paged", which the bookie
+// migrates on its next start).
 type IndexReport struct {
 	Dir        string `json:"dir"`
+	Layout     string `json:"layout"`
 	NextFileID uint64 `json:"next_file_id"`
 	// DoubleWritePages is how many page images the double-write file holds
 	// (a restart writes them in place again); DoubleWriteError why it
@@ -19,6 +24,7 @@ type IndexReport struct {
 	Error            string        `json:"error,omitempty"`
 	EntryList        []IndexEntry  `json:"entry_list,omitempty"`
 	view             *index.View
+	kv               *index.KVView
 }
 
 // LedgerState is one ledger's state as the index keeps it (as of the last
@@ -26,7 +32,7 @@ type IndexReport struct {
 type LedgerState struct {
 	Ledger uint64 `json:"ledger"`
 	// IndexFile is the ledger's index file ("" when none) and Pages its
-	// durable extent.
+	// durable extent, in the paged layout.
 	IndexFile   string `json:"index_file,omitempty"`
 	Pages       uint64 `json:"pages"`
 	LastEntry   int64  `json:"last_entry"`
@@ -56,13 +62,25 @@ type IndexEntry struct {
 }
 
 // Index reports the index in dir, read-only. An index that cannot be read
-// at all is an error.
+// at all is an error. A report of the key-value layout holds the store
+// open: Close it.
 func Index(fs vfs.FS, dir string) (*IndexReport, error) {
+	kv, err := index.OpenKVView(fs, dir)
+	if err == nil {
+		rep := &IndexReport{Dir: dir, Layout: "kv", Ledgers: []LedgerState{}, kv: kv}
+		for _, l := range kv.Ledgers {
+			rep.Ledgers = append(rep.Ledgers, stateOf(l))
+		}
+		return rep, nil
+	}
+	if !errors.Is(err, index.ErrNotKV) {
+		return nil, err
+	}
 	v, err := index.OpenView(fs, dir)
 	if err != nil {
 		return nil, err
 	}
-	rep := &IndexReport{Dir: dir, NextFileID: v.NextFileID, DoubleWritePages: v.DoubleWrite, Orphans: v.Orphans, view: v}
+	rep := &IndexReport{Dir: dir, Layout: "paged", NextFileID: v.NextFileID, DoubleWritePages: v.DoubleWrite, Orphans: v.Orphans, view: v}
 	if v.DoubleWriteErr != nil {
 		rep.DoubleWriteError = v.DoubleWriteErr.Error()
 	}
@@ -78,11 +96,27 @@ func Index(fs vfs.FS, dir string) (*IndexReport, error) {
 // naming the file and offset) or error from fn; a ledger the index does
 // not know holds no entries.
 func (r *IndexReport) Entries(ledger uint64, fn func(IndexEntry) error) error {
+	each := func(entry int64, loc index.Location) error {
+		return fn(IndexEntry{Ledger: ledger, Entry: entry, Log: loc.Log(), Offset: loc.Offset()})
+	}
+	if r.kv != nil {
+		l, ok := r.kv.Ledger(ledger)
+		if !ok {
+			return nil
+		}
+		return r.kv.Scan(l, each)
+	}
 	l, ok := r.view.Ledger(ledger)
 	if !ok {
 		return nil
 	}
-	return r.view.Scan(l, func(entry int64, loc index.Location) error {
-		return fn(IndexEntry{Ledger: ledger, Entry: entry, Log: loc.Log(), Offset: loc.Offset()})
-	})
+	return r.view.Scan(l, each)
+}
+
+// Close releases what the report holds open.
+func (r *IndexReport) Close() error {
+	if r.kv != nil {
+		return r.kv.Close()
+	}
+	return nil
 }

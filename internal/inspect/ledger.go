@@ -46,6 +46,7 @@ func Ledger(fs vfs.FS, dirs Dirs, ledger uint64, withEntries bool) (*LedgerRepor
 	if err != nil {
 		rep.IndexError = err.Error()
 	} else {
+		defer ix.Close()
 		for i := range ix.Ledgers {
 			if ix.Ledgers[i].Ledger == ledger {
 				rep.Index = &ix.Ledgers[i]

@@ -127,8 +127,13 @@ func FormatLogRecord(r LogRecord) string {
 // WriteText writes the report for a person to read.
 func (r *IndexReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "index %s\n", r.Dir)
-	fmt.Fprintf(w, "ledgers: %d; next file id %d\n", len(r.Ledgers), r.NextFileID)
+	if r.Layout == "kv" {
+		fmt.Fprintf(w, "layout: key-value (states as of the last checkpoint)\nledgers: %d\n", len(r.Ledgers))
+	} else {
+		fmt.Fprintf(w, "layout: paged (migrated at the next start)\nledgers: %d; next file id %d\n", len(r.Ledgers), r.NextFileID)
+	}
 	switch {
+	case r.Layout == "kv":
 	case r.DoubleWriteError != "":
 		fmt.Fprintf(w, "double-write file: no valid batch (ignored at start): %s\n", r.DoubleWriteError)
 	case r.DoubleWritePages > 0:

@@ -368,8 +368,82 @@ func verifyLogs(fs vfs.FS, dir string, r *VerifyReport, progress func(Progress))
 
 // verifyIndex checks every index entry against the record it points at,
 // and notes the offsets pointed at in logs. It reports whether it read the
-// whole index (every page of every ledger).
+// whole index (every page, or every record, of every ledger). It reads
+// either layout: the key-value index, or the paged index a bookie has not
+// yet started on (and migrates at its next start).
 func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyReport, progress func(Progress)) (complete bool) {
+	kv, err := index.OpenKVView(fs, dir)
+	if err == nil {
+		defer kv.Close()
+		return verifyKVIndex(dir, kv, logs, r, progress)
+	}
+	if !errors.Is(err, index.ErrNotKV) {
+		r.add(Problem{Area: "index", File: dir, Offset: -1, Message: err.Error() + " (the bookie refuses to start)"})
+		return false
+	}
+	return verifyPagedIndex(fs, dir, logs, r, progress)
+}
+
+// verifyKVIndex checks every entry of the key-value index in dir.
+func verifyKVIndex(dir string, kv *index.KVView, logs map[uint32]*logState, r *VerifyReport, progress func(Progress)) (complete bool) {
+	complete = true
+	r.Index.Ledgers = len(kv.Ledgers)
+	total := int64(len(kv.Ledgers))
+	check := entryChecker(logs, r)
+	for i, l := range kv.Ledgers {
+		progress(Progress{Phase: "index", Done: int64(i), Total: total, Unit: "ledgers"})
+		ledger := l.Ledger
+		err := kv.Scan(l, func(entry int64, loc index.Location) error {
+			check(dir, -1, ledger, entry, loc)
+			return nil
+		})
+		if err != nil {
+			r.add(Problem{Area: "index", File: dir, Offset: -1, Ledger: &ledger, Message: err.Error()})
+			complete = false
+		}
+	}
+	progress(Progress{Phase: "index", Done: total, Total: total, Unit: "ledgers"})
+	return complete
+}
+
+// entryChecker returns the check of one index entry: that loc holds an
+// intact record of (ledger, entry), reported at file and offset (-1: none)
+// when not. It notes the offsets pointed at in logs.
+func entryChecker(logs map[uint32]*logState, r *VerifyReport) func(file string, off int64, ledger uint64, entry int64, loc index.Location) {
+	var buf []byte
+	return func(file string, off int64, ledger uint64, entry int64, loc index.Location) {
+		r.Index.Entries++
+		bad := func(msg string) {
+			e := entry
+			r.add(Problem{Area: "index", File: file, Offset: off, Ledger: &ledger, Entry: &e,
+				Message: fmt.Sprintf("points at log %d offset %d: %s", loc.Log(), loc.Offset(), msg)})
+		}
+		st := logs[loc.Log()]
+		if st != nil {
+			st.refs[int64(loc.Offset())] = true
+		}
+		switch {
+		case st == nil:
+			bad(fmt.Sprintf("no such entry log %s", entrylog.LogName(loc.Log())))
+			return
+		case st.reader == nil:
+			bad(fmt.Sprintf("entry log %s is unreadable: %v", entrylog.LogName(loc.Log()), st.err))
+			return
+		}
+		data, err := st.reader.ReadRecord(buf[:0], int64(loc.Offset()), ledger, entry)
+		if err != nil {
+			bad(err.Error())
+			return
+		}
+		buf = data
+		if _, err := checkStoredEntry(data, ledger, entry); err != nil {
+			bad(err.Error())
+		}
+	}
+}
+
+// verifyPagedIndex checks every entry of the paged index in dir.
+func verifyPagedIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyReport, progress func(Progress)) (complete bool) {
 	v, err := index.OpenView(fs, dir)
 	if err != nil {
 		p := Problem{Area: "index", File: dir, Offset: -1, Message: err.Error() + " (the bookie refuses to start)"}
@@ -400,7 +474,7 @@ func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyRepo
 		total += stored(l)
 	}
 	var slots [index.SlotsPerPage]uint64
-	var buf []byte
+	check := entryChecker(logs, r)
 	for _, l := range v.Ledgers {
 		ledger := l.Ledger
 		f, err := v.OpenFile(l)
@@ -422,37 +496,8 @@ func verifyIndex(fs vfs.FS, dir string, logs map[uint32]*logState, r *VerifyRepo
 				return true
 			}
 			for i, s := range slots {
-				if s == 0 {
-					continue
-				}
-				r.Index.Entries++
-				entry := int64(no)*index.SlotsPerPage + int64(i)
-				loc := index.Location(s)
-				bad := func(msg string) {
-					e := entry
-					r.add(Problem{Area: "index", File: l.Path, Offset: pageOff + 16 + 8*int64(i), Ledger: &ledger, Entry: &e,
-						Message: fmt.Sprintf("points at log %d offset %d: %s", loc.Log(), loc.Offset(), msg)})
-				}
-				st := logs[loc.Log()]
-				if st != nil {
-					st.refs[int64(loc.Offset())] = true
-				}
-				switch {
-				case st == nil:
-					bad(fmt.Sprintf("no such entry log %s", entrylog.LogName(loc.Log())))
-					continue
-				case st.reader == nil:
-					bad(fmt.Sprintf("entry log %s is unreadable: %v", entrylog.LogName(loc.Log()), st.err))
-					continue
-				}
-				data, err := st.reader.ReadRecord(buf[:0], int64(loc.Offset()), ledger, entry)
-				if err != nil {
-					bad(err.Error())
-					continue
-				}
-				buf = data
-				if _, err := checkStoredEntry(data, ledger, entry); err != nil {
-					bad(err.Error())
+				if s != 0 {
+					check(l.Path, pageOff+16+8*int64(i), ledger, int64(no)*index.SlotsPerPage+int64(i), index.Location(s))
 				}
 			}
 			return true

@@ -1,10 +1,8 @@
 package inspect
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/index"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -122,58 +121,74 @@ func TestVerifyFindsDamagedEntryLogRecord(t *testing.T) {
 	// The walk of the log reports the record, and the index entry that
 	// points at it is reported too.
 	wantProblem(t, r, "entrylog", file, target.Offset, 1, 11, "does not match its seal")
-	ix, err := Index(vfs.Default, d.Index())
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := ix.Ledgers[0].IndexFile
-	wantProblem(t, r, "index", idx, 16+8*11, 1, 11, "points at log 0 offset")
+	// The key-value index names its directory, no offset: a record has
+	// no place of its own in a file.
+	wantProblem(t, r, "index", d.Index(), -1, 1, 11, "points at log 0 offset")
 	if r.ProblemCount != 2 || r.EntryLogs.Records != fixtureEntries-1 {
 		t.Fatalf("problems %v, %d intact records; want two problems, every other record intact", r.Problems, r.EntryLogs.Records)
 	}
 }
 
-func TestVerifyFindsDamagedIndexPage(t *testing.T) {
+// TestVerifyFindsDamagedIndexTable damages the index's tables, as the
+// disk would: verify reports the index, and the bookie would refuse it.
+func TestVerifyFindsDamagedIndexTable(t *testing.T) {
 	d := copyFixture(t)
-	ix, err := Index(vfs.Default, d.Index())
+	names, err := os.ReadDir(d.Index())
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx := ix.Ledgers[0].IndexFile
-	flip(t, idx, 16+8*3)
+	damaged := 0
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), ".sst") {
+			flip(t, filepath.Join(d.Index(), n.Name()), 20) // the first data block
+			damaged++
+		}
+	}
+	if damaged == 0 {
+		t.Fatal("no table in the index directory")
+	}
 	r := Verify(vfs.Default, d, VerifyOptions{})
-	wantProblem(t, r, "index", idx, 0, 1, -1, "checksum")
+	if r.OK {
+		t.Fatal("verify passed a damaged index")
+	}
+	for _, p := range r.Problems {
+		if p.Area == "index" && p.File == d.Index() && strings.Contains(p.Message, "checksum") {
+			t.Logf("found: %s", p)
+			return
+		}
+	}
+	t.Fatalf("no index problem naming a checksum among %v", r.Problems)
 }
 
-// TestVerifyFindsMisdirectedIndexEntry swaps two slots of an index page
-// and fixes the page's checksum, as a bug (not the disk) would: every
-// checksum holds, but entries 4 and 5 point at each other's records.
+// TestVerifyFindsMisdirectedIndexEntry points entries 4 and 5 at each
+// other's records, as a bug (not the disk) would: every checksum holds,
+// but the records are not the entries the index says.
 func TestVerifyFindsMisdirectedIndexEntry(t *testing.T) {
 	d := copyFixture(t)
-	ix, err := Index(vfs.Default, d.Index())
+	x, err := index.Open(vfs.Default, d.Index(), index.Options{MustExist: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx := ix.Ledgers[0].IndexFile
-	page, err := os.ReadFile(idx)
-	if err != nil {
+	l4, err4 := x.Get(1, 4)
+	l5, err5 := x.Get(1, 5)
+	if err4 != nil || err5 != nil {
+		t.Fatal(err4, err5)
+	}
+	if err := x.Put(1, 4, l5); err != nil {
 		t.Fatal(err)
 	}
-	s4, s5 := page[16+8*4:16+8*5], page[16+8*5:16+8*6]
-	var tmp [8]byte
-	copy(tmp[:], s4)
-	copy(s4, s5)
-	copy(s5, tmp[:])
-	var id [8]byte
-	binary.LittleEndian.PutUint64(id[:], 1)
-	castagnoli := crc32.MakeTable(crc32.Castagnoli)
-	binary.LittleEndian.PutUint32(page[0:4], crc32.Update(crc32.Update(0, castagnoli, id[:]), castagnoli, page[4:4096]))
-	if err := os.WriteFile(idx, page, 0o644); err != nil {
+	if err := x.Put(1, 5, l4); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Close(); err != nil {
 		t.Fatal(err)
 	}
 	r := Verify(vfs.Default, d, VerifyOptions{})
-	wantProblem(t, r, "index", idx, 16+8*4, 1, 4, "holds ledger 1 entry 5, index says ledger 1 entry 4")
-	wantProblem(t, r, "index", idx, 16+8*5, 1, 5, "holds ledger 1 entry 4, index says ledger 1 entry 5")
+	wantProblem(t, r, "index", d.Index(), -1, 1, 4, "holds ledger 1 entry 5, index says ledger 1 entry 4")
+	wantProblem(t, r, "index", d.Index(), -1, 1, 5, "holds ledger 1 entry 4, index says ledger 1 entry 5")
 	if r.ProblemCount != 2 {
 		t.Fatalf("problems %v, want two", r.Problems)
 	}
@@ -210,9 +225,9 @@ func TestVerifyTornTailIsANote(t *testing.T) {
 	}
 }
 
-// A sparse ledger (an entry at a far id) is verified page by stored page:
-// both entries are checked, and the index phase counts two pages, not the
-// two million below the far one.
+// A sparse ledger (an entry at a far id) is verified record by record:
+// both entries are checked, and the index phase counts its one ledger,
+// not the two million pages below the far entry.
 func TestVerifySparseLedger(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	b, err := bookie.New(fixtureConfig(data))
@@ -238,17 +253,18 @@ func TestVerifySparseLedger(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var pages int64
+	var total int64
+	var unit string
 	r := Verify(vfs.Default, DirsFor(data, "", ""), VerifyOptions{Progress: func(p Progress) {
 		if p.Phase == "index" {
-			pages = p.Total
+			total, unit = p.Total, p.Unit
 		}
 	}})
 	if !r.OK || r.Index.Entries != 2 {
 		t.Fatalf("verify of a sparse ledger: ok %v, %d index entries, problems %v", r.OK, r.Index.Entries, r.Problems)
 	}
-	if pages != 2 {
-		t.Fatalf("index phase over %d pages, want the 2 stored", pages)
+	if total != 1 || unit != "ledgers" {
+		t.Fatalf("index phase over %d %s, want 1 ledger", total, unit)
 	}
 }
 

@@ -11,9 +11,6 @@ import (
 	"github.com/bookie-go/bookie/vfs"
 )
 
-// emptySlots is the content of a page that holds no entry. Read only.
-var emptySlots [SlotsPerPage]uint64
-
 // fatal marks an error after which the disk is in an unknown state; the
 // caller makes it sticky (Index.fail) once it holds mu.
 type fatal struct{ error }
@@ -21,7 +18,7 @@ type fatal struct{ error }
 func (f fatal) Unwrap() error { return f.error }
 
 // settle returns err, made sticky first if it is fatal. Requires mu held.
-func (x *Index) settle(err error) error {
+func (x *pagedIndex) settle(err error) error {
 	var f fatal
 	if errors.As(err, &f) {
 		return x.fail(f.error)
@@ -38,7 +35,7 @@ func (x *Index) settle(err error) error {
 // that Get and Put take; Syncs and writebacks run one at a time. A failed
 // fsync is final: Sync and every later call return an error wrapping
 // ErrFailed.
-func (x *Index) Sync() error {
+func (x *pagedIndex) Sync() error {
 	x.writeMu.Lock()
 	defer x.writeMu.Unlock()
 	var snap *stateSnapshot
@@ -144,7 +141,7 @@ type capturedLedger struct {
 
 // captureState captures every ledger's state, in the critical section that
 // captured the writeback of every dirty page. Requires mu held.
-func (x *Index) captureState() *stateSnapshot {
+func (x *pagedIndex) captureState() *stateSnapshot {
 	snap := &stateSnapshot{nextFileID: x.nextFileID, stateGen: x.stateGen, removals: len(x.removals)}
 	snap.ledgers = make([]*capturedLedger, 0, len(x.ledgers))
 	for _, l := range x.ledgers {
@@ -245,7 +242,7 @@ func removeFiles(fs vfs.FS, names []string) (int, error) {
 }
 
 // flush writes back every dirty page. Requires neither mu nor writeMu held.
-func (x *Index) flush() error {
+func (x *pagedIndex) flush() error {
 	x.writeMu.Lock()
 	defer x.writeMu.Unlock()
 	return x.writeBack(nil)
@@ -270,7 +267,7 @@ func (x *Index) flush() error {
 // Errors after the double-write file was synced are fatal; errors writing
 // pages beyond the extent are not (the pages stay dirty). Requires writeMu
 // held and mu not held.
-func (x *Index) writeBack(capture func()) error {
+func (x *pagedIndex) writeBack(capture func()) error {
 	x.mu.Lock()
 	if err := x.usable(); err != nil {
 		x.mu.Unlock()
@@ -298,7 +295,7 @@ func (x *Index) writeBack(capture func()) error {
 // trimFiles closes open index files beyond MaxOpenFiles. Files with
 // unsynced writes, which Sync would otherwise fsync through the same
 // descriptor, are fsynced first. Requires writeMu held and mu not held.
-func (x *Index) trimFiles() error {
+func (x *pagedIndex) trimFiles() error {
 	x.mu.Lock()
 	var victims []*ledger
 	for _, l := range x.ledgers {
@@ -368,7 +365,7 @@ func byKey(a, b wbPage) int {
 // captureBatch captures every dirty page, opening (or creating) the files
 // to write and pinning their ledgers so that the files stay open. Requires
 // mu and writeMu held.
-func (x *Index) captureBatch() (*wbBatch, error) {
+func (x *pagedIndex) captureBatch() (*wbBatch, error) {
 	b := &wbBatch{pinned: make(map[*ledger]bool)}
 	for p := x.lru.next; p != &x.lru; p = p.next {
 		if !p.dirty {
@@ -430,7 +427,7 @@ func (x *Index) captureBatch() (*wbBatch, error) {
 }
 
 // writeBatch writes a captured batch. Runs without mu, with writeMu held.
-func (x *Index) writeBatch(b *wbBatch) error {
+func (x *pagedIndex) writeBatch(b *wbBatch) error {
 	if len(b.rewrites) > 0 {
 		if _, err := x.dw.WriteAt(b.dw, 0); err != nil {
 			// Nothing was written in place and the previous batch's
@@ -472,7 +469,7 @@ func (x *Index) writeBatch(b *wbBatch) error {
 
 // finishBatch marks the written pages clean, unless they changed since
 // they were captured, and records what was written. Requires mu held.
-func (x *Index) finishBatch(b *wbBatch) {
+func (x *pagedIndex) finishBatch(b *wbBatch) {
 	for _, ws := range [][]wbPage{b.rewrites, b.extends} {
 		for i := range ws {
 			w := &ws[i]
@@ -494,7 +491,7 @@ func (x *Index) finishBatch(b *wbBatch) {
 	x.unpinBatch(b)
 }
 
-func (x *Index) unpinBatch(b *wbBatch) {
+func (x *pagedIndex) unpinBatch(b *wbBatch) {
 	for l := range b.pinned {
 		x.unpin(l)
 	}
@@ -503,7 +500,7 @@ func (x *Index) unpinBatch(b *wbBatch) {
 
 // unpin releases a pin on l's file taken for I/O without mu, closing the
 // file if l was deleted meanwhile. Requires mu held.
-func (x *Index) unpin(l *ledger) {
+func (x *pagedIndex) unpin(l *ledger) {
 	l.busy--
 	if l.busy == 0 && l.deleted {
 		x.closeFile(l)

@@ -17,7 +17,7 @@ var unmappedPage page
 // caller only reads. A read from the file runs with mu released (other
 // callers of the same page wait for it); if l was deleted meanwhile it
 // returns errLedgerGone. Requires mu held; returns with mu held.
-func (x *Index) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
+func (x *pagedIndex) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
 	key := pageKey{l.id, no}
 	for {
 		p := x.pages[key]
@@ -105,7 +105,7 @@ func (x *Index) cachedPage(l *ledger, no uint64, forWrite bool) (*page, error) {
 // capacity, else the least recently used clean page, evicted. When every
 // page is dirty, a write first writes them back; a read gets nil (it reads
 // into a page outside the cache). Requires mu held.
-func (x *Index) freePage(forWrite bool) (*page, error) {
+func (x *pagedIndex) freePage(forWrite bool) (*page, error) {
 	if len(x.pages) < x.capacity {
 		if n := len(x.free); n > 0 {
 			p := x.free[n-1]
@@ -133,7 +133,7 @@ func (x *Index) freePage(forWrite bool) (*page, error) {
 
 // readPage reads page no of ledger from place phys of f and validates it
 // into slots. Runs without mu; the caller holds filesMu shared.
-func (x *Index) readPage(f vfs.File, ledgerID, no, phys uint64, slots *[SlotsPerPage]uint64) error {
+func (x *pagedIndex) readPage(f vfs.File, ledgerID, no, phys uint64, slots *[SlotsPerPage]uint64) error {
 	bp, _ := x.bufs.Get().(*[PageSize]byte)
 	if bp == nil {
 		bp = new([PageSize]byte)
@@ -154,7 +154,7 @@ func (x *Index) readPage(f vfs.File, ledgerID, no, phys uint64, slots *[SlotsPer
 
 // evict removes the least recently used clean page from the cache and
 // returns it for reuse, or nil if every page is dirty. Requires mu held.
-func (x *Index) evict() *page {
+func (x *pagedIndex) evict() *page {
 	for p := x.lru.prev; p != &x.lru; p = p.prev {
 		if !p.dirty && !p.loading {
 			x.unlink(p)
@@ -167,7 +167,7 @@ func (x *Index) evict() *page {
 
 // dropPage removes p from the cache, dirty or not. A page being loaded is
 // left to its loader. Requires mu held.
-func (x *Index) dropPage(p *page) {
+func (x *pagedIndex) dropPage(p *page) {
 	if p.loading {
 		p.dropped = true
 		x.unlink(p)
@@ -183,20 +183,20 @@ func (x *Index) dropPage(p *page) {
 	x.free = append(x.free, p)
 }
 
-func (x *Index) touch(p *page) {
+func (x *pagedIndex) touch(p *page) {
 	if x.lru.next != p {
 		x.unlink(p)
 		x.pushFront(p)
 	}
 }
 
-func (x *Index) pushFront(p *page) {
+func (x *pagedIndex) pushFront(p *page) {
 	p.prev, p.next = &x.lru, x.lru.next
 	x.lru.next.prev = p
 	x.lru.next = p
 }
 
-func (x *Index) unlink(p *page) {
+func (x *pagedIndex) unlink(p *page) {
 	p.prev.next, p.next.prev = p.next, p.prev
 	p.prev, p.next = nil, nil
 }

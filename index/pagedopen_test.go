@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/bookie-go/bookie/vfs"
@@ -14,7 +13,7 @@ import (
 
 // open loads the state file (or creates an empty index), replays the
 // double-write file and removes orphaned index files. Requires x not shared.
-func (x *Index) open() error {
+func (x *pagedIndex) open() error {
 	if err := x.fs.MkdirAll(x.dir, 0o755); err != nil {
 		return fmt.Errorf("index: mkdir %s: %w", x.dir, err)
 	}
@@ -82,7 +81,7 @@ func (x *Index) open() error {
 // replayDW writes the pages of a valid double-write batch in place again,
 // fsyncs them, and empties the double-write file. An invalid batch was torn
 // by a crash before any of its pages was written in place, and is ignored.
-func (x *Index) replayDW() error {
+func (x *pagedIndex) replayDW() error {
 	size, err := x.dw.Size()
 	if err != nil {
 		return fmt.Errorf("index: size %s: %w", x.dw.Name(), err)
@@ -139,7 +138,7 @@ func (x *Index) replayDW() error {
 
 // removeOrphans removes index files that no ledger refers to: files of
 // deleted ledgers and files created after the last synced state file.
-func (x *Index) removeOrphans(names []string) error {
+func (x *pagedIndex) removeOrphans(names []string) error {
 	for _, sub := range names {
 		if len(sub) != 2 || strings.Trim(sub, "0123456789abcdef") != "" {
 			continue
@@ -170,14 +169,4 @@ func (x *Index) removeOrphans(names []string) error {
 		}
 	}
 	return nil
-}
-
-// parseFileName parses "LLLLLLLLLLLLLLLL-FFFFFFFFFFFFFFFF.idx".
-func parseFileName(name string) (ledgerID, fileID uint64, ok bool) {
-	if len(name) != 37 || name[16] != '-' || !strings.HasSuffix(name, ".idx") {
-		return 0, 0, false
-	}
-	a, err1 := strconv.ParseUint(name[:16], 16, 64)
-	b, err2 := strconv.ParseUint(name[17:33], 16, 64)
-	return a, b, err1 == nil && err2 == nil
 }

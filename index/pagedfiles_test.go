@@ -11,14 +11,14 @@ import (
 
 // filePath returns the path of index file fileID of ledger:
 // dir/xx/LLLLLLLLLLLLLLLL-FFFFFFFFFFFFFFFF.idx, xx being the ledger's low byte.
-func (x *Index) filePath(ledgerID, fileID uint64) string {
+func (x *pagedIndex) filePath(ledgerID, fileID uint64) string {
 	return fmt.Sprintf("%s/%02x/%016x-%016x.idx", x.dir, ledgerID&0xff, ledgerID, fileID)
 }
 
 // file returns l's open index file. With create, a ledger without a file gets
 // a new one (its name becomes durable at the next Sync); without, a missing
 // file that the state says exists is ErrCorrupt. Requires mu held.
-func (x *Index) file(l *ledger, create bool) (vfs.File, error) {
+func (x *pagedIndex) file(l *ledger, create bool) (vfs.File, error) {
 	if l.file != nil {
 		return l.file, nil
 	}
@@ -66,7 +66,7 @@ func (x *Index) file(l *ledger, create bool) (vfs.File, error) {
 // file with unsynced writes stays open: an fsync through a descriptor opened
 // after a failed writeback may not report the failure (Linux errseq), so the
 // limit is exceeded until the next Sync instead. Requires mu held.
-func (x *Index) closeSomeFile() {
+func (x *pagedIndex) closeSomeFile() {
 	for _, l := range x.ledgers {
 		if l.file != nil && !l.unsynced && l.busy == 0 {
 			x.closeFile(l)
@@ -77,7 +77,7 @@ func (x *Index) closeSomeFile() {
 
 // closeFile closes l's file handle, if open, once no read is using it.
 // Requires mu held.
-func (x *Index) closeFile(l *ledger) {
+func (x *pagedIndex) closeFile(l *ledger) {
 	if l.file != nil {
 		x.filesMu.Lock()
 		defer x.filesMu.Unlock()
@@ -89,7 +89,7 @@ func (x *Index) closeFile(l *ledger) {
 
 // closeFiles closes every open file and returns the first error.
 // Requires mu held.
-func (x *Index) closeFiles() error {
+func (x *pagedIndex) closeFiles() error {
 	x.filesMu.Lock()
 	defer x.filesMu.Unlock()
 	var first error
