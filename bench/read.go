@@ -312,12 +312,14 @@ func catchUp(ctx context.Context, cl *client.Client, id uint64, last int64, rr *
 			})
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				failed = cmp.Or(failed, err)
-				return
-			}
+			// What was delivered counts even when the chunk ended early: the mixed
+			// run cancels its reader mid-chunk, and on a loaded machine no chunk
+			// may complete within its Duration.
 			rr.Bytes += size
 			rr.Entries += entries
+			if err != nil {
+				failed = cmp.Or(failed, err)
+			}
 		}(first)
 	}
 	wg.Wait()
