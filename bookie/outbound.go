@@ -72,22 +72,29 @@ func (c *conn) remeasureOutbound() {
 // boundOutbound closes the slowest reader when the total is over its bound
 // and reports whether that is c, which the caller then closes. Runs on the
 // event loop of c, or where a reply is queued for c (conn.queue).
+//
+// The total read here only says whether to look: the decision is made by
+// cutSlowestReader on the registered connections' charges, under the
+// registry lock. The total may be stale by then (another caller cut a
+// connection since), or still hold the charge of a connection that has
+// left the registry and not yet zeroed it (closeConn, the sweeper), and
+// neither may make a connection that holds little the one cut
+// (TestOutboundBoundCountsRegisteredOnly).
 func (b *Bookie) boundOutbound(c *conn) (closeIt bool) {
 	if b.conns.outbound.bytes.Load() <= b.maxOutboundTotal() {
 		return false
 	}
-	victim := b.conns.slowestReader()
+	victim := b.conns.cutSlowestReader(b.maxOutboundTotal())
 	if victim == nil {
 		return false
 	}
 	b.metrics.cutConns.WithLabelValues("outbound_overflow").Inc()
 	b.log.Warn("closing connection: unwritten replies of all connections over max_inflight_bytes", "remote_ip", victim.ip,
 		"total", b.conns.outbound.bytes.Load())
-	victim.cutFromTotals()
+	b.setUnparsed(victim, 0)
 	if victim == c {
 		return true
 	}
-	b.conns.remove(victim)
 	victim.gc.Close()
 	return false
 }
@@ -129,21 +136,35 @@ func (c *conn) closeCut(reason string) {
 	c.gc.Close()
 }
 
-// slowestReader returns the registered connection with the most reply bytes
-// not yet written, nil if none has any. Runs anywhere; only over the bound.
-func (r *connRegistry) slowestReader() *conn {
+// cutSlowestReader checks the bound on the registered connections' charges
+// and, when together they are over bound, cuts the one holding the most
+// (the slowest reader): marks it cut, takes its charge out of the total and
+// unregisters it, and returns it for the caller to close; nil when they fit.
+// All under r.mu, so that concurrent callers cut one after another, each
+// seeing the cuts before it. The caller takes the victim out of the
+// unparsed total. Runs anywhere; only over the bound.
+func (r *connRegistry) cutSlowestReader(bound int64) *conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var most *conn
-	var n int64
+	var n, sum int64
 	for c := range r.all {
 		c.mu.Lock()
 		o := c.outbound
 		c.mu.Unlock()
+		sum += o
 		if o > n {
 			most, n = c, o
 		}
 	}
+	if sum <= bound || most == nil {
+		return nil
+	}
+	most.cut.Store(true)
+	most.mu.Lock()
+	most.setOutboundLocked(0)
+	most.mu.Unlock()
+	r.dropLocked(most)
 	return most
 }
 

@@ -108,3 +108,54 @@ func testUnreadReplies(t *testing.T, useTLS bool) {
 }
 
 func outboundTotalBytes(b *Bookie) int64 { return b.conns.outbound.bytes.Load() }
+
+// TestOutboundBoundCountsRegisteredOnly: the total can hold bytes that no
+// registered connection holds (a connection unregistered before its charge
+// is zeroed, as closeConn and the sweeper do; or a total read before
+// another caller's cut). The bound is decided on the registered
+// connections' charges, so such bytes never make the connection that holds
+// little, here one 64 KiB reply, the one cut.
+func TestOutboundBoundCountsRegisteredOnly(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxInflightBytes = 4 << 20
+	cfg.MaxOutboundBytes = 64 << 20
+	b := startBookie(t, cfg)
+	goneT, goodT := &fakeTransport{}, &fakeTransport{}
+	gone, good := newConn(b, goneT), newConn(b, goodT)
+	for _, c := range []*conn{gone, good} {
+		if !b.openConn(c) {
+			t.Fatal("connection refused")
+		}
+	}
+	charge := func(c *conn, n int64) {
+		c.mu.Lock()
+		c.setOutboundLocked(n)
+		c.mu.Unlock()
+	}
+	charge(gone, 5<<20)
+	charge(good, 64<<10)
+	b.conns.remove(gone) // leaving: its charge is not zeroed yet
+	if b.boundOutbound(good) {
+		t.Fatal("the connection holding 64 KiB was chosen to be cut: the total counted a connection no longer registered")
+	}
+	if n := cutCount(t, b, "outbound_overflow"); n != 0 {
+		t.Fatalf("%v connections cut for outbound_overflow, want none", n)
+	}
+	// Registered connections over the bound: the one holding most goes.
+	charge(gone, 0)
+	hogT := &fakeTransport{}
+	hog := newConn(b, hogT)
+	if !b.openConn(hog) {
+		t.Fatal("connection refused")
+	}
+	charge(hog, 5<<20)
+	if b.boundOutbound(good) {
+		t.Fatal("the connection holding 64 KiB was cut, not the one holding 5 MiB")
+	}
+	if _, closes := hogT.counts(); closes != 1 {
+		t.Fatalf("the slowest reader closed %d times, want once", closes)
+	}
+	if got := outboundTotalBytes(b); got != 64<<10 {
+		t.Fatalf("outbound total %d after the cut, want the 64 KiB the good connection holds", got)
+	}
+}
