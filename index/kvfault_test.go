@@ -7,30 +7,18 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/bookie-go/bookie/vfs"
 )
 
-// syncWithin runs x.Sync and returns its error, or fails the test when it
-// has not returned by the deadline (a hang, not slowness: a flush of a few
-// records takes milliseconds).
-func syncWithin(t *testing.T, x *Index, f *faults, what string) error {
+// syncWithin runs x.Sync through within (a hang, not slowness: a flush of a
+// few records takes milliseconds, and pebble retries a failed flush for
+// ever) and closes x once it returned.
+func syncWithin(t *testing.T, x *Index, what string) error {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- x.Sync() }()
-	select {
-	case err := <-done:
-		x.Close()
-		return err
-	case <-time.After(60 * time.Second):
-		// Not closed: Close would wait for the Sync.
-		f.mu.Lock()
-		hits := f.hits
-		f.mu.Unlock()
-		t.Fatalf("%s: Sync has not returned after 60s (%d faults injected meanwhile): it waits for a flush that pebble retries forever", what, hits)
-		return nil
-	}
+	err := within(t, what+": Sync", x.Sync)
+	x.Close()
+	return err
 }
 
 // TestKVSyncOnFullDiskReturns: a checkpoint on a full disk (every write
@@ -45,7 +33,7 @@ func TestKVSyncOnFullDiskReturns(t *testing.T) {
 	mustSync(t, x)
 	mustPut(t, x, 1, 1, loc(1, 1))
 	f.arm(vfs.OpWrite, "", vfs.ErrNoSpace)
-	err := syncWithin(t, x, &f, "full disk")
+	err := syncWithin(t, x, "full disk")
 	f.disarm()
 	if err == nil {
 		t.Fatalf("Sync with every write failing ENOSPC returned nil (hits %d)", f.hits)
@@ -64,7 +52,7 @@ func TestKVSyncDirEIOIsFinal(t *testing.T) {
 	mustSync(t, x)
 	mustPut(t, x, 1, 1, loc(1, 1))
 	f.arm(vfs.OpSyncDir, "", vfs.ErrInjectedIO)
-	err := syncWithin(t, x, &f, "directory fsync EIO")
+	err := syncWithin(t, x, "directory fsync EIO")
 	hits := f.hits
 	f.disarm()
 	if hits == 0 {
@@ -91,7 +79,7 @@ func TestKVManifestFullDiskDoesNotCrash(t *testing.T) {
 		mustSync(t, x)
 		mustPut(t, x, 1, 1, loc(1, 1))
 		f.arm(vfs.OpWrite, "MANIFEST", vfs.ErrNoSpace)
-		err := syncWithin(t, x, &f, "manifest ENOSPC")
+		err := syncWithin(t, x, "manifest ENOSPC")
 		if err == nil {
 			t.Fatalf("Sync with the MANIFEST write failing ENOSPC returned nil")
 		}

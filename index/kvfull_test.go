@@ -27,6 +27,21 @@ func within(t *testing.T, what string, fn func() error) error {
 	}
 }
 
+// openOnFullDisk opens the index of mem's crash image (what survives a
+// power loss) with every write failing ENOSPC: a bookie starting on a full
+// disk. The caller disarms f when space comes back.
+func openOnFullDisk(t *testing.T, mem *vfs.MemFS) (*faults, *vfs.MemFS, *Index) {
+	t.Helper()
+	f := new(faults)
+	f.arm(vfs.OpWrite, "", vfs.ErrNoSpace)
+	crashed := mem.CrashClone(nil)
+	x, err := Open(vfs.NewFaultFS(crashed, f.inject), testDir, Options{MustExist: true})
+	if err != nil {
+		t.Fatalf("Open on a full disk: %v", err)
+	}
+	return f, crashed, x
+}
+
 // TestKVFullDiskCheckpointRetries: a checkpoint on a full disk fails
 // without making the index fail (not ErrFailed: nothing was lost), reads
 // go on, and the next checkpoint once space is back makes everything
@@ -111,13 +126,7 @@ func TestKVOpenOnFullDiskThenSpace(t *testing.T) {
 	mustPut(t, x, 1, 0, loc(1, 0))
 	mustSync(t, x)
 	x.Close()
-	var f faults
-	f.arm(vfs.OpWrite, "", vfs.ErrNoSpace)
-	crashed := mem.CrashClone(nil)
-	x, err := Open(vfs.NewFaultFS(crashed, f.inject), testDir, Options{MustExist: true})
-	if err != nil {
-		t.Fatalf("Open on a full disk: %v", err)
-	}
+	f, crashed, x := openOnFullDisk(t, mem)
 	if got, err := x.Get(1, 0); err != nil || got != loc(1, 0) {
 		t.Fatalf("Get(1, 0) read-only = %v, %v", got, err)
 	}

@@ -94,13 +94,7 @@ func TestKVRefusedPutCreatesNoLedger(t *testing.T) {
 	mustPut(t, x, 1, 0, loc(1, 0))
 	mustSync(t, x)
 	x.Close()
-	var f faults
-	f.arm(vfs.OpWrite, "", vfs.ErrNoSpace)
-	crashed := mem.CrashClone(nil)
-	x, err := Open(vfs.NewFaultFS(crashed, f.inject), testDir, Options{MustExist: true})
-	if err != nil {
-		t.Fatalf("Open on a full disk: %v", err)
-	}
+	f, crashed, x := openOnFullDisk(t, mem)
 	defer x.Close()
 	if err := x.Put(5, 0, loc(5, 0)); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("Put on a read-only index = %v, want ErrReadOnly", err)
