@@ -104,18 +104,10 @@ func StartLocal(parent string, n int, s LocalSettings) (*Local, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	l := &Local{Dir: dir}
-	l.close = func() {
-		if l.Target.Store != nil {
-			l.Target.Store.Close()
-		}
-		tc.Close()
-		os.RemoveAll(dir)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if l.Target.Store, err = meta.Open(ctx, tc.Endpoint()); err != nil {
-		l.close()
+	l, err := openLocal(ctx, dir, tc, nil)
+	if err != nil {
 		return nil, err
 	}
 	for _, node := range tc.Nodes {
@@ -196,19 +188,10 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	l := &Local{Dir: dir}
-	l.close = func() {
-		if l.Target.Store != nil {
-			l.Target.Store.Close()
-		}
-		tc.Close()
-		closeLogs()
-		os.RemoveAll(dir)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if l.Target.Store, err = meta.Open(ctx, tc.Endpoint()); err != nil {
-		l.close()
+	l, err := openLocal(ctx, dir, tc, closeLogs)
+	if err != nil {
 		return nil, err
 	}
 	for i, node := range tc.Nodes {
@@ -227,6 +210,29 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// openLocal opens the metadata store of the cluster tc runs in dir and
+// returns it as a Local whose Close closes the store, tc, release (when not
+// nil) and removes dir; on an error it does all that itself.
+func openLocal(ctx context.Context, dir string, tc *testcluster.Cluster, release func()) (*Local, error) {
+	l := &Local{Dir: dir}
+	l.close = func() {
+		if l.Target.Store != nil {
+			l.Target.Store.Close()
+		}
+		tc.Close()
+		if release != nil {
+			release()
+		}
+		os.RemoveAll(dir)
+	}
+	var err error
+	if l.Target.Store, err = meta.Open(ctx, tc.Endpoint()); err != nil {
+		l.close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // freePorts returns n loopback TCP ports the kernel just handed out. They are
