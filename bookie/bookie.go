@@ -394,6 +394,7 @@ func (b *Bookie) putEntry(ledgerID uint64, entryID int64, raw []byte) error {
 			// shutdown. The entry is journaled; keep it readable in
 			// memory past the cache's budget. The bookie is read-only
 			// while flushes fail, so only what was in flight overflows.
+			b.metrics.cacheOverflow.Inc()
 			return b.store.PutOverflow(ledgerID, entryID, raw)
 		}
 		// Take the signal, then try once more: a half freed in between

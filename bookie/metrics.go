@@ -51,6 +51,7 @@ type metrics struct {
 	checkpointDur prometheus.Histogram
 	cacheFullWait prometheus.Histogram
 	cacheFulls    prometheus.Counter
+	cacheOverflow prometheus.Counter
 	unjournaled   prometheus.Counter // copies stored without the journal (copy.go)
 	ledgers       prometheus.GaugeFunc
 	scrubBytes    prometheus.Counter
@@ -108,6 +109,8 @@ func newMetrics(ledgerCount func() float64) *metrics {
 			Name: "bookie_write_cache_full_wait_seconds", Help: "Waits of the journal's completion for a write cache half to be flushed (both halves full): every reply of the batch waits too.", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
 		cacheFulls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bookie_write_cache_full_waits_total", Help: "Waits for a full write cache begun (the histogram bookie_write_cache_full_wait_seconds counts them as they end: a wait that does not end shows here)."}),
+		cacheOverflow: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bookie_write_cache_overflows_total", Help: "Entries kept in memory past the write cache's budget instead of waiting for a flush: by an event loop, which may not wait, or while flushes fail."}),
 		unjournaled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bookie_unjournaled_adds_total", Help: "Re-replication copies stored without a journal record (unjournaled recovery ADDs); durable at the next checkpoint."}),
 		ledgers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -151,7 +154,7 @@ func newMetrics(ledgerCount func() float64) *metrics {
 	m.addOK = m.responses.WithLabelValues("ADD", "OK")
 	m.registry.MustRegister(m.addLatency, m.readLatency, m.fsyncLatency, m.journalSync, m.batchRecords, m.batchBytes,
 		m.requests, m.responses, m.bytesIn, m.bytesOut, m.connections, m.inflightBytes, m.journalQueue,
-		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointDur, m.cacheFullWait, m.cacheFulls, m.unjournaled, m.ledgers, m.scrubBytes, m.scrubDamaged, m.scrubPasses,
+		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointDur, m.cacheFullWait, m.cacheFulls, m.cacheOverflow, m.unjournaled, m.ledgers, m.scrubBytes, m.scrubDamaged, m.scrubPasses,
 		buildInfo, pid, goCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

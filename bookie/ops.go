@@ -655,7 +655,6 @@ func (b *Bookie) putEntryOnLoop(ledgerID uint64, entryID int64, raw []byte) erro
 	if !errors.Is(err, entrylog.ErrCacheFull) {
 		return err
 	}
-	b.metrics.cacheFulls.Inc()
 	if b.cfg.CacheFullOnLoop != nil {
 		b.cfg.CacheFullOnLoop()
 	}
@@ -666,6 +665,9 @@ func (b *Bookie) putEntryOnLoop(ledgerID uint64, entryID int64, raw []byte) erro
 		return err
 	}
 	b.replies.cacheFull.Store(&cacheWait{changed: changed})
+	// Not a wait (bookie_write_cache_full_waits_total counts waits begun,
+	// each observed in bookie_write_cache_full_wait_seconds as it ends).
+	b.metrics.cacheOverflow.Inc()
 	return b.store.PutOverflow(ledgerID, entryID, raw)
 }
 
