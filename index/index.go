@@ -97,6 +97,13 @@ type Options struct {
 	// index directory must not come back empty and answer ErrNoSuchLedger
 	// for ledgers it held.
 	MustExist bool
+
+	// l0StopWrites, when not zero, replaces l0StopWritesDefault as
+	// pebble's level-0 stop level, and manualCompactions turns pebble's
+	// automatic compactions off: set only by this package's tests, to hold
+	// level 0 at its stop level until they compact it.
+	l0StopWrites      int
+	manualCompactions bool
 }
 
 const (
@@ -207,6 +214,9 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 	if opts.CachedLedgers <= 0 {
 		opts.CachedLedgers = defaultCachedLedgers
 	}
+	if opts.l0StopWrites <= 0 {
+		opts.l0StopWrites = l0StopWritesDefault
+	}
 	x := &Index{
 		fs:        fs,
 		dir:       path.Clean(dir),
@@ -248,6 +258,9 @@ func pebbleOptions(fs vfs.FS, health *fsHealth, opts Options, readOnly bool) *pe
 		// room relies on these (see room.go).
 		MemTableSize:                memTableSize,
 		MemTableStopWritesThreshold: memTableStopWrites,
+		L0StopWritesThreshold:       opts.l0StopWrites,
+		L0CompactionThreshold:       min(l0CompactionThreshold, opts.l0StopWrites),
+		DisableAutomaticCompactions: opts.manualCompactions,
 
 		EventListener: &pebble.EventListener{
 			FlushEnd: func(info pebble.FlushInfo) {

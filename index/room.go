@@ -24,6 +24,16 @@ const (
 	stopWriteBytes     = memTableStopWrites * memTableSize
 )
 
+// l0StopWritesDefault is pebble's level-0 stop level, in sublevels: at a
+// memtable rotation with this many, pebble stalls the write until a
+// compaction lowers level 0 (see room). l0CompactionThreshold is the
+// level-0 depth at which pebble compacts level 0 (it starts at half of it).
+// Both are pebble's defaults, stated because room relies on the first.
+const (
+	l0StopWritesDefault   = 12
+	l0CompactionThreshold = 4
+)
+
 // roomCheckBytes is how many bytes of memtable writes may be made between
 // two measures of the queued memtables. Below pebble's smallest memtable
 // (256 KiB): writes of fewer bytes than that fill at most one memtable, so
