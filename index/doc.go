@@ -104,7 +104,20 @@
 //     at once with ErrNoSpace, which wraps the ENOSPC: the entry log's
 //     flush fails as on a full disk and the bookie goes read-only, keeping
 //     its journal; a Sync still retries the flush
-//     (TestKVPutsOnFullDiskDoNotHang).
+//     (TestKVPutsOnFullDiskDoNotHang). Pebble also stalls a memtable
+//     rotation (a full memtable, or a Sync's flush) while level 0 is at its
+//     stop level (12 sublevels) until a compaction lowers it; a disk where
+//     small flushes fit but compactions fail, or compactions that lag, take
+//     level 0 there one checkpoint at a time. So level 0's sublevels, plus
+//     the queued memtables that may flush before the rotation, are
+//     measured too: at the stop level a Put or DeleteLedger, and a Sync's
+//     flush, wait for the next end of a flush or compaction with mu
+//     released, reads answering meanwhile
+//     (TestKVL0StopSyncWaitsWithoutMu); while compactions fail for lack of
+//     space, Put and DeleteLedger fail at once with ErrNoSpace and the
+//     Sync fails with the ENOSPC, not ErrFailed: nothing is lost, and once
+//     a compaction succeeds everything is taken and made durable
+//     (TestKVL0StopCompactionsOnFullDisk).
 //   - No reserve of preallocated space is kept for pebble's manifest. A
 //     checkpoint writes a table before its manifest record, and a reserve
 //     for the record would not cover the table; a failed manifest write is

@@ -49,11 +49,13 @@ var (
 	ErrReadOnly = errors.New("index: read-only: the store could not be opened for writing")
 	// ErrNoSpace is returned by Put and DeleteLedger while the store's
 	// flushes fail for lack of space: from a flush that failed ENOSPC until
-	// one succeeds (pebble retries its flush, and so does every Sync). The
-	// call changed nothing; the error also wraps the flush's (ENOSPC), so
-	// the entry log treats it as a full disk and the bookie, keeping its
-	// journal, goes read-only. Retryable; not a failure of the index.
-	ErrNoSpace = errors.New("index: no space for the store's flushes")
+	// one succeeds (pebble retries its flush, and so does every Sync); and
+	// while level 0 is at its stop level (see room.go) and its compactions
+	// fail for lack of space. The call changed nothing; the error also
+	// wraps the flush's or compaction's (ENOSPC), so the entry log treats
+	// it as a full disk and the bookie, keeping its journal, goes
+	// read-only. Retryable; not a failure of the index.
+	ErrNoSpace = errors.New("index: no space for the store's flushes or compactions")
 	// ErrClosed is returned by calls after Close.
 	ErrClosed = errors.New("index: closed")
 	// ErrInvalid is returned for arguments the index cannot store: a
@@ -237,7 +239,8 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 
 // pebbleOptions returns the store's options: WAL off, bloom filters on
 // every level (a Get skips the tables that cannot hold its key).
-// Every Fatalf of pebble's, and every failed flush, is reported to health.
+// Every Fatalf of pebble's, and the end of every flush and compaction, is
+// reported to health.
 // A read-only store (readOnly) writes nothing, its lock file included.
 func pebbleOptions(fs vfs.FS, health *fsHealth, opts Options, readOnly bool) *pebble.Options {
 	po := &pebble.Options{
@@ -262,17 +265,7 @@ func pebbleOptions(fs vfs.FS, health *fsHealth, opts Options, readOnly bool) *pe
 		L0CompactionThreshold:       min(l0CompactionThreshold, opts.l0StopWrites),
 		DisableAutomaticCompactions: opts.manualCompactions,
 
-		EventListener: &pebble.EventListener{
-			FlushEnd: func(info pebble.FlushInfo) {
-				// A flush whose memtables held nothing to write reports
-				// pebble's unexported errEmptyTable: a success.
-				err := info.Err
-				if err != nil && err.Error() == "pebble: empty table" {
-					err = errEmptyFlush
-				}
-				health.noteFlush(err)
-			},
-		},
+		EventListener: health.eventListener(),
 	}
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble"
 	pvfs "github.com/cockroachdb/pebble/vfs"
 
 	"github.com/bookie-go/bookie/vfs"
@@ -61,7 +62,9 @@ func (p pebbleFS) refuse(op, name string) error {
 
 // fsHealth is the health of one pebble instance's files, shared by them
 // and by its logger and event listener: the sticky failure, the pause of
-// new files on a full disk, and the flush failures a Sync waits on.
+// new files on a full disk, the flush failures a Sync waits on, and the
+// ends of flushes and compactions (progress) that a write kept from
+// pebble's stalls waits for (see room).
 //
 // Pebble retries a failed flush (and compaction) at once, for ever, with
 // new files. On a full disk, or after a failed sync, that is a busy loop
@@ -82,8 +85,13 @@ type fsHealth struct {
 	closing  bool          // the store is closing: nothing waits any more
 	flushErr error         // the last failed flush
 	flushBad chan struct{} // closed (and replaced) when a flush fails
-	flushEnd chan struct{} // closed (and replaced) when a flush ends; closed for good at close
-	spaceErr error         // the error of a flush that failed ENOSPC, until one succeeds
+	// progress is closed (and replaced) when a flush or a compaction
+	// ends, failed or not; closed for good at close.
+	progress chan struct{}
+	spaceErr error // the error of a flush that failed ENOSPC, until one succeeds
+	// compactSpaceErr is the error of a compaction that failed ENOSPC,
+	// until one succeeds.
+	compactSpaceErr error
 }
 
 // fullRetryInterval is how long new files wait after a full disk when no
@@ -99,7 +107,7 @@ func newFSHealth() *fsHealth {
 		failed:   make(chan struct{}),
 		room:     make(chan struct{}),
 		flushBad: make(chan struct{}),
-		flushEnd: make(chan struct{}),
+		progress: make(chan struct{}),
 	}
 }
 
@@ -198,7 +206,7 @@ func (h *fsHealth) close() {
 	if !h.closing {
 		h.closing = true
 		close(h.room)
-		close(h.flushEnd)
+		close(h.progress)
 	}
 }
 
@@ -209,12 +217,29 @@ func (h *fsHealth) flushFailures() <-chan struct{} {
 	return h.flushBad
 }
 
-// flushEnds returns a channel closed when the next flush ends, failed or
-// not, or when the store closes.
-func (h *fsHealth) flushEnds() <-chan struct{} {
+// progressed returns a channel closed when the next flush or compaction
+// ends, failed or not, or when the store closes.
+func (h *fsHealth) progressed() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.flushEnd
+	return h.progress
+}
+
+// eventListener reports the end of every flush and compaction of the
+// store to h.
+func (h *fsHealth) eventListener() *pebble.EventListener {
+	return &pebble.EventListener{
+		FlushEnd: func(info pebble.FlushInfo) {
+			// A flush whose memtables held nothing to write reports
+			// pebble's unexported errEmptyTable: a success.
+			err := info.Err
+			if err != nil && err.Error() == "pebble: empty table" {
+				err = errEmptyFlush
+			}
+			h.noteFlush(err)
+		},
+		CompactionEnd: func(info pebble.CompactionInfo) { h.noteCompaction(info.Err) },
+	}
 }
 
 // noteFlush records the end of a flush (pebble's FlushEnd): err is nil
@@ -235,9 +260,28 @@ func (h *fsHealth) noteFlush(err error) {
 		close(h.flushBad)
 		h.flushBad = make(chan struct{})
 	}
+	h.progressedLocked()
+}
+
+// noteCompaction records the end of a compaction (pebble's CompactionEnd):
+// err is nil for one that succeeded.
+func (h *fsHealth) noteCompaction(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+		h.compactSpaceErr = nil
+	case errors.Is(err, syscall.ENOSPC):
+		h.compactSpaceErr = err
+	}
+	h.progressedLocked()
+}
+
+// progressedLocked wakes the waiters for progress. Requires h.mu held.
+func (h *fsHealth) progressedLocked() {
 	if !h.closing {
-		close(h.flushEnd)
-		h.flushEnd = make(chan struct{})
+		close(h.progress)
+		h.progress = make(chan struct{})
 	}
 }
 
@@ -250,6 +294,14 @@ func (h *fsHealth) noSpace() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.spaceErr
+}
+
+// compactionNoSpace returns the error of the last compaction that failed
+// for lack of space, from then until a compaction succeeds; nil otherwise.
+func (h *fsHealth) compactionNoSpace() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.compactSpaceErr
 }
 
 // lastFlushErr returns the last failed flush's error.

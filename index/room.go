@@ -2,16 +2,23 @@ package index
 
 import "fmt"
 
-// Pebble stalls a write (makeRoomForWrite) when its memtable is full and
-// the memtables queued for flushing reach MemTableStopWritesThreshold x
-// MemTableSize, until a flush completes. On a full disk no flush completes,
-// and the Index writes to the store holding mu: a stalled write would stop
-// every Get, Sync and Close for as long as the disk stays full. So no write
-// is made under mu that could stall: every one first reserves its bytes
-// (room), and every roomCheckBytes the queued memtables are measured; when
-// they are at the stop level, the write waits for the next flush's end
-// with mu released, and tries again. A flush that failed for lack of space
-// makes Puts and DeleteLedger fail fast (ErrNoSpace) until one succeeds.
+// Pebble stalls a write at a memtable rotation (makeRoomForWrite: a full
+// memtable, or a flush's forced rotation) in two cases: when the memtables
+// queued for flushing reach MemTableStopWritesThreshold x MemTableSize,
+// until a flush completes; and when level 0 reaches L0StopWritesThreshold
+// sublevels, until a compaction lowers it. On a full disk neither may ever
+// complete (small flushes may still fit while compactions fail, and level
+// 0 grows by one sublevel per checkpoint until its stop level), and the
+// Index writes to the store holding mu: a stalled write would stop every
+// Get, Sync and Close for as long as the disk stays full. So no write is
+// made under mu that could stall: every one first reserves its bytes
+// (room), and every roomCheckBytes the queued memtables and level 0 are
+// measured (measure); where the next rotation could stall, the write
+// waits for the next end of a flush or compaction with mu released, and
+// tries again. A flush that failed for lack of space makes Puts and
+// DeleteLedger fail fast (ErrNoSpace) until one succeeds, and so does a
+// compaction that failed for lack of space while level 0 is at its stop
+// level; a Sync's flush then fails with the ENOSPC.
 
 // memTableSize and memTableStopWrites are pebble's memtable size and stop
 // level (in memtables). Three, not pebble's two: with two, the memtable
@@ -50,13 +57,55 @@ const recordOverhead = 256
 // range delete of unmask.
 const putRoom = 2*recordOverhead + 3*kvEntryKeySize + kvLocationSize
 
+// stall is why a memtable rotation made now could wait in pebble.
+type stall int
+
+const (
+	noStall       stall = iota
+	memTableStall       // the queued memtables are at the stop level: a flush ends it
+	l0Stall             // level 0 may be at its stop level at the rotation: a compaction ends it
+)
+
+// measure returns why the one memtable rotation that a write of n bytes
+// and the writes after it until the next measure may make (see
+// roomCheckBytes) could wait in pebble. Requires mu held, and the store
+// open for writing.
+//
+// Level 0: at a rotation, pebble waits while level 0's read amplification
+// (the most of its tables that hold one key) is at l0StopWrites. The
+// number of its sublevels, measured here, is at least that (the tables
+// that hold one key lie in distinct sublevels). Until the rotation, level
+// 0 grows only by the flushes of the memtables queued now but the mutable
+// one (Count-1: the mutable one is flushed only after its rotation, the
+// one at stake), each by at most one table at any key (a flush's tables do
+// not overlap), and compactions never raise it. Below the stop level here,
+// the rotation does not wait. A write waits here even when it would not
+// rotate the memtable: how full pebble's memtable is cannot be measured.
+// While level 0 has two sublevels or more, pebble wants to compact it (a
+// table lies above sublevel 0 only where it overlaps one below, a depth of
+// 2, half of l0CompactionThreshold): the wait ends unless compactions fail.
+func (x *Index) measure(n int64) stall {
+	m := x.db.Metrics()
+	// A batch over half a memtable is queued as one of its own (pebble's
+	// flushable batch): it rotates the memtable once, like a full one.
+	if m.MemTable.Size+uint64(min(n, memTableSize/2)) >= stopWriteBytes {
+		return memTableStall
+	}
+	if int64(m.Levels[0].Sublevels)+m.MemTable.Count-1 >= int64(x.opts.l0StopWrites) {
+		return l0Stall
+	}
+	return noStall
+}
+
 // room reserves n bytes of memtable for a write about to be made to the
 // store under mu. It returns nil when the write cannot stall in pebble;
-// or a channel closed at the next end of a flush (or at Close) when the
-// queued memtables are at the stop level: the caller waits (waitRoom) and
-// starts over; or, with failFast, an error wrapping ErrNoSpace while the
-// store's flushes fail for lack of space. Requires mu held, and the store
-// open for writing.
+// or, when a memtable rotation could stall (see measure), a channel closed
+// at the next end of a flush or compaction (or at Close): the caller waits
+// (waitRoom) and starts over. With failFast it fails instead, with an
+// error wrapping ErrNoSpace, while the store's flushes fail for lack of
+// space, and while a rotation could wait for level 0 and its compactions
+// fail for lack of space. Requires mu held, and the store open for
+// writing.
 func (x *Index) room(n int64, failFast bool) (<-chan struct{}, error) {
 	if failFast {
 		if err := x.health.noSpace(); err != nil {
@@ -67,24 +116,30 @@ func (x *Index) room(n int64, failFast bool) (<-chan struct{}, error) {
 		x.unmeasured += n
 		return nil, nil
 	}
-	ended := x.health.flushEnds()
-	// A batch over half a memtable is queued as one of its own (pebble's
-	// flushable batch): it rotates the memtable once, like a full one.
-	if x.db.Metrics().MemTable.Size+uint64(min(n, memTableSize/2)) >= stopWriteBytes {
-		return ended, nil
+	progress := x.health.progressed()
+	switch x.measure(n) {
+	case memTableStall:
+		return progress, nil
+	case l0Stall:
+		if failFast {
+			if err := x.health.compactionNoSpace(); err != nil {
+				return nil, fmt.Errorf("%w: level 0 at its stop level: %w", ErrNoSpace, err)
+			}
+		}
+		return progress, nil
 	}
 	x.unmeasured = n
 	return nil, nil
 }
 
-// waitRoom waits for ended (from room), a failure of the store or Close,
-// with mu released. Requires mu held; it holds mu again when it returns,
-// and the caller looks at everything again.
-func (x *Index) waitRoom(ended <-chan struct{}) {
+// waitRoom waits for progress (from room), a failure of the store or
+// Close, with mu released. Requires mu held; it holds mu again when it
+// returns, and the caller looks at everything again.
+func (x *Index) waitRoom(progress <-chan struct{}) {
 	h := x.health
 	x.mu.Unlock()
 	select {
-	case <-ended:
+	case <-progress:
 	case <-h.failed:
 	}
 	x.mu.Lock()
@@ -92,18 +147,19 @@ func (x *Index) waitRoom(ended <-chan struct{}) {
 
 // asyncFlush starts a flush of the memtables (pebble's AsyncFlush) and
 // returns a channel closed once it is durable, and one closed at the next
-// failed flush since before it started. When the queued memtables are at
-// pebble's stop level, AsyncFlush would wait in pebble for their flush,
-// which a full disk never completes: it waits for it here instead, where
-// a failed flush or a failure of the store ends the wait with an error.
-// Requires syncMu held, and not mu.
+// failed flush since before it started. AsyncFlush rotates the memtable,
+// under mu; where that rotation would wait in pebble (see measure), for a
+// flush a full disk never completes or for a compaction of level 0, it
+// waits here instead, with mu released: a failed flush, a compaction
+// that failed for lack of space or a failure of the store ends the wait
+// with an error (wrapping the ENOSPC). Requires syncMu held, and not mu.
 func (x *Index) asyncFlush() (done, failures <-chan struct{}, err error) {
 	for done == nil {
 		failures = x.health.flushFailures()
-		ended := x.health.flushEnds()
+		progress := x.health.progressed()
 		x.mu.Lock()
-		full := x.db.Metrics().MemTable.Size >= stopWriteBytes
-		if !full {
+		why := x.measure(0)
+		if why == noStall {
 			// Measured and rotated under mu: no write fills the
 			// memtables in between, so AsyncFlush does not stall.
 			done, err = x.db.AsyncFlush()
@@ -113,15 +169,24 @@ func (x *Index) asyncFlush() (done, failures <-chan struct{}, err error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("flush: %w", err)
 		}
-		x.health.retry() // a flush paused by a full disk may try again now
-		if full {
-			select {
-			case <-ended:
-			case <-x.health.failed:
+		// A flush or compaction paused by a full disk may try again now.
+		x.health.retry()
+		if why == noStall {
+			break
+		}
+		if why == l0Stall {
+			if err := x.health.compactionNoSpace(); err != nil {
+				return nil, nil, fmt.Errorf("flush: level 0 at its stop level: %w", err)
 			}
-			if err := x.health.check(); err != nil {
-				return nil, nil, fmt.Errorf("flush: %w", err)
-			}
+		}
+		select {
+		case <-progress:
+		case <-x.health.failed:
+		}
+		if err := x.health.check(); err != nil {
+			return nil, nil, fmt.Errorf("flush: %w", err)
+		}
+		if why == memTableStall {
 			select {
 			case <-failures:
 				return nil, nil, fmt.Errorf("flush: %w", x.health.lastFlushErr())
