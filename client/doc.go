@@ -72,7 +72,10 @@
 // refuses with TooManyRequests is sent again after the backoff, as an unacknowledged add is
 // (TestStragglerCopyRetriedAfterTooManyRequests). When no spare is left for a failed member,
 // the failed members and the failed bookies outside the ensemble are pinged at once and the
-// first to answer is kept or taken (TestFailedMemberRevivedWithoutWaitingForHungOutsider).
+// first to answer is kept or taken (TestFailedMemberRevivedWithoutWaitingForHungOutsider); a
+// ping that fails while another is still out (a connection in dial backoff fails it unsent)
+// is sent again after a backoff, so a member back meanwhile is kept without waiting out a
+// hung bookie's ping (TestFailedMemberRevivedWhileRedialing).
 //
 // Close first waits for every add to be
 // acknowledged, then, holding every entry still in memory (ids F..LAC, F the first one not

@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -287,18 +289,29 @@ func TestStragglersMergedAPrefixAtATime(t *testing.T) {
 	}
 }
 
-// TestFailedMemberRevivedWithoutWaitingForHungOutsider: a member of the ensemble fails for
-// a moment (its connection breaks) when no spare is left, and the only other candidate is a
-// bookie that failed earlier and now hangs (registered, takes requests, answers none). The
-// ensemble change pings both at once and keeps the member as soon as it answers; acks held
-// for the change flow again without waiting out the hung bookie's ping (a request timeout,
-// a minute here). Pinging the hung bookie first held every ack for that long.
-func TestFailedMemberRevivedWithoutWaitingForHungOutsider(t *testing.T) {
+// hungOutsider is a writer (E3/WQ3/AQ2, four bookies, RequestTimeout a minute) whose
+// first replaced bookie now hangs (registered, takes requests, answers none), so that no
+// spare is left for a member that fails next: the setup of the tests below.
+type hungOutsider struct {
+	t      *testing.T
+	ctx    context.Context
+	n      *faultNet
+	w      *Writer
+	log    *ackLog
+	next   int64
+	hung   string // the bookie that failed first and now hangs
+	spare  string // the bookie that replaced it
+	client *Client
+}
+
+// startHungOutsider writes five entries, makes one bookie of the ensemble hang (its add goes
+// unanswered, then its connection breaks), waits until the spare replaced it and writes one
+// more entry, to the new ensemble. The client dials through dial, which dials n.
+func startHungOutsider(t *testing.T, n *faultNet, dial func(ctx context.Context, addr string) (net.Conn, error)) *hungOutsider {
 	c := startCluster(t, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	n := &faultNet{}
-	cl, err := New(ctx, Config{Metadata: c.endpoint, Dial: n.dial, RequestTimeout: time.Minute,
+	cl, err := New(ctx, Config{Metadata: c.endpoint, Dial: dial, RequestTimeout: time.Minute,
 		MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -308,71 +321,163 @@ func TestFailedMemberRevivedWithoutWaitingForHungOutsider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := newAckLog()
-	next := int64(0)
-	// append adds one entry and waits at most 20 s for it (a minute is the hung bookie's).
-	appendOne := func() {
-		t.Helper()
-		d := append(idPrefix(next), bytes.Repeat([]byte{'r'}, 100)...)
-		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		id, err := w.Append(actx, d)
-		cancel()
-		if err != nil || id != next {
-			t.Fatalf("append %d: got %d, %v (fragments %v)", next, id, err, w.Metadata().Fragments)
-		}
-		log.add(id, d)
-		next++
-	}
+	h := &hungOutsider{t: t, ctx: ctx, n: n, w: w, log: newAckLog(), client: c.client(nil)}
 	for range 5 {
-		appendOne()
+		h.appendOne()
 	}
 	ensemble := w.Metadata().Fragments[0].Bookies
-	hung := string(ensemble[2])
-	drops := func(bookies ...string) {
-		n.setRule(func(f frameInfo) action {
-			if !f.response && slices.Contains(bookies, f.bookie) {
-				return drop
-			}
-			return pass
-		})
-	}
-
-	// The hung bookie: its add goes unanswered, then its connection breaks; it is replaced
-	// by the spare, and from then on hangs.
-	drops(hung)
-	appendOne()
-	n.cut(hung)
+	h.hung = string(ensemble[2])
+	h.drops(h.hung)
+	h.appendOne()
+	n.cut(h.hung)
 	eventually(t, "the hung bookie replaced", func() bool { return len(w.Metadata().Fragments) == 2 })
-	appendOne()
-	md := w.Metadata()
-	var spare string
-	for _, b := range md.Fragments[1].Bookies {
+	h.appendOne()
+	for _, b := range w.Metadata().Fragments[1].Bookies {
 		if !slices.Contains(ensemble, b) {
-			spare = string(b)
+			h.spare = string(b)
 		}
 	}
+	return h
+}
 
-	// The spare's connection breaks with an add in flight: no spare is left for it. The
-	// spare's frames pass again before the cut: the ensemble change that the cut starts
-	// pings the spare at once, and a ping dropped by a rule not yet lifted waited out its
-	// request timeout (a minute), failing the next append.
-	drops(hung, spare)
-	appendOne()
-	drops(hung)
+// appendOne adds one entry and waits at most 20 s for it (a minute is the hung bookie's).
+func (h *hungOutsider) appendOne() {
+	h.t.Helper()
+	d := append(idPrefix(h.next), bytes.Repeat([]byte{'r'}, 100)...)
+	actx, cancel := context.WithTimeout(h.ctx, 20*time.Second)
+	id, err := h.w.Append(actx, d)
+	cancel()
+	if err != nil || id != h.next {
+		h.t.Fatalf("append %d: got %d, %v (fragments %v)", h.next, id, err, h.w.Metadata().Fragments)
+	}
+	h.log.add(id, d)
+	h.next++
+}
+
+// drops makes the requests to bookies vanish, and lets every other frame pass.
+func (h *hungOutsider) drops(bookies ...string) {
+	h.n.setRule(func(f frameInfo) action {
+		if !f.response && slices.Contains(bookies, f.bookie) {
+			return drop
+		}
+		return pass
+	})
+}
+
+// finish checks that the spare is in the last fragment, closes the ledger and checks
+// every acknowledged entry is on WriteQuorum bookies of the closed ledger.
+func (h *hungOutsider) finish() {
+	h.t.Helper()
+	md := h.w.Metadata()
+	if last := md.Fragments[len(md.Fragments)-1]; !slices.Contains(last.Bookies, meta.BookieID(h.spare)) {
+		h.t.Fatalf("the spare %s left the last fragment %v", h.spare, md.Fragments)
+	}
+	if err := h.w.Close(h.ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.n.setRule(nil)
+	md = checkInvariants(h.t, h.ctx, h.client, h.w.ID(), h.log, 3)
+	if md.LastEntryID != h.next-1 {
+		h.t.Fatalf("closed at %d, want %d", md.LastEntryID, h.next-1)
+	}
+}
+
+// TestFailedMemberRevivedWithoutWaitingForHungOutsider: a member of the ensemble fails for
+// a moment (its connection breaks) when no spare is left, and the only other candidate is a
+// bookie that failed earlier and now hangs (registered, takes requests, answers none). The
+// ensemble change pings both at once and keeps the member as soon as it answers; acks held
+// for the change flow again without waiting out the hung bookie's ping (a request timeout,
+// a minute here). Pinging the hung bookie first held every ack for that long.
+func TestFailedMemberRevivedWithoutWaitingForHungOutsider(t *testing.T) {
+	n := &faultNet{}
+	h := startHungOutsider(t, n, n.dial)
+
+	// The spare's connection breaks: no spare is left for it. The spare's frames pass
+	// again before the cut: the ensemble change that the cut starts pings the spare at
+	// once, and a ping dropped by a rule not yet lifted waited out its request timeout (a
+	// minute), failing the next append. The connection may be up, with an add in flight,
+	// or still in its handshake: then the change's ping may find it in dial backoff, and
+	// is sent again after it (TestFailedMemberRevivedWhileRedialing pins that path).
+	h.drops(h.hung, h.spare)
+	h.appendOne()
+	h.drops(h.hung)
+	n.cut(h.spare)
+	for range 5 {
+		h.appendOne()
+	}
+	h.finish()
+}
+
+// TestFailedMemberRevivedWhileRedialing: as above, but the member's first answers to the
+// ensemble change's ping are failures that are not the bookie's: its connection breaks with
+// an add in flight, and its next three dials are refused (a bookie restarting), so the
+// ping fails at once (refused, or in dial backoff) while the hung bookie's ping is out. The
+// failed ping is sent again after a backoff while the hung one waits, and the member, back
+// at its fourth dial, is kept. A change that took the first failure for the member's
+// answer waited out the hung bookie's ping (a minute) before it asked the member again.
+func TestFailedMemberRevivedWhileRedialing(t *testing.T) {
+	n := &faultNet{}
+	r := &dialRefuser{dial: n.dial}
+	h := startHungOutsider(t, n, r.dialContext)
+	spare := h.spare
+	eventually(t, "the spare's connection up", func() bool {
+		bc := h.w.c.conn(meta.BookieID(spare))
+		bc.mu.Lock()
+		defer bc.mu.Unlock()
+		return bc.nc != nil
+	})
+
+	// The spare's add is in flight (dropped) when its connection breaks; then it refuses
+	// three dials. Three, so that a change that pings each candidate only once is never
+	// answered by it: the spare is named twice among the candidates (a failed bookie and
+	// a member), so such a change dials it at most twice.
+	r.refuse(spare, 3)
+	h.drops(h.hung, h.spare)
+	h.appendOne()
+	h.drops(h.hung)
 	n.cut(spare)
 	for range 5 {
-		appendOne()
+		h.appendOne()
 	}
-	md = w.Metadata()
-	if last := md.Fragments[len(md.Fragments)-1]; !slices.Contains(last.Bookies, meta.BookieID(spare)) {
-		t.Fatalf("the spare %s left the last fragment %v", spare, md.Fragments)
+	if left := r.left(); left != 0 {
+		t.Fatalf("the spare was revived with %d of its refused dials left: the test did not refuse its ping", left)
 	}
-	if err := w.Close(ctx); err != nil {
-		t.Fatal(err)
+	h.finish()
+}
+
+// dialRefuser refuses the next dials to one address with errRefused, as a bookie that is
+// restarting does, and passes every other dial to dial. Safe for concurrent use.
+type dialRefuser struct {
+	dial func(ctx context.Context, addr string) (net.Conn, error)
+
+	mu    sync.Mutex // protects addr and count
+	addr  string
+	count int // dials to addr still to refuse
+}
+
+var errRefused = errors.New("test: connection refused")
+
+func (r *dialRefuser) refuse(addr string, count int) {
+	r.mu.Lock()
+	r.addr, r.count = addr, count
+	r.mu.Unlock()
+}
+
+func (r *dialRefuser) left() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
+}
+
+func (r *dialRefuser) dialContext(ctx context.Context, addr string) (net.Conn, error) {
+	r.mu.Lock()
+	refuse := addr == r.addr && r.count > 0
+	if refuse {
+		r.count--
 	}
-	n.setRule(nil)
-	md = checkInvariants(t, ctx, c.client(nil), w.ID(), log, 3)
-	if md.LastEntryID != next-1 {
-		t.Fatalf("closed at %d, want %d", md.LastEntryID, next-1)
+	r.mu.Unlock()
+	if refuse {
+		return nil, errRefused
 	}
+	return r.dial(ctx, addr)
 }

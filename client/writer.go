@@ -828,6 +828,8 @@ func (w *Writer) changeEnsemble() {
 			// the failed bookies outside the ensemble are pinged at once, and the first
 			// answer ends the wait: a hung bookie outside the ensemble does not hold the
 			// acks for its ping's timeout while a member that failed for a moment answers.
+			// A ping that fails while another is out is sent again after a backoff (the
+			// member's connection may be in dial backoff, or the member restarting).
 			// A member that answers is kept, and what it missed resent (its sent marks
 			// were cleared when its requests failed); one from outside is a replacement.
 			pctx, pcancel := context.WithTimeout(context.Background(), w.c.cfg.requestTimeout)
@@ -951,7 +953,13 @@ func (w *Writer) changeBackoff(backoff *time.Duration, started time.Time, metaEr
 // reviveFailed pings, all at once, every bookie of candidates that is marked failed,
 // registered and writable, and clears the failed mark of the first that answers; it
 // reports whether one did. It returns at the first answer: the pings still out are
-// cancelled. Runs on the changeEnsemble goroutine, with mu not held.
+// cancelled. A ping that fails while another is still out is sent again after a backoff
+// (Config.MinBackoff, doubling up to MaxBackoff): the wait goes on anyway, and a failure
+// may not be the bookie's answer at all (a connection in dial backoff refuses a request
+// without sending it; a restarting bookie refuses connections for a moment), so a member
+// back within the wait is kept instead of the writer waiting out a hung bookie's ping
+// (TestFailedMemberRevivedWhileRedialing). It returns false once every ping has failed
+// and none is still out. Runs on the changeEnsemble goroutine, with mu not held.
 func (w *Writer) reviveFailed(ctx context.Context, candidates []meta.BookieID) bool {
 	live, err := w.c.store.ListBookies(ctx)
 	if err != nil {
@@ -959,39 +967,65 @@ func (w *Writer) reviveFailed(ctx context.Context, candidates []meta.BookieID) b
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answered := make(chan int, len(candidates)) // the writer index of a bookie that answered, or -1
-	asked := 0
+	// Each asked bookie has at most one ping out or one retry pending at a time, so
+	// neither channel ever holds more than len(candidates) and no sender blocks, even
+	// after this function returned.
+	type answer struct {
+		bi int // the writer index of the bookie
+		ok bool
+	}
+	answers := make(chan answer, len(candidates))
+	due := make(chan int, len(candidates)) // a bookie whose retry backoff ended
+	conns := make(map[int]*bookieConn)
+	ping := func(bi int) {
+		go func(conn *bookieConn) {
+			req := getRequest()
+			req.op = wire.OpPing
+			res, err := conn.call(ctx, req)
+			ok := err == nil && res.err == nil && res.status == wire.StatusOK
+			if err == nil {
+				putRequest(res)
+			}
+			answers <- answer{bi: bi, ok: ok}
+		}(conns[bi])
+	}
 	for _, b := range candidates {
 		w.mu.Lock()
 		bi, known := w.index[b]
 		failed := known && w.failed&(1<<bi) != 0
 		w.mu.Unlock()
-		if !failed || !slices.ContainsFunc(live, func(i meta.BookieInfo) bool { return i.ID == b && !i.ReadOnly }) {
+		if _, asked := conns[bi]; asked || !failed || !slices.ContainsFunc(live, func(i meta.BookieInfo) bool { return i.ID == b && !i.ReadOnly }) {
 			continue
 		}
-		asked++
-		go func(conn *bookieConn, bi int) {
-			req := getRequest()
-			req.op = wire.OpPing
-			res, err := conn.call(ctx, req)
-			if err != nil {
-				answered <- -1
-				return
-			}
-			ok := res.err == nil && res.status == wire.StatusOK
-			putRequest(res)
-			if !ok {
-				bi = -1
-			}
-			answered <- bi
-		}(w.c.conn(b), bi)
+		conns[bi] = w.c.conn(b)
+		ping(bi)
 	}
-	for range asked {
-		if bi := <-answered; bi >= 0 {
-			w.mu.Lock()
-			w.failed &^= 1 << bi
-			w.mu.Unlock()
-			return true
+	out := len(conns) // pings sent and not answered
+	backoff := make(map[int]time.Duration)
+	var timers []*time.Timer
+	defer func() {
+		for _, t := range timers {
+			t.Stop()
+		}
+	}()
+	for out > 0 {
+		select {
+		case a := <-answers:
+			out--
+			if a.ok {
+				w.mu.Lock()
+				w.failed &^= 1 << a.bi
+				w.mu.Unlock()
+				return true
+			}
+			if out == 0 || ctx.Err() != nil {
+				return false
+			}
+			backoff[a.bi] = min(max(2*backoff[a.bi], w.c.cfg.minBackoff), w.c.cfg.maxBackoff)
+			timers = append(timers, time.AfterFunc(backoff[a.bi], func() { due <- a.bi }))
+		case bi := <-due:
+			out++
+			ping(bi)
 		}
 	}
 	return false
