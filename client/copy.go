@@ -2,31 +2,27 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/bookie-go/bookie/internal/repair/clientops"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
 
-// ErrCopiesLost is returned by Copier.Settle when the copies may not all be on the bookie:
-// the connection they went over was re-established before the CHECKPOINT was answered
-// (the bookie may have restarted and lost copies it had not made durable). Copy them again.
-var ErrCopiesLost = errors.New("client: copies may have been lost: the connection to the bookie was re-established")
-
-// Copier copies entries to one bookie for re-replication, as recovery adds without a
+// copier copies entries to one bookie for re-replication, as recovery adds without a
 // journal sync where the bookie accepts wire.FeatureCopy, and settles them: Settle returns
 // nil only when every copy it was told of is durable there (docs/protocol.md,
-// "CHECKPOINT"). Nothing may name the bookie for the copies before that.
+// "CHECKPOINT"). Nothing may name the bookie for the copies before that. Repair tools reach
+// it as a repair.Copier (package internal/repair).
 //
 // How it knows: a bookie restart always breaks the connection, and the client's connection
 // to a bookie counts its generations. Each copy's OK and the CHECKPOINT's OK came over some
 // generation; if all came over the same one, no restart came between the first copy and the
 // checkpoint, and the checkpoint covers every copy. Otherwise Settle fails, though the
 // copies may be there (a connection can break without a restart). Safe for concurrent use.
-type Copier struct {
+type copier struct {
 	c *Client
 	b meta.BookieID
 
@@ -36,13 +32,13 @@ type Copier struct {
 	unjournaled bool   // a copy went unjournaled
 }
 
-// Copy stores raw (an entry's whole encoding, as Repairer.ReadEntryFrom returns it) on the
-// bookie with the recovery flag, which a fenced ledger accepts, under the ledger's master
-// key: unjournaled when the bookie accepts wire.FeatureCopy, else journaled. A bookie that
+// Copy stores raw (an entry's whole encoding, as ReadEntryFrom returns it) on the bookie
+// with the recovery flag, which a fenced ledger accepts, under the ledger's master key:
+// unjournaled when the bookie accepts wire.FeatureCopy, else journaled. A bookie that
 // already holds the same bytes answers OK; one holding other bytes makes it fail with
 // ErrEntryExists, one refusing the key with ErrUnauthorized. raw must not change until
 // Copy returns.
-func (cp *Copier) Copy(ctx context.Context, key *wire.MasterKey, raw []byte) error {
+func (cp *copier) Copy(ctx context.Context, key *wire.MasterKey, raw []byte) error {
 	unjournaled := cp.c.conn(cp.b).accepts(ctx, wire.FeatureCopy)
 	flags := wire.FlagRecovery
 	if unjournaled {
@@ -60,7 +56,7 @@ func (cp *Copier) Copy(ctx context.Context, key *wire.MasterKey, raw []byte) err
 }
 
 // note records that an OK came over generation gen. Requires cp.mu held.
-func (cp *Copier) note(gen uint64) {
+func (cp *copier) note(gen uint64) {
 	if cp.gen == 0 {
 		cp.gen = gen
 	}
@@ -68,9 +64,9 @@ func (cp *Copier) note(gen uint64) {
 }
 
 // Settle makes every copy made so far durable on the bookie: it sends a CHECKPOINT when a
-// copy went unjournaled, and fails with ErrCopiesLost when the copies and the CHECKPOINT did
-// not all come back over one connection.
-func (cp *Copier) Settle(ctx context.Context) error {
+// copy went unjournaled, and fails with clientops.ErrCopiesLost when the copies and the
+// CHECKPOINT did not all come back over one connection.
+func (cp *copier) Settle(ctx context.Context) error {
 	cp.mu.Lock()
 	needed := cp.unjournaled
 	cp.mu.Unlock()
@@ -85,7 +81,7 @@ func (cp *Copier) Settle(ctx context.Context) error {
 	defer cp.mu.Unlock()
 	cp.note(gen)
 	if cp.mixed {
-		return fmt.Errorf("%w: %s", ErrCopiesLost, cp.b)
+		return fmt.Errorf("%w: %s", clientops.ErrCopiesLost, cp.b)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
+	"github.com/bookie-go/bookie/internal/repair/clientops"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
@@ -22,7 +23,7 @@ func copyRaw(ledger uint64, e int64) []byte {
 }
 
 // copyAll copies entries [0, n) of ledger to b through cp.
-func copyAll(t *testing.T, cp *Copier, ledger uint64, n int64) {
+func copyAll(t *testing.T, cp *copier, ledger uint64, n int64) {
 	t.Helper()
 	ctx := testCtx(t)
 	for e := range n {
@@ -36,7 +37,7 @@ func copyAll(t *testing.T, cp *Copier, ledger uint64, n int64) {
 func checkCopies(t *testing.T, cl *Client, b meta.BookieID, ledger uint64, n int64) {
 	t.Helper()
 	for e := range n {
-		got, err := NewRepairer(cl).ReadEntryFrom(testCtx(t), b, ledger, e)
+		got, err := newRepairer(cl).ReadEntryFrom(testCtx(t), b, ledger, e)
 		if err != nil || !bytes.Equal(got, copyRaw(ledger, e)) {
 			t.Fatalf("copy %d/%d read back: %q, %v", ledger, e, got, err)
 		}
@@ -54,21 +55,21 @@ func TestCopierSettle(t *testing.T) {
 	ctx := testCtx(t)
 	b := meta.BookieID(c.addrs[0])
 
-	cp := NewRepairer(cl).NewCopier(b)
+	cp := newRepairer(cl).newCopier(b)
 	copyAll(t, cp, 1, 10)
 	if err := cp.Settle(ctx); err != nil {
 		t.Fatalf("settle over one connection: %v", err)
 	}
 	checkCopies(t, cl, b, 1, 10)
 
-	cp = NewRepairer(cl).NewCopier(b)
+	cp = newRepairer(cl).newCopier(b)
 	copyAll(t, cp, 2, 10)
 	c.stop(0)
 	c.restart(0)
-	if err := cp.Settle(ctx); !errors.Is(err, ErrCopiesLost) {
+	if err := cp.Settle(ctx); !errors.Is(err, clientops.ErrCopiesLost) {
 		t.Fatalf("settle after the bookie restarted: %v, want ErrCopiesLost", err)
 	}
-	cp = NewRepairer(cl).NewCopier(b)
+	cp = newRepairer(cl).newCopier(b)
 	copyAll(t, cp, 2, 10)
 	if err := cp.Settle(ctx); err != nil {
 		t.Fatalf("settle of the copies made again: %v", err)
@@ -81,10 +82,10 @@ func TestCopierSettle(t *testing.T) {
 	}
 	limbo = true
 	c.restart(0)
-	if _, err := NewRepairer(cl).ListEntriesFrom(ctx, b, 1, 0); !errors.Is(err, ErrUnknownLedgerState) {
+	if _, err := newRepairer(cl).ListEntriesFrom(ctx, b, 1, 0); !errors.Is(err, ErrUnknownLedgerState) {
 		t.Fatalf("list entries of a wiped ledger: %v, want ErrUnknownLedgerState (the bookie in limbo)", err)
 	}
-	cp = NewRepairer(cl).NewCopier(b)
+	cp = newRepairer(cl).newCopier(b)
 	copyAll(t, cp, 3, 10)
 	if err := cp.Settle(ctx); err != nil {
 		t.Fatalf("settle on a bookie in limbo: %v", err)
@@ -110,7 +111,7 @@ func TestSettleOutlastsRequestTimeout(t *testing.T) {
 	}
 	defer cl.Close()
 	b := meta.BookieID(c.addrs[0])
-	cp := NewRepairer(cl).NewCopier(b)
+	cp := newRepairer(cl).newCopier(b)
 	copyAll(t, cp, 5, 1)
 	done := make(chan error, 1)
 	go func() { done <- cp.Settle(ctx) }()

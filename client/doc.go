@@ -120,11 +120,12 @@
 // # After a bookie is lost: autorecovery and placement
 //
 // Package client/autorecovery copies the entries of a lost bookie's fragments elsewhere
-// and replaces it in the metadata. It works through a Repairer (NewRepairer), the handle
-// of repair tools, whose methods address one bookie rather than a ledger's write set:
-// ReadEntryFrom, ListEntriesFrom, a Copier per target bookie (copies settled before the
-// metadata names it), PickReplacement and RecoverLedger. An application that only writes
-// and reads ledgers never needs one. A Writer whose ensemble-change or closing CAS fails
+// and replaces it in the metadata. It works through package internal/repair, the handle
+// of repair tools inside this module, whose requests address one bookie rather than a
+// ledger's write set (reading an entry there, listing what it holds, copies settled before
+// the metadata names it, choosing a replacement, recovering a ledger by its metadata);
+// package client implements them but does not export them, since an application that
+// writes and reads ledgers never needs them (TestDocShowsOnlyTheLedgerAPI). A Writer whose ensemble-change or closing CAS fails
 // because a worker replaced a bookie of an earlier fragment (the ledger is still OPEN, the
 // last fragment unchanged) adopts that change and retries; one that finds its own earlier
 // ensemble change or merge stored (the answer was lost) takes it for that change's success

@@ -44,7 +44,7 @@ func TestSecretRequiresBookieAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { plain.Close() })
-	raw, err := NewRepairer(plain).ReadEntryFrom(ctx, meta.BookieID(fake.addr()), 7, 0)
+	raw, err := newRepairer(plain).ReadEntryFrom(ctx, meta.BookieID(fake.addr()), 7, 0)
 	if err != nil || string(raw) != string(forged) {
 		t.Fatalf("client without a secret: read %q, %v; the fake should serve it", raw, err)
 	}
@@ -55,10 +55,10 @@ func TestSecretRequiresBookieAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	if _, err := NewRepairer(cl).ReadEntryFrom(ctx, meta.BookieID(fake.addr()), 7, 0); !errors.Is(err, ErrUnauthorized) {
+	if _, err := newRepairer(cl).ReadEntryFrom(ctx, meta.BookieID(fake.addr()), 7, 0); !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("read from a bookie that asks for no AUTH: %v, want ErrUnauthorized", err)
 	}
-	if err := NewRepairer(cl).AddRecoveryTo(ctx, meta.BookieID(fake.addr()), &key, forged); !errors.Is(err, ErrUnauthorized) {
+	if _, err := cl.addRecovery(ctx, meta.BookieID(fake.addr()), &key, forged, wire.FlagRecovery); !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("add to a bookie that asks for no AUTH: %v, want ErrUnauthorized", err)
 	}
 	w, err := cl.CreateLedger(ctx, LedgerOptions{EnsembleSize: 1, WriteQuorum: 1, AckQuorum: 1, MasterKey: &key})

@@ -251,7 +251,7 @@ func TestCloseAfterLostEnsembleChangeAnswer(t *testing.T) {
 			if b == stopped {
 				continue
 			}
-			raw, err := NewRepairer(cl).ReadEntryFrom(ctx, b, w.ID(), e)
+			raw, err := newRepairer(cl).ReadEntryFrom(ctx, b, w.ID(), e)
 			var got wire.Entry
 			if err == nil {
 				got, err = wire.ParseEntry(raw)

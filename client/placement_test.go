@@ -96,7 +96,7 @@ func TestPlacementReplacement(t *testing.T) {
 	for range 20 {
 		// Position 0's write sets (wq 2) are {0,1} (b) and {2,0} (c): a2 keeps both on two
 		// racks, b2 would put {0,1} on rack b alone.
-		got, err := NewRepairer(c).PickReplacement(ctx, ensemble, 0, 2)
+		got, err := newRepairer(c).PickReplacement(ctx, ensemble, 0, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,13 +106,13 @@ func TestPlacementReplacement(t *testing.T) {
 	}
 	// Position 1's write sets are {0,1} (a) and {1,2} (c): a2 (a) breaks the first,
 	// b2 (b) keeps both; and with only a2 left, enforcement refuses.
-	if got, err := NewRepairer(c).PickReplacement(ctx, ensemble, 1, 2); err != nil || got != ids[4] {
+	if got, err := newRepairer(c).PickReplacement(ctx, ensemble, 1, 2); err != nil || got != ids[4] {
 		t.Fatalf("replacement at 1: %s, %v; want %s", got, err, ids[4])
 	}
 	// Ensemble a1 b2 c1, replacing c1: its write sets are {1,2} (b) and {2,0} (a); the
 	// spares are b1 (rack b) and a2 (rack a), each leaving one write set on one rack.
 	only := []meta.BookieID{ids[0], ids[4], ids[2]}
-	if _, err := NewRepairer(c).PickReplacement(ctx, only, 2, 2); !errors.Is(err, ErrNotEnoughRacks) {
+	if _, err := newRepairer(c).PickReplacement(ctx, only, 2, 2); !errors.Is(err, ErrNotEnoughRacks) {
 		t.Fatalf("enforced with only a same-rack spare: %v, want ErrNotEnoughRacks", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/metatest"
@@ -72,7 +73,7 @@ func TestTLSClientPlacesOnTLSBookiesOnly(t *testing.T) {
 		}
 	}
 	// A replacement is chosen the same way: with both TLS bookies in the ensemble, none is left.
-	if _, err := client.NewRepairer(cl).PickReplacement(ctx, []meta.BookieID{meta.BookieID(tlsBookies[0]), meta.BookieID(tlsBookies[1])}, 0, 2); !errors.Is(err, client.ErrNotEnoughTLSBookies) ||
+	if _, err := repair.New(cl).PickReplacement(ctx, []meta.BookieID{meta.BookieID(tlsBookies[0]), meta.BookieID(tlsBookies[1])}, 0, 2); !errors.Is(err, client.ErrNotEnoughTLSBookies) ||
 		!strings.Contains(err.Error(), "need 1, 0 of 1 have one") {
 		t.Fatalf("replacement among TLS bookies with none spare: %v, want \"need 1, 0 of 1 have one\"", err)
 	}

@@ -226,7 +226,7 @@ func TestRelayGetsNoSession(t *testing.T) {
 				target = meta.BookieID(r.addr()) // the relay, registered or named as a bookie
 				cl = open(Config{})
 			}
-			_, err := NewRepairer(cl).ReadEntryFrom(ctx, target, w.ID(), 0)
+			_, err := newRepairer(cl).ReadEntryFrom(ctx, target, w.ID(), 0)
 			cl.Close() // ends the read's dial retries; the relay's sessions end with it
 			r.ln.Close()
 			r.wg.Wait()

@@ -57,7 +57,7 @@ func TestErrorsNameThePackageOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := meta.BookieID(c.addrs[0])
-	_, readErr := NewRepairer(cl).ReadEntryFrom(ctx, b, w.ID(), 5)
+	_, readErr := newRepairer(cl).ReadEntryFrom(ctx, b, w.ID(), 5)
 	var st *StatusError
 	if !errors.As(readErr, &st) || st.Bookie != b || st.Op != wire.OpRead || st.Ledger != w.ID() || st.Entry != 5 || st.Status != wire.StatusNoSuchEntry {
 		t.Fatalf("read of an entry the bookie lacks: %v (%#v), want a StatusError naming the bookie, READ %d/5, NoSuchEntry", readErr, st, w.ID())

@@ -12,7 +12,7 @@ import "fmt"
 // durable (entry logs and index synced) before its OK. The worker changes the metadata only
 // after that OK, and only if the copies' OKs came over the same connection: a bookie that
 // restarted in between answers CHECKPOINT for what it holds, not for what it lost, and a
-// restart breaks the connection (package client, Copier).
+// restart breaks the connection (package internal/repair, Copier).
 
 // FeatureCopy, offered in a client's Hello and echoed in the bookie's, says that the bookie
 // takes ADDs with FlagUnjournaled and serves CHECKPOINT. Part of the format; never

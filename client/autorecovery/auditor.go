@@ -10,6 +10,7 @@ import (
 
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/pace"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -19,8 +20,8 @@ import (
 // lost and marks their ledgers under-replicated. Create it with NewAuditor and run it with
 // Run; its methods are safe for concurrent use.
 type Auditor struct {
-	cfg    Config
-	repair *client.Repairer // cfg.Client's repair handle; nil without a Client
+	cfg      Config
+	repairer *repair.Repairer // cfg.Client's repair handle; nil without a Client
 
 	mu      sync.Mutex // protects the fields below
 	leading bool
@@ -35,7 +36,7 @@ func NewAuditor(cfg Config) (*Auditor, error) {
 	}
 	a := &Auditor{cfg: cfg.withDefaults(), changed: make(chan struct{})}
 	if cfg.Client != nil {
-		a.repair = client.NewRepairer(cfg.Client)
+		a.repairer = repair.New(cfg.Client)
 	}
 	return a, nil
 }
@@ -339,7 +340,7 @@ func (a *Auditor) missingCopies(ctx context.Context, md *meta.LedgerMetadata, is
 			ranges, seen := held[b]
 			if !seen {
 				var err error
-				ranges, err = a.repair.ListEntriesFrom(ctx, b, md.ID, 0)
+				ranges, err = a.repairer.ListEntriesFrom(ctx, b, md.ID, 0)
 				switch {
 				case errors.Is(err, client.ErrNoSuchEntry):
 					ranges = nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -368,7 +369,11 @@ func TestClosedLedgerTailNotSpread(t *testing.T) {
 	raw := wire.AppendEntry(nil, md.ID, 10, 9, []byte("unacknowledged"))
 	key := wire.MasterKey(md.MasterKey)
 	for k := range 2 {
-		if err := client.NewRepairer(cl).AddRecoveryTo(ctx, f.Bookies[(10+k)%3], &key, raw); err != nil {
+		cp := repair.New(cl).NewCopier(f.Bookies[(10+k)%3])
+		if err := cp.Copy(ctx, &key, raw); err != nil {
+			t.Fatal(err)
+		}
+		if err := cp.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -377,7 +382,7 @@ func TestClosedLedgerTailNotSpread(t *testing.T) {
 	startRecovery(t, c.fastConfig(cl, "r"), 1)
 	waitFor(ctx, t, "ledger repaired", func() bool { return !c.namesAny(ctx, w.ID(), lost) && len(c.marked(ctx)) == 0 })
 	repl := c.mustGet(ctx, w.ID()).Fragments[0].Bookies[10%3]
-	if _, err := client.NewRepairer(cl).ReadEntryFrom(ctx, repl, md.ID, 10); !errors.Is(err, client.ErrNoSuchEntry) {
+	if _, err := repair.New(cl).ReadEntryFrom(ctx, repl, md.ID, 10); !errors.Is(err, client.ErrNoSuchEntry) {
 		t.Fatalf("entry past the last one on the replacement: %v, want ErrNoSuchEntry", err)
 	}
 	c.checkFullyReplicated(ctx, cl, w.ID(), []meta.BookieID{lost})
@@ -400,11 +405,11 @@ func TestMissingCopiesOnLiveBookie(t *testing.T) {
 	}
 	c.allowUnknown = true
 	c.start(i)
-	if _, err := client.NewRepairer(cl).ListEntriesFrom(ctx, wiped, w.ID(), 0); !errors.Is(err, client.ErrUnknownLedgerState) {
+	if _, err := repair.New(cl).ListEntriesFrom(ctx, wiped, w.ID(), 0); !errors.Is(err, client.ErrUnknownLedgerState) {
 		t.Fatalf("list entries on the wiped bookie: %v, want ErrUnknownLedgerState", err)
 	}
 	for _, b := range md.Fragments[0].Bookies[1:] {
-		ranges, err := client.NewRepairer(cl).ListEntriesFrom(ctx, b, w.ID(), 0)
+		ranges, err := repair.New(cl).ListEntriesFrom(ctx, b, w.ID(), 0)
 		if err != nil || len(ranges) == 0 {
 			t.Fatalf("list entries on %s: %v, %v", b, ranges, err)
 		}

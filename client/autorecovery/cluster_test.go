@@ -12,6 +12,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/internal/testwait"
 	"github.com/bookie-go/bookie/meta"
@@ -190,7 +191,7 @@ func (c *cluster) checkFullyReplicated(ctx context.Context, cl *client.Client, i
 		f := md.Fragments[md.FragmentAt(eid)]
 		for k := range md.WriteQuorum {
 			b := f.Bookies[(eid+int64(k))%e]
-			raw, err := client.NewRepairer(cl).ReadEntryFrom(ctx, b, id, eid)
+			raw, err := repair.New(cl).ReadEntryFrom(ctx, b, id, eid)
 			if err != nil {
 				c.t.Fatalf("ledger %d entry %d copy %d on %s: %v", id, eid, k, b, err)
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -47,7 +48,7 @@ func TestMarkedBookieBackRefilledInPlace(t *testing.T) {
 		if (1-eid%e+e)%e >= int64(before.WriteQuorum) {
 			continue // not in position 1's write sets
 		}
-		raw, err := client.NewRepairer(cl).ReadEntryFrom(ctx, marked, w.ID(), eid)
+		raw, err := repair.New(cl).ReadEntryFrom(ctx, marked, w.ID(), eid)
 		if err != nil {
 			t.Fatalf("entry %d on %s: %v", eid, marked, err)
 		}

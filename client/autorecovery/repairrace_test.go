@@ -1,8 +1,12 @@
 package autorecovery
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -10,6 +14,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
@@ -87,7 +92,7 @@ func TestGCKeepsLedgerAWorkerCopiedDuringTheScan(t *testing.T) {
 	}
 	md = c.checkFullyReplicated(ctx, cl, id, []meta.BookieID{lost})
 	want := entriesOn(&md, tb)
-	ranges, err := client.NewRepairer(cl).ListEntriesFrom(ctx, tb, id, 0)
+	ranges, err := repair.New(cl).ListEntriesFrom(ctx, tb, id, 0)
 	if err != nil {
 		t.Fatalf("LIST_ENTRIES of L on T: %v", err)
 	}
@@ -120,7 +125,7 @@ func entriesOn(md *meta.LedgerMetadata, b meta.BookieID) []int64 {
 // chosen moment. Ledger L (E2/WQ2) is written on the two other bookies; one of them is
 // lost, and a real worker copies its entries onto X, the only bookie left, and is held
 // before it settles them (Config.BeforeSettle). A recovery ADD of one of those entries
-// through the client (Repairer.AddRecoveryTo, as a recoverer's write-back sends it) is
+// (journaled, as a recoverer's write-back sends it; addJournaled) is
 // answered OK; then X loses power and restarts: it must hold that entry, byte-identical.
 // Then the worker, released, finds its copies lost, repairs L again, and every entry is
 // back to WQ copies.
@@ -170,12 +175,12 @@ func TestDuplicateAddOfWorkersCopySurvivesPowerLoss(t *testing.T) {
 	}
 
 	const e = 4
-	raw, err := client.NewRepairer(cl).ReadEntryFrom(ctx, source, id, e)
+	raw, err := repair.New(cl).ReadEntryFrom(ctx, source, id, e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := wire.MasterKey(md.MasterKey)
-	if err := client.NewRepairer(cl).AddRecoveryTo(ctx, xb, &key, raw); err != nil {
+	if err := addJournaled(ctx, xb, &key, raw); err != nil {
 		t.Fatalf("recovery ADD of a copied entry to X: %v", err)
 	}
 	mu.Lock()
@@ -186,7 +191,7 @@ func TestDuplicateAddOfWorkersCopySurvivesPowerLoss(t *testing.T) {
 	mem = image
 	mu.Unlock()
 	c.start(x)
-	got, err := client.NewRepairer(cl).ReadEntryFrom(ctx, xb, id, e)
+	got, err := repair.New(cl).ReadEntryFrom(ctx, xb, id, e)
 	if err != nil {
 		t.Fatalf("entry %d, answered OK to an ADD, after X lost power: %v", e, err)
 	}
@@ -199,4 +204,57 @@ func TestDuplicateAddOfWorkersCopySurvivesPowerLoss(t *testing.T) {
 		return c.namesAny(ctx, id, xb) && !c.namesAny(ctx, id, lost) && len(c.marked(ctx)) == 0
 	})
 	c.checkFullyReplicated(ctx, cl, id, []meta.BookieID{lost})
+}
+
+// addJournaled sends bookie b one ADD of raw (an entry's whole encoding) under key with the
+// recovery flag and without FlagUnjournaled, over a connection of its own, and returns nil
+// once the bookie answered it OK: the recovery add a recoverer's write-back sends, durable
+// when answered. A repair.Copier cannot send it: it copies without a journal sync wherever
+// the bookie allows. The cluster's bookies ask for no AUTH.
+func addJournaled(ctx context.Context, b meta.BookieID, key *wire.MasterKey, raw []byte) error {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", string(b))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(deadline)
+	}
+	r := bufio.NewReader(nc)
+	if _, err := nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion})); err != nil {
+		return err
+	}
+	f, err := readFrame(r, wire.MaxHelloSize)
+	if err != nil {
+		return fmt.Errorf("hello from %s: %w", b, err)
+	}
+	if h, err := wire.DecodeHello(f); err != nil || h.Status != wire.StatusOK {
+		return fmt.Errorf("hello from %s: status %v, %v", b, h.Status, err)
+	}
+	if _, err := nc.Write(wire.AppendAddRequest(nil, 1, wire.FlagRecovery, key, raw)); err != nil {
+		return err
+	}
+	if f, err = readFrame(r, 0); err != nil {
+		return fmt.Errorf("add to %s: %w", b, err)
+	}
+	if res, err := wire.DecodeAddResponse(f); err != nil || res.Status != wire.StatusOK {
+		return fmt.Errorf("add to %s: status %v, %v", b, res.Status, err)
+	}
+	return nil
+}
+
+// readFrame reads one whole frame of at most limit bytes (wire.FrameSize's limit) from r.
+func readFrame(r *bufio.Reader, limit int) ([]byte, error) {
+	peek, err := r.Peek(wire.LengthSize)
+	if err != nil {
+		return nil, err
+	}
+	n, err := wire.FrameSize(peek, limit)
+	if err != nil {
+		return nil, err
+	}
+	f := make([]byte, n)
+	_, err = io.ReadFull(r, f)
+	return f, err
 }

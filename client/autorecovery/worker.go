@@ -13,6 +13,7 @@ import (
 
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/pace"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -21,10 +22,10 @@ import (
 // Worker repairs under-replicated ledgers, one at a time. Create it with NewWorker and run
 // it with Run.
 type Worker struct {
-	cfg     Config
-	repair  *client.Repairer // cfg.Client's repair handle
-	limiter *pace.Pacer      // this worker's share of Config.RateBytes (shareRate)
-	locks   atomic.Int64     // repair locks this worker holds
+	cfg      Config
+	repairer *repair.Repairer // cfg.Client's repair handle
+	limiter  *pace.Pacer      // this worker's share of Config.RateBytes (shareRate)
+	locks    atomic.Int64     // repair locks this worker holds
 
 	waitMu sync.Mutex           // protects waits
 	waits  map[uint64]waitState // per ledger: the wait cause recorded and last logged (noteWait)
@@ -39,7 +40,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		return nil, errors.New("autorecovery: Config.Client is required for a worker")
 	}
 	c := cfg.withDefaults()
-	return &Worker{cfg: c, repair: client.NewRepairer(c.Client), limiter: pace.NewBurst(c.RateBytes, time.Second), waits: make(map[uint64]waitState)}, nil
+	return &Worker{cfg: c, repairer: repair.New(c.Client), limiter: pace.NewBurst(c.RateBytes, time.Second), waits: make(map[uint64]waitState)}, nil
 }
 
 // errPending means a ledger was repaired as far as possible now, but its mark must stay:
@@ -235,7 +236,7 @@ func (w *Worker) Repair(ctx context.Context, m meta.UnderReplicated) error {
 			pending = true // a live writer or recoverer changes its own ensemble
 		} else {
 			w.cfg.Logger.Info("autorecovery: recovering open ledger whose writer is gone", "ledger", md.ID)
-			if md, err = w.repair.RecoverLedger(ctx, md); err != nil {
+			if md, err = w.repairer.RecoverLedger(ctx, md); err != nil {
 				return err
 			}
 		}
@@ -277,7 +278,7 @@ func (w *Worker) replace(ctx context.Context, md meta.LedgerMetadata, i, pos int
 	lost := md.Fragments[i].Bookies[pos]
 	first := md.Fragments[i].FirstEntry
 	end, _ := fragmentEnd(&md, i)
-	target, err := w.repair.PickReplacement(ctx, md.Fragments[i].Bookies, pos, md.WriteQuorum)
+	target, err := w.repairer.PickReplacement(ctx, md.Fragments[i].Bookies, pos, md.WriteQuorum)
 	if errors.Is(err, client.ErrNotEnoughBookies) && w.writable(ctx, lost) {
 		// No bookie outside the fragment can take the copies, but the marked one is
 		// registered and writable again (it came back after it was declared lost, or a
@@ -357,7 +358,7 @@ var errRetryLater = errors.New("ledger changed, retry later")
 
 // copyFragment copies every entry of fragment i of md whose write set includes position pos
 // to target, reading each from another bookie of its write set (not one being replaced),
-// verifying checksum and ids, and writing it with the recovery flag (a client.Copier:
+// verifying checksum and ids, and writing it with the recovery flag (a repair.Copier:
 // without a journal sync where target allows it, then settled). Up to Config.Window copies
 // are in flight; bytes pass through the rate limiter.
 func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, pos int, target meta.BookieID) error {
@@ -402,7 +403,7 @@ func (w *Worker) copyFragment(ctx context.Context, md *meta.LedgerMetadata, i, p
 	}()
 	work := make(chan int64)
 	errs := make(chan error, w.cfg.Window)
-	copier := w.repair.NewCopier(target)
+	copier := w.repairer.NewCopier(target)
 	for range min(w.cfg.Window, len(ids)) {
 		go func() {
 			var first error
@@ -451,7 +452,7 @@ feed:
 	if first == nil {
 		// Durable before named: nothing may name target for these copies before this
 		// (docs/replication.md, autorecovery rule 4).
-		if err := copier.Settle(ctx); errors.Is(err, client.ErrCopiesLost) {
+		if err := copier.Settle(ctx); errors.Is(err, repair.ErrCopiesLost) {
 			first = fmt.Errorf("%w: %w", err, errRetryLater)
 		} else {
 			first = err
@@ -464,7 +465,7 @@ feed:
 // returns a valid copy, asking registered bookies before the others (a lost machine may
 // cost a whole request timeout per entry) and the bookie being replaced only last, if it
 // is registered.
-func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.Fragment, pos int, id int64, key *wire.MasterKey, copier *client.Copier, live map[meta.BookieID]bool) error {
+func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.Fragment, pos int, id int64, key *wire.MasterKey, copier *repair.Copier, live map[meta.BookieID]bool) error {
 	e := int64(md.EnsembleSize)
 	var srcs []meta.BookieID
 	for k := range md.WriteQuorum {
@@ -490,7 +491,7 @@ func (w *Worker) copyEntry(ctx context.Context, md *meta.LedgerMetadata, f meta.
 	}
 	var errs []error
 	for _, src := range srcs {
-		raw, err := w.repair.ReadEntryFrom(ctx, src, md.ID, id)
+		raw, err := w.repairer.ReadEntryFrom(ctx, src, md.ID, id)
 		if err != nil {
 			errs = append(errs, err)
 			continue

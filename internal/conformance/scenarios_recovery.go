@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/faultproxy"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -485,8 +485,12 @@ func scenarioUnknownState(s *session) error {
 	payload := s.payloads(id, 1)[0]
 	key := wire.MasterKeyFromPassword(s.password())
 	raw := wire.AppendEntry(nil, id, e, e-1, payload)
-	if err := client.NewRepairer(s.c.inspect).AddRecoveryTo(s.ctx, ens[s.seed%3], &key, raw); err != nil {
+	cp := repair.New(s.c.inspect).NewCopier(ens[s.seed%3])
+	if err := cp.Copy(s.ctx, &key, raw); err != nil {
 		return fmt.Errorf("setup: store entry 5 on bookie%d: %w", has+1, err)
+	}
+	if err := cp.Settle(s.ctx); err != nil {
+		return fmt.Errorf("setup: settle entry 5 on bookie%d: %w", has+1, err)
 	}
 	s.tr.fault(has, "entry 5 stored here only (the crashed writer's last add)")
 	if err := s.c.wipe(wiped); err != nil {

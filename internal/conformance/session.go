@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -264,7 +265,7 @@ func (s *session) holders(md *meta.LedgerMetadata, e int64) ([]meta.BookieID, er
 func (s *session) readDirect(b meta.BookieID, ledger uint64, e int64) ([]byte, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		raw, err := client.NewRepairer(s.c.inspect).ReadEntryFrom(s.ctx, b, ledger, e)
+		raw, err := repair.New(s.c.inspect).ReadEntryFrom(s.ctx, b, ledger, e)
 		if err == nil || !(errors.Is(err, client.ErrBookieUnavailable) || errors.Is(err, client.ErrTimeout)) || time.Now().After(deadline) {
 			return raw, err
 		}

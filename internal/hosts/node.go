@@ -26,6 +26,7 @@ import (
 	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/internal/faultproxy"
 	"github.com/bookie-go/bookie/internal/history"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
@@ -614,7 +615,7 @@ func logCopies(ctx context.Context, cl *client.Client, log *history.Log, id uint
 			if _, ok := held[b]; ok {
 				continue
 			}
-			rs, err := client.NewRepairer(cl).ListEntriesFrom(c, b, id, 0)
+			rs, err := repair.New(cl).ListEntriesFrom(c, b, id, 0)
 			if err != nil && !errors.Is(err, client.ErrNoSuchEntry) {
 				// A bookie that cannot answer holds nothing it can prove: its copies are
 				// missing, which the checker judges if this stays the last look.
@@ -635,7 +636,7 @@ func logCopies(ctx context.Context, cl *client.Client, log *history.Log, id uint
 				complete = false
 				continue
 			}
-			raw, err := client.NewRepairer(cl).ReadEntryFrom(c, b, id, e)
+			raw, err := repair.New(cl).ReadEntryFrom(c, b, id, e)
 			var en wire.Entry
 			if err == nil {
 				en, err = wire.ParseEntry(raw)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/repair"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -336,7 +337,7 @@ func readPastLAC(ctx context.Context, cl *client.Client, md meta.LedgerMetadata,
 				f = g
 			}
 		}
-		raw, err := client.NewRepairer(cl).ReadEntryFrom(ctx, f.Bookies[e%int64(len(f.Bookies))], md.ID, e)
+		raw, err := repair.New(cl).ReadEntryFrom(ctx, f.Bookies[e%int64(len(f.Bookies))], md.ID, e)
 		if err != nil {
 			return nil, err
 		}
