@@ -129,6 +129,15 @@ func (r *connRegistry) remove(c *conn) {
 	r.dropLocked(c)
 }
 
+// cutLocked is how a bound or a timeout takes c out: marks it cut, zeroes
+// its charges in the totals (cutFromTotals) and unregisters it, so that no
+// later decision counts it or chooses it again. The caller closes its
+// transport. Requires r.mu held.
+func (r *connRegistry) cutLocked(c *conn) {
+	c.cutFromTotals()
+	r.dropLocked(c)
+}
+
 // dropLocked unregisters c. Requires r.mu held.
 func (r *connRegistry) dropLocked(c *conn) {
 	if _, ok := r.all[c]; !ok {
