@@ -288,6 +288,12 @@ type Config struct {
 	// write cache full, before it takes the cache's change signal. Nil in
 	// production.
 	CacheFullOnLoop func() `json:"-"`
+	// BeforeUnparsedCharged, a test hook, is called by setUnparsed
+	// (unparsed.go) after it read what the connection holds and whether it
+	// is cut, and before it records the connection's new charge, on the
+	// goroutine that records it. A test cuts the connection there, as a
+	// bound on another event loop may at that moment. Nil in production.
+	BeforeUnparsedCharged func() `json:"-"`
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger `json:"-"`
 }

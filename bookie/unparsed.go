@@ -48,6 +48,9 @@ func (b *Bookie) setUnparsed(c *conn, n int) int64 {
 	if c.cut.Load() {
 		n = 0
 	}
+	if h := b.cfg.BeforeUnparsedCharged; h != nil {
+		h()
+	}
 	old := c.unparsed.Swap(int64(n))
 	if old == int64(n) {
 		return b.unparsedBytes.Load()
