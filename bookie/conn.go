@@ -89,8 +89,10 @@ type conn struct {
 	outbound int64
 
 	// unparsed is the bytes buffered on the connection and not parsed,
-	// as of the end of its last traffic; counted in b.unparsedBytes.
-	// Written on the event loop.
+	// as of the end of its last traffic, counted in b.unparsedBytes; or
+	// unparsedCut once the connection is cut or closed (unparsed.go).
+	// Charged by the event loop (setUnparsed); marked cut anywhere
+	// (cutUnparsed). Read it through unparsedHeld.
 	unparsed atomic.Int64
 
 	// polls are the long polls this connection parked that no wake-up,
@@ -484,7 +486,7 @@ func (b *Bookie) closeConn(c *conn) {
 	c.closed = true
 	c.setOutboundLocked(0)
 	c.mu.Unlock()
-	b.setUnparsed(c, 0)
+	b.cutUnparsed(c)
 	b.releasePolls(c)
 	b.waitLimits.remove(c)
 	b.waitJournal.remove(c)

@@ -105,7 +105,7 @@ func (c *conn) cutFromTotals() {
 	c.mu.Lock()
 	c.setOutboundLocked(0)
 	c.mu.Unlock()
-	c.b.setUnparsed(c, 0)
+	c.b.cutUnparsed(c)
 }
 
 // cutOutboxLocked marks c, whose unwritten replies are over
@@ -131,7 +131,7 @@ func (c *conn) closeCut(reason string) {
 	// on its own event loop.
 	c.b.log.Warn("closing connection: client does not read its replies", "remote_ip", c.ip,
 		"max_outbound_bytes", c.b.cfg.MaxOutboundBytes)
-	c.b.setUnparsed(c, 0)
+	c.b.cutUnparsed(c)
 	c.gc.Close()
 }
 

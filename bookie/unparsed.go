@@ -41,22 +41,54 @@ import "github.com/prometheus/client_golang/prometheus"
 // plaintext (crypto/tls returns at most one record per Read).
 const tlsReadChunk = 16 << 10
 
-// setUnparsed records that c holds n unparsed bytes (0 once c is cut) and
-// returns the new total. A drop under the bound wakes the TLS connections
-// that stopped reading. Runs on the event loop of c, or where c is cut.
+// unparsedCut is conn.unparsed once the connection is cut or closed
+// (cutUnparsed): it holds nothing from then on, and no charge is recorded
+// for it. The mark and the charge are one word, so that a cut and the
+// connection's own loop recording a charge cannot interleave into a charge
+// on a cut connection.
+const unparsedCut = -1
+
+// unparsedHeld returns the unparsed bytes c is charged: 0 once it is cut.
+// Runs anywhere.
+func (c *conn) unparsedHeld() int64 {
+	return max(c.unparsed.Load(), 0)
+}
+
+// setUnparsed records that c holds n unparsed bytes, nothing once c is cut
+// (cutUnparsed), and returns the new total. The charge is swapped in only
+// if c's word is still what was read, so a cut that lands between the read
+// and the write sends setUnparsed round again, to find c cut
+// (TestUnparsedCutChargeStaysZero). A drop under the bound wakes the TLS
+// connections that stopped reading. Runs on the event loop of c.
 func (b *Bookie) setUnparsed(c *conn, n int) int64 {
-	if c.cut.Load() {
-		n = 0
+	for {
+		old := c.unparsed.Load()
+		if old == unparsedCut || old == int64(n) {
+			return b.unparsedBytes.Load()
+		}
+		if h := b.cfg.BeforeUnparsedCharged; h != nil {
+			h()
+		}
+		if c.unparsed.CompareAndSwap(old, int64(n)) {
+			return b.addUnparsed(int64(n) - old)
+		}
 	}
-	if h := b.cfg.BeforeUnparsedCharged; h != nil {
-		h()
+}
+
+// cutUnparsed takes c out of the unparsed total for good: its charge leaves
+// the total and no later setUnparsed records one. Every cut and close goes
+// through it (cutFromTotals, closeCut, closeConn). Runs anywhere.
+func (b *Bookie) cutUnparsed(c *conn) {
+	if old := c.unparsed.Swap(unparsedCut); old > 0 {
+		b.addUnparsed(-old)
 	}
-	old := c.unparsed.Swap(int64(n))
-	if old == int64(n) {
-		return b.unparsedBytes.Load()
-	}
-	total := b.unparsedBytes.Add(int64(n) - old)
-	if int64(n) < old && total < b.cfg.MaxUnparsedBytes {
+}
+
+// addUnparsed adds d to the total and returns it; a drop under the bound
+// wakes the TLS connections that stopped reading. Runs anywhere.
+func (b *Bookie) addUnparsed(d int64) int64 {
+	total := b.unparsedBytes.Add(d)
+	if d < 0 && total < b.cfg.MaxUnparsedBytes {
 		b.waitUnparsed.wake()
 	}
 	return total
@@ -114,7 +146,7 @@ func (r *connRegistry) cutUnparsedOffender(bound int64) (victim *conn, held int6
 	var most, mostUnauthed *conn
 	var n, nUnauthed, sum int64
 	for c := range r.all {
-		u := c.unparsed.Load()
+		u := c.unparsedHeld()
 		sum += u
 		if u > n {
 			most, n = c, u

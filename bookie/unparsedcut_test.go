@@ -87,3 +87,52 @@ func TestUnparsedBoundCutsOnePerExcess(t *testing.T) {
 		t.Fatalf("unparsed total %d, registered connections hold %d, want both 200 KiB", got, want)
 	}
 }
+
+// TestUnparsedCutChargeStaysZero: a bound on another event loop cuts c in
+// the window where c's own loop has looked at c (not cut) and not yet
+// recorded its new charge. Invariant: a cut connection's charge stays zero
+// whatever the interleaving, and the total is the sum over the connections
+// not cut; a charge recorded on a cut connection would count in the total
+// with no registered connection holding it, for the bound to decide on and
+// the TLS readers to pause behind.
+func TestUnparsedCutChargeStaysZero(t *testing.T) {
+	cfg := unparsedTestConfig(t)
+	var (
+		b     *Bookie
+		c     *conn
+		armed bool // only the test's goroutine records charges here
+	)
+	cfg.BeforeUnparsedCharged = func() {
+		if !armed {
+			return
+		}
+		armed = false
+		// What a bound on another loop does to its victim
+		// (cutSlowestReader, cutUnparsedOffender).
+		b.conns.mu.Lock()
+		b.conns.cutLocked(c)
+		b.conns.mu.Unlock()
+	}
+	b = startBookie(t, cfg)
+	other := openFake(t, b, &fakeTransport{})
+	c = openFake(t, b, &fakeTransport{})
+	b.setUnparsed(other, 30<<10)
+	b.setUnparsed(c, 10<<10)
+
+	armed = true
+	b.setUnparsed(c, 100<<10) // c's loop, after a traffic that left 100 KiB
+	if armed {
+		t.Fatal("the hook did not run: the cut did not land in the window")
+	}
+	if held := c.unparsed.Load(); held > 0 {
+		t.Fatalf("cut connection charged %d unparsed bytes, want none", held)
+	}
+	if got := b.unparsedBytes.Load(); got != 30<<10 {
+		t.Fatalf("unparsed total %d, want the 30 KiB the connection not cut holds", got)
+	}
+	// Its loop goes on until the close reaches it: nothing more counts.
+	b.setUnparsed(c, 200<<10)
+	if got, want := b.unparsedBytes.Load(), unparsedSum(b); got != want || got != 30<<10 {
+		t.Fatalf("unparsed total %d, registered connections hold %d, want both 30 KiB", got, want)
+	}
+}
