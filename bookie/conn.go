@@ -21,6 +21,7 @@ type conn struct {
 	gc transport // the gnet.Conn, or a *tlsConn
 
 	ip        string        // sourceKey of the remote address, for per-source limits
+	remote    string        // the remote address, for logs on any goroutine (newConn)
 	registry  registryState // protected by b.conns.mu
 	inShaking bool          // counted as not yet authenticated; protected by b.conns.mu
 	clock     connClock     // timestamps for the sweeper
@@ -448,8 +449,17 @@ func (b *Bookie) openConn(c *conn) bool {
 	return true
 }
 
+// newConn sets up the state of a connection just opened. It records the
+// remote address (ip, remote) for everything that runs off the event loop
+// later: a gnet.Conn's RemoteAddr may be read only on its event loop, where
+// gnet clears it when the connection closes. Runs on the event loop of the
+// new connection (OnOpen), or before a TLS connection's reader starts.
 func newConn(b *Bookie, gc transport) *conn {
-	c := &conn{b: b, gc: gc, out: replyPool.Get(), ip: sourceKey(gc.RemoteAddr())}
+	addr := gc.RemoteAddr()
+	c := &conn{b: b, gc: gc, out: replyPool.Get(), ip: sourceKey(addr)}
+	if addr != nil {
+		c.remote = addr.String()
+	}
 	c.onWritten = c.written
 	c.onClaimWoken = c.claimWoken
 	now := time.Now().UnixNano()

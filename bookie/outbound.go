@@ -77,7 +77,7 @@ func (c *conn) remeasureOutbound() {
 // cutSlowestReader on the registered connections' charges, under the
 // registry lock. The total may be stale by then (another caller cut a
 // connection since), or still hold the charge of a connection that has
-// left the registry and not yet zeroed it (closeConn, the sweeper), and
+// left the registry and not yet zeroed it (closeConn), and
 // neither may make a connection that holds little the one cut
 // (TestOutboundBoundCountsRegisteredOnly).
 func (b *Bookie) boundOutbound(c *conn) (closeIt bool) {
