@@ -31,9 +31,10 @@ type conn struct {
 	// a valid AUTH with one).
 	helloSeen atomic.Bool
 	authSeen  atomic.Bool
-	// cut: a total bound chose this connection to be closed; from then on it
+	// cut: a bound, a timeout or an eviction chose this connection to be
+	// closed (connRegistry.cutLocked, cutOutboxLocked); from then on it
 	// counts for nothing in the totals (unparsed.go, outbound.go), so that
-	// the bound does not close another for bytes that are about to go.
+	// a bound does not close another for bytes that are about to go.
 	cut atomic.Bool
 
 	// Owned by the connection's event loop.
