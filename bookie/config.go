@@ -76,7 +76,7 @@ type Config struct {
 	MaxInflightBytes int64 `json:"max_inflight_bytes"`
 	// MaxUnparsedBytes bounds the bytes received on all connections
 	// together and not yet parsed (partial frames, and frames a paused
-	// connection has not parsed yet). Over it, the offender is closed, on
+	// connection has not parsed yet). At or over it, the offender is closed, on
 	// the plain and the TLS listener alike: the unauthenticated connection
 	// holding the most unparsed bytes, else the connection holding the most;
 	// never one holding none (docs/security.md, "Limits"). Default
