@@ -76,7 +76,7 @@ type Config struct {
 	MaxInflightBytes int64 `json:"max_inflight_bytes"`
 	// MaxUnparsedBytes bounds the bytes received on all connections
 	// together and not yet parsed (partial frames, and frames a paused
-	// connection has not parsed yet). Over it, the offender is closed, on
+	// connection has not parsed yet). At or over it, the offender is closed, on
 	// the plain and the TLS listener alike: the unauthenticated connection
 	// holding the most unparsed bytes, else the connection holding the most;
 	// never one holding none (docs/security.md, "Limits"). Default
@@ -288,6 +288,12 @@ type Config struct {
 	// write cache full, before it takes the cache's change signal. Nil in
 	// production.
 	CacheFullOnLoop func() `json:"-"`
+	// BeforeUnparsedCharged, a test hook, is called by setUnparsed
+	// (unparsed.go) after it read what the connection holds and whether it
+	// is cut, and before it records the connection's new charge, on the
+	// goroutine that records it. A test cuts the connection there, as a
+	// bound on another event loop may at that moment. Nil in production.
+	BeforeUnparsedCharged func() `json:"-"`
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger `json:"-"`
 }

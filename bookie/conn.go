@@ -21,6 +21,7 @@ type conn struct {
 	gc transport // the gnet.Conn, or a *tlsConn
 
 	ip        string        // sourceKey of the remote address, for per-source limits
+	remote    string        // the remote address, for logs on any goroutine (newConn)
 	registry  registryState // protected by b.conns.mu
 	inShaking bool          // counted as not yet authenticated; protected by b.conns.mu
 	clock     connClock     // timestamps for the sweeper
@@ -30,9 +31,10 @@ type conn struct {
 	// a valid AUTH with one).
 	helloSeen atomic.Bool
 	authSeen  atomic.Bool
-	// cut: a total bound chose this connection to be closed; from then on it
+	// cut: a bound, a timeout or an eviction chose this connection to be
+	// closed (connRegistry.cutLocked, cutOutboxLocked); from then on it
 	// counts for nothing in the totals (unparsed.go, outbound.go), so that
-	// the bound does not close another for bytes that are about to go.
+	// a bound does not close another for bytes that are about to go.
 	cut atomic.Bool
 
 	// Owned by the connection's event loop.
@@ -89,8 +91,10 @@ type conn struct {
 	outbound int64
 
 	// unparsed is the bytes buffered on the connection and not parsed,
-	// as of the end of its last traffic; counted in b.unparsedBytes.
-	// Written on the event loop.
+	// as of the end of its last traffic, counted in b.unparsedBytes; or
+	// unparsedCut once the connection is cut or closed (unparsed.go).
+	// Charged by the event loop (setUnparsed); marked cut anywhere
+	// (cutUnparsed). Read it through unparsedHeld.
 	unparsed atomic.Int64
 
 	// polls are the long polls this connection parked that no wake-up,
@@ -446,8 +450,17 @@ func (b *Bookie) openConn(c *conn) bool {
 	return true
 }
 
+// newConn sets up the state of a connection just opened. It records the
+// remote address (ip, remote) for everything that runs off the event loop
+// later: a gnet.Conn's RemoteAddr may be read only on its event loop, where
+// gnet clears it when the connection closes. Runs on the event loop of the
+// new connection (OnOpen), or before a TLS connection's reader starts.
 func newConn(b *Bookie, gc transport) *conn {
-	c := &conn{b: b, gc: gc, out: replyPool.Get(), ip: sourceKey(gc.RemoteAddr())}
+	addr := gc.RemoteAddr()
+	c := &conn{b: b, gc: gc, out: replyPool.Get(), ip: sourceKey(addr)}
+	if addr != nil {
+		c.remote = addr.String()
+	}
 	c.onWritten = c.written
 	c.onClaimWoken = c.claimWoken
 	now := time.Now().UnixNano()
@@ -484,7 +497,7 @@ func (b *Bookie) closeConn(c *conn) {
 	c.closed = true
 	c.setOutboundLocked(0)
 	c.mu.Unlock()
-	b.setUnparsed(c, 0)
+	b.cutUnparsed(c)
 	b.releasePolls(c)
 	b.waitLimits.remove(c)
 	b.waitJournal.remove(c)

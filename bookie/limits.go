@@ -42,14 +42,15 @@ func newConnRegistry() *connRegistry {
 // admit registers c, shaking, unless the total limit is reached with no
 // shaking connection to close for it; reason says which limit. The shaking
 // connections closed to make room (the oldest of c's address at
-// maxShakingPerIP, the oldest of all at maxTotal) are unregistered and
-// returned in evicted for the caller to close. Runs on the event loop of c.
+// maxShakingPerIP, the oldest of all at maxTotal) are cut (cutLocked: out
+// of the totals and unregistered) and returned in evicted for the caller to
+// close. Runs on the event loop of c.
 func (r *connRegistry) admit(c *conn, maxTotal, maxShakingPerIP int) (ok bool, reason string, evicted []*conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if q := r.shaking[c.ip]; maxShakingPerIP > 0 && len(q) >= maxShakingPerIP {
 		evicted = append(evicted, q[0])
-		r.dropLocked(q[0])
+		r.cutLocked(q[0])
 	}
 	if maxTotal > 0 && len(r.all) >= maxTotal {
 		oldest := r.oldestShakingLocked()
@@ -57,7 +58,7 @@ func (r *connRegistry) admit(c *conn, maxTotal, maxShakingPerIP int) (ok bool, r
 			return false, "max_connections", evicted
 		}
 		evicted = append(evicted, oldest)
-		r.dropLocked(oldest)
+		r.cutLocked(oldest)
 	}
 	r.all[c] = struct{}{}
 	r.shaking[c.ip] = append(r.shaking[c.ip], c)
@@ -127,6 +128,28 @@ func (r *connRegistry) remove(c *conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.dropLocked(c)
+}
+
+// cutLocked is how a bound or a timeout takes c out: marks it cut, zeroes
+// its charges in the totals (cutFromTotals) and unregisters it, so that no
+// later decision counts it or chooses it again. The caller closes its
+// transport. Requires r.mu held.
+func (r *connRegistry) cutLocked(c *conn) {
+	c.cutFromTotals()
+	r.dropLocked(c)
+}
+
+// cut cuts c (cutLocked) and reports whether it was still registered; when
+// a bound, an eviction or its close took it out first, it does nothing and
+// reports false, so that c is closed and counted once. Runs anywhere.
+func (r *connRegistry) cut(c *conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.all[c]; !ok {
+		return false
+	}
+	r.cutLocked(c)
+	return true
 }
 
 // dropLocked unregisters c. Requires r.mu held.
@@ -223,7 +246,11 @@ type connClock struct {
 // HandshakeTimeout (no Hello, or, when the bookie asks for it, no valid
 // AUTH), a frame that takes longer than FrameTimeout to arrive
 // (slowloris), or nothing in flight and nothing received for IdleTimeout.
-// Runs on the background goroutine.
+// A connection swept is cut as a bound cuts one (connRegistry.cut): its
+// charges leave the totals at once, not when its close reaches its event
+// loop, and its event loop cannot charge it again. Nothing is read from
+// its transport but what is safe off its event loop: its address for the
+// log is conn.remote, recorded at open. Runs on the background goroutine.
 func (b *Bookie) sweep(now time.Time) {
 	n := now.UnixNano()
 	hs, fr, idle := int64(b.cfg.HandshakeTimeout), int64(b.cfg.FrameTimeout), int64(b.cfg.IdleTimeout)
@@ -244,9 +271,11 @@ func (b *Bookie) sweep(now time.Time) {
 		default:
 			continue
 		}
-		b.conns.remove(c)
+		if !b.conns.cut(c) {
+			continue // cut or closed since the snapshot
+		}
 		b.metrics.cutConns.WithLabelValues(reason).Inc()
-		b.log.Info("closing connection", "remote", c.gc.RemoteAddr(), "reason", reason)
+		b.log.Info("closing connection", "remote", c.remote, "reason", reason)
 		c.gc.Close()
 	}
 }

@@ -77,7 +77,7 @@ func (c *conn) remeasureOutbound() {
 // cutSlowestReader on the registered connections' charges, under the
 // registry lock. The total may be stale by then (another caller cut a
 // connection since), or still hold the charge of a connection that has
-// left the registry and not yet zeroed it (closeConn, the sweeper), and
+// left the registry and not yet zeroed it (closeConn), and
 // neither may make a connection that holds little the one cut
 // (TestOutboundBoundCountsRegisteredOnly).
 func (b *Bookie) boundOutbound(c *conn) (closeIt bool) {
@@ -91,7 +91,6 @@ func (b *Bookie) boundOutbound(c *conn) (closeIt bool) {
 	b.metrics.cutConns.WithLabelValues("outbound_overflow").Inc()
 	b.log.Warn("closing connection: unwritten replies of all connections over max_inflight_bytes", "remote_ip", victim.ip,
 		"total", b.conns.outbound.bytes.Load())
-	b.setUnparsed(victim, 0)
 	if victim == c {
 		return true
 	}
@@ -106,7 +105,7 @@ func (c *conn) cutFromTotals() {
 	c.mu.Lock()
 	c.setOutboundLocked(0)
 	c.mu.Unlock()
-	c.b.setUnparsed(c, 0)
+	c.b.cutUnparsed(c)
 }
 
 // cutOutboxLocked marks c, whose unwritten replies are over
@@ -132,17 +131,16 @@ func (c *conn) closeCut(reason string) {
 	// on its own event loop.
 	c.b.log.Warn("closing connection: client does not read its replies", "remote_ip", c.ip,
 		"max_outbound_bytes", c.b.cfg.MaxOutboundBytes)
-	c.b.setUnparsed(c, 0)
+	c.b.cutUnparsed(c)
 	c.gc.Close()
 }
 
 // cutSlowestReader checks the bound on the registered connections' charges
 // and, when together they are over bound, cuts the one holding the most
-// (the slowest reader): marks it cut, takes its charge out of the total and
-// unregisters it, and returns it for the caller to close; nil when they fit.
+// (the slowest reader): cuts it (cutLocked: marked cut, out of both totals,
+// unregistered) and returns it for the caller to close; nil when they fit.
 // All under r.mu, so that concurrent callers cut one after another, each
-// seeing the cuts before it. The caller takes the victim out of the
-// unparsed total. Runs anywhere; only over the bound.
+// seeing the cuts before it. Runs anywhere; only over the bound.
 func (r *connRegistry) cutSlowestReader(bound int64) *conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -160,11 +158,7 @@ func (r *connRegistry) cutSlowestReader(bound int64) *conn {
 	if sum <= bound || most == nil {
 		return nil
 	}
-	most.cut.Store(true)
-	most.mu.Lock()
-	most.setOutboundLocked(0)
-	most.mu.Unlock()
-	r.dropLocked(most)
+	r.cutLocked(most)
 	return most
 }
 

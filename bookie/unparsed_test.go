@@ -39,11 +39,13 @@ func sampleMax(v *atomic.Int64, peak *atomic.Int64, stop, done chan struct{}) {
 	}
 }
 
-// unparsedSum is the sum of the registered connections' unparsed bytes.
+// unparsedSum is the sum of the registered connections' unparsed bytes (a
+// connection cut but still registered, as slow_reader leaves one until it
+// closes, holds none).
 func unparsedSum(b *Bookie) int64 {
 	var n int64
 	for _, c := range b.conns.snapshot() {
-		n += c.unparsed.Load()
+		n += max(c.unparsed.Load(), 0)
 	}
 	return n
 }
