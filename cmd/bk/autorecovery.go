@@ -1,20 +1,16 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
-	"github.com/bookie-go/bookie/meta"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -56,59 +52,13 @@ func bookieRecoveryOptions(cfg bookie.Config, name string, tls *tls.Config) reco
 		minRacks: cfg.PlacementMinRacks, enforceRacks: cfg.PlacementEnforceRacks, tls: tls}
 }
 
-// recoveryService is an auditor and a worker running on their own goroutines.
-type recoveryService struct {
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	cl     *client.Client
-	store  *meta.EtcdStore // the client's and the auditor's; closed after the client
-}
-
-// startRecovery starts an auditor candidate and a worker on the metadata store endpoint,
-// with metrics registered on reg (nil: none).
-func startRecovery(endpoint string, secret []byte, o recoveryOptions, log *slog.Logger, reg prometheus.Registerer) (*recoveryService, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	store, err := meta.Open(ctx, endpoint)
-	if err != nil {
-		return nil, fmt.Errorf("autorecovery: %w", err)
-	}
-	cl, err := client.New(ctx, client.Config{Store: store, Secret: secret, MinRacks: o.minRacks, EnforceRacks: o.enforceRacks, TLS: o.tls})
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("autorecovery: %w", err)
-	}
-	cfg := autorecovery.Config{
-		Client: cl, Store: store, Name: o.name,
-		LostDelay: o.lostDelay, OpenLedgerGrace: o.grace, AuditInterval: o.auditInterval,
-		RateBytes: o.rate, Logger: log, Metrics: autorecovery.NewMetrics(reg),
-	}
-	a, err := autorecovery.NewAuditor(cfg)
-	if err != nil {
-		cl.Close()
-		store.Close()
-		return nil, err
-	}
-	w, err := autorecovery.NewWorker(cfg)
-	if err != nil {
-		cl.Close()
-		store.Close()
-		return nil, err
-	}
-	rctx, rcancel := context.WithCancel(context.Background())
-	s := &recoveryService{cancel: rcancel, cl: cl, store: store}
-	s.wg.Add(2)
-	go func() { defer s.wg.Done(); a.Run(rctx) }()
-	go func() { defer s.wg.Done(); w.Run(rctx) }()
-	return s, nil
-}
-
-// Close stops the auditor and the worker (a repair in progress is abandoned: its lock
-// goes with the session, another worker finishes it), closes the client, then the store.
-func (s *recoveryService) Close() error {
-	s.cancel()
-	s.wg.Wait()
-	return errors.Join(s.cl.Close(), s.store.Close())
+// startRecovery starts an auditor candidate and a worker on the metadata store endpoint
+// (autorecovery.StartSidecar), with metrics registered on reg (nil: none).
+func startRecovery(endpoint string, secret []byte, o recoveryOptions, log *slog.Logger, reg prometheus.Registerer) (*autorecovery.Sidecar, error) {
+	return autorecovery.StartSidecar(endpoint,
+		client.Config{Secret: secret, MinRacks: o.minRacks, EnforceRacks: o.enforceRacks, TLS: o.tls},
+		autorecovery.Config{Name: o.name, LostDelay: o.lostDelay, OpenLedgerGrace: o.grace,
+			AuditInterval: o.auditInterval, RateBytes: o.rate, Logger: log, Metrics: autorecovery.NewMetrics(reg)})
 }
 
 func runAutorecovery(args []string) error {

@@ -14,7 +14,7 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/metatest"
 )
@@ -29,7 +29,7 @@ func TestDecommissionEmptiesBookie(t *testing.T) {
 	// The target listens on a fixed port, so its id is stable and its cookie is published
 	// (a port-0 bookie has neither).
 	var targetCfg bookie.Config
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 4, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 4, Light: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(i int, cfg *bookie.Config) {
 			cfg.Admin = "127.0.0.1:0"
@@ -38,10 +38,9 @@ func TestDecommissionEmptiesBookie(t *testing.T) {
 				targetCfg = *cfg
 			}
 		},
-		Autorecovery: true,
-		ConfigureRecovery: func(_ int, cfg *autorecovery.Config) {
+		Sidecar: recoverySidecar(func(cfg *autorecovery.Config) {
 			cfg.RetryInterval = 100 * time.Millisecond
-		}})
+		})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +87,7 @@ func TestDecommissionEmptiesBookie(t *testing.T) {
 		t.Fatalf("status: %d %q %s", r.code, r.stdout, r.stderr)
 	}
 
-	target := lc.Bookies[0]
+	target := lc.Nodes[0].Bookie()
 	id := meta.BookieID(target.Addr())
 	store := metatest.Open(t, ep)
 	if _, err := store.GetCookie(ctx, id); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/client/autorecovery"
 )
 
 func init() {
@@ -121,7 +122,7 @@ func runBookie(args []string) error {
 		return err
 	}
 	// Autorecovery runs beside the bookie (the bookie package does not import the client).
-	var recovery *recoveryService
+	var recovery *autorecovery.Sidecar
 	if !cfg.DisableAutorecovery && cfg.Metadata != "" {
 		secret := cfg.Secret
 		if secret == nil && cfg.SecretFile != "" {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 )
 
@@ -94,7 +94,7 @@ func doubledPrefix(stderr string) string {
 // client and the metadata store, which bk prints as they are, name each package once.
 // (TestCommandsRefuseHostileMetadata checks the same for unusable stored metadata.)
 func TestCLIErrorsNameEachPackageOnce(t *testing.T) {
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -145,9 +145,9 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-func startTestCluster(t *testing.T, bookies int) *localcluster.Cluster {
+func startTestCluster(t *testing.T, bookies int) *testcluster.Cluster {
 	t.Helper()
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: bookies, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: bookies, Light: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +227,7 @@ func TestVerbHelpListsOnlyItsFlags(t *testing.T) {
 // fails at once, saying so, instead of waiting for etcd's lock.
 func TestLocalDataDirInUse(t *testing.T) {
 	dir := t.TempDir()
-	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: 1, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: dir, Bookies: 1, Light: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -310,9 +310,7 @@ func TestLedgerWriteFailureNamesOpenLedger(t *testing.T) {
 		case <-time.After(10 * time.Millisecond): // poll interval
 		}
 	}
-	if err := lc.Bookies[0].Close(); err != nil {
-		t.Fatal(err)
-	}
+	lc.Nodes[0].Stop()
 	io.WriteString(feed, "lost\n")
 	feed.Close()
 	r := <-done
@@ -531,14 +529,14 @@ func TestVersion(t *testing.T) {
 // exits 1 naming an admin address that does not answer.
 func TestBookieStatus(t *testing.T) {
 	secret := "status secret"
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(_ int, cfg *bookie.Config) { cfg.Admin, cfg.Secret = "127.0.0.1:0", []byte(secret) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lc.Close()
-	a0, a1 := lc.Bookies[0].AdminAddr(), lc.Bookies[1].AdminAddr()
+	a0, a1 := lc.Nodes[0].Bookie().AdminAddr(), lc.Nodes[1].Bookie().AdminAddr()
 	env := []string{"BK_CLUSTER_SECRET=" + secret}
 	if r := runBK(t, nil, nil, "bookie", "status", a0); r.code != 1 || !strings.Contains(r.stdout, "the cluster has a secret") {
 		t.Fatalf("status without the secret: exit %d, stdout %q", r.code, r.stdout)
@@ -548,7 +546,7 @@ func TestBookieStatus(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	dec := json.NewDecoder(strings.NewReader(r.stdout))
-	for i, b := range lc.Bookies {
+	for i, b := range lc.Bookies() {
 		var row bookieStatus
 		if err := dec.Decode(&row); err != nil {
 			t.Fatal(err)
@@ -559,7 +557,7 @@ func TestBookieStatus(t *testing.T) {
 	}
 	dead := freeAddr(t)
 	r = runBK(t, nil, env, "bookie", "status", a0, dead)
-	if r.code != 1 || !strings.Contains(r.stdout, lc.Bookies[0].Addr()) || !strings.Contains(r.stdout, "writable") ||
+	if r.code != 1 || !strings.Contains(r.stdout, lc.Nodes[0].Addr()) || !strings.Contains(r.stdout, "writable") ||
 		!strings.Contains(r.stdout, "UNREACHABLE") || !strings.Contains(r.stdout, "connection refused") {
 		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
 	}
@@ -603,14 +601,14 @@ func TestBookieStatus(t *testing.T) {
 // lists the verbs.
 func TestBookieReadOnlyCommand(t *testing.T) {
 	secret := "read-only secret"
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(_ int, cfg *bookie.Config) { cfg.Admin, cfg.Secret = "127.0.0.1:0", []byte(secret) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lc.Close()
-	b0, a0 := lc.Bookies[0], lc.Bookies[0].AdminAddr()
+	b0, a0 := lc.Nodes[0].Bookie(), lc.Nodes[0].Bookie().AdminAddr()
 	env := []string{"BK_CLUSTER_SECRET=" + secret}
 	if r := runBK(t, nil, nil, "bookie", "read-only", a0, "on"); r.code != 1 || !strings.Contains(r.stdout, "the cluster has a secret") {
 		t.Fatalf("read-only without the secret: exit %d, stdout %q", r.code, r.stdout)
@@ -622,7 +620,7 @@ func TestBookieReadOnlyCommand(t *testing.T) {
 	if ro, why := b0.ReadOnly(); r.code != 0 || !ro || !strings.Contains(r.stdout, "read-only: "+why) {
 		t.Fatalf("read-only on: exit %d, stdout %q, stderr %q; bookie read-only %v (%s)", r.code, r.stdout, r.stderr, ro, why)
 	}
-	if ro, _ := lc.Bookies[1].ReadOnly(); ro {
+	if ro, _ := lc.Nodes[1].Bookie().ReadOnly(); ro {
 		t.Fatal("read-only on one admin address changed another bookie")
 	}
 	r = runBK(t, nil, env, "bookie", "read-only", "--json", a0, "off")
@@ -681,7 +679,7 @@ func TestREADMEFollowUp(t *testing.T) {
 	if !strings.HasPrefix(string(out), "one\ntwo\n") {
 		t.Errorf("ledger read did not print the ledger just written:\n%s", out)
 	}
-	for _, b := range lc.Bookies {
+	for _, b := range lc.Bookies() {
 		if !strings.Contains(string(out), b.Addr()) {
 			t.Errorf("bookies did not list %s:\n%s", b.Addr(), out)
 		}
@@ -755,7 +753,7 @@ func TestREADMEGoExamples(t *testing.T) {
 // TestLedgerWriteReadOnlyBookies: a write that finds no writable bookie
 // says that the bookies are read-only, not only that there are too few.
 func TestLedgerWriteReadOnlyBookies(t *testing.T) {
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(_ int, cfg *bookie.Config) {
 			// Any disk is "full" at these thresholds: read-only from the start.
@@ -765,7 +763,7 @@ func TestLedgerWriteReadOnlyBookies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lc.Close()
-	if ro, why := lc.Bookies[0].ReadOnly(); !ro {
+	if ro, why := lc.Nodes[0].Bookie().ReadOnly(); !ro {
 		t.Fatalf("bookie not read-only (%q): the test's premise failed", why)
 	}
 	r := runBK(t, strings.NewReader("x\n"), nil, "ledger", "write", "--metadata", lc.Endpoint(),

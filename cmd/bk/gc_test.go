@@ -13,7 +13,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 )
 
@@ -22,7 +22,7 @@ import (
 // passed) deletes nothing; a second run deletes it; the table and --json
 // say so, and a bookie that cannot be reached fails the command.
 func TestGCCommand(t *testing.T) {
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true,
 		AdminBasePort: freePortNumber(t),
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(i int, cfg *bookie.Config) {
@@ -55,7 +55,7 @@ func TestGCCommand(t *testing.T) {
 	if err := c.DeleteLedger(ctx, w.ID()); err != nil && err != meta.ErrNoSuchLedger {
 		t.Fatal(err)
 	}
-	admin := lc.Bookies[0].AdminAddr()
+	admin := lc.Nodes[0].Bookie().AdminAddr()
 	first := runBK(t, nil, nil, "gc", admin, "--json")
 	var row gcRow
 	if first.code != 0 || json.Unmarshal([]byte(first.stdout), &row) != nil || row.Result == nil {
@@ -83,11 +83,11 @@ func TestGCCommand(t *testing.T) {
 	if len(fields) < 4 || fields[3] != "1" {
 		t.Fatalf("second bk gc printed %q, want 1 deleted", second.stdout)
 	}
-	if held := lc.Bookies[0].Ledgers(); len(held) != 0 {
+	if held := lc.Nodes[0].Bookie().Ledgers(); len(held) != 0 {
 		t.Fatalf("the bookie still holds %+v after bk gc", held)
 	}
 	// --status shows the scans; --bookie picks one by its ID.
-	st := runBK(t, nil, nil, "gc", "--status", "--json", "--bookie", lc.Bookies[0].Addr(), "--metadata", lc.Endpoint())
+	st := runBK(t, nil, nil, "gc", "--status", "--json", "--bookie", lc.Nodes[0].Addr(), "--metadata", lc.Endpoint())
 	row = gcRow{}
 	if st.code != 0 || json.Unmarshal([]byte(st.stdout), &row) != nil || row.Status == nil || row.Admin != admin ||
 		row.Status.LastScan.IsZero() || row.Status.Last == nil || row.Status.Last.GC.Deleted != 1 || row.Status.GarbageLedgers != 0 {

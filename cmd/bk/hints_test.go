@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/bookie-go/bookie/bookie"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 )
 
 // TestMistypedListenHint: a bookie started on existing data under another
@@ -69,7 +69,7 @@ func TestLocalBusyPortLeavesNoCookie(t *testing.T) {
 
 	// The corrected start, as bk local runs it (any free port).
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lc, err := localcluster.Start(localcluster.Options{Dir: data, Bookies: 1, Light: true, Logger: quiet})
+	lc, err := testcluster.Start(testcluster.Options{Dir: data, Bookies: 1, Light: true, Logger: quiet})
 	if err != nil {
 		t.Fatalf("corrected start: %v", err)
 	}
@@ -109,7 +109,7 @@ func TestNotEtcdPort(t *testing.T) {
 	lc := startTestCluster(t, 1)
 	for _, c := range []struct{ name, addr, want string }{
 		{"admin port", strings.TrimPrefix(admin.URL, "http://"), "a bookie's admin port?"},
-		{"bookie port", lc.Bookies[0].Addr(), "a bookie's port?"},
+		{"bookie port", lc.Nodes[0].Addr(), "a bookie's port?"},
 		{"hangs up", hangUp.Addr().String(), "is not etcd"},
 	} {
 		endpoint := "etcd://" + c.addr
@@ -126,7 +126,7 @@ func TestNotEtcdPort(t *testing.T) {
 			t.Errorf("%s: bk bookie left %s behind (%v)", c.name, data, err)
 		}
 	}
-	if r := runBK(t, nil, nil, "bookies", "--metadata", lc.Endpoint()); r.code != 0 || !strings.Contains(r.stdout, lc.Bookies[0].Addr()) {
+	if r := runBK(t, nil, nil, "bookies", "--metadata", lc.Endpoint()); r.code != 0 || !strings.Contains(r.stdout, lc.Nodes[0].Addr()) {
 		t.Errorf("bk bookies on etcd itself: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -26,7 +26,8 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/client/autorecovery"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
 )
@@ -170,8 +171,15 @@ func hostileSuite(dir string, pick []string, d time.Duration, profiles string, c
 	secret := make([]byte, 32)
 	rand.Read(secret)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: 1, Light: true, Logger: quiet,
-		Autorecovery: true, Secret: secret,
+	lc, err := testcluster.Start(testcluster.Options{Dir: dir, Bookies: 1, Light: true, Logger: quiet,
+		Sidecar: func(c *testcluster.Cluster, n *testcluster.Node) (func() error, error) {
+			s, err := autorecovery.StartSidecar(c.Endpoint(), client.Config{Secret: secret},
+				autorecovery.Config{Name: n.Addr(), Logger: quiet})
+			if err != nil {
+				return nil, err
+			}
+			return s.Close, nil
+		},
 		Configure: func(_ int, cfg *bookie.Config) {
 			cfg.Secret = secret
 			cfg.MaxFrameSize = hostileLimits.maxFrame
@@ -182,7 +190,7 @@ func hostileSuite(dir string, pick []string, d time.Duration, profiles string, c
 		return nil, err
 	}
 	defer lc.Close()
-	b := lc.Bookies[0]
+	b := lc.Nodes[0].Bookie()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	probeDialer := net.Dialer{LocalAddr: probeAddr}

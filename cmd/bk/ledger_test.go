@@ -13,7 +13,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/vfs"
 )
@@ -23,7 +23,7 @@ import (
 func TestLocalClusterWriteRead(t *testing.T) {
 	// With a cluster secret, so the client's authentication is exercised too.
 	secret := []byte("local secret")
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(_ int, cfg *bookie.Config) { cfg.Secret = secret }})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestLedgerWriteTimeoutIsPerCall(t *testing.T) {
 func TestLedgerWriteAppendTimeout(t *testing.T) {
 	var hold atomic.Bool
 	release := make(chan struct{})
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(_ int, cfg *bookie.Config) {
 			cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {

@@ -64,17 +64,13 @@ func runLocal(args []string) error {
 	if err := checkLocalPorts(dir, *n, *basePort, *adminBase, *metadataPort, *members); err != nil {
 		return fmt.Errorf("%w\n(nothing was written to %s)", explainLocalErr(err, dir, *metadataPort), dir)
 	}
-	cfgs := make([]bookie.Config, *n) // each bookie's configuration, for its autorecovery
 	lc, err := testcluster.Start(testcluster.Options{Dir: dir, Bookies: *n, BasePort: *basePort, AdminBasePort: *adminBase,
 		MetadataPort: *metadataPort, EtcdMembers: *members, Light: !*full,
-		Logger: log, Configure: func(i int, cfg *bookie.Config) { configure(i, cfg); cfgs[i] = *cfg }})
+		Logger: log, Configure: configure, Sidecar: localRecovery(secret, log)})
 	if err != nil {
 		return explainLocalErr(err, dir, *metadataPort)
 	}
-	stop, err := startLocalRecovery(lc, cfgs, secret, log)
-	if err != nil {
-		return err
-	}
+	stop := lc.Close
 	sig := notifyShutdown()
 	fmt.Printf("data:     %s\n", dir)
 	fmt.Printf("metadata: %s\n", lc.Endpoint())
@@ -133,33 +129,23 @@ func localBookieConfig(path string, secret []byte) (func(int, *bookie.Config), e
 	}, nil
 }
 
-// startLocalRecovery starts an auditor candidate and a worker beside each bookie of lc, as
-// bk bookie runs them from the bookie's configuration cfgs[i] (disable_autorecovery,
-// autorecovery_lost_delay, placement_*; bookieRecoveryOptions), with their metrics on that
-// bookie's /metrics, so the runbook's autorecovery metrics and alerts can be tried locally.
-// stop closes them, then lc; on error, lc is closed.
-func startLocalRecovery(lc *testcluster.Cluster, cfgs []bookie.Config, secret []byte, log *slog.Logger) (stop func() error, err error) {
-	var recoveries []*recoveryService
-	stop = func() error {
-		var errs []error
-		for _, r := range recoveries {
-			errs = append(errs, r.Close())
+// localRecovery returns the testcluster sidecar of bk local: an auditor candidate and a
+// worker beside each bookie, as bk bookie runs them from the bookie's configuration
+// (disable_autorecovery, autorecovery_lost_delay, placement_*; bookieRecoveryOptions), with
+// their metrics on that bookie's /metrics, so the runbook's autorecovery metrics and
+// alerts can be tried locally. The cluster stops them before its bookies.
+func localRecovery(secret []byte, log *slog.Logger) func(*testcluster.Cluster, *testcluster.Node) (func() error, error) {
+	return func(lc *testcluster.Cluster, n *testcluster.Node) (func() error, error) {
+		cfg, b := n.Config(), n.Bookie()
+		if cfg.DisableAutorecovery {
+			return nil, nil
 		}
-		return errors.Join(append(errs, lc.Close())...)
-	}
-	for i, b := range lc.Bookies() {
-		if cfgs[i].DisableAutorecovery {
-			continue
-		}
-		o := bookieRecoveryOptions(cfgs[i], b.Addr(), nil)
-		r, err := startRecovery(lc.Endpoint(), secret, o, log, b.MetricsRegisterer())
+		r, err := startRecovery(lc.Endpoint(), secret, bookieRecoveryOptions(cfg, b.Addr(), nil), log, b.MetricsRegisterer())
 		if err != nil {
-			stop()
 			return nil, err
 		}
-		recoveries = append(recoveries, r)
+		return r.Close, nil
 	}
-	return stop, nil
 }
 
 // selfCommand is how to run bk again from a shell: "go run ./cmd/bk" when

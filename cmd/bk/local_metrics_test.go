@@ -23,22 +23,14 @@ import (
 // configured with disable_autorecovery runs none, as under bk bookie.
 func TestLocalBookiesExportAutorecoveryMetrics(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfgs := make([]bookie.Config, 2)
-	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true, Logger: quiet,
+	lc := testcluster.New(t, testcluster.Options{Bookies: 2, Light: true, Logger: quiet,
 		Configure: func(i int, cfg *bookie.Config) {
 			cfg.Admin = "127.0.0.1:0"
 			cfg.DisableAutorecovery = i == 1
-			cfgs[i] = *cfg
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := startLocalRecovery(lc, cfgs, nil, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	for i, b := range lc.Bookies() {
+		},
+		Sidecar: localRecovery(nil, quiet)})
+	for i, n := range lc.Nodes {
+		b, disabled := n.Bookie(), n.Config().DisableAutorecovery
 		resp, err := http.Get("http://" + b.AdminAddr() + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -49,8 +41,8 @@ func TestLocalBookiesExportAutorecoveryMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range []string{"autorecovery_ledgers_under_replicated", "autorecovery_bytes_copied_total", "autorecovery_maintenance_overdue_total"} {
-			if has := strings.Contains(string(body), "\n"+m+" "); has != !cfgs[i].DisableAutorecovery {
-				t.Errorf("bookie %d (disable_autorecovery %t): /metrics has %s: %t", i+1, cfgs[i].DisableAutorecovery, m, has)
+			if has := strings.Contains(string(body), "\n"+m+" "); has != !disabled {
+				t.Errorf("bookie %d (disable_autorecovery %t): /metrics has %s: %t", i+1, disabled, m, has)
 			}
 		}
 	}
@@ -71,17 +63,8 @@ func TestLocalAutorecoveryFollowsBookieConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfgs := make([]bookie.Config, 3)
-	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true, Logger: quiet,
-		Configure: func(i int, cfg *bookie.Config) { configure(i, cfg); cfgs[i] = *cfg }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := startLocalRecovery(lc, cfgs, nil, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	lc := testcluster.New(t, testcluster.Options{Bookies: 3, Light: true, Logger: quiet,
+		Configure: configure, Sidecar: localRecovery(nil, quiet)})
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	cl, err := client.New(ctx, client.Config{Metadata: lc.Endpoint()})

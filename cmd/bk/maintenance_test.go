@@ -31,7 +31,7 @@ func TestBookieMaintenanceCommand(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	target := lc.Bookies[1]
+	target := lc.Nodes[1].Bookie()
 	id := string(target.Addr())
 
 	if r := runBK(t, nil, nil, "bookie", "maintenance", "--metadata", ep, id, "on", "--max", "2h"); r.code != 0 || !strings.Contains(r.stdout, "in maintenance until") {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 )
 
 const (
@@ -232,13 +232,13 @@ func TestPromQLMetrics(t *testing.T) {
 func runningBookieMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true, Logger: log,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 1, Light: true, Logger: log,
 		Configure: func(_ int, cfg *bookie.Config) { cfg.Admin = "127.0.0.1:0" }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lc.Close() })
-	b := lc.Bookies[0]
+	b := lc.Nodes[0].Bookie()
 	rs, err := startRecovery(lc.Endpoint(), nil, recoveryOptions{name: "metrics-test"}, log, b.MetricsRegisterer())
 	if err != nil {
 		t.Fatal(err)

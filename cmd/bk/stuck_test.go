@@ -10,8 +10,7 @@ import (
 
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
-	"github.com/bookie-go/bookie/internal/localcluster"
-	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta/metatest"
 )
 
@@ -36,9 +35,9 @@ func TestStuckRepairExplained(t *testing.T) {
 	if err := w.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	lost := lc.Bookies[2]
-	id := meta.BookieID(lost.Addr())
-	lost.Close()
+	lost := lc.Nodes[2]
+	id := lost.ID()
+	lost.Stop()
 	store := metatest.Open(t, ep)
 	for {
 		if rw, ok, err := store.GetRepairWait(ctx, w.ID()); err == nil && ok && strings.Contains(rw.Reason, "not enough bookies") {
@@ -67,15 +66,14 @@ func TestStuckRepairExplained(t *testing.T) {
 
 // startRecoveryCluster starts 3 light bookies with autorecovery that declares a bookie lost
 // after 200 ms, and a client of its metadata store; both stop with the test.
-func startRecoveryCluster(t *testing.T) (*localcluster.Cluster, string, *client.Client) {
+func startRecoveryCluster(t *testing.T) (*testcluster.Cluster, string, *client.Client) {
 	t.Helper()
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Autorecovery: true,
-		ConfigureRecovery: func(_ int, cfg *autorecovery.Config) {
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Sidecar: recoverySidecar(func(cfg *autorecovery.Config) {
 			cfg.LostDelay = 200 * time.Millisecond
 			cfg.RetryInterval = 100 * time.Millisecond
-		}})
+		})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,4 +86,19 @@ func startRecoveryCluster(t *testing.T) (*localcluster.Cluster, string, *client.
 	}
 	t.Cleanup(func() { cl.Close() })
 	return lc, lc.Endpoint(), cl
+}
+
+// recoverySidecar is the testcluster sidecar of the tests that need autorecovery: an
+// auditor candidate and a worker beside each bookie, named for it, logging nowhere, with
+// the configuration configure adjusts.
+func recoverySidecar(configure func(cfg *autorecovery.Config)) func(*testcluster.Cluster, *testcluster.Node) (func() error, error) {
+	return func(c *testcluster.Cluster, n *testcluster.Node) (func() error, error) {
+		cfg := autorecovery.Config{Name: n.Addr(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		configure(&cfg)
+		s, err := autorecovery.StartSidecar(c.Endpoint(), client.Config{}, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return s.Close, nil
+	}
 }

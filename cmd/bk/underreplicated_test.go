@@ -15,7 +15,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 )
 
 // TestUnderReplicatedSaysScrubberFoundDamage: when a bookie's scrubber finds damaged
@@ -25,7 +25,7 @@ import (
 // finds the entry damaged.
 func TestUnderReplicatedSaysScrubberFoundDamage(t *testing.T) {
 	var victimCfg bookie.Config
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(i int, cfg *bookie.Config) {
 			if i == 0 {
@@ -59,7 +59,7 @@ func TestUnderReplicatedSaysScrubberFoundDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lc.Bookies[0].Close() // flushes its write cache to the entry logs
+	lc.Nodes[0].Stop() // flushes its write cache to the entry logs
 	flipped := false
 	logs, _ := filepath.Glob(filepath.Join(victimCfg.DataDir, "ledgers", "logs", "*"))
 	for _, path := range logs {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/client"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 )
 
 // TestVerifyExampleInOperations: the bk verify example of docs/operations.md for one
@@ -32,7 +32,7 @@ func TestVerifyExampleInOperations(t *testing.T) {
 	block, _, _ = strings.Cut(block, "```")
 
 	dir := t.TempDir()
-	lc, err := localcluster.Start(localcluster.Options{Dir: dir, Bookies: 1, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: dir, Bookies: 1, Light: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/faultproxy"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 	"github.com/bookie-go/bookie/meta"
 )
 
@@ -22,13 +21,12 @@ import (
 // ensemble a scenario uses, so a writer always has a replacement.
 const clusterBookies = 4
 
-// cluster is a localcluster whose bookies each sit behind a fault proxy. Every bookie
+// cluster is a testcluster whose bookies each sit behind a fault proxy. Every bookie
 // advertises its proxy's address, so it is registered under it and a client under test
 // reaches it only through the proxy. The inspector client dials the bookies directly: what
 // it reads is what the bookies hold, whatever the proxies do.
 type cluster struct {
-	lc      *localcluster.Cluster
-	configs []bookie.Config // each bookie's config as it started, for wipe
+	lc      *testcluster.Cluster
 	proxies []*faultproxy.Proxy
 	mu      sync.Mutex        // protects direct and forgers
 	direct  map[string]string // proxy address (bookie id) -> the bookie's own address
@@ -42,8 +40,7 @@ type cluster struct {
 // startCluster starts etcd and clusterBookies bookies under dir, each behind a proxy whose
 // frames are recorded in tr. The bookies require authentication with secret.
 func startCluster(dir string, seed uint64, secret []byte, tr *trace) (*cluster, error) {
-	c := &cluster{direct: make(map[string]string), secret: secret, trace: tr,
-		configs: make([]bookie.Config, clusterBookies)}
+	c := &cluster{direct: make(map[string]string), secret: secret, trace: tr}
 	for i := 0; i < clusterBookies; i++ {
 		i := i
 		// The target is set once the bookie listens; nothing dials the proxy before.
@@ -65,7 +62,7 @@ func startCluster(dir string, seed uint64, secret []byte, tr *trace) (*cluster, 
 		c.close()
 		return nil, err
 	}
-	lc, err := localcluster.Start(localcluster.Options{
+	lc, err := testcluster.Start(testcluster.Options{
 		MetadataPort: port,
 		Dir:          dir,
 		Bookies:      clusterBookies,
@@ -74,7 +71,6 @@ func startCluster(dir string, seed uint64, secret []byte, tr *trace) (*cluster, 
 		Configure: func(i int, cfg *bookie.Config) {
 			cfg.Advertise = c.proxies[i].Addr()
 			cfg.Secret = secret
-			c.configs[i] = *cfg
 		},
 	})
 	if err != nil {
@@ -82,7 +78,7 @@ func startCluster(dir string, seed uint64, secret []byte, tr *trace) (*cluster, 
 		return nil, err
 	}
 	c.lc = lc
-	for i, b := range lc.Bookies {
+	for i, b := range lc.Bookies() {
 		c.proxies[i].SetTarget(b.Addr())
 		c.direct[c.proxies[i].Addr()] = b.Addr()
 	}
@@ -145,30 +141,14 @@ func (c *cluster) waitRegistered(ctx context.Context) error {
 // may have held, docs/operations.md), behind the same proxy. Runs on the scenario's
 // goroutine, like every other change of the cluster.
 func (c *cluster) wipe(i int) error {
-	old := c.lc.Bookies[i]
-	if err := old.Close(); err != nil {
-		return fmt.Errorf("conformance: stop bookie%d: %w", i+1, err)
-	}
-	cfg := c.configs[i]
-	if err := os.RemoveAll(cfg.DataDir); err != nil {
-		return err
-	}
-	cfg.AllowUnknownState = true
-	b, err := bookie.New(cfg)
-	if err == nil {
-		if err = b.Start(); err != nil {
-			b.Close()
-		}
-	}
-	if err != nil {
-		c.lc.Bookies[i] = nil
+	n := c.lc.Nodes[i]
+	if err := n.Wipe(true); err != nil {
 		return fmt.Errorf("conformance: restart wiped bookie%d: %w", i+1, err)
 	}
-	c.lc.Bookies[i] = b
-	c.proxies[i].SetTarget(b.Addr())
+	c.proxies[i].SetTarget(n.Addr())
 	c.proxies[i].CutAll() // connections to the stopped bookie are gone
 	c.mu.Lock()
-	c.direct[c.proxies[i].Addr()] = b.Addr()
+	c.direct[c.proxies[i].Addr()] = n.Addr()
 	c.mu.Unlock()
 	return nil
 }
@@ -221,13 +201,6 @@ func (c *cluster) close() {
 		c.inspect.Close()
 	}
 	if c.lc != nil {
-		bs := c.lc.Bookies[:0]
-		for _, b := range c.lc.Bookies {
-			if b != nil { // a bookie that wipe could not restart
-				bs = append(bs, b)
-			}
-		}
-		c.lc.Bookies = bs
 		c.lc.Close()
 	}
 }

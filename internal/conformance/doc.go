@@ -5,7 +5,7 @@
 // A client under test is reached through its driver, one executable speaking JSON lines
 // on stdin and stdout (docs/conformance.md, "The driver contract"); driver.go starts it
 // and matches answers to requests. Each Scenario (scenarios.go, scenarios_recovery.go)
-// runs on a fresh cluster (cluster.go): a localcluster whose bookies each advertise a
+// runs on a fresh cluster (cluster.go): a testcluster whose bookies each advertise a
 // faultproxy.Proxy, so the client reaches a bookie only through its proxy, where the
 // scenario drops, delays, holds or cuts frames (and, where a scenario needs an answer no
 // bookie of the kit would send, a forger relays between proxy and bookie and answers in its

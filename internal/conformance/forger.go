@@ -243,7 +243,7 @@ func (f *forger) close() {
 // configure, and cuts the proxy's connections so that every later one goes through it.
 // The forger is closed with the session's cluster.
 func (s *session) forge(i int, configure func(f *forger)) (*forger, error) {
-	f, err := newForger(s.c.lc.Bookies[i].Addr(), i, s.tr)
+	f, err := newForger(s.c.lc.Nodes[i].Addr(), i, s.tr)
 	if err != nil {
 		return nil, err
 	}

@@ -261,7 +261,7 @@ func runBookie(ctx context.Context, cfg NodeConfig, logger *slog.Logger) error {
 	bc.Admin = ""
 	bc.Metadata = cfg.Metadata
 	bc.Logger = logger
-	// Small preallocations, as localcluster's Light: a dozen processes share one disk.
+	// Small preallocations, as testcluster's Light: a dozen processes share one disk.
 	bc.JournalSegmentSize = 9 << 20
 	bc.JournalSpareSegments = -1
 	bc.EntryLogSize = 16 << 20

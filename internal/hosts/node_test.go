@@ -10,7 +10,7 @@ import (
 
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/internal/history"
-	"github.com/bookie-go/bookie/internal/localcluster"
+	"github.com/bookie-go/bookie/internal/testcluster"
 )
 
 // TestLogCopiesCountsAGoneBookieAsEmpty: the final node's look at a closed ledger's
@@ -23,7 +23,7 @@ func TestLogCopiesCountsAGoneBookieAsEmpty(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped in -short: starts etcd and three bookies")
 	}
-	lc, err := localcluster.Start(localcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true,
+	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 3, Light: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -56,9 +56,7 @@ func TestLogCopiesCountsAGoneBookieAsEmpty(t *testing.T) {
 	if !logCopies(ctx, cl, log, w.ID()) {
 		t.Fatal("every bookie up: the look found the ledger short of copies")
 	}
-	if err := lc.Bookies[2].Close(); err != nil {
-		t.Fatal(err)
-	}
+	lc.Nodes[2].Stop()
 	if logCopies(ctx, cl, log, w.ID()) {
 		t.Fatal("a bookie of the ensemble gone: the look found every copy")
 	}

@@ -9,7 +9,7 @@
 //
 // The package imports neither client nor client/autorecovery, so the in-package tests of
 // those packages can build on it; a caller that wants autorecovery beside the bookies
-// starts it on Endpoint.
+// passes Options.Sidecar a function that starts it (autorecovery.StartSidecar).
 //
 // Concurrency: Start, Close, Lose and PowerLossAll run on the goroutine that owns the
 // Cluster (they change Nodes); a Node's methods are safe from any goroutine.
@@ -78,6 +78,13 @@ type Options struct {
 	// Configure, if set, adjusts bookie i's configuration before each start, after the
 	// harness has set addresses, directories, metadata, sizes and file system.
 	Configure func(i int, cfg *bookie.Config)
+	// Sidecar, if set, starts something beside each bookie (bk local and the cmd/bk tests
+	// start an autorecovery auditor and worker, autorecovery.StartSidecar): Start calls it
+	// for every node, in order, once every bookie has started, and keeps the stop function
+	// it returns (nil: nothing to stop). Close calls the stops, last started first, before
+	// it stops the bookies. A sidecar lives from Start to Close: a node's restarts do not
+	// restart it. Runs on the goroutine calling Start. Default nil.
+	Sidecar func(c *Cluster, n *Node) (stop func() error, err error)
 }
 
 // Cluster is an embedded etcd and bookies registered in it.
@@ -92,6 +99,8 @@ type Cluster struct {
 	Nodes []*Node
 	// lost are the nodes Lose took out, for good.
 	lost []*Node
+	// sidecarStops are the stop functions Options.Sidecar returned, in start order.
+	sidecarStops []func() error
 }
 
 // ErrLost is returned by Node.Start for a node Cluster.Lose took out.
@@ -142,6 +151,18 @@ func Start(o Options) (*Cluster, error) {
 		if err := n.Start(); err != nil {
 			c.Close()
 			return nil, err
+		}
+	}
+	if o.Sidecar != nil {
+		for _, n := range c.Nodes {
+			stop, err := o.Sidecar(c, n)
+			if err != nil {
+				c.Close()
+				return nil, fmt.Errorf("testcluster: sidecar of bookie %d: %w", n.Index+1, err)
+			}
+			if stop != nil {
+				c.sidecarStops = append(c.sidecarStops, stop)
+			}
 		}
 	}
 	return c, nil
@@ -294,9 +315,13 @@ func (c *Cluster) PowerLossAll(rng *rand.Rand) error {
 	return errors.Join(errs...)
 }
 
-// Close stops the proxies, the bookies and etcd.
+// Close stops the sidecars (Options.Sidecar), the proxies, the bookies and etcd.
 func (c *Cluster) Close() error {
 	var errs []error
+	for i := len(c.sidecarStops) - 1; i >= 0; i-- {
+		errs = append(errs, c.sidecarStops[i]())
+	}
+	c.sidecarStops = nil
 	for _, n := range append(slices.Clone(c.Nodes), c.lost...) {
 		if n.Proxy != nil {
 			errs = append(errs, n.Proxy.Close())

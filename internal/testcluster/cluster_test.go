@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -86,3 +87,48 @@ func TestProxiesAndWipe(t *testing.T) {
 		t.Fatalf("start after a wipe, in limbo: %v (allows unknown %v)", err, n.AllowsUnknown())
 	}
 }
+
+// A sidecar starts once every bookie is up, one per node in node order, and stops, last
+// started first, while the bookies still run; a sidecar that fails to start fails Start,
+// and the ones already started are stopped.
+func TestSidecarRunsWhileTheBookiesDo(t *testing.T) {
+	var events []string
+	sidecar := func(fail int) func(c *Cluster, n *Node) (func() error, error) {
+		return func(c *Cluster, n *Node) (func() error, error) {
+			if len(c.Bookies()) != len(c.Nodes) {
+				t.Errorf("sidecar %d started with %d of %d bookies up", n.Index, len(c.Bookies()), len(c.Nodes))
+			}
+			if n.Index == fail {
+				return nil, errSidecar
+			}
+			events = append(events, fmt.Sprintf("start %d", n.Index))
+			return func() error {
+				if n.Bookie() == nil {
+					t.Errorf("sidecar %d stopped after its bookie", n.Index)
+				}
+				events = append(events, fmt.Sprintf("stop %d", n.Index))
+				return nil
+			}, nil
+		}
+	}
+	c, err := Start(Options{Dir: t.TempDir(), Bookies: 2, Light: true, EtcdNoFsync: true, Sidecar: sidecar(-1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"start 0", "start 1", "stop 1", "stop 0"}; !slices.Equal(events, want) {
+		t.Fatalf("sidecar events %q, want %q", events, want)
+	}
+
+	events = nil
+	if _, err := Start(Options{Dir: t.TempDir(), Bookies: 2, Light: true, EtcdNoFsync: true, Sidecar: sidecar(1)}); !errors.Is(err, errSidecar) {
+		t.Fatalf("start with a failing sidecar: %v, want %v", err, errSidecar)
+	}
+	if want := []string{"start 0", "stop 0"}; !slices.Equal(events, want) {
+		t.Fatalf("sidecar events %q, want %q", events, want)
+	}
+}
+
+var errSidecar = errors.New("sidecar refused")
