@@ -13,8 +13,10 @@ import (
 //
 // The "event loop" of a conn is the goroutine that runs its traffic: a gnet
 // event loop, or the TLS connection's reader goroutine. InboundBuffered,
-// Peek, Discard and Write run only there; AsyncWrite, OutboundBuffered,
-// Wake, Close and RemoteAddr run anywhere. An AsyncWrite callback gets the
+// Peek, Discard, Write and RemoteAddr run only there (gnet clears a
+// closed connection's address; conn.remote, recorded at open, is for use
+// elsewhere); AsyncWrite, OutboundBuffered, Wake and Close run anywhere.
+// An AsyncWrite callback gets the
 // gnet.Conn on its event loop from gnet, and nil at once, inside
 // AsyncWrite, from a tlsConn; so callbacks use the conn's own transport
 // and are safe on any goroutine.
