@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -154,6 +155,43 @@ func TestAppendAsyncAllocs(t *testing.T) {
 	// per-request allocation.
 	if allocs >= 0.5 {
 		t.Fatalf("%.3f allocations per AppendAsync with 1,000 in flight, want 0 in steady state", allocs)
+	}
+}
+
+// TestAppendAsyncAllocsAcrossGC is TestAppendAsyncAllocs with a garbage collection after
+// every 1,000 adds, as an application's own garbage brings them. The writer keeps its
+// recycled entries and requests itself (writer_spare.go): a collection, which empties the
+// sync.Pools, must not make it allocate them again for its next window of adds.
+func TestAppendAsyncAllocsAcrossGC(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items at random; run without -race")
+	}
+	addrs := []string{ackServer(t), ackServer(t), ackServer(t)}
+	w := testWriter(t, addrs, 3, 2, 2)
+	// The writer idles while the collection holds the test up: no explicit LAC, whose
+	// timer would find it idle and trim its spares.
+	w.lacDelay = time.Hour
+	data := make([]byte, 1024)
+	win := newAsyncWindow(1000)
+	const perGC = 1000
+	round := func() {
+		for range perGC {
+			win.add(w, data)
+		}
+		runtime.GC()
+	}
+	for range 5 { // warm the rings and the buffers
+		round()
+	}
+	allocs := testing.AllocsPerRun(20, round) / perGC
+	if err := win.drain(t); err != nil {
+		t.Fatalf("an add failed: %v", err)
+	}
+	t.Logf("%.3f allocations per AppendAsync, 1,000 in flight, a collection every %d adds", allocs, perGC)
+	// Before the writer kept its own, the pools lost 65 of each 1,000 adds' entries and
+	// requests to a collection.
+	if allocs >= 0.01 {
+		t.Fatalf("%.3f allocations per AppendAsync across collections, want under 0.01: the writer's window is allocated again after a collection", allocs)
 	}
 }
 

@@ -90,6 +90,7 @@ type Writer struct {
 	// proposed are the ensemble changes sent from md whose CAS went unanswered (any may be
 	// stored); cleared by setMetadataLocked: a CAS on an older version never lands.
 	proposed []proposedChange
+	spare    spares // recycled entries and add requests (writer_spare.go)
 }
 
 // pendingAdd is an entry the writer keeps until WriteQuorum bookies of its write set have it.
@@ -332,9 +333,9 @@ func (w *Writer) add(ctx context.Context, data []byte, cb func(int64, error), ch
 	w.lastAdded++
 	w.memBytes += size
 	w.lacSent = max(w.lacSent, w.lac)
-	p := pendingPool.Get().(*pendingAdd)
-	*p = pendingAdd{id: w.lastAdded, size: len(data), cb: cb, ch: ch}
-	p.raw = wire.AppendEntry(getEntryBuf(wire.EntrySize(len(data))), w.id, p.id, w.lac, data)
+	p := w.spare.getAdd(wire.EntrySize(len(data)))
+	p.id, p.size, p.cb, p.ch = w.lastAdded, len(data), cb, ch
+	p.raw = wire.AppendEntry(p.raw, w.id, p.id, w.lac, data)
 	w.ents = append(w.ents, p)
 	reqs := stack[:0]
 	if !w.changing {
@@ -352,7 +353,7 @@ func (w *Writer) sendsLocked(p *pendingAdd, mask uint64, reqs []*request) []*req
 		bi := bits.TrailingZeros64(todo)
 		p.sentMask |= 1 << bi
 		p.inflight++
-		r := getRequest()
+		r := w.spare.getReq()
 		r.op = wire.OpAdd
 		r.ledger = w.id
 		r.entry = p.id
@@ -410,6 +411,9 @@ func (w *Writer) writeLAC() {
 	var reqs []*request
 	w.mu.Lock()
 	w.lacTimer = false
+	if w.lac == w.lastAdded {
+		w.spare.trim(w.wq) // idle
+	}
 	if w.err == nil && !w.changing && w.lac == w.lastAdded && w.lac > w.lacSent {
 		w.lacSent = w.lac
 		for _, bi := range w.fragIdx[len(w.fragIdx)-1] {
@@ -518,8 +522,8 @@ func (w *Writer) complete(r *request) {
 		// A straggler's copy came back: the stragglers may be ready to merge (merge.go).
 		w.startMergeLocked()
 	}
+	w.recycleRequest(r)
 	w.mu.Unlock()
-	putRequest(r)
 	w.sendAll(reqs)
 	if sendLAC {
 		w.writeLAC()
@@ -619,12 +623,6 @@ func (w *Writer) popFront() {
 	if p.inflight == 0 {
 		w.recycle(p)
 	}
-}
-
-func (w *Writer) recycle(p *pendingAdd) {
-	putEntryBuf(p.raw)
-	*p = pendingAdd{}
-	pendingPool.Put(p)
 }
 
 // failLocked stops the writer: every unacknowledged entry fails with err. Requires mu held.
