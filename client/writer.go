@@ -288,47 +288,10 @@ func (w *Writer) add(ctx context.Context, data []byte, cb func(int64, error), ch
 	}
 	var stack [8]*request
 	size := int64(wire.EntrySize(len(data)))
-	var timer *time.Timer
-	var timeout <-chan time.Time
 	w.mu.Lock()
-	for {
-		if w.err != nil {
-			err := w.err
-			w.mu.Unlock()
-			return err
-		}
-		if w.closing {
-			w.mu.Unlock()
-			return fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
-		}
-		held := len(w.ents) - w.head
-		if held == 0 || (held < w.c.maxPendingAdds && w.memBytes+size <= w.c.maxPendingBytes) {
-			break
-		}
-		// Full: wait until entries are released (advanceLocked and failLocked signal).
-		full := fmt.Errorf("%w: ledger %d holds %d entries, %d bytes (limits %d, %d)",
-			ErrTooManyPending, w.id, held, w.memBytes, w.c.maxPendingAdds, w.c.maxPendingBytes)
-		var done <-chan struct{}
-		if ctx != nil {
-			done = ctx.Done()
-		} else if w.c.appendWait < 0 {
-			w.mu.Unlock()
-			return full
-		} else if timer == nil {
-			timer = time.NewTimer(w.c.appendWait)
-			defer timer.Stop()
-			timeout = timer.C
-		}
-		progress := w.waitLocked()
+	if err := w.roomLocked(ctx, size); err != nil {
 		w.mu.Unlock()
-		select {
-		case <-progress:
-		case <-done:
-			return fmt.Errorf("%w: %w", full, ctx.Err())
-		case <-timeout:
-			return full
-		}
-		w.mu.Lock()
+		return err
 	}
 	w.lastAdded++
 	w.memBytes += size
