@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,9 +69,15 @@ func serveAcks(nc net.Conn) {
 // testWriter builds a Writer on bookies addrs without a metadata store (no ensemble change
 // can succeed): for allocation counts and the add path alone.
 func testWriter(t testing.TB, addrs []string, e, wq, aq int) *Writer {
+	def := DefaultConfig()
 	c := &Client{
 		conns: make(map[connKey]*bookieConn),
 		stop:  make(chan struct{}),
+		// The pending bounds of a default Client: with none, every add but the first of
+		// a window waits for room and is refused (ErrTooManyPending).
+		maxPendingAdds:  def.MaxPendingAdds,
+		maxPendingBytes: def.MaxPendingBytes,
+		appendWait:      def.AppendWait,
 		cfg: connConfig{
 			dial: func(ctx context.Context, addr string) (net.Conn, error) {
 				var d net.Dialer
@@ -122,24 +130,175 @@ func TestAddAllocs(t *testing.T) {
 	}
 }
 
+// TestAppendAsyncAllocs guards the add path with many adds in flight, as BenchmarkAppendPath
+// drives it: AppendAsync of 1 KiB entries to three acknowledging servers (E=3, WQ=2, AQ=2),
+// up to 1,000 in flight, acks delivered on the client's goroutines. Every add must be
+// acknowledged: one refused under the pending bounds would count the refusal's garbage, not
+// the path's.
+func TestAppendAsyncAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items at random; run without -race")
+	}
+	addrs := []string{ackServer(t), ackServer(t), ackServer(t)}
+	w := testWriter(t, addrs, 3, 2, 2)
+	data := make([]byte, 1024)
+	win := newAsyncWindow(1000)
+	for range 5000 { // warm the pools, the rings and the buffers
+		win.add(w, data)
+	}
+	allocs := testing.AllocsPerRun(20000, func() { win.add(w, data) })
+	if err := win.drain(t); err != nil {
+		t.Fatalf("an add failed: %v", err)
+	}
+	t.Logf("%.3f allocations per AppendAsync, 1,000 in flight", allocs)
+	// As TestAddAllocs: a pool emptied by a GC refills, a fraction per add, never a
+	// per-request allocation.
+	if allocs >= 0.5 {
+		t.Fatalf("%.3f allocations per AppendAsync with 1,000 in flight, want 0 in steady state", allocs)
+	}
+}
+
+// TestAppendAsyncAllocsAcrossGC is TestAppendAsyncAllocs with a garbage collection after
+// every 1,000 adds, as an application's own garbage brings them. The writer keeps its
+// recycled entries and requests itself (writer_spare.go): a collection, which empties the
+// sync.Pools, must not make it allocate them again for its next window of adds.
+func TestAppendAsyncAllocsAcrossGC(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items at random; run without -race")
+	}
+	addrs := []string{ackServer(t), ackServer(t), ackServer(t)}
+	w := testWriter(t, addrs, 3, 2, 2)
+	// The writer idles while the collection holds the test up: no explicit LAC, whose
+	// timer would find it idle and trim its spares.
+	w.lacDelay = time.Hour
+	data := make([]byte, 1024)
+	win := newAsyncWindow(1000)
+	const perGC = 1000
+	round := func() {
+		for range perGC {
+			win.add(w, data)
+		}
+		runtime.GC()
+	}
+	for range 5 { // warm the rings and the buffers
+		round()
+	}
+	allocs := testing.AllocsPerRun(20, round) / perGC
+	if err := win.drain(t); err != nil {
+		t.Fatalf("an add failed: %v", err)
+	}
+	t.Logf("%.3f allocations per AppendAsync, 1,000 in flight, a collection every %d adds", allocs, perGC)
+	// Before the writer kept its own, the pools lost 65 of each 1,000 adds' entries and
+	// requests to a collection.
+	if allocs >= 0.01 {
+		t.Fatalf("%.3f allocations per AppendAsync across collections, want under 0.01: the writer's window is allocated again after a collection", allocs)
+	}
+}
+
+// TestAppendAtBoundAllocs guards the add path of a producer faster than its bookies: with
+// Config.MaxPendingAdds 16 and 64 adds offered at once, nearly every AppendAsync waits for
+// room. The wait allocates only the progress channel that the releasing answer closes
+// (one per release, shared by the waiters): the ErrTooManyPending error is made only when
+// an add is refused, and the AppendWait timer comes from a pool (Writer.roomLocked).
+func TestAppendAtBoundAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items at random; run without -race")
+	}
+	addrs := []string{ackServer(t), ackServer(t), ackServer(t)}
+	w := testWriter(t, addrs, 3, 2, 2)
+	w.c.maxPendingAdds = 16
+	data := make([]byte, 1024)
+	win := newAsyncWindow(64)
+	for range 1000 {
+		win.add(w, data)
+	}
+	const perRun = 100 // AllocsPerRun rounds its average down to a whole number
+	allocs := testing.AllocsPerRun(200, func() {
+		for range perRun {
+			win.add(w, data)
+		}
+	}) / perRun
+	if err := win.drain(t); err != nil {
+		t.Fatalf("an add failed: %v", err)
+	}
+	t.Logf("%.2f allocations per AppendAsync at MaxPendingAdds", allocs)
+	// About one add in twelve waits here: 0.06 per add, the progress channel. With the
+	// error made before each wait and a timer of its own, 0.56.
+	if allocs >= 0.2 {
+		t.Fatalf("%.2f allocations per AppendAsync at MaxPendingAdds, want under 0.2: waiting for room allocates more than the progress channel", allocs)
+	}
+}
+
+// asyncWindow drives AppendAsync with at most cap(sem) adds in flight, as a producer with
+// a window does, and keeps the first error a callback got.
+type asyncWindow struct {
+	sem  chan struct{}
+	done func(int64, error) // ack, as a func value made once: none is made per add
+
+	mu  sync.Mutex // protects err: a refused add's callback runs on the adding goroutine
+	err error
+}
+
+func newAsyncWindow(n int) *asyncWindow {
+	a := &asyncWindow{sem: make(chan struct{}, n)}
+	a.done = a.ack
+	return a
+}
+
+func (a *asyncWindow) ack(_ int64, err error) {
+	if err != nil {
+		a.mu.Lock()
+		if a.err == nil {
+			a.err = err
+		}
+		a.mu.Unlock()
+	}
+	<-a.sem
+}
+
+// add waits for room in the window and adds data.
+func (a *asyncWindow) add(w *Writer, data []byte) {
+	a.sem <- struct{}{}
+	w.AppendAsync(data, a.done)
+}
+
+// drain waits until every add was answered, failing tb after a minute, and returns the
+// first error an add got. The window is empty again afterwards.
+func (a *asyncWindow) drain(tb testing.TB) error {
+	timer := time.NewTimer(time.Minute)
+	defer timer.Stop()
+	for i := range cap(a.sem) {
+		select {
+		case a.sem <- struct{}{}:
+		case <-timer.C:
+			tb.Fatalf("%d adds still unanswered after a minute", cap(a.sem)-i)
+		}
+	}
+	for range cap(a.sem) {
+		<-a.sem
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
 // BenchmarkAppendPath measures the client's own add path (E=3 WQ=2 AQ=2, 1 KiB entries, up
 // to 10,000 in flight) against minimal acknowledging servers, so that bookie work does not
-// count: requests, coalesced writes, response matching, ordered acks.
+// count: requests, coalesced writes, response matching, ordered acks. It fails if an add
+// fails: a refused add would measure the refusal, not the path.
 func BenchmarkAppendPath(b *testing.B) {
 	addrs := []string{ackServer(b), ackServer(b), ackServer(b)}
 	w := testWriter(b, addrs, 3, 2, 2)
 	data := make([]byte, 1024)
-	sem := make(chan struct{}, 10000)
-	done := func(int64, error) { <-sem }
+	win := newAsyncWindow(10000)
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		sem <- struct{}{}
-		w.AppendAsync(data, done)
+		win.add(w, data)
 	}
-	for range cap(sem) {
-		sem <- struct{}{}
+	if err := win.drain(b); err != nil {
+		b.Fatalf("an add failed: %v", err)
 	}
 }
 

@@ -47,7 +47,10 @@
 // Memory is bounded: a writer holds at most Config.MaxPendingAdds entries and
 // Config.MaxPendingBytes encoded bytes not yet released (see "Re-replication"); an add that
 // would go over waits for room (Append: until its context ends; AppendAsync: up to
-// Config.AppendWait) and then fails with ErrTooManyPending.
+// Config.AppendWait) and then fails with ErrTooManyPending. For its next adds, a busy
+// writer also keeps released entries' buffers, as many again at most (of 64 KiB each at
+// most), and their requests; once it is idle, its explicit LAC timer hands all but 64 back
+// (TestIdleWriterTrimsSpares).
 //
 // # Re-replication (beyond BookKeeper)
 //

@@ -90,6 +90,7 @@ type Writer struct {
 	// proposed are the ensemble changes sent from md whose CAS went unanswered (any may be
 	// stored); cleared by setMetadataLocked: a CAS on an older version never lands.
 	proposed []proposedChange
+	spare    spares // recycled entries and add requests (writer_spare.go)
 }
 
 // pendingAdd is an entry the writer keeps until WriteQuorum bookies of its write set have it.
@@ -287,54 +288,17 @@ func (w *Writer) add(ctx context.Context, data []byte, cb func(int64, error), ch
 	}
 	var stack [8]*request
 	size := int64(wire.EntrySize(len(data)))
-	var timer *time.Timer
-	var timeout <-chan time.Time
 	w.mu.Lock()
-	for {
-		if w.err != nil {
-			err := w.err
-			w.mu.Unlock()
-			return err
-		}
-		if w.closing {
-			w.mu.Unlock()
-			return fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
-		}
-		held := len(w.ents) - w.head
-		if held == 0 || (held < w.c.maxPendingAdds && w.memBytes+size <= w.c.maxPendingBytes) {
-			break
-		}
-		// Full: wait until entries are released (advanceLocked and failLocked signal).
-		full := fmt.Errorf("%w: ledger %d holds %d entries, %d bytes (limits %d, %d)",
-			ErrTooManyPending, w.id, held, w.memBytes, w.c.maxPendingAdds, w.c.maxPendingBytes)
-		var done <-chan struct{}
-		if ctx != nil {
-			done = ctx.Done()
-		} else if w.c.appendWait < 0 {
-			w.mu.Unlock()
-			return full
-		} else if timer == nil {
-			timer = time.NewTimer(w.c.appendWait)
-			defer timer.Stop()
-			timeout = timer.C
-		}
-		progress := w.waitLocked()
+	if err := w.roomLocked(ctx, size); err != nil {
 		w.mu.Unlock()
-		select {
-		case <-progress:
-		case <-done:
-			return fmt.Errorf("%w: %w", full, ctx.Err())
-		case <-timeout:
-			return full
-		}
-		w.mu.Lock()
+		return err
 	}
 	w.lastAdded++
 	w.memBytes += size
 	w.lacSent = max(w.lacSent, w.lac)
-	p := pendingPool.Get().(*pendingAdd)
-	*p = pendingAdd{id: w.lastAdded, size: len(data), cb: cb, ch: ch}
-	p.raw = wire.AppendEntry(getEntryBuf(wire.EntrySize(len(data))), w.id, p.id, w.lac, data)
+	p := w.spare.getAdd(wire.EntrySize(len(data)))
+	p.id, p.size, p.cb, p.ch = w.lastAdded, len(data), cb, ch
+	p.raw = wire.AppendEntry(p.raw, w.id, p.id, w.lac, data)
 	w.ents = append(w.ents, p)
 	reqs := stack[:0]
 	if !w.changing {
@@ -352,7 +316,7 @@ func (w *Writer) sendsLocked(p *pendingAdd, mask uint64, reqs []*request) []*req
 		bi := bits.TrailingZeros64(todo)
 		p.sentMask |= 1 << bi
 		p.inflight++
-		r := getRequest()
+		r := w.spare.getReq()
 		r.op = wire.OpAdd
 		r.ledger = w.id
 		r.entry = p.id
@@ -410,6 +374,9 @@ func (w *Writer) writeLAC() {
 	var reqs []*request
 	w.mu.Lock()
 	w.lacTimer = false
+	if w.lac == w.lastAdded {
+		w.spare.trim(w.wq) // idle
+	}
 	if w.err == nil && !w.changing && w.lac == w.lastAdded && w.lac > w.lacSent {
 		w.lacSent = w.lac
 		for _, bi := range w.fragIdx[len(w.fragIdx)-1] {
@@ -518,8 +485,8 @@ func (w *Writer) complete(r *request) {
 		// A straggler's copy came back: the stragglers may be ready to merge (merge.go).
 		w.startMergeLocked()
 	}
+	w.recycleRequest(r)
 	w.mu.Unlock()
-	putRequest(r)
 	w.sendAll(reqs)
 	if sendLAC {
 		w.writeLAC()
@@ -619,12 +586,6 @@ func (w *Writer) popFront() {
 	if p.inflight == 0 {
 		w.recycle(p)
 	}
-}
-
-func (w *Writer) recycle(p *pendingAdd) {
-	putEntryBuf(p.raw)
-	*p = pendingAdd{}
-	pendingPool.Put(p)
 }
 
 // failLocked stops the writer: every unacknowledged entry fails with err. Requires mu held.
