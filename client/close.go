@@ -109,6 +109,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.closed = true
 	w.err = fmt.Errorf("%w: ledger %d", ErrLedgerClosed, w.id)
 	w.c.forget(w)
+	w.dropSpares()
 	w.hold = false
 	for w.head < len(w.ents) {
 		w.popFront()

@@ -375,7 +375,7 @@ func (w *Writer) writeLAC() {
 	w.mu.Lock()
 	w.lacTimer = false
 	if w.lac == w.lastAdded {
-		w.spare.trim(w.wq) // idle
+		w.trimIdle()
 	}
 	if w.err == nil && !w.changing && w.lac == w.lastAdded && w.lac > w.lacSent {
 		w.lacSent = w.lac
@@ -595,6 +595,7 @@ func (w *Writer) failLocked(err error) {
 	}
 	w.err = err
 	w.c.forget(w)
+	w.dropSpares()
 	for w.head < len(w.ents) {
 		p := w.ents[w.head]
 		if !p.acked {

@@ -11,8 +11,10 @@ package client
 // buffers of at most maxSpareEntryBuf bytes and Config.MaxPendingBytes in all, and
 // WriteQuorum times as many requests: no more than the writer may hold in flight. When it
 // has gone idle (writeLAC finds every add acknowledged, the explicit LAC delay after the
-// last), it keeps spareSlack of each and hands the rest back to the pools (trim), so an idle
-// writer keeps little.
+// last), it keeps spareSlack of each, with at most spareIdleBytes of buffers, and hands the
+// rest back to the pools (trim), so an idle writer keeps little: an application with
+// thousands of open, mostly idle ledgers keeps at most spareIdleBytes of buffers each. A
+// stopped or closed writer keeps nothing (dropAll), and takes nothing back.
 //
 // Requires the writer's mu held.
 type spares struct {
@@ -24,6 +26,9 @@ type spares struct {
 // spareSlack is how many entries (and WriteQuorum times as many requests) an idle writer
 // keeps.
 const spareSlack = 64
+
+// spareIdleBytes bounds the entry buffers an idle writer keeps.
+const spareIdleBytes = 64 << 10
 
 // maxSpareEntryBuf is the largest entry buffer a spare entry keeps.
 const maxSpareEntryBuf = 64 << 10
@@ -50,14 +55,19 @@ func (s *spares) getAdd(n int) *pendingAdd {
 // putAdd takes back p, released and with nothing in flight, keeping it if fewer than
 // maxAdds entries with maxBytes of buffers are kept.
 func (s *spares) putAdd(p *pendingAdd, maxAdds int, maxBytes int64) {
-	raw := p.raw[:0]
-	*p = pendingAdd{raw: raw}
+	raw := resetAdd(p).raw
 	if cap(raw) > maxSpareEntryBuf || len(s.adds) >= maxAdds || s.bytes+int64(cap(raw)) > maxBytes {
 		dropAdd(p)
 		return
 	}
 	s.adds = append(s.adds, p)
 	s.bytes += int64(cap(raw))
+}
+
+// resetAdd zeroes p but for its buffer, of length 0, and returns it.
+func resetAdd(p *pendingAdd) *pendingAdd {
+	*p = pendingAdd{raw: p.raw[:0]}
+	return p
 }
 
 // dropAdd hands p, reset, and its buffer back to the pools.
@@ -88,23 +98,41 @@ func (s *spares) putReq(r *request, max int) {
 	s.reqs = append(s.reqs, r)
 }
 
-// trim hands all but spareSlack entries and spareSlack*wq requests back to the pools.
-func (s *spares) trim(wq int) {
-	for len(s.adds) > spareSlack {
+// trim hands all but adds entries (with at most maxBytes of buffers) and reqs requests back
+// to the pools.
+func (s *spares) trim(adds int, maxBytes int64, reqs int) {
+	for len(s.adds) > adds || (len(s.adds) > 0 && s.bytes > maxBytes) {
 		p := s.getAdd(0)
 		dropAdd(p)
 	}
-	for len(s.reqs) > spareSlack*wq {
+	for len(s.reqs) > reqs {
 		putRequest(s.getReq())
 	}
 }
 
-// recycle takes back p, released and with nothing in flight. Requires mu held.
+// trimIdle trims the spares of an idle writer. Requires mu held.
+func (w *Writer) trimIdle() { w.spare.trim(spareSlack, spareIdleBytes, spareSlack*w.wq) }
+
+// dropSpares hands every spare back to the pools, for a writer that has stopped. Requires
+// mu held.
+func (w *Writer) dropSpares() { w.spare.trim(0, 0, 0) }
+
+// recycle takes back p, released and with nothing in flight; a stopped writer keeps
+// nothing. Requires mu held.
 func (w *Writer) recycle(p *pendingAdd) {
+	if w.err != nil {
+		dropAdd(resetAdd(p))
+		return
+	}
 	w.spare.putAdd(p, w.c.maxPendingAdds, w.c.maxPendingBytes)
 }
 
-// recycleRequest takes back r, an add request completed. Requires mu held.
+// recycleRequest takes back r, an add request completed; a stopped writer keeps nothing.
+// Requires mu held.
 func (w *Writer) recycleRequest(r *request) {
+	if w.err != nil {
+		putRequest(r)
+		return
+	}
 	w.spare.putReq(r, w.wq*w.c.maxPendingAdds)
 }
