@@ -550,7 +550,17 @@ func writePoints(w io.Writer, r LedgersResult) {
 	b, y = gc(end, reads)
 	row("GC metadata reads: single ledgers + pages", a, b, x, y)
 	if end.IndexBytes > 0 {
-		row("index (du) per ledger, bytes", fmt.Sprintf("%.0f", sm.IndexPerLedger), fmt.Sprintf("%.0f", end.IndexPerLedger), sm.IndexPerLedger, end.IndexPerLedger)
+		// The index reaches the disk at checkpoints (the journal is its log): before
+		// the first, its size says nothing of the ledgers, and has no ratio.
+		index := func(p LedgersPoint, checkpoints int) (string, float64) {
+			if checkpoints == 0 {
+				return fmt.Sprintf("%.0f (no ckpt)", p.IndexPerLedger), -1
+			}
+			return fmt.Sprintf("%.0f", p.IndexPerLedger), p.IndexPerLedger
+		}
+		a, x = index(sm, sm.Checkpoints) // since the start
+		b, y = index(end, r.Checkpoints)
+		row("index (du) per ledger, bytes", a, b, x, y)
 	}
 	row("RSS of this process, MB", fmt.Sprint(sm.ProcessRSS>>20), fmt.Sprint(end.ProcessRSS>>20), float64(sm.ProcessRSS), float64(end.ProcessRSS))
 	for _, p := range []LedgersPoint{sm, end} {

@@ -132,10 +132,10 @@ func TestLocalLedgers(t *testing.T) {
 }
 
 // TestWriteLedgersPoints: the report shows each figure at the small point and at the
-// end, and the end's over the small point's; a figure missing at either has no ratio,
-// and a failed GC scan says why.
+// end, and the end's over the small point's; a figure missing at either has no ratio
+// (the index before any checkpoint among them), and a failed GC scan says why.
 func TestWriteLedgersPoints(t *testing.T) {
-	r := LedgersResult{Ledgers: 100000, Steal: -1,
+	r := LedgersResult{Ledgers: 100000, Steal: -1, Checkpoints: 12,
 		Small: LedgersPoint{Ledgers: 10000, Rate: 400, Checkpoints: 3, CkptP99: 256 * time.Millisecond,
 			GC: bookie.GCStats{Took: 100 * time.Millisecond, ListPages: 10}, IndexBytes: 300000, IndexPerLedger: 30, ProcessRSS: 300 << 20},
 		End: LedgersPoint{Ledgers: 100000, Rate: 300, Checkpoints: 0,
@@ -157,6 +157,12 @@ func TestWriteLedgersPoints(t *testing.T) {
 		if !hasLine(out.String(), want) {
 			t.Errorf("no line with %q in\n%s", want, out.String())
 		}
+	}
+	r.Small.Checkpoints = 0
+	out.Reset()
+	WriteLedgers(&out, r)
+	if !hasLine(out.String(), []string{"index (du) per ledger", "30 (no ckpt)", "25", "-"}) {
+		t.Errorf("no checkpoint before the small point: its index size has no ratio\n%s", out.String())
 	}
 	r.End.GCErr = errors.New("etcd gone")
 	out.Reset()
