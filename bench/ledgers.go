@@ -2,12 +2,14 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"math"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/meta"
 )
 
 // The ledgers workload (bk bench --workload ledgers) measures what costs grow with the
@@ -26,6 +29,16 @@ import (
 // durations, and at the end the index's bytes on disk per ledger and per entry, the
 // checkpoint durations over the whole run, and the resident memory of the process (with
 // --local: etcd, the bookie and the client together) and of the bookie by its counters.
+//
+// Growth shows as ratios against the run's smallest point: the creators stop at
+// SmallPoint ledgers (10,000) and again at the end, and at each point the bookie is
+// measured alike (LedgersPoint): the creation rate of the SmallPoint ledgers before it,
+// the checkpoint p99 (up to the small point; over the last tenth at the end), a GC scan
+// asked for as bk gc --wait asks (POST /gc; every ledger exists, so it deletes nothing)
+// with its duration and metadata reads, the index's bytes per ledger, and the RSS. The
+// creation clock stops while a point is measured. Then, with Restart (--local), the
+// bookie is stopped cleanly and started again on the same directories, and the time
+// until it answers ready and serves a READ of a ledger written before is reported.
 
 // LedgersOptions configure the ledgers workload.
 type LedgersOptions struct {
@@ -40,7 +53,21 @@ type LedgersOptions struct {
 	Password []byte
 	// Progress, when not nil, gets a line per tenth of the ledgers.
 	Progress io.Writer
+	// SmallPoint is the run's smallest point, the ledgers at which the bookie is first
+	// measured (0: 10,000; at most Ledgers).
+	SmallPoint int
+	// Restart, when not nil, stops the bookie cleanly once the end is measured, starts
+	// it again on the same directories and returns it as it runs now, with the time its
+	// stop took and the time from its start until it answered ready.
+	Restart func(ctx context.Context) (restarted Bookie, stop, ready time.Duration, err error)
+	// Measuring, when not nil, is called with true when a creation phase starts (up to
+	// the small point, and after it) and with false when it ends, with the phase's
+	// name (ledgers-FIRST-LAST) as the Workload's: Options.Measuring, e.g. Profiler.
+	Measuring func(w Workload, start bool)
 }
+
+// defaultSmallPoint is LedgersOptions.SmallPoint's default.
+const defaultSmallPoint = 10000
 
 // LedgersSlice is one tenth of a ledgers run.
 type LedgersSlice struct {
@@ -49,7 +76,44 @@ type LedgersSlice struct {
 	Rate        float64       // ledgers per second in the slice
 	Checkpoints int           // checkpoints the bookie completed in the slice; -1: unknown (its counters could not be read)
 	CkptMean    time.Duration // their mean duration
+	CkptP99     time.Duration // the upper bound of the histogram bucket holding their 99th percentile
 	CkptMax     time.Duration // the upper bound of the largest histogram bucket any of them fell in
+}
+
+// LedgersPoint is the bookie measured at a number of ledgers, the creators stopped.
+type LedgersPoint struct {
+	Ledgers int
+	// Rate is the creation rate of the SmallPoint ledgers up to the point.
+	Rate float64
+	// Checkpoints and CkptP99 (a bucket upper bound): from the start to the small
+	// point; over the last tenth at the end. Checkpoints is -1 where the bookie's
+	// counters could not be read then.
+	Checkpoints int
+	CkptP99     time.Duration
+	// GC is a scan asked for at the point; GCErr says why there is none.
+	GC    bookie.GCStats
+	GCErr error
+	// IndexBytes is the index directory's disk blocks (du); IndexPerLedger over
+	// Ledgers.
+	IndexBytes     int64
+	IndexPerLedger float64
+	ProcessRSS     int64 // this process
+	BookieRSS      int64 // the bookie's, by its counters
+}
+
+// metadataReads returns the metadata reads of p's GC scan: single ledgers' reads and
+// listing pages.
+func (p LedgersPoint) metadataReads() int { return p.GC.MetadataReads + p.GC.ListPages }
+
+// LedgersRestart is the bookie's restart at the end of a ledgers run.
+type LedgersRestart struct {
+	Stop  time.Duration // its clean stop
+	Ready time.Duration // from its start until it answered ready
+	// Read is the time a new client then took to open a ledger written before the
+	// restart and read its entry back, byte for byte.
+	Read time.Duration
+	// Bookie is the bookie as it runs after the restart.
+	Bookie Bookie
 }
 
 // LedgersResult is what a ledgers workload measured.
@@ -68,6 +132,10 @@ type LedgersResult struct {
 	BookieRSS                    int64         // process_resident_memory_bytes of the bookie, at the end
 	Load                         float64       // 1-minute load average at the end
 	Steal                        float64       // share of CPU time stolen over the run, -1 unknown
+	// Small and End are the bookie measured at the small point and at the end.
+	Small, End LedgersPoint
+	// Restart is the bookie's restart after the end; nil without LedgersOptions.Restart.
+	Restart *LedgersRestart
 }
 
 // RunLedgers runs the ledgers workload.
@@ -78,13 +146,18 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 	if o.EntrySize <= 0 {
 		o.EntrySize = 100
 	}
+	small := o.SmallPoint
+	if small <= 0 {
+		small = defaultSmallPoint
+	}
+	small = min(small, o.Ledgers)
 	store, bookies, err := o.Target.view(1)
 	if err != nil {
 		return LedgersResult{}, err
 	}
 	bk := bookies[0]
-	if !bk.hasCounters() {
-		return LedgersResult{}, errors.New("bench: the ledgers workload needs the bookie's counters (its admin endpoint)")
+	if bk.Admin == "" {
+		return LedgersResult{}, errors.New("bench: the ledgers workload needs the bookie's admin endpoint (its counters, and POST /gc)")
 	}
 	cl, err := client.New(ctx, client.Config{Store: store})
 	if err != nil {
@@ -94,12 +167,23 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 	res := LedgersResult{Ledgers: o.Ledgers, Creators: o.Creators, EntrySize: o.EntrySize, Steal: -1}
 	opts := client.LedgerOptions{EnsembleSize: 1, WriteQuorum: 1, AckQuorum: 1, Password: o.Password}
 	payload := make([]byte, o.EntrySize)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+
+	// The creation clock: time since start, less the time the creators stood
+	// still while a point was measured. start is set before the monitor and the
+	// creators start; paused is written only between the creation phases, by
+	// this goroutine.
+	var start time.Time
+	var paused time.Duration
+	elapsed := func() time.Duration { return time.Since(start) - paused }
 
 	// Slice boundaries: the creator that completes ledger k*Ledgers/10 hands the time to the
 	// monitor, which reads the bookie's checkpoint histogram there.
 	type mark struct {
 		done int
-		at   time.Time
+		at   time.Duration // creation clock
 	}
 	marks := make(chan mark, 10)
 	bounds := make(map[int]bool, 10)
@@ -114,18 +198,18 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 		return res, err
 	}
 	first := checkpointsOf(c)
-	start := time.Now()
+	start = time.Now()
 	var monitor sync.WaitGroup
 	monitor.Go(func() {
-		prev, prevAt, prevDone := first, start, 0
+		prev, prevAt, prevDone := first, time.Duration(0), 0
 		for m := range marks {
-			s := LedgersSlice{Ledgers: m.done, Took: m.at.Sub(prevAt), Checkpoints: -1}
+			s := LedgersSlice{Ledgers: m.done, Took: m.at - prevAt, Checkpoints: -1}
 			s.Rate = float64(m.done-prevDone) / s.Took.Seconds()
 			// A bookie too busy to answer in time leaves the slice's
 			// checkpoints unknown; the next slice then counts them.
 			if c, err := readCounters(ctx, bk); err == nil {
 				cur := checkpointsOf(c)
-				s.Checkpoints, s.CkptMean, _, s.CkptMax = cur.since(prev)
+				s.Checkpoints, s.CkptMean, s.CkptP99, s.CkptMax = cur.since(prev)
 				prev = cur
 			}
 			res.Slices = append(res.Slices, s)
@@ -136,64 +220,175 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 		}
 	})
 
+	// The end's rate is that of the last small ledgers: from the creation clock
+	// when the tailFrom-th ledger completed. smallAt and tailAt are written by
+	// the creator that completes that ledger and read after the phase's Wait.
+	tailFrom := o.Ledgers - small
+	var smallAt, tailAt time.Duration
 	var next, done atomic.Int64
-	var wg sync.WaitGroup
+	var lastID atomic.Uint64
 	var firstErr error
 	var errOnce sync.Once
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for range o.Creators {
-		wg.Go(func() {
-			for next.Add(1) <= int64(o.Ledgers) {
-				if err := createOne(cctx, cl, opts, payload); err != nil {
-					errOnce.Do(func() { firstErr = err; cancel() })
-					return
+	// create runs a creation phase: ledgers done+1 to last.
+	create := func(last int) {
+		w := Workload{Name: fmt.Sprintf("ledgers-%d-%d", done.Load()+1, last), Bookies: 1, Ensemble: 1}
+		if o.Measuring != nil {
+			o.Measuring(w, true)
+			defer o.Measuring(w, false)
+		}
+		next.Store(done.Load())
+		var wg sync.WaitGroup
+		for range o.Creators {
+			wg.Go(func() {
+				for next.Add(1) <= int64(last) {
+					id, err := createOne(cctx, cl, opts, payload)
+					if err != nil {
+						errOnce.Do(func() { firstErr = err; cancel() })
+						return
+					}
+					lastID.Store(id)
+					n := int(done.Add(1))
+					if n == small {
+						smallAt = elapsed()
+					}
+					if n == tailFrom {
+						tailAt = elapsed()
+					}
+					if bounds[n] {
+						marks <- mark{n, elapsed()}
+					}
 				}
-				n := int(done.Add(1))
-				if bounds[n] {
-					marks <- mark{n, time.Now()}
-				}
-			}
-		})
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	res.Took = time.Since(start) // the monitor's reads may take seconds more
+	create(small)
+	if firstErr == nil {
+		halt := time.Now()
+		res.Small, err = measurePoint(ctx, bk, o.IndexDir, small, first)
+		paused += time.Since(halt)
+		res.Small.Rate = float64(small) / smallAt.Seconds()
+		if err == nil && small < o.Ledgers {
+			create(o.Ledgers)
+		}
+	}
+	res.Took = elapsed() // the monitor's reads may take seconds more
 	close(marks)
 	monitor.Wait()
 	if firstErr != nil {
 		return res, fmt.Errorf("bench: ledgers workload after %d ledgers: %w", done.Load(), firstErr)
+	}
+	if err != nil {
+		return res, err
 	}
 	res.Rate = float64(o.Ledgers) / res.Took.Seconds()
 	if c, err = readCounters(ctx, bk); err != nil {
 		return res, err
 	}
 	res.Checkpoints, res.CkptMean, res.CkptP99, res.CkptMax = checkpointsOf(c).since(first)
-	if o.IndexDir != "" {
-		if res.IndexBytes, res.IndexApparent, res.IndexFiles, err = diskUsage(o.IndexDir); err != nil {
-			return res, err
-		}
-		res.IndexPerLedger = float64(res.IndexBytes) / float64(o.Ledgers)
-	}
 	res.ProcessRSS = processRSS()
 	res.BookieRSS = c.RSSBytes
+	if res.End, err = measurePoint(ctx, bk, o.IndexDir, o.Ledgers, first); err != nil {
+		return res, err
+	}
+	res.End.Rate = float64(small) / (res.Took - tailAt).Seconds()
+	res.End.Checkpoints, res.End.CkptP99 = -1, 0 // the last tenth's, if known
+	if n := len(res.Slices); n > 0 && res.Slices[n-1].Ledgers == o.Ledgers {
+		res.End.Checkpoints, res.End.CkptP99 = res.Slices[n-1].Checkpoints, res.Slices[n-1].CkptP99
+	}
+	res.IndexBytes, res.IndexPerLedger = res.End.IndexBytes, res.End.IndexPerLedger
+	if o.IndexDir != "" {
+		if _, res.IndexApparent, res.IndexFiles, err = diskUsage(o.IndexDir); err != nil {
+			return res, err
+		}
+	}
 	res.Load = loadAvg()
 	if cpu1, ok := machineCPU(); ok && cpuOK {
 		res.Steal = stealShare(cpu0, cpu1)
 	}
+	if o.Restart != nil {
+		if res.Restart, err = restartLedgers(ctx, o, store, lastID.Load(), payload); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
 }
 
-// createOne creates a ledger, adds payload to it and closes it.
-func createOne(ctx context.Context, cl *client.Client, opts client.LedgerOptions, payload []byte) error {
+// measurePoint measures the bookie at a point of a ledgers run, the creators stopped:
+// its counters (checkpoints since first, and RSS), a GC scan asked for through its admin
+// endpoint as bk gc --wait asks (a scan that fails is reported in GCErr, not as an
+// error), and the index directory's disk usage.
+func measurePoint(ctx context.Context, bk Bookie, indexDir string, ledgers int, first ckptHistogram) (LedgersPoint, error) {
+	p := LedgersPoint{Ledgers: ledgers, Checkpoints: -1, ProcessRSS: processRSS()}
+	if c, err := readCounters(ctx, bk); err == nil {
+		p.Checkpoints, _, p.CkptP99, _ = checkpointsOf(c).since(first)
+		p.BookieRSS = c.RSSBytes
+	}
+	var gc bookie.GCResult
+	if err := adminJSON(ctx, http.MethodPost, bk.Admin+"/gc", &gc); err != nil {
+		if ctx.Err() != nil {
+			return p, err
+		}
+		p.GCErr = err
+	}
+	p.GC = gc.GC
+	if indexDir != "" {
+		var err error
+		if p.IndexBytes, _, _, err = diskUsage(indexDir); err != nil {
+			return p, err
+		}
+		p.IndexPerLedger = float64(p.IndexBytes) / float64(ledgers)
+	}
+	return p, nil
+}
+
+// restartReadTimeout bounds the READ after a restart.
+const restartReadTimeout = time.Minute
+
+// restartLedgers restarts the bookie (o.Restart) and then, with a new client, opens
+// ledger id and reads its one entry back, which must be payload.
+func restartLedgers(ctx context.Context, o LedgersOptions, store meta.Store, id uint64, payload []byte) (*LedgersRestart, error) {
+	var r LedgersRestart
+	var err error
+	if r.Bookie, r.Stop, r.Ready, err = o.Restart(ctx); err != nil {
+		return nil, fmt.Errorf("bench: ledgers workload: restart: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, restartReadTimeout)
+	defer cancel()
+	began := time.Now()
+	cl, err := client.New(rctx, client.Config{Store: store})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	rd, err := cl.OpenLedger(rctx, id, false)
+	if err != nil {
+		return nil, fmt.Errorf("bench: ledgers workload: after the restart: %w", err)
+	}
+	entries, err := rd.Read(rctx, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("bench: ledgers workload: read ledger %d after the restart: %w", id, err)
+	}
+	if len(entries) != 1 || !bytes.Equal(entries[0].Data, payload) {
+		return nil, fmt.Errorf("bench: ledgers workload: ledger %d read after the restart: %d entries, not its one entry", id, len(entries))
+	}
+	r.Read = time.Since(began)
+	return &r, nil
+}
+
+// createOne creates a ledger, adds payload to it and closes it, and returns its id.
+func createOne(ctx context.Context, cl *client.Client, opts client.LedgerOptions, payload []byte) (uint64, error) {
 	w, err := cl.CreateLedger(ctx, opts)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := w.Append(ctx, payload); err != nil {
 		w.Close(ctx)
-		return err
+		return 0, err
 	}
-	return w.Close(ctx)
+	return w.ID(), w.Close(ctx)
 }
 
 // ckptHistogram is the bookie's checkpoint duration histogram: cumulative counts by
@@ -299,7 +494,80 @@ func WriteLedgers(w io.Writer, r LedgersResult) error {
 		steal = fmt.Sprintf("%.1f%%", 100*r.Steal)
 	}
 	fmt.Fprintf(bw, "load average %.2f, steal %s\n", r.Load, steal)
+	writePoints(bw, r)
+	if rs := r.Restart; rs != nil {
+		fmt.Fprintf(bw, "restart to serving: stop %v, start to ready (/readyz) %v; then a new client's READ of a ledger written before %v\n",
+			rs.Stop.Round(time.Millisecond), rs.Ready.Round(time.Millisecond), rs.Read.Round(time.Millisecond))
+	}
 	return bw.Flush()
+}
+
+// writePoints prints the small point's and the end's figures and their ratio.
+func writePoints(w io.Writer, r LedgersResult) {
+	sm, end := r.Small, r.End
+	if sm.Ledgers == 0 || end.Ledgers == 0 {
+		return // the run stopped before both were measured
+	}
+	fmt.Fprintf(w, "\nthe bookie at %d and %d ledgers (creators stopped while measured):\n", sm.Ledgers, end.Ledgers)
+	fmt.Fprintf(w, "%-44s %14s %14s %10s\n", "", fmt.Sprint(sm.Ledgers), fmt.Sprint(end.Ledgers), "end/small")
+	row := func(name, a, b string, x, y float64) {
+		ratio := "-"
+		if x > 0 && y >= 0 {
+			ratio = fmt.Sprintf("%.2f", y/x)
+		}
+		fmt.Fprintf(w, "%-44s %14s %14s %10s\n", name, a, b, ratio)
+	}
+	row(fmt.Sprintf("creation, ledgers/s (the %d before)", min(sm.Ledgers, end.Ledgers)),
+		fmt.Sprintf("%.0f", sm.Rate), fmt.Sprintf("%.0f", end.Rate), sm.Rate, end.Rate)
+	ckpt := func(p LedgersPoint) (string, float64) {
+		switch {
+		case p.Checkpoints < 0:
+			return "?", -1
+		case p.Checkpoints == 0:
+			return "none", -1
+		}
+		return fmt.Sprintf("%s (%d)", bucket(p.CkptP99), p.Checkpoints), p.CkptP99.Seconds()
+	}
+	a, x := ckpt(sm)
+	b, y := ckpt(end)
+	row("checkpoint p99 <= (count): to small, last 10th", a, b, x, y)
+	gc := func(p LedgersPoint, f func(p LedgersPoint) (string, float64)) (string, float64) {
+		if p.GCErr != nil {
+			return "failed", -1
+		}
+		return f(p)
+	}
+	took := func(p LedgersPoint) (string, float64) {
+		return p.GC.Took.Round(time.Millisecond).String(), p.GC.Took.Seconds()
+	}
+	reads := func(p LedgersPoint) (string, float64) {
+		return fmt.Sprintf("%d+%d", p.GC.MetadataReads, p.GC.ListPages), float64(p.metadataReads())
+	}
+	a, x = gc(sm, took)
+	b, y = gc(end, took)
+	row("GC scan (POST /gc; deletes nothing)", a, b, x, y)
+	a, x = gc(sm, reads)
+	b, y = gc(end, reads)
+	row("GC metadata reads: single ledgers + pages", a, b, x, y)
+	if end.IndexBytes > 0 {
+		// The index reaches the disk at checkpoints (the journal is its log): before
+		// the first, its size says nothing of the ledgers, and has no ratio.
+		index := func(p LedgersPoint, checkpoints int) (string, float64) {
+			if checkpoints == 0 {
+				return fmt.Sprintf("%.0f (no ckpt)", p.IndexPerLedger), -1
+			}
+			return fmt.Sprintf("%.0f", p.IndexPerLedger), p.IndexPerLedger
+		}
+		a, x = index(sm, sm.Checkpoints) // since the start
+		b, y = index(end, r.Checkpoints)
+		row("index (du) per ledger, bytes", a, b, x, y)
+	}
+	row("RSS of this process, MB", fmt.Sprint(sm.ProcessRSS>>20), fmt.Sprint(end.ProcessRSS>>20), float64(sm.ProcessRSS), float64(end.ProcessRSS))
+	for _, p := range []LedgersPoint{sm, end} {
+		if p.GCErr != nil {
+			fmt.Fprintf(w, "GC scan at %d ledgers failed: %v\n", p.Ledgers, p.GCErr)
+		}
+	}
 }
 
 // bucket prints a histogram bucket bound; the +Inf bucket as such.

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,6 +79,7 @@ type Local struct {
 	// disk); Close removes it.
 	Dir string
 
+	tc    *testcluster.Cluster // the cluster, for LocalLedgers' restart
 	close func()
 }
 
@@ -216,7 +219,7 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 // returns it as a Local whose Close closes the store, tc, release (when not
 // nil) and removes dir; on an error it does all that itself.
 func openLocal(ctx context.Context, dir string, tc *testcluster.Cluster, release func()) (*Local, error) {
-	l := &Local{Dir: dir}
+	l := &Local{Dir: dir, tc: tc}
 	l.close = func() {
 		if l.Target.Store != nil {
 			l.Target.Store.Close()
@@ -251,8 +254,9 @@ func freePorts(n int) ([]int, error) {
 }
 
 // LocalLedgers runs the ledgers workload (RunLedgers) on the one bookie of
-// a local cluster it starts under parent (StartLocal), and reports that
-// bookie's index directory; o.Target and o.IndexDir are set here.
+// a local cluster it starts under parent (StartLocal), reports that
+// bookie's index directory, and restarts it at the end (restartLocal);
+// o.Target, o.IndexDir and o.Restart are set here.
 func LocalLedgers(ctx context.Context, parent string, s LocalSettings, o LedgersOptions) (LedgersResult, error) {
 	l, err := StartLocal(parent, 1, s)
 	if err != nil {
@@ -260,5 +264,63 @@ func LocalLedgers(ctx context.Context, parent string, s LocalSettings, o Ledgers
 	}
 	defer l.Close()
 	o.Target, o.IndexDir = l.Target, filepath.Join(l.Dir, "bookie-1", "ledgers", "index")
+	o.Restart = func(ctx context.Context) (Bookie, time.Duration, time.Duration, error) {
+		return restartLocal(ctx, l.tc.Nodes[0])
+	}
 	return RunLedgers(ctx, o)
+}
+
+// restartReadyTimeout bounds the wait for a restarted bookie to answer ready.
+const restartReadyTimeout = 2 * time.Minute
+
+// restartLocal stops node's in-process bookie cleanly (Close) and starts it
+// again on the same directories; it returns the bookie as it runs now, the
+// time the stop took, and the time from the start until its admin endpoint
+// answered GET /readyz with 200 (it takes adds: see docs/operations.md).
+func restartLocal(ctx context.Context, node *testcluster.Node) (b Bookie, stop, ready time.Duration, err error) {
+	began := time.Now()
+	node.Stop()
+	stop = time.Since(began)
+	began = time.Now()
+	if err := node.Start(); err != nil {
+		return b, stop, 0, err
+	}
+	nb := node.Bookie()
+	b = Bookie{ID: node.ID(), InProcess: true, Counters: nb.Counters}
+	a := nb.AdminAddr()
+	if a == "" {
+		return b, stop, 0, errors.New("bench: the restarted bookie has no admin endpoint to ask whether it is ready")
+	}
+	b.Admin = "http://" + a
+	ctx, cancel := context.WithTimeout(ctx, restartReadyTimeout)
+	defer cancel()
+	for {
+		err := isReady(ctx, b.Admin)
+		if err == nil {
+			return b, stop, time.Since(began), nil
+		}
+		select {
+		case <-ctx.Done():
+			return b, stop, 0, fmt.Errorf("bench: the restarted bookie did not answer ready within %v: %w", restartReadyTimeout, err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// isReady returns nil when the bookie whose admin endpoint is at admin
+// answers GET /readyz with 200, or why not.
+func isReady(ctx context.Context, admin string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, admin+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s/readyz: %s", admin, resp.Status)
+	}
+	return nil
 }

@@ -111,24 +111,3 @@ func TestStartLocalRunAll(t *testing.T) {
 		t.Errorf("after Close, %s: %v", lc.Dir, err)
 	}
 }
-
-// TestLocalLedgers: the ledgers workload on its own local bookie measures
-// that bookie's index directory, and leaves no cluster directory behind.
-func TestLocalLedgers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster")
-	}
-	parent := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := LocalLedgers(ctx, parent, LocalSettings{}, LedgersOptions{Ledgers: 20, Creators: 4, Password: []byte("pw")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Slices) != 10 || res.IndexFiles == 0 || res.IndexBytes <= 0 || res.BookieRSS <= 0 {
-		t.Errorf("%d slices, index %d files %d bytes, bookie RSS %d", len(res.Slices), res.IndexFiles, res.IndexBytes, res.BookieRSS)
-	}
-	if left, _ := os.ReadDir(parent); len(left) != 0 {
-		t.Errorf("left behind in %s: %v", parent, left)
-	}
-}

@@ -53,6 +53,12 @@ type Counters struct {
 	BackpressurePauses uint64 `json:"backpressurePauses"`
 	// EntryLogDiskBytes is the size of the entry log files on disk.
 	EntryLogDiskBytes int64 `json:"entryLogDiskBytes"`
+	// GCScans counts completed garbage collection scans; GCMetadataReads
+	// and GCListPages the single ledgers' metadata reads and the listing
+	// pages every scan read (GCStats.MetadataReads and ListPages, summed).
+	GCScans         uint64 `json:"gcScans"`
+	GCMetadataReads uint64 `json:"gcMetadataReads"`
+	GCListPages     uint64 `json:"gcListPages"`
 }
 
 // Histogram is a cumulative histogram: Count samples summing to Sum, and
@@ -134,6 +140,9 @@ func (b *Bookie) Counters() Counters {
 		Checkpoints:         histogramValue(b.metrics.checkpointDur),
 		BackpressurePauses:  counterValue(b.metrics.pausedConns),
 		EntryLogDiskBytes:   int64(b.dirBytes(filepath.Join(b.cfg.LedgerDir, "logs"))),
+		GCScans:             counterValue(b.metrics.gcScans),
+		GCMetadataReads:     counterValue(b.metrics.gcMetaReads),
+		GCListPages:         counterValue(b.metrics.gcListPages),
 	}
 	c.HeapInuseBytes, c.NextGCBytes = heapFigures()
 	return c

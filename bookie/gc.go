@@ -74,8 +74,19 @@ type GCStats struct {
 	Vetoed  int `json:"vetoed"`  // not deleted: written, or no longer garbage, since the verdict
 	// BadMetadata counts ledgers kept because their stored metadata is not valid
 	// (meta.ErrBadMetadata): never a verdict, and the scan goes on past them.
-	BadMetadata int           `json:"badMetadata"`
-	Took        time.Duration `json:"tookNanoseconds"`
+	BadMetadata int `json:"badMetadata"`
+	// MetadataReads counts the single ledgers' metadata reads the scan
+	// made (a ledger's metadata and mark, GCView or GetLedger): one per
+	// held ledger from a store that cannot list, and one right before each
+	// deletion.
+	MetadataReads int `json:"metadataReads"`
+	// ListPages counts the range reads of the ledger listing (a store that
+	// lists: meta.EtcdStore.ScanLedgers): the ledgers it listed over
+	// gcListPage, rounded up, and at least one; the under-replication marks'
+	// range, read before it, is not counted. 0 from a store that cannot
+	// list.
+	ListPages int           `json:"listPages"`
+	Took      time.Duration `json:"tookNanoseconds"`
 }
 
 // gcVerdict is what GC noted when it first found a ledger garbage.
@@ -274,6 +285,10 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	}
 	b.gcMu.Lock()
 	defer b.gcMu.Unlock()
+	defer func() { // what the scan read, whether it ended in an error or not
+		b.metrics.gcMetaReads.Add(float64(st.MetadataReads))
+		b.metrics.gcListPages.Add(float64(st.ListPages))
+	}()
 	start := time.Now()
 	ids := b.heldLedgers()
 	self, stable := b.cfg.identity()
@@ -283,7 +298,7 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	for i, id := range ids {
 		notes[i].l, notes[i].touched = b.gcTouched(id)
 	}
-	answers, err := b.gcAnswers(ctx, ids, self, stable)
+	answers, err := b.gcAnswers(ctx, ids, self, stable, &st)
 	if err != nil {
 		return st, err
 	}
@@ -326,7 +341,7 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 		hook(doomed)
 	}
 	for _, id := range doomed {
-		deleted, err := b.deleteLedger(ctx, id, b.gcSeen[id], self, stable)
+		deleted, err := b.deleteLedger(ctx, id, b.gcSeen[id], self, stable, &st)
 		if err != nil {
 			return st, err
 		}
@@ -412,8 +427,9 @@ const gcListPage = 1000
 // deletion), paced at a page per read; otherwise from one read per ledger,
 // paced. A ledger missing from a complete listing did not exist at its
 // revision. Any error — a failed read, an incomplete listing — is returned
-// and no answer is: the scan deletes nothing.
-func (b *Bookie) gcAnswers(ctx context.Context, ids []uint64, self string, stable bool) ([]gcAnswer, error) {
+// and no answer is: the scan deletes nothing. It counts its reads in st's
+// MetadataReads and ListPages.
+func (b *Bookie) gcAnswers(ctx context.Context, ids []uint64, self string, stable bool, st *GCStats) ([]gcAnswer, error) {
 	answers := make([]gcAnswer, len(ids))
 	pacer := pace.New(int64(b.cfg.GCMetadataReadsPerSec))
 	ls, lists := b.meta.(gcListStore)
@@ -422,7 +438,7 @@ func (b *Bookie) gcAnswers(ctx context.Context, ids []uint64, self string, stabl
 			if err := pacer.Wait(ctx, 1); err != nil {
 				return nil, err
 			}
-			garbage, err := b.garbage(ctx, id, self, stable)
+			garbage, err := b.garbage(ctx, id, self, stable, st)
 			if err != nil && !errors.Is(err, meta.ErrBadMetadata) {
 				return nil, err
 			}
@@ -454,6 +470,7 @@ func (b *Bookie) gcAnswers(ctx context.Context, ids []uint64, self string, stabl
 		}
 		return nil
 	})
+	st.ListPages = max(1, (n+gcListPage-1)/gcListPage)
 	if err != nil {
 		return nil, fmt.Errorf("bookie: gc: list ledgers: %w", err)
 	}
@@ -476,8 +493,10 @@ type gcViewStore interface {
 // CLOSED, names no bookie self and is not marked under-replicated, all read
 // at one revision. A store that cannot read the mark with the metadata
 // (one without marks, or a wrapper that hides them) fails closed: a ledger
-// that moved away counts as under repair and is kept.
-func (b *Bookie) garbage(ctx context.Context, id uint64, self string, stable bool) (bool, error) {
+// that moved away counts as under repair and is kept. It counts its read in
+// st.MetadataReads.
+func (b *Bookie) garbage(ctx context.Context, id uint64, self string, stable bool, st *GCStats) (bool, error) {
+	st.MetadataReads++
 	vs, ok := b.meta.(gcViewStore)
 	if !ok {
 		md, err := b.meta.GetLedger(ctx, id)
@@ -520,8 +539,8 @@ func namesBookie(md *meta.LedgerMetadata, id meta.BookieID) bool {
 // metadata and mark again, journals the deletion and waits for its sync (its
 // completion marks the ledger deleted), deletes it from storage and drops
 // it from the table. Holds storageMu from the record to the storage delete
-// so no checkpoint runs in between.
-func (b *Bookie) deleteLedger(ctx context.Context, id uint64, v gcVerdict, self string, stable bool) (bool, error) {
+// so no checkpoint runs in between. The re-read counts in st.MetadataReads.
+func (b *Bookie) deleteLedger(ctx context.Context, id uint64, v gcVerdict, self string, stable bool, st *GCStats) (bool, error) {
 	l := b.claim(id, v)
 	if l == nil {
 		return false, nil
@@ -532,7 +551,7 @@ func (b *Bookie) deleteLedger(ctx context.Context, id uint64, v gcVerdict, self 
 			b.unclaim(l)
 		}
 	}()
-	if garbage, err := b.garbage(ctx, id, self, stable); errors.Is(err, meta.ErrBadMetadata) {
+	if garbage, err := b.garbage(ctx, id, self, stable, st); errors.Is(err, meta.ErrBadMetadata) {
 		return false, nil // no longer provably garbage: a veto, and the scan goes on
 	} else if err != nil || !garbage {
 		return false, err

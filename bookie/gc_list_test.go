@@ -61,7 +61,9 @@ func gcFixture(t *testing.T, g *gcBed) (live, garbage []uint64) {
 
 // A scan learns which ledgers exist, and which moved away unmarked, from one
 // listing of the metadata at one revision: it reads no ledger's metadata on
-// its own, except once more right before deleting one.
+// its own, except once more right before deleting one. GCStats and the
+// counters (bookie_gc_metadata_reads_total, bookie_gc_listing_pages_total)
+// count those reads and the listing's page.
 func TestGCScanListsInsteadOfReadingEachLedger(t *testing.T) {
 	g := newGCBed(t, nil)
 	ctx := context.Background()
@@ -76,12 +78,22 @@ func TestGCScanListsInsteadOfReadingEachLedger(t *testing.T) {
 	if n := reads.take(); n["view"]+n["ledger"]+n["mark"] != 0 || n["list"] < len(live)+1 {
 		t.Fatalf("first scan read %v: want only the listing", n)
 	}
+	if st.MetadataReads != 0 || st.ListPages != 1 {
+		t.Fatalf("first scan: %d metadata reads, %d listing pages; want 0 and 1", st.MetadataReads, st.ListPages)
+	}
 	st, err = g.b.GC(ctx)
 	if err != nil || st.Deleted != len(garbage) {
 		t.Fatalf("second scan: %+v, %v; want %d deleted", st, err, len(garbage))
 	}
 	if n := reads.take(); n["view"] != len(garbage) || n["ledger"]+n["mark"] != 0 {
 		t.Fatalf("second scan read %v: want the listing and one view per deletion (%d)", n, len(garbage))
+	}
+	if st.MetadataReads != len(garbage) || st.ListPages != 1 {
+		t.Fatalf("second scan: %d metadata reads, %d listing pages; want %d and 1", st.MetadataReads, st.ListPages, len(garbage))
+	}
+	if c := g.b.Counters(); c.GCScans != 2 || c.GCMetadataReads != uint64(len(garbage)) || c.GCListPages != 2 {
+		t.Fatalf("counters after two scans: %d scans, %d metadata reads, %d listing pages; want 2, %d, 2",
+			c.GCScans, c.GCMetadataReads, c.GCListPages, len(garbage))
 	}
 	for _, id := range live {
 		if _, s := g.c.read(0, id, 0); s != wire.StatusOK {
@@ -119,5 +131,30 @@ func TestGCDeletesNothingOnAnIncompleteListing(t *testing.T) {
 	g.b.meta = g.etcd
 	if st, err := g.b.GC(ctx); err != nil || st.Deleted != len(garbage) {
 		t.Fatalf("scan after: %+v, %v; want %d deleted", st, err, len(garbage))
+	}
+}
+
+// A store that cannot list is read one ledger at a time: GCStats and the
+// counters count one metadata read per ledger held, and no listing page.
+func TestGCCountsEachLedgerReadOfAStoreThatCannotList(t *testing.T) {
+	g := newGCBed(t, nil)
+	live, garbage := gcFixture(t, g)
+	reads := &readCounts{n: map[string]int{}}
+	// Embedding the interface hides ScanLedgers and GCView.
+	g.b.meta = struct{ meta.Store }{hookStore{EtcdStore: g.etcd, hook: reads.hook}}
+
+	st, err := g.b.GC(context.Background())
+	held := len(live) + len(garbage)
+	if err != nil || st.Ledgers != held {
+		t.Fatalf("scan: %+v, %v; want %d ledgers", st, err, held)
+	}
+	if n := reads.take(); n["ledger"] != held || n["list"]+n["view"] != 0 {
+		t.Fatalf("scan read %v: want one GetLedger per ledger held (%d)", n, held)
+	}
+	if st.MetadataReads != held || st.ListPages != 0 {
+		t.Fatalf("scan: %d metadata reads, %d listing pages; want %d and 0", st.MetadataReads, st.ListPages, held)
+	}
+	if c := g.b.Counters(); c.GCScans != 1 || c.GCMetadataReads != uint64(held) || c.GCListPages != 0 {
+		t.Fatalf("counters: %d scans, %d metadata reads, %d listing pages; want 1, %d, 0", c.GCScans, c.GCMetadataReads, c.GCListPages, held)
 	}
 }

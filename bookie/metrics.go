@@ -45,6 +45,10 @@ type metrics struct {
 	gcDeleted     prometheus.Counter
 	gcVetoed      prometheus.Counter
 	gcBadMetadata prometheus.Counter
+	// Garbage collection's metadata reads (GCStats.MetadataReads,
+	// GCStats.ListPages), summed over scans.
+	gcMetaReads   prometheus.Counter
+	gcListPages   prometheus.Counter
 	cutConns      *prometheus.CounterVec // by reason
 	readOnly      prometheus.Gauge
 	checkpoints   prometheus.Counter
@@ -126,7 +130,11 @@ func newMetrics(ledgerCount func() float64) *metrics {
 		Name: "bookie_gc_deletions_vetoed_total", Help: "Ledgers garbage collection was about to delete and kept: written to, or no longer garbage, since its verdict."})
 	m.gcBadMetadata = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_gc_bad_metadata_total", Help: "Ledgers a garbage collection scan kept because their stored metadata is not valid."})
-	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted, m.gcVetoed, m.gcBadMetadata)
+	m.gcMetaReads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_gc_metadata_reads_total", Help: "Single ledgers' metadata reads by garbage collection: one per ledger held from a store that cannot list, and one before each deletion."})
+	m.gcListPages = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "bookie_gc_listing_pages_total", Help: "Range reads of the ledger listings garbage collection scans read instead of single ledgers (up to 1,000 ledgers each; the under-replication marks' range not counted)."})
+	m.registry.MustRegister(m.journalWaits, m.gcScans, m.gcDeleted, m.gcVetoed, m.gcBadMetadata, m.gcMetaReads, m.gcListPages)
 	m.scrubBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "bookie_scrub_bytes_total", Help: "Entry bytes re-read and verified by the scrubber."})
 	m.scrubDamaged = prometheus.NewCounter(prometheus.CounterOpts{

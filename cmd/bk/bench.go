@@ -45,7 +45,7 @@ func runBench(args []string) error {
 	nBookies := fs.Int("bookies", 0, "with --local: bookies to start (default: the most any workload needs)")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file ('-': to stdout, instead of the table)")
 	plot := fs.String("plot", "", "write a latency plot (SVG: percentile spectrum and p99 over time) to this file")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each workload's measured part to PREFIX.WORKLOAD.prof (this process: with --local, client and bookies; with --procs, the bookies' too, from their /debug/pprof)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each workload's measured part to PREFIX.WORKLOAD.prof (this process: with --local, client and bookies; with --procs, the bookies' too, from their /debug/pprof); the ledgers workload writes one per creation phase, PREFIX.ledgers-1-10000.prof and PREFIX.ledgers-10001-N.prof")
 	procs := fs.Bool("procs", false, "with --local: run each bookie as a child 'bk bookie' process, so bookie CPU and RSS are measured apart from the client's")
 	bookieBin := fs.String("bookie-bin", "", "with --local --procs: the bk executable the bookies run (default: this one), to compare two bookie builds under the same client and report")
 	logLevel := fs.String("log-level", "error", "bookie log level with --local")
@@ -82,8 +82,11 @@ func runBench(args []string) error {
 		if err != nil {
 			return err
 		}
-		res, err := bench.LocalLedgers(ctx, *data, bench.LocalSettings{Logger: log, LogLevel: *logLevel, ConfigFile: *bookieConfig},
-			bench.LedgersOptions{Ledgers: *nLedgers, Creators: *creators, Password: []byte("bk-bench"), Progress: os.Stderr})
+		lo := bench.LedgersOptions{Ledgers: *nLedgers, Creators: *creators, Password: []byte("bk-bench"), Progress: os.Stderr}
+		if *cpuProfile != "" { // the bookie runs in this process: one profile holds it and the client
+			lo.Measuring = bench.Profiler(*cpuProfile, nil, os.Stderr)
+		}
+		res, err := bench.LocalLedgers(ctx, *data, bench.LocalSettings{Logger: log, LogLevel: *logLevel, ConfigFile: *bookieConfig}, lo)
 		if err != nil {
 			return err // the slices measured until then are on stderr
 		}
