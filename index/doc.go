@@ -117,7 +117,17 @@
 //     space, Put and DeleteLedger fail at once with ErrNoSpace and the
 //     Sync fails with the ENOSPC, not ErrFailed: nothing is lost, and once
 //     a compaction succeeds everything is taken and made durable
-//     (TestKVL0StopCompactionsOnFullDisk).
+//     (TestKVL0StopCompactionsOnFullDisk). A Sync first lets the
+//     compactions paused by the full disk try again, and while one is in
+//     progress (pebble retries a failed one at once) it waits for it
+//     rather than fail with the ENOSPC of the one before, so the first
+//     Sync once space is back succeeds; it fails only once a compaction
+//     fails for lack of space again, so a disk that stays full costs one
+//     retried compaction per Sync (TestKVL0SyncWaitsForReleasedCompaction,
+//     TestKVL0SyncOnFullDiskWithCompactionsOn). Put and DeleteLedger do not
+//     wait for it: they fail with ErrNoSpace until a compaction succeeds.
+//     Close ends a Sync that waits for level 0, which returns ErrClosed
+//     (TestKVL0CloseEndsWaitingSync).
 //   - No reserve of preallocated space is kept for pebble's manifest. A
 //     checkpoint writes a table before its manifest record, and a reserve
 //     for the record would not cover the table; a failed manifest write is

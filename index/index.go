@@ -132,6 +132,11 @@ type Index struct {
 	// syncMu serialises Syncs and Close. Lock order: syncMu, mu, dbMu.
 	syncMu sync.Mutex
 
+	// closing is closed by Close, under mu as it sets closed, before it
+	// waits for syncMu: it wakes a Sync (holding syncMu) or a write that
+	// waits for room (see asyncFlush, waitRoom).
+	closing chan struct{}
+
 	// dbMu is held shared by every use of db made without mu held, and
 	// exclusively by Close to close db, so that no read races the close.
 	dbMu sync.RWMutex
@@ -224,6 +229,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Index, error) {
 		dir:       path.Clean(dir),
 		cachedCap: opts.CachedLedgers,
 		opts:      opts,
+		closing:   make(chan struct{}),
 		ledgers:   make(map[uint64]*kvLedger),
 	}
 	x.lru.next, x.lru.prev = &x.lru, &x.lru
@@ -913,17 +919,23 @@ func (x *Index) writable(force bool) error {
 	return nil
 }
 
-// Close writes nothing: call Sync first for durability. It waits for a Sync
-// and reads in progress and closes the store; later calls return ErrClosed.
+// Close writes nothing: call Sync first for durability. Calls made from
+// its start on return ErrClosed; it ends a Sync or write waiting for room
+// in the store (a Sync waiting for level 0 returns ErrClosed:
+// TestKVL0CloseEndsWaitingSync), waits for a Sync and reads in progress,
+// and closes the store.
 func (x *Index) Close() error {
-	x.syncMu.Lock()
-	defer x.syncMu.Unlock()
 	x.mu.Lock()
 	if x.closed {
 		x.mu.Unlock()
 		return ErrClosed
 	}
 	x.closed = true
+	close(x.closing)
+	x.mu.Unlock()
+	x.syncMu.Lock()
+	defer x.syncMu.Unlock()
+	x.mu.Lock()
 	x.ledgers = nil
 	x.mu.Unlock()
 	x.dbMu.Lock()

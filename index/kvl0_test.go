@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -201,4 +202,135 @@ func TestKVL0StopCompactionsOnFullDisk(t *testing.T) {
 	if err := within(t, "Close", x.Close); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+}
+
+// TestKVL0CloseEndsWaitingSync: with level 0 at pebble's stop level and no
+// compaction coming (compactions off here; in a store, compactions that
+// keep failing other than for lack of space), a Sync waits in asyncFlush
+// for progress, holding syncMu. Close must still return, and the waiting
+// Sync must then return ErrClosed: nothing may wait for ever after Close.
+func TestKVL0CloseEndsWaitingSync(t *testing.T) {
+	x, _ := openL0AtStop(t, vfs.NewMemFS())
+	if err := x.SetState(99, LedgerState{Fenced: true, LAC: -1, ExplicitLAC: -1}); err != nil {
+		t.Fatalf("SetState(99): %v", err)
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- x.Sync() }()
+	waitingSync(t)
+	if err := within(t, "Close while a Sync waits for level 0", x.Close); err != nil {
+		t.Fatalf("Close while a Sync waits for level 0: %v", err)
+	}
+	err := within(t, "the waiting Sync after Close", func() error { return <-synced })
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("the Sync waiting for level 0 returned %v after Close; want ErrClosed", err)
+	}
+	if err := x.Sync(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Sync after Close = %v; want ErrClosed", err)
+	}
+}
+
+// openL0CompactionsOnFullDisk opens an index on a fault file system with
+// level 0 at pebble's stop level, automatic compactions on, and every
+// table write failing ENOSPC, and waits until the compaction that would
+// lower level 0 has failed for lack of space. A table write with gating
+// set waits until gate is closed. It returns the index and the faults,
+// armed.
+func openL0CompactionsOnFullDisk(t *testing.T, gating *atomic.Bool, gate <-chan struct{}) (*Index, *faults) {
+	t.Helper()
+	mem := vfs.NewMemFS()
+	f := new(faults)
+	fs := vfs.NewFaultFS(mem, func(op vfs.Op, name string) error {
+		if gating.Load() && op == vfs.OpWrite && strings.HasSuffix(name, ".sst") {
+			<-gate
+		}
+		return f.inject(op, name)
+	})
+	x, _ := openL0AtStop(t, fs)
+	if err := x.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	f.arm(vfs.OpWrite, ".sst", vfs.ErrNoSpace)
+	x = openT(t, fs, Options{l0StopWrites: l0TestStop})
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for x.health.compactionNoSpace() == nil {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("no compaction of level 0 failed for lack of space after 60s")
+		}
+	}
+	return x, f
+}
+
+// TestKVL0SyncWaitsForReleasedCompaction: level 0 at pebble's stop level,
+// with automatic compactions on, and the compaction that would lower it
+// failed for lack of space. Once space is back, a Sync asks pebble to
+// retry (the paused compaction may create its table now) and must wait for
+// that compaction, as a Sync waits for a retried flush, not fail with the
+// ENOSPC of the compaction before it. A gate holds the retried
+// compaction's table writes until the Sync has either returned or is seen
+// waiting, so the order does not depend on the scheduler.
+func TestKVL0SyncWaitsForReleasedCompaction(t *testing.T) {
+	gate := make(chan struct{})
+	var gating atomic.Bool
+	x, f := openL0CompactionsOnFullDisk(t, &gating, gate)
+	defer x.Close()
+	gating.Store(true)
+	f.disarm() // space is back; the retried compaction's writes wait at the gate
+	synced := make(chan error, 1)
+	go func() { synced <- x.Sync() }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	var err error
+	returned := false
+	for !returned {
+		select {
+		case err = <-synced:
+			returned = true
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the Sync once space is back neither returned nor waited for the retried compaction after 60s")
+		}
+		if !returned && syncWaitsInAsyncFlush() {
+			break
+		}
+	}
+	close(gate)
+	if !returned {
+		err = within(t, "Sync once space is back", func() error { return <-synced })
+	}
+	if err != nil {
+		t.Fatalf("Sync once space is back = %v; want nil (the retried compaction succeeds)", err)
+	}
+}
+
+// TestKVL0SyncOnFullDiskWithCompactionsOn: as
+// TestKVL0SyncWaitsForReleasedCompaction, but the disk stays full. The
+// Sync releases the paused compaction, which fails for lack of space
+// again: the Sync then fails with the ENOSPC, not ErrFailed, instead of
+// releasing it again and again.
+func TestKVL0SyncOnFullDiskWithCompactionsOn(t *testing.T) {
+	var gating atomic.Bool
+	x, _ := openL0CompactionsOnFullDisk(t, &gating, nil)
+	defer x.Close()
+	err := within(t, "Sync with level 0 at its stop level on a full disk, compactions on", x.Sync)
+	if err == nil || errors.Is(err, ErrFailed) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Sync with level 0 at its stop level on a full disk, compactions on = %v; want an error wrapping ENOSPC, not ErrFailed", err)
+	}
+}
+
+// syncWaitsInAsyncFlush reports whether a goroutine running Index.Sync
+// waits in asyncFlush for progress (mu released).
+func syncWaitsInAsyncFlush() bool {
+	var buf bytes.Buffer
+	pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	for _, g := range strings.Split(buf.String(), "\n\n") {
+		if strings.Contains(g, "(*Index).Sync(") && strings.Contains(g, "(*Index).asyncFlush(") && strings.Contains(g, "[select") {
+			return true
+		}
+	}
+	return false
 }

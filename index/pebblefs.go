@@ -92,6 +92,8 @@ type fsHealth struct {
 	// compactSpaceErr is the error of a compaction that failed ENOSPC,
 	// until one succeeds.
 	compactSpaceErr error
+	// compactSpaceFailures counts the compactions that failed ENOSPC.
+	compactSpaceFailures uint64
 }
 
 // fullRetryInterval is how long new files wait after a full disk when no
@@ -273,6 +275,7 @@ func (h *fsHealth) noteCompaction(err error) {
 		h.compactSpaceErr = nil
 	case errors.Is(err, syscall.ENOSPC):
 		h.compactSpaceErr = err
+		h.compactSpaceFailures++
 	}
 	h.progressedLocked()
 }
@@ -302,6 +305,14 @@ func (h *fsHealth) compactionNoSpace() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.compactSpaceErr
+}
+
+// compactionNoSpaceCount returns how many compactions have failed for
+// lack of space since the store was opened.
+func (h *fsHealth) compactionNoSpaceCount() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.compactSpaceFailures
 }
 
 // lastFlushErr returns the last failed flush's error.

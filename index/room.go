@@ -18,7 +18,9 @@ import "fmt"
 // tries again. A flush that failed for lack of space makes Puts and
 // DeleteLedger fail fast (ErrNoSpace) until one succeeds, and so does a
 // compaction that failed for lack of space while level 0 is at its stop
-// level; a Sync's flush then fails with the ENOSPC.
+// level; a Sync's flush then fails with the ENOSPC, unless a compaction
+// that space may now let through is in progress: the Sync releases it and
+// waits for it (asyncFlush). Close ends every such wait.
 
 // memTableSize and memTableStopWrites are pebble's memtable size and stop
 // level (in memtables). Three, not pebble's two: with two, the memtable
@@ -104,8 +106,11 @@ func (x *Index) measure(n int64) stall {
 // (waitRoom) and starts over. With failFast it fails instead, with an
 // error wrapping ErrNoSpace, while the store's flushes fail for lack of
 // space, and while a rotation could wait for level 0 and its compactions
-// fail for lack of space. Requires mu held, and the store open for
-// writing.
+// fail for lack of space (from a compaction failing ENOSPC until one
+// succeeds: a write does not wait for a compaction retried meanwhile, as
+// a Sync does, see asyncFlush; the next Sync, or the paused compaction's
+// own retry after fullRetryInterval, brings the success). Requires mu
+// held, and the store open for writing.
 func (x *Index) room(n int64, failFast bool) (<-chan struct{}, error) {
 	if failFast {
 		if err := x.health.noSpace(); err != nil {
@@ -134,13 +139,14 @@ func (x *Index) room(n int64, failFast bool) (<-chan struct{}, error) {
 
 // waitRoom waits for progress (from room), a failure of the store or
 // Close, with mu released. Requires mu held; it holds mu again when it
-// returns, and the caller looks at everything again.
+// returns, and the caller looks at everything again (usable first).
 func (x *Index) waitRoom(progress <-chan struct{}) {
 	h := x.health
 	x.mu.Unlock()
 	select {
 	case <-progress:
 	case <-h.failed:
+	case <-x.closing:
 	}
 	x.mu.Lock()
 }
@@ -151,19 +157,42 @@ func (x *Index) waitRoom(progress <-chan struct{}) {
 // under mu; where that rotation would wait in pebble (see measure), for a
 // flush a full disk never completes or for a compaction of level 0, it
 // waits here instead, with mu released: a failed flush, a compaction
-// that failed for lack of space or a failure of the store ends the wait
-// with an error (wrapping the ENOSPC). Requires syncMu held, and not mu.
+// that failed for lack of space (see below) or a failure of the store ends
+// the wait with an error (wrapping the ENOSPC), and Close ends it with
+// ErrClosed. Requires syncMu held, and not mu.
+//
+// Each round asks pebble's flushes and compactions paused by a full disk
+// to try again (fsHealth.retry): space may be back. A compaction that
+// failed for lack of space before this flush started may have failed
+// before space came back, so it fails the flush only where no compaction
+// is in progress to lower level 0 (none paused or running: with automatic
+// compactions, pebble retries a failed one at once); otherwise the flush
+// waits for the compaction it released, and fails only once a compaction
+// fails for lack of space again, so a disk that stays full costs one
+// retried compaction, not a loop of them.
 func (x *Index) asyncFlush() (done, failures <-chan struct{}, err error) {
+	spaceFailures := x.health.compactionNoSpaceCount()
 	for done == nil {
 		failures = x.health.flushFailures()
 		progress := x.health.progressed()
 		x.mu.Lock()
+		// Close sets closed before it waits for syncMu, and closes db
+		// after: checked first, before db is touched again.
+		if err := x.usable(); err != nil {
+			x.mu.Unlock()
+			return nil, nil, err
+		}
 		why := x.measure(0)
-		if why == noStall {
+		compacting := false
+		switch why {
+		case noStall:
 			// Measured and rotated under mu: no write fills the
 			// memtables in between, so AsyncFlush does not stall.
 			done, err = x.db.AsyncFlush()
 			x.unmeasured = roomCheckBytes // the next write measures again
+		case l0Stall:
+			// A compaction paused in Create by a full disk counts.
+			compacting = x.db.Metrics().Compact.NumInProgress > 0
 		}
 		x.mu.Unlock()
 		if err != nil {
@@ -175,13 +204,16 @@ func (x *Index) asyncFlush() (done, failures <-chan struct{}, err error) {
 			break
 		}
 		if why == l0Stall {
-			if err := x.health.compactionNoSpace(); err != nil {
-				return nil, nil, fmt.Errorf("flush: level 0 at its stop level: %w", err)
+			spaceErr := x.health.compactionNoSpace()
+			failedAgain := x.health.compactionNoSpaceCount() != spaceFailures
+			if spaceErr != nil && (!compacting || failedAgain) {
+				return nil, nil, fmt.Errorf("flush: level 0 at its stop level: %w", spaceErr)
 			}
 		}
 		select {
 		case <-progress:
 		case <-x.health.failed:
+		case <-x.closing: // usable returns ErrClosed
 		}
 		if err := x.health.check(); err != nil {
 			return nil, nil, fmt.Errorf("flush: %w", err)
