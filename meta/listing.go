@@ -32,33 +32,53 @@ type ListedLedger struct {
 	Marked bool
 }
 
-// defaultScanPage is ScanLedgers' page size when pageSize <= 0.
+// ScanOptions says how ScanLedgers reads.
+type ScanOptions struct {
+	// PageSize is the most keys one range read returns; <= 0: 1000.
+	PageSize int
+	// BeforeRead, when not nil, runs before each range read, on the
+	// caller's goroutine (a pacer's wait); an error from it ends the
+	// listing, incomplete.
+	BeforeRead func(ctx context.Context) error
+}
+
+// Listing is what ScanLedgers read.
+type Listing struct {
+	// Revision is the store revision listed; 0 when the listing is
+	// incomplete.
+	Revision int64
+	// Pages counts the range reads made, of the marks and of the ledgers,
+	// whether the listing completed or not.
+	Pages int
+}
+
+// defaultScanPage is ScanLedgers' page size when ScanOptions.PageSize <= 0.
 const defaultScanPage = 1000
 
 // ScanLedgers calls fn with every ledger stored at one store revision, in
-// increasing id order, and returns that revision. It reads the
-// under-replication marks and then the ledgers in range reads of up to
-// pageSize keys (<= 0: 1000) each, the first at the current revision R and
-// every later one at R, so the listing is what the store held at R
-// whatever changes meanwhile: a complete listing at R that lacks a ledger
-// proves that the ledger did not exist at R.
+// increasing id order, and returns that revision and its count of range
+// reads. It reads the under-replication marks and then the ledgers in
+// range reads of up to opts.PageSize keys each, the first at the current
+// revision R and every later one at R, so the listing is what the store
+// held at R whatever changes meanwhile: a complete listing at R that lacks
+// a ledger proves that the ledger did not exist at R.
 //
 // The error is nil only when every ledger at R was passed to fn. Anything
 // else (a request that fails after its retries, ctx ending, R compacted
-// away between pages, fn returning an error) ends the listing with an
-// error that wraps ErrIncompleteListing and the cause, and with the
-// revision 0. A ledger whose value is unusable is passed with Bad set and
-// does not stop the listing.
+// away between pages, fn or opts.BeforeRead returning an error) ends the
+// listing with an error that wraps ErrIncompleteListing and the cause,
+// and with the revision 0. A ledger whose value is unusable is passed with
+// Bad set and does not stop the listing.
 //
 // The marks are held in memory (one entry per marked ledger) while the
 // ledgers are listed; fn runs on the caller's goroutine, between requests.
-func (s *EtcdStore) ScanLedgers(ctx context.Context, pageSize int, fn func(ListedLedger) error) (int64, error) {
-	if pageSize <= 0 {
-		pageSize = defaultScanPage
+func (s *EtcdStore) ScanLedgers(ctx context.Context, opts ScanOptions, fn func(ListedLedger) error) (Listing, error) {
+	if opts.PageSize <= 0 {
+		opts.PageSize = defaultScanPage
 	}
-	var rev int64
+	var l Listing
 	marked := make(map[uint64]bool)
-	err := s.scanRange(ctx, s.prefix+dirUnderReplicated, pageSize, &rev, true, func(key, _ []byte, _ int64) error {
+	err := s.scanRange(ctx, s.prefix+dirUnderReplicated, opts, &l, true, func(key, _ []byte, _ int64) error {
 		suffix := strings.TrimPrefix(string(key), s.prefix+dirUnderReplicated)
 		if id, err := strconv.ParseUint(suffix, 10, 64); err == nil && s.underReplicatedKey(id) == string(key) {
 			marked[id] = true
@@ -66,49 +86,56 @@ func (s *EtcdStore) ScanLedgers(ctx context.Context, pageSize int, fn func(Liste
 		return nil
 	})
 	if err == nil {
-		err = s.scanRange(ctx, s.prefix+dirLedgers, pageSize, &rev, false, func(key, value []byte, modRev int64) error {
+		err = s.scanRange(ctx, s.prefix+dirLedgers, opts, &l, false, func(key, value []byte, modRev int64) error {
 			md, bad := s.decodeLedger(keyValue{key, value, modRev})
-			l := ListedLedger{ID: md.ID, Ledger: md, Bad: bad}
+			ll := ListedLedger{ID: md.ID, Ledger: md, Bad: bad}
 			if bad != nil {
 				var ble *BadLedgerError
 				errors.As(bad, &ble)
-				l.ID = ble.ID
+				ll.ID = ble.ID
 			}
-			l.Marked = marked[l.ID]
-			return fn(l)
+			ll.Marked = marked[ll.ID]
+			return fn(ll)
 		})
 	}
 	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrIncompleteListing, err)
+		l.Revision = 0
+		return l, fmt.Errorf("%w: %w", ErrIncompleteListing, err)
 	}
-	return rev, nil
+	return l, nil
 }
 
 // scanRange calls fn with every key under prefix, in key order, reading
-// pages of up to pageSize keys at revision *rev; when *rev is 0, the first
-// page is read at the current revision, which is stored in *rev. keysOnly
-// leaves the values out.
-func (s *EtcdStore) scanRange(ctx context.Context, prefix string, pageSize int, rev *int64, keysOnly bool, fn func(key, value []byte, modRev int64) error) error {
+// pages of up to opts.PageSize keys at revision l.Revision (when 0, the
+// first page is read at the current revision, which is stored there), and
+// counts its reads in l.Pages. keysOnly leaves the values out.
+func (s *EtcdStore) scanRange(ctx context.Context, prefix string, opts ScanOptions, l *Listing, keysOnly bool, fn func(key, value []byte, modRev int64) error) error {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	from := prefix
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(pageSize))}
-		if *rev != 0 {
-			opts = append(opts, clientv3.WithRev(*rev))
+		ops := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(opts.PageSize))}
+		if l.Revision != 0 {
+			ops = append(ops, clientv3.WithRev(l.Revision))
 		}
 		if keysOnly {
-			opts = append(opts, clientv3.WithKeysOnly())
+			ops = append(ops, clientv3.WithKeysOnly())
+		}
+		if opts.BeforeRead != nil {
+			if err := opts.BeforeRead(ctx); err != nil {
+				return err
+			}
 		}
 		var resp *clientv3.GetResponse
 		err := retry(ctx, func(ctx context.Context, _ bool) (err error) {
-			resp, err = s.cli.Get(ctx, from, opts...)
+			resp, err = s.cli.Get(ctx, from, ops...)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("meta: list %s from %q at revision %d: %w", prefix, from, *rev, err)
+			return fmt.Errorf("meta: list %s from %q at revision %d: %w", prefix, from, l.Revision, err)
 		}
-		if *rev == 0 {
-			*rev = resp.Header.Revision
+		l.Pages++
+		if l.Revision == 0 {
+			l.Revision = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
 			if err := fn(kv.Key, kv.Value, kv.ModRevision); err != nil {

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/metatest"
@@ -43,7 +47,7 @@ func TestScanLedgersAtOneRevision(t *testing.T) {
 	ids, marked := scanFixture(ctx, t, s, 23)
 	var listed, listedMarked []uint64
 	var changed bool
-	rev, err := s.ScanLedgers(ctx, 5, func(l meta.ListedLedger) error {
+	listing, err := s.ScanLedgers(ctx, meta.ScanOptions{PageSize: 5}, func(l meta.ListedLedger) error {
 		if l.Bad != nil || l.Ledger.ID != l.ID || l.Ledger.Version == 0 {
 			t.Errorf("listed %+v", l)
 		}
@@ -77,8 +81,8 @@ func TestScanLedgersAtOneRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rev < md.Version {
-		t.Fatalf("listing revision %d is older than ledger %d's version %d", rev, md.ID, md.Version)
+	if listing.Revision < md.Version {
+		t.Fatalf("listing revision %d is older than ledger %d's version %d", listing.Revision, md.ID, md.Version)
 	}
 }
 
@@ -111,16 +115,16 @@ func TestScanLedgersCutOffIsAnError(t *testing.T) {
 			lctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			n := 0
-			rev, err := s.ScanLedgers(lctx, 4, func(l meta.ListedLedger) error {
+			listing, err := s.ScanLedgers(lctx, meta.ScanOptions{PageSize: 4}, func(l meta.ListedLedger) error {
 				n++
 				if n == 1 {
 					return tc.cut(cancel)
 				}
 				return nil
 			})
-			if !errors.Is(err, meta.ErrIncompleteListing) || !errors.Is(err, tc.cause) || rev != 0 {
+			if !errors.Is(err, meta.ErrIncompleteListing) || !errors.Is(err, tc.cause) || listing.Revision != 0 {
 				t.Fatalf("listing cut off after %d of %d ledgers: revision %d, err = %v; want ErrIncompleteListing and %v",
-					n, len(ids), rev, err, tc.cause)
+					n, len(ids), listing.Revision, err, tc.cause)
 			}
 		})
 	}
@@ -138,7 +142,7 @@ func TestScanLedgersPassesBadValues(t *testing.T) {
 	}
 	var listed []uint64
 	var bad []uint64
-	if _, err := s.ScanLedgers(ctx, 4, func(l meta.ListedLedger) error {
+	if _, err := s.ScanLedgers(ctx, meta.ScanOptions{PageSize: 4}, func(l meta.ListedLedger) error {
 		listed = append(listed, l.ID)
 		if l.Bad != nil {
 			if !errors.Is(l.Bad, meta.ErrBadMetadata) {
@@ -152,5 +156,80 @@ func TestScanLedgersPassesBadValues(t *testing.T) {
 	}
 	if !slices.Equal(listed, ids) || !slices.Equal(bad, []uint64{victim}) {
 		t.Fatalf("listed %v with bad %v; want %v with bad %d", listed, bad, ids, victim)
+	}
+}
+
+// rangeCounter is an etcd client whose range reads are counted, and the
+// keys etcd counted to answer them (RangeResponse.Count: every key in the
+// read's range at its revision, however few it returns).
+type rangeCounter struct {
+	reads, counted atomic.Int64
+}
+
+func (c *rangeCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if r, ok := reply.(*etcdserverpb.RangeResponse); ok && err == nil {
+		c.reads.Add(1)
+		c.counted.Add(r.Count)
+	}
+	return err
+}
+
+// countingStore opens a store on endpoint whose range reads c counts.
+func countingStore(t *testing.T, endpoint string, c *rangeCounter) *meta.EtcdStore {
+	t.Helper()
+	ep, err := meta.ParseEndpoints(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ep.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithUnaryInterceptor(c.intercept))
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return meta.NewEtcdStore(cli, meta.DefaultPrefix)
+}
+
+// TestScanLedgersCountsItsReads: a listing reports its range reads, the
+// marks' and the ledgers', each one made after opts.BeforeRead; an error
+// from BeforeRead ends the listing, incomplete.
+func TestScanLedgersCountsItsReads(t *testing.T) {
+	ctx := testCtx(t)
+	c := &rangeCounter{}
+	s := countingStore(t, metatest.Start(t), c)
+	ids, marked := scanFixture(ctx, t, s, 23)
+	c.reads.Store(0)
+	before := 0
+	var listed []uint64
+	listing, err := s.ScanLedgers(ctx, meta.ScanOptions{PageSize: 5, BeforeRead: func(context.Context) error {
+		before++
+		return nil
+	}}, func(l meta.ListedLedger) error {
+		listed = append(listed, l.ID)
+		return nil
+	})
+	if err != nil || !slices.Equal(listed, ids) {
+		t.Fatalf("listed %v, %v; want %v", listed, err, ids)
+	}
+	// 6 marks in pages of 5, then 23 ledgers: at least 2 and 5 reads.
+	if int64(listing.Pages) != c.reads.Load() || listing.Pages != before || listing.Pages < 2+5 {
+		t.Fatalf("listing of %d marks and %d ledgers reports %d pages, ran BeforeRead %d times; etcd answered %d range reads",
+			len(marked), len(ids), listing.Pages, before, c.reads.Load())
+	}
+
+	stop := errors.New("paced out")
+	listing, err = s.ScanLedgers(ctx, meta.ScanOptions{PageSize: 5, BeforeRead: func(context.Context) error {
+		if before--; before == 0 {
+			return stop
+		}
+		return nil
+	}}, func(meta.ListedLedger) error { return nil })
+	if !errors.Is(err, meta.ErrIncompleteListing) || !errors.Is(err, stop) || listing.Revision != 0 {
+		t.Fatalf("listing stopped by BeforeRead: %+v, %v; want ErrIncompleteListing and the cause", listing, err)
 	}
 }
