@@ -233,3 +233,83 @@ func TestScanLedgersCountsItsReads(t *testing.T) {
 		t.Fatalf("listing stopped by BeforeRead: %+v, %v; want ErrIncompleteListing and the cause", listing, err)
 	}
 }
+
+// TestScanLedgersWorkIsLinear: etcd counts every key in a range read's
+// range to answer it, so a listing paging through the rest of the prefix
+// would make it count n²/2/PageSize keys in all; the listing's windowed
+// reads keep the count within a few times n, over dense runs of ids, gaps
+// of every size and keys outside the layout, and still pass every key, in
+// order. The listing reports its range reads (marks included), each one
+// after opts.BeforeRead.
+func TestScanLedgersWorkIsLinear(t *testing.T) {
+	ctx := testCtx(t)
+	c := &rangeCounter{}
+	s := countingStore(t, metatest.Start(t), c)
+	const page = 50
+	md := newLedger()
+	var ops []clientv3.Op
+	var want []uint64
+	put := func(key, value string) {
+		if ops = append(ops, clientv3.OpPut(key, value)); len(ops) == 100 {
+			if _, err := s.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	// Runs of 1 to 500 ids, each after a gap of 1 to 2^40 ids, a mark on
+	// every tenth ledger, and keys outside the layout at both ends and
+	// in the middle.
+	put(meta.DefaultPrefix+"/ledgers/-1", "not a ledger")
+	id := uint64(0)
+	for run := range 30 {
+		id += 1 << (run * 7 % 41)
+		for i := range run * 37 % 500 {
+			md.ID = id + uint64(i)
+			want = append(want, md.ID)
+			put(fmt.Sprintf("%s/ledgers/%020d", meta.DefaultPrefix, md.ID), string(meta.AppendLedgerMetadata(nil, &md)))
+			if md.ID%10 == 0 {
+				put(fmt.Sprintf("%s/underreplicated/%020d", meta.DefaultPrefix, md.ID), "{}")
+			}
+		}
+		id += 500
+		if run == 15 {
+			put(fmt.Sprintf("%s/ledgers/%020dx", meta.DefaultPrefix, id), "not a ledger")
+		}
+	}
+	put(meta.DefaultPrefix+"/ledgers/zz", "not a ledger")
+	const bad = 3
+	if _, err := s.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	c.reads.Store(0)
+	c.counted.Store(0)
+	var listed []uint64
+	nbad, before := 0, 0
+	listing, err := s.ScanLedgers(ctx, meta.ScanOptions{PageSize: page, BeforeRead: func(context.Context) error {
+		before++
+		return nil
+	}}, func(l meta.ListedLedger) error {
+		if l.Bad != nil {
+			nbad++
+		} else {
+			listed = append(listed, l.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(want) + bad)
+	t.Logf("%d keys: %d range reads, %d keys counted", n, c.reads.Load(), c.counted.Load())
+	if !slices.Equal(listed, want) || nbad != bad {
+		t.Fatalf("listed %d ledgers and %d bad keys, want %d and %d, in order: the listing is not complete", len(listed), nbad, len(want), bad)
+	}
+	if int64(listing.Pages) != c.reads.Load() || listing.Pages != before {
+		t.Fatalf("listing reports %d pages, ran BeforeRead %d times; etcd answered %d range reads", listing.Pages, before, c.reads.Load())
+	}
+	if got := c.counted.Load(); got > 4*n {
+		t.Fatalf("etcd counted %d keys to list %d (%d reads): want at most %d, linear in the keys", got, n, c.reads.Load(), 4*n)
+	}
+}
