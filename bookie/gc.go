@@ -19,7 +19,7 @@ import (
 // Every GCInterval the bookie learns from the metadata store what became of
 // each ledger it holds: from one listing of every ledger and every
 // under-replication mark at one store revision (meta.EtcdStore.ScanLedgers,
-// a page of 1,000 ledgers per read), or, from a store that cannot list so,
+// range reads of up to 1,000 keys), or, from a store that cannot list so,
 // one read per ledger; either paced at GCMetadataReadsPerSec reads. Only an
 // error-free, complete listing is an answer: a ledger missing from it did
 // not exist at its revision; an incomplete one ends the scan and deletes
@@ -80,11 +80,10 @@ type GCStats struct {
 	// held ledger from a store that cannot list, and one right before each
 	// deletion.
 	MetadataReads int `json:"metadataReads"`
-	// ListPages counts the range reads of the ledger listing (a store that
-	// lists: meta.EtcdStore.ScanLedgers): the ledgers it listed over
-	// gcListPage, rounded up, and at least one; the under-replication marks'
-	// range, read before it, is not counted. 0 from a store that cannot
-	// list.
+	// ListPages counts the range reads of the listing (a store that lists:
+	// meta.EtcdStore.ScanLedgers, as meta.Listing.Pages reports them): those
+	// of the under-replication marks and those of the ledgers, each one
+	// paced metadata read. 0 from a store that cannot list.
 	ListPages int           `json:"listPages"`
 	Took      time.Duration `json:"tookNanoseconds"`
 }
@@ -414,17 +413,17 @@ type gcAnswer struct {
 // gcListStore is what a metadata store that lists every ledger and its mark
 // at one revision offers (meta.EtcdStore).
 type gcListStore interface {
-	ScanLedgers(ctx context.Context, pageSize int, fn func(meta.ListedLedger) error) (int64, error)
+	ScanLedgers(ctx context.Context, opts meta.ScanOptions, fn func(meta.ListedLedger) error) (meta.Listing, error)
 }
 
-// gcListPage is the ledgers per page of a listing; each page is one paced
-// metadata read.
+// gcListPage is the most ledgers (or marks) per range read of a listing;
+// each read is one paced metadata read.
 const gcListPage = 1000
 
 // gcAnswers returns what the metadata says of each of ids (sorted), read
 // at one revision: from a complete listing of every ledger and mark, when
 // the store lists (gcListStore, with GCView for the re-read before a
-// deletion), paced at a page per read; otherwise from one read per ledger,
+// deletion), each of its range reads paced; otherwise from one read per ledger,
 // paced. A ledger missing from a complete listing did not exist at its
 // revision. Any error — a failed read, an incomplete listing — is returned
 // and no answer is: the scan deletes nothing. It counts its reads in st's
@@ -447,16 +446,8 @@ func (b *Bookie) gcAnswers(ctx context.Context, ids []uint64, self string, stabl
 		return answers, nil
 	}
 	listed := make([]bool, len(ids))
-	n := 0
-	if err := pacer.Wait(ctx, 1); err != nil {
-		return nil, err
-	}
-	_, err := ls.ScanLedgers(ctx, gcListPage, func(l meta.ListedLedger) error {
-		if n++; n%gcListPage == 0 {
-			if err := pacer.Wait(ctx, 1); err != nil {
-				return err
-			}
-		}
+	opts := meta.ScanOptions{PageSize: gcListPage, BeforeRead: func(ctx context.Context) error { return pacer.Wait(ctx, 1) }}
+	listing, err := ls.ScanLedgers(ctx, opts, func(l meta.ListedLedger) error {
 		i, held := slices.BinarySearch(ids, l.ID)
 		if !held {
 			return nil
@@ -470,7 +461,7 @@ func (b *Bookie) gcAnswers(ctx context.Context, ids []uint64, self string, stabl
 		}
 		return nil
 	})
-	st.ListPages = max(1, (n+gcListPage-1)/gcListPage)
+	st.ListPages = listing.Pages
 	if err != nil {
 		return nil, fmt.Errorf("bookie: gc: list ledgers: %w", err)
 	}

@@ -98,8 +98,8 @@ type hookStore struct {
 	cut  func(id uint64) error
 }
 
-func (h hookStore) ScanLedgers(ctx context.Context, pageSize int, fn func(meta.ListedLedger) error) (int64, error) {
-	return h.EtcdStore.ScanLedgers(ctx, pageSize, func(l meta.ListedLedger) error {
+func (h hookStore) ScanLedgers(ctx context.Context, opts meta.ScanOptions, fn func(meta.ListedLedger) error) (meta.Listing, error) {
+	return h.EtcdStore.ScanLedgers(ctx, opts, func(l meta.ListedLedger) error {
 		if err := fn(l); err != nil {
 			return err
 		}

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/metatest"
@@ -43,7 +47,7 @@ func TestScanLedgersAtOneRevision(t *testing.T) {
 	ids, marked := scanFixture(ctx, t, s, 23)
 	var listed, listedMarked []uint64
 	var changed bool
-	rev, err := s.ScanLedgers(ctx, 5, func(l meta.ListedLedger) error {
+	listing, err := s.ScanLedgers(ctx, meta.ScanOptions{PageSize: 5}, func(l meta.ListedLedger) error {
 		if l.Bad != nil || l.Ledger.ID != l.ID || l.Ledger.Version == 0 {
 			t.Errorf("listed %+v", l)
 		}
@@ -77,8 +81,8 @@ func TestScanLedgersAtOneRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rev < md.Version {
-		t.Fatalf("listing revision %d is older than ledger %d's version %d", rev, md.ID, md.Version)
+	if listing.Revision < md.Version {
+		t.Fatalf("listing revision %d is older than ledger %d's version %d", listing.Revision, md.ID, md.Version)
 	}
 }
 
@@ -111,16 +115,16 @@ func TestScanLedgersCutOffIsAnError(t *testing.T) {
 			lctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			n := 0
-			rev, err := s.ScanLedgers(lctx, 4, func(l meta.ListedLedger) error {
+			listing, err := s.ScanLedgers(lctx, meta.ScanOptions{PageSize: 4}, func(l meta.ListedLedger) error {
 				n++
 				if n == 1 {
 					return tc.cut(cancel)
 				}
 				return nil
 			})
-			if !errors.Is(err, meta.ErrIncompleteListing) || !errors.Is(err, tc.cause) || rev != 0 {
+			if !errors.Is(err, meta.ErrIncompleteListing) || !errors.Is(err, tc.cause) || listing.Revision != 0 {
 				t.Fatalf("listing cut off after %d of %d ledgers: revision %d, err = %v; want ErrIncompleteListing and %v",
-					n, len(ids), rev, err, tc.cause)
+					n, len(ids), listing.Revision, err, tc.cause)
 			}
 		})
 	}
@@ -138,7 +142,7 @@ func TestScanLedgersPassesBadValues(t *testing.T) {
 	}
 	var listed []uint64
 	var bad []uint64
-	if _, err := s.ScanLedgers(ctx, 4, func(l meta.ListedLedger) error {
+	if _, err := s.ScanLedgers(ctx, meta.ScanOptions{PageSize: 4}, func(l meta.ListedLedger) error {
 		listed = append(listed, l.ID)
 		if l.Bad != nil {
 			if !errors.Is(l.Bad, meta.ErrBadMetadata) {
@@ -152,5 +156,160 @@ func TestScanLedgersPassesBadValues(t *testing.T) {
 	}
 	if !slices.Equal(listed, ids) || !slices.Equal(bad, []uint64{victim}) {
 		t.Fatalf("listed %v with bad %v; want %v with bad %d", listed, bad, ids, victim)
+	}
+}
+
+// rangeCounter is an etcd client whose range reads are counted, and the
+// keys etcd counted to answer them (RangeResponse.Count: every key in the
+// read's range at its revision, however few it returns).
+type rangeCounter struct {
+	reads, counted atomic.Int64
+}
+
+func (c *rangeCounter) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if r, ok := reply.(*etcdserverpb.RangeResponse); ok && err == nil {
+		c.reads.Add(1)
+		c.counted.Add(r.Count)
+	}
+	return err
+}
+
+// countingStore opens a store on endpoint whose range reads c counts.
+func countingStore(t *testing.T, endpoint string, c *rangeCounter) *meta.EtcdStore {
+	t.Helper()
+	ep, err := meta.ParseEndpoints(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ep.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithUnaryInterceptor(c.intercept))
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return meta.NewEtcdStore(cli, meta.DefaultPrefix)
+}
+
+// TestScanLedgersCountsItsReads: a listing reports its range reads, the
+// marks' and the ledgers', each one made after opts.BeforeRead; an error
+// from BeforeRead ends the listing, incomplete.
+func TestScanLedgersCountsItsReads(t *testing.T) {
+	ctx := testCtx(t)
+	c := &rangeCounter{}
+	s := countingStore(t, metatest.Start(t), c)
+	ids, marked := scanFixture(ctx, t, s, 23)
+	c.reads.Store(0)
+	before := 0
+	var listed []uint64
+	listing, err := s.ScanLedgers(ctx, meta.ScanOptions{PageSize: 5, BeforeRead: func(context.Context) error {
+		before++
+		return nil
+	}}, func(l meta.ListedLedger) error {
+		listed = append(listed, l.ID)
+		return nil
+	})
+	if err != nil || !slices.Equal(listed, ids) {
+		t.Fatalf("listed %v, %v; want %v", listed, err, ids)
+	}
+	// 6 marks in pages of 5, then 23 ledgers: at least 2 and 5 reads.
+	if int64(listing.Pages) != c.reads.Load() || listing.Pages != before || listing.Pages < 2+5 {
+		t.Fatalf("listing of %d marks and %d ledgers reports %d pages, ran BeforeRead %d times; etcd answered %d range reads",
+			len(marked), len(ids), listing.Pages, before, c.reads.Load())
+	}
+
+	stop := errors.New("paced out")
+	listing, err = s.ScanLedgers(ctx, meta.ScanOptions{PageSize: 5, BeforeRead: func(context.Context) error {
+		if before--; before == 0 {
+			return stop
+		}
+		return nil
+	}}, func(meta.ListedLedger) error { return nil })
+	if !errors.Is(err, meta.ErrIncompleteListing) || !errors.Is(err, stop) || listing.Revision != 0 {
+		t.Fatalf("listing stopped by BeforeRead: %+v, %v; want ErrIncompleteListing and the cause", listing, err)
+	}
+}
+
+// TestScanLedgersWorkIsLinear: etcd counts every key in a range read's
+// range to answer it, so a listing paging through the rest of the prefix
+// would make it count n²/2/PageSize keys in all; the listing's windowed
+// reads keep the count within a few times n, over dense runs of ids, gaps
+// of every size and keys outside the layout, and still pass every key, in
+// order. The listing reports its range reads (marks included), each one
+// after opts.BeforeRead.
+func TestScanLedgersWorkIsLinear(t *testing.T) {
+	ctx := testCtx(t)
+	c := &rangeCounter{}
+	s := countingStore(t, metatest.Start(t), c)
+	const page = 50
+	md := newLedger()
+	var ops []clientv3.Op
+	var want []uint64
+	put := func(key, value string) {
+		if ops = append(ops, clientv3.OpPut(key, value)); len(ops) == 100 {
+			if _, err := s.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	// Runs of 1 to 500 ids, each after a gap of 1 to 2^40 ids, a mark on
+	// every tenth ledger, and keys outside the layout at both ends and
+	// in the middle.
+	put(meta.DefaultPrefix+"/ledgers/-1", "not a ledger")
+	id := uint64(0)
+	for run := range 30 {
+		id += 1 << (run * 7 % 41)
+		for i := range run * 37 % 500 {
+			md.ID = id + uint64(i)
+			want = append(want, md.ID)
+			put(fmt.Sprintf("%s/ledgers/%020d", meta.DefaultPrefix, md.ID), string(meta.AppendLedgerMetadata(nil, &md)))
+			if md.ID%10 == 0 {
+				put(fmt.Sprintf("%s/underreplicated/%020d", meta.DefaultPrefix, md.ID), "{}")
+			}
+		}
+		id += 500
+		if run == 15 {
+			put(fmt.Sprintf("%s/ledgers/%020dx", meta.DefaultPrefix, id), "not a ledger")
+		}
+	}
+	put(meta.DefaultPrefix+"/ledgers/zz", "not a ledger")
+	const bad = 3
+	if _, err := s.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	c.reads.Store(0)
+	c.counted.Store(0)
+	var listed []uint64
+	nbad, before := 0, 0
+	listing, err := s.ScanLedgers(ctx, meta.ScanOptions{PageSize: page, BeforeRead: func(context.Context) error {
+		before++
+		return nil
+	}}, func(l meta.ListedLedger) error {
+		if l.Bad != nil {
+			nbad++
+		} else {
+			listed = append(listed, l.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(want) + bad)
+	t.Logf("%d keys: %d range reads, %d keys counted", n, c.reads.Load(), c.counted.Load())
+	if !slices.Equal(listed, want) || nbad != bad {
+		t.Fatalf("listed %d ledgers and %d bad keys, want %d and %d, in order: the listing is not complete", len(listed), nbad, len(want), bad)
+	}
+	if int64(listing.Pages) != c.reads.Load() || listing.Pages != before {
+		t.Fatalf("listing reports %d pages, ran BeforeRead %d times; etcd answered %d range reads", listing.Pages, before, c.reads.Load())
+	}
+	if got := c.counted.Load(); got > 4*n {
+		t.Fatalf("etcd counted %d keys to list %d (%d reads): want at most %d, linear in the keys", got, n, c.reads.Load(), 4*n)
 	}
 }
