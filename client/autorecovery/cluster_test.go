@@ -271,3 +271,37 @@ func (c *cluster) namesAny(ctx context.Context, id uint64, bookies ...meta.Booki
 	}
 	return slices.ContainsFunc(md.Fragments, func(f meta.Fragment) bool { return names(f, bookies) })
 }
+
+// declareLost returns a function that declares bookies gone lost as the elected auditor
+// does (Auditor.audit: seen gone, still gone LostDelay later, every ledger naming them
+// marked), on a test clock and with the live set given: every bookie of the cluster but
+// gone. A running auditor takes the live set from the registrations instead, and on a
+// loaded machine a running bookie's registration lease (RegistrationTTL, 1 s here) can
+// lapse for longer than LostDelay: it would declare that bookie lost too, and mark its
+// ledgers. Tests whose subject is not loss detection declare losses with this, so that
+// only the bookies they stop are lost. The function runs on the test's goroutine.
+func (c *cluster) declareLost(cfg Config) func(ctx context.Context, gone ...meta.BookieID) {
+	c.t.Helper()
+	now := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC) // read and advanced by the returned function only
+	cfg.Now = func() time.Time { return now }
+	a, err := NewAuditor(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	st := &auditState{goneSince: make(map[meta.BookieID]time.Time), overdue: make(map[meta.BookieID]bool)}
+	return func(ctx context.Context, gone ...meta.BookieID) {
+		c.t.Helper()
+		var live []meta.BookieInfo
+		for _, addr := range c.addrs {
+			if id := meta.BookieID(addr); !slices.Contains(gone, id) {
+				live = append(live, meta.BookieInfo{ID: id})
+			}
+		}
+		for range 2 { // seen gone; still gone LostDelay later: lost
+			if _, err := a.audit(ctx, st, live, false); err != nil {
+				c.t.Fatalf("audit declaring %v lost: %v", gone, err)
+			}
+			now = now.Add(a.cfg.LostDelay)
+		}
+	}
+}

@@ -29,7 +29,9 @@ import (
 // bookie left to take it (the stale entries answered OK as held, the rest stored), gets
 // CHECKPOINT OK, settles (the metadata names T) and unmarks. The scan is released: it
 // must delete nothing, and T must hold, byte-identical, every entry the metadata names it
-// for, and list them all in LIST_ENTRIES.
+// for, and list them all in LIST_ENTRIES. The test declares which bookies are lost
+// (cluster.declareLost): a running auditor would also declare lost a live bookie whose
+// registration lapsed under load, and T's scans would keep L, marked, as under repair.
 func TestGCKeepsLedgerAWorkerCopiedDuringTheScan(t *testing.T) {
 	ctx := testCtx(t)
 	held := make(chan []uint64, 1)
@@ -47,9 +49,16 @@ func TestGCKeepsLedgerAWorkerCopiedDuringTheScan(t *testing.T) {
 	id := w.ID()
 	tb := c.mustGet(ctx, id).Fragments[0].Bookies[0]
 	ti := c.index(tb)
-	startRecovery(t, c.fastConfig(cl, "gcrace"), 1)
+	cfg := c.fastConfig(cl, "gcrace")
+	declareLost := c.declareLost(cfg)
+	worker, err := NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, worker.Run)
 
 	c.stop(ti)
+	declareLost(ctx, tb)
 	waitFor(ctx, t, "ledger moved away from T", func() bool {
 		return !c.namesAny(ctx, id, tb) && len(c.marked(ctx)) == 0
 	})
@@ -82,6 +91,7 @@ func TestGCKeepsLedgerAWorkerCopiedDuringTheScan(t *testing.T) {
 	md := c.mustGet(ctx, id)
 	lost := md.Fragments[0].Bookies[0]
 	c.stop(c.index(lost))
+	declareLost(ctx, lost)
 	waitFor(ctx, t, "the worker's repair of L onto T", func() bool {
 		return c.namesAny(ctx, id, tb) && !c.namesAny(ctx, id, lost) && len(c.marked(ctx)) == 0
 	})
