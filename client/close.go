@@ -14,7 +14,8 @@ import (
 // stores the ledger CLOSED with its last entry id the LAC. It fails with ErrFenced if a
 // recovering client took the ledger over, as soon as the metadata shows it (Close watches
 // it while it waits: adds pending on a bookie that never answers do not hold it until ctx
-// ends); its acknowledged entries are safe either way. If ctx ends first the ledger stays
+// ends; a Close with nothing to wait for watches nothing, its CAS alone is one metadata
+// request); its acknowledged entries are safe either way. If ctx ends first the ledger stays
 // open (a recovery closes it later).
 //
 // From the moment Close decides what to store until its CAS is answered, no ensemble change
@@ -32,6 +33,11 @@ func (w *Writer) Close(ctx context.Context) error {
 	}
 	w.closing = true
 	pending := w.pendingClose
+	// Settled: every add acknowledged and on WriteQuorum bookies, no ensemble change
+	// running. prepareClose then waits for nothing, and the watch, which only ends such a
+	// wait when a recovery takes the ledger over, would cost a read and a watch of the
+	// metadata for nothing: the closing CAS tells a takeover apart all the same.
+	settled := w.err == nil && w.lac >= w.lastAdded && !w.metaBusy && w.consolidatedLocked()
 	w.mu.Unlock()
 	var md meta.LedgerMetadata
 	if pending != nil {
@@ -41,7 +47,10 @@ func (w *Writer) Close(ctx context.Context) error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 	} else {
-		stopWatch := w.watchFencing()
+		stopWatch := func() {}
+		if !settled {
+			stopWatch = w.watchFencing()
+		}
 		var err error
 		md, err = w.prepareClose(ctx)
 		stopWatch()

@@ -42,6 +42,9 @@ type EtcdStore struct {
 
 	// ids hands out the ledger ids of the ranges this handle reserved.
 	ids idAllocator
+	// written holds the open ledgers' values this handle stored, so that
+	// UpdateLedger from such a value needs no read (written.go).
+	written writtenLedgers
 }
 
 var _ Store = (*EtcdStore)(nil)
@@ -187,6 +190,7 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 		}
 		if resp.Succeeded {
 			md.Version = resp.Header.Revision
+			s.written.remember(md)
 			return md, nil
 		}
 		// The key exists. After an inconclusive attempt it may hold our own
@@ -195,6 +199,7 @@ func (s *EtcdStore) CreateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 		// without the counter knowing it: skip it.
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; inconclusive && len(kvs) > 0 && bytes.Equal(kvs[0].Value, buf) {
 			md.Version = kvs[0].ModRevision
+			s.written.remember(md)
 			return md, nil
 		}
 	}
@@ -225,9 +230,12 @@ func (s *EtcdStore) getLedger(ctx context.Context, id uint64) (LedgerMetadata, i
 	return md, resp.Header.Revision, err
 }
 
-// UpdateLedger implements Store. It reads the stored value to check the
-// transition, then writes in a transaction comparing the key's ModRevision
-// with md.Version, so the check and the write see the same value.
+// UpdateLedger implements Store. It checks the transition from the value
+// stored at md.Version, then writes in a transaction comparing the key's
+// ModRevision with md.Version, so the check and the write see the same
+// value. That value is the one this handle wrote at md.Version when it
+// remembers it (written.go: a writer's own create or last change), else
+// the key is read first.
 //
 // After an attempt whose outcome is unknown (its answer timed out; etcd
 // may still apply it), a stored value equal byte for byte to md's encoding
@@ -239,7 +247,22 @@ func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 		return LedgerMetadata{}, err
 	}
 	value := AppendLedgerMetadata(nil, &md)
-	for again := false; ; again = true {
+	again := false
+	if cur, ok := s.written.at(md.ID, md.Version); ok {
+		if err := CheckTransition(&cur, &md); err != nil {
+			return LedgerMetadata{}, err
+		}
+		updated, err := s.casLedger(ctx, md, value)
+		if !retryable(ctx, err) {
+			s.rememberUpdate(md.ID, updated, err)
+			return updated, err
+		}
+		if !pace.Sleep(ctx, retryMinPause) {
+			return LedgerMetadata{}, fmt.Errorf("meta: update ledger %d: %w", md.ID, err)
+		}
+		again = true // it may have landed: read, as below
+	}
+	for ; ; again = true {
 		cur, err := s.GetLedger(ctx, md.ID)
 		if err != nil {
 			return LedgerMetadata{}, fmt.Errorf("update ledger %d: %w", md.ID, unwrapGet(err))
@@ -247,6 +270,7 @@ func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 		if cur.Version != md.Version {
 			if again && bytes.Equal(AppendLedgerMetadata(nil, &cur), value) {
 				// The inconclusive attempt was applied: the stored value is ours.
+				s.written.remember(cur)
 				return cur, nil
 			}
 			return LedgerMetadata{}, fmt.Errorf("update ledger %d: %w: expected version %d, stored %d",
@@ -269,8 +293,20 @@ func (s *EtcdStore) UpdateLedger(ctx context.Context, md LedgerMetadata) (Ledger
 			// the version.
 			continue
 		}
+		s.rememberUpdate(md.ID, updated, err)
 		return updated, err
 	}
+}
+
+// rememberUpdate records the outcome of a conclusive compare-and-swap on
+// ledger id: the value stored, or, when it failed, nothing (the version
+// remembered is no longer the stored one).
+func (s *EtcdStore) rememberUpdate(id uint64, updated LedgerMetadata, err error) {
+	if err != nil {
+		s.written.forget(id)
+		return
+	}
+	s.written.remember(updated)
 }
 
 // casLedger writes value (md encoded) if the ledger's version is still
@@ -331,6 +367,7 @@ func (s *EtcdStore) DeleteLedger(ctx context.Context, id uint64, version int64) 
 		}
 		return fmt.Errorf("delete ledger %d: %w: expected version %d", id, ErrBadVersion, version)
 	}
+	s.written.forget(id)
 	return nil
 }
 
