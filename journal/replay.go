@@ -118,15 +118,53 @@ func (j *Journal) recover() (recovered, error) {
 	}
 	r := newReplayer(j, mark)
 	lastRead, lastEnd := uint64(0), -1
+	// Where each segment read to its end ends; segmentHeaderSize when it
+	// holds no batch.
+	ends := map[uint64]int{}
 	seen := func(num uint64, end int, tail error) {
 		if tail != nil {
 			lastRead, lastEnd = num, end
 		} else {
 			lastEnd = -1
 		}
+		if tail == io.EOF || tail == ErrPreallocated {
+			ends[num] = end
+		} else {
+			delete(ends, num)
+		}
 	}
 	if err := r.walk(live, true, seen); err != nil {
 		return st, err
+	}
+	// Segments after the last one holding a record, each read to its end
+	// and found empty (the segment a run opened and never wrote, the one
+	// it prepared ahead), hold nothing to replay: retire them, the last
+	// first, so that a restart does not leave two more of them to read in
+	// full at every later start. A segment that cannot be kept for reuse
+	// stays (see retire).
+	if r.tail != ErrTornTail {
+		k := len(live)
+		for k > 0 && ends[live[k-1]] == segmentHeaderSize && (live[k-1] > mark.Segment || mark.Seq == 0) {
+			k--
+		}
+		for i := len(live) - 1; i >= k; i-- {
+			kept, err := j.factory.retire(j.segmentPath(live[i]))
+			if err != nil {
+				return st, err
+			}
+			if !kept {
+				k = i + 1 // it stays, and so do those before it
+				break
+			}
+		}
+		if k < len(live) {
+			st.maxSegment = mark.Segment
+			if k > 0 {
+				st.maxSegment = max(st.maxSegment, live[k-1])
+				lastRead, lastEnd = live[k-1], ends[live[k-1]]
+			}
+			live = live[:k]
+		}
 	}
 	if len(live) > 0 && lastEnd >= 0 && lastRead == st.maxSegment {
 		st.reusable, st.lastEnd = true, int64(lastEnd)
