@@ -106,7 +106,12 @@
 // synced: both are cleared. Every write-ahead log shares this limit.
 //
 // Replay reads every live segment to its end (zeros can hide a later batch
-// only where they are read), so Open keeps none that holds nothing: the
+// only where they are read). It loads a segment, a 1 MiB chunk at a time,
+// only as far as its records go, and scans the space after them through a
+// 1 MiB window: a start never holds a segment's worth of zeros in memory
+// (TestReplayEmptySegmentAllocatesLittle; TestReplayInChunksFindsHiddenBatch
+// finds a hidden batch across each boundary). Open keeps no segment that
+// holds nothing: the
 // segments after the last one holding a record, each read and found to
 // hold no batch (those a run opened or prepared ahead and never wrote), are
 // retired when the replay did not end at a torn tail, the last first, each
