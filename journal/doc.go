@@ -105,6 +105,23 @@
 // A torn tail cannot be told from damage to a last batch that had been
 // synced: both are cleared. Every write-ahead log shares this limit.
 //
+// Replay reads every live segment to its end (zeros can hide a later batch
+// only where they are read). It loads a segment, a 1 MiB chunk at a time,
+// only as far as its records go, and scans the space after them through a
+// 1 MiB window: a start never holds a segment's worth of zeros in memory
+// (TestReplayEmptySegmentAllocatesLittle; TestReplayInChunksFindsHiddenBatch
+// finds a hidden batch across each boundary). Open keeps no segment that
+// holds nothing: the
+// segments after the last one holding a record, each read and found to
+// hold no batch (those a run opened or prepared ahead and never wrote), are
+// retired when the replay did not end at a torn tail, the last first, each
+// renamed to a spare and the directory synced, so that the segments left
+// after a crash stay consecutive (one that cannot be kept for reuse stays,
+// and those before it: removing it would give up preallocated space). Open then numbers its new
+// segment after the last one kept. Without this, every restart of an idle
+// journal left two more 64 MiB segments for each later start to read
+// (TestRestartRetiresEmptySegments, TestRestartRetireCrash).
+//
 // # Concurrency
 //
 // One writer goroutine owns the active segment: it writes and syncs a batch,

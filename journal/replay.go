@@ -118,15 +118,53 @@ func (j *Journal) recover() (recovered, error) {
 	}
 	r := newReplayer(j, mark)
 	lastRead, lastEnd := uint64(0), -1
+	// Where each segment read to its end ends; segmentHeaderSize when it
+	// holds no batch.
+	ends := map[uint64]int{}
 	seen := func(num uint64, end int, tail error) {
 		if tail != nil {
 			lastRead, lastEnd = num, end
 		} else {
 			lastEnd = -1
 		}
+		if tail == io.EOF || tail == ErrPreallocated {
+			ends[num] = end
+		} else {
+			delete(ends, num)
+		}
 	}
 	if err := r.walk(live, true, seen); err != nil {
 		return st, err
+	}
+	// Segments after the last one holding a record, each read to its end
+	// and found empty (the segment a run opened and never wrote, the one
+	// it prepared ahead), hold nothing to replay: retire them, the last
+	// first, so that a restart does not leave two more of them to read in
+	// full at every later start. A segment that cannot be kept for reuse
+	// stays (see retire).
+	if r.tail != ErrTornTail {
+		k := len(live)
+		for k > 0 && ends[live[k-1]] == segmentHeaderSize && (live[k-1] > mark.Segment || mark.Seq == 0) {
+			k--
+		}
+		for i := len(live) - 1; i >= k; i-- {
+			kept, err := j.factory.retire(j.segmentPath(live[i]))
+			if err != nil {
+				return st, err
+			}
+			if !kept {
+				k = i + 1 // it stays, and so do those before it
+				break
+			}
+		}
+		if k < len(live) {
+			st.maxSegment = mark.Segment
+			if k > 0 {
+				st.maxSegment = max(st.maxSegment, live[k-1])
+				lastRead, lastEnd = live[k-1], ends[live[k-1]]
+			}
+			live = live[:k]
+		}
 	}
 	if len(live) > 0 && lastEnd >= 0 && lastRead == st.maxSegment {
 		st.reusable, st.lastEnd = true, int64(lastEnd)
@@ -153,7 +191,8 @@ type replayer struct {
 	end      Mark
 	records  int
 	tail     error
-	buf      []byte   // segment contents; reused
+	buf      []byte   // a segment's loaded prefix (segReader.data); reused
+	window   []byte   // findBatchFrom's window; reused
 	recs     []Record // the batch being checked; reused
 
 	truncatedAt Mark  // where a torn tail was found (and, in Open, cleared)
@@ -206,80 +245,186 @@ func (r *replayer) run(live []uint64, truncate bool, seen func(num uint64, end i
 	if seen == nil {
 		seen = func(uint64, int, error) {}
 	}
-	for i, num := range live {
-		data, err := r.read(num)
-		if err != nil {
+	for i := range live {
+		done, err := r.runSegment(live, i, truncate, seen)
+		if err != nil || done {
 			return err
-		}
-		pos, tail, cause := r.segment(num, data)
-		seen(num, pos, tail)
-		if tail == nil {
-			return cause
-		}
-		if tail == ErrTornTail {
-			if err := r.checkLater(num, data, pos, live[i+1:], cause); err != nil {
-				seen(num, pos, nil)
-				return err
-			}
-			if truncate {
-				if err := r.clearTail(num, pos, len(data)); err != nil {
-					return err
-				}
-			}
-			r.tail = tail
-			r.truncatedAt = Mark{Segment: num, Offset: int64(pos), Seq: r.next - 1}
-			r.tornCause = cause
-			return nil
-		}
-		if tail == ErrPreallocated {
-			// Zeros or old records must not hide records written after them.
-			if at, seq := findBatch(data, pos+1, r.next); at >= 0 {
-				return fmt.Errorf("%w: segment %s offset %d: records end in %s, but a batch with sequence %d follows at offset %d",
-					ErrCorrupt, segmentName(num), pos, describeEnd(data[pos:]), seq, at)
-			}
-		}
-		if r.end.Segment == num || i == 0 {
-			r.tail = tail
 		}
 	}
 	return nil
 }
 
-// read returns the contents of segment num, after checking its header.
-func (r *replayer) read(num uint64) ([]byte, error) {
+// runSegment replays segment live[i] and decides how it ends; done says the
+// walk ends there (a torn tail).
+func (r *replayer) runSegment(live []uint64, i int, truncate bool, seen func(num uint64, end int, tail error)) (done bool, err error) {
+	num := live[i]
+	s, err := r.open(num, r.buf[:0])
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		s.f.Close()
+		r.buf = s.data[:0] // the largest buffer yet, for the next segment
+	}()
+	pos, tail, cause := r.segment(s)
+	seen(num, pos, tail)
+	if tail == nil {
+		return false, cause
+	}
+	if tail == ErrTornTail {
+		if err := r.checkLater(s, pos, live[i+1:], cause); err != nil {
+			seen(num, pos, nil)
+			return false, err
+		}
+		if truncate {
+			if err := r.clearTail(num, pos, s.size); err != nil {
+				return false, err
+			}
+		}
+		r.tail = tail
+		r.truncatedAt = Mark{Segment: num, Offset: int64(pos), Seq: r.next - 1}
+		r.tornCause = cause
+		return true, nil
+	}
+	if tail == ErrPreallocated {
+		// Zeros or old records must not hide records written after them.
+		at, seq, err := r.findBatchFrom(s, pos+1, r.next)
+		if err != nil {
+			return false, err
+		}
+		if at >= 0 {
+			return false, fmt.Errorf("%w: segment %s offset %d: records end in %s, but a batch with sequence %d follows at offset %d",
+				ErrCorrupt, segmentName(num), pos, describeEnd(s.data[pos:]), seq, at)
+		}
+	}
+	if r.end.Segment == num || i == 0 {
+		r.tail = tail
+	}
+	return false, nil
+}
+
+// readChunk is how much of a segment replay reads at a time: what it loads
+// past the bytes it needs, and the window it scans the rest through.
+const readChunk = 1 << 20
+
+// segReader is one segment file as replay reads it: a prefix loaded as the
+// records need it (ensure), so that the preallocated space after the last
+// record is never held in memory, only scanned through a window
+// (findBatchFrom). Used in Open and Scan, on one goroutine.
+type segReader struct {
+	num  uint64
+	name string
+	f    vfs.File
+	size int    // the file's size
+	data []byte // bytes [0, len(data)) of the file
+}
+
+// open opens segment num, loading into buf, and checks its header.
+func (r *replayer) open(num uint64, buf []byte) (*segReader, error) {
 	name := r.j.segmentPath(num)
 	f, err := vfs.Open(r.j.fs, name)
 	if err != nil {
 		return nil, fmt.Errorf("journal: open %s: %w", name, err)
 	}
-	defer f.Close()
 	size, err := f.Size()
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("journal: stat %s: %w", name, err)
 	}
-	if int64(cap(r.buf)) < size {
-		r.buf = make([]byte, size)
+	s := &segReader{num: num, name: name, f: f, size: int(size), data: buf[:0]}
+	if err := s.ensure(segmentHeaderSize); err != nil {
+		f.Close()
+		return nil, err
 	}
-	data := r.buf[:size]
-	if n, err := f.ReadAt(data, 0); err != nil && !(err == io.EOF && int64(n) == size) {
-		return nil, fmt.Errorf("journal: read %s: %w", name, err)
-	}
-	if err := checkSegmentHeader(data, num); err != nil {
+	if err := checkSegmentHeader(s.data, num); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("%w: segment %s offset 0: %v", ErrCorrupt, segmentName(num), err)
 	}
-	return data, nil
+	return s, nil
+}
+
+// ensure loads the file up to byte end, or to its end if it is shorter, a
+// whole readChunk at a time. It may move data: slices of it taken before
+// are stale.
+func (s *segReader) ensure(end int) error {
+	end = min(end, s.size)
+	if end <= len(s.data) {
+		return nil
+	}
+	from := len(s.data)
+	to := min(s.size, (end+readChunk-1)/readChunk*readChunk)
+	if to > cap(s.data) {
+		// One chunk, then the whole file: a segment whose records go past
+		// its first chunk is read into one buffer, as large as the file
+		// (growing by steps allocated, faulted in and copied more).
+		c := s.size
+		if cap(s.data) < readChunk {
+			c = to
+		}
+		buf := make([]byte, from, c)
+		copy(buf, s.data)
+		s.data = buf
+	}
+	s.data = s.data[:to]
+	if n, err := s.f.ReadAt(s.data[from:], int64(from)); err != nil && !(err == io.EOF && n == to-from) {
+		s.data = s.data[:from]
+		return fmt.Errorf("journal: read %s: %w", s.name, err)
+	}
+	return nil
+}
+
+// ensureRecord loads the record at pos whole: its header, then as many
+// bytes as its length field says (a damaged one is capped at the file's
+// end, and decodeRecord finds it short).
+func (s *segReader) ensureRecord(pos int) error {
+	if err := s.ensure(pos + recordHeaderSize); err != nil {
+		return err
+	}
+	if len(s.data)-pos < recordHeaderSize {
+		return nil
+	}
+	return s.ensure(pos + recordHeaderSize + int(binary.LittleEndian.Uint32(s.data[pos+lengthOff:])))
+}
+
+// findBatchFrom is findBatch over bytes [from, size) of the segment: the
+// loaded prefix in place, the rest through a window of readChunk bytes and
+// the batchSize-1 after them (so a batch across a window's end is found in
+// the window where it starts).
+func (r *replayer) findBatchFrom(s *segReader, from int, minSeq uint64) (int, uint64, error) {
+	if at, seq := findBatch(s.data, from, minSeq); at >= 0 {
+		return at, seq, nil
+	}
+	if cap(r.window) < readChunk+batchSize-1 {
+		r.window = make([]byte, readChunk+batchSize-1)
+	}
+	for w := max(from, len(s.data)-batchSize+1); w+batchSize <= s.size; w += readChunk {
+		win := r.window[:min(readChunk+batchSize-1, s.size-w)]
+		if n, err := s.f.ReadAt(win, int64(w)); err != nil && !(err == io.EOF && n == len(win)) {
+			return -1, 0, fmt.Errorf("journal: read %s: %w", s.name, err)
+		}
+		if at, seq := findBatch(win, 0, minSeq); at >= 0 {
+			return w + at, seq, nil
+		}
+	}
+	return -1, 0, nil
 }
 
 // segment replays the batches of segment num. It returns where the records
 // end and how: io.EOF or ErrPreallocated, or ErrTornTail with the decoding
 // problem as cause (a candidate: run decides whether it is a torn tail or
 // corruption); or a nil tail and a fatal error.
-func (r *replayer) segment(num uint64, data []byte) (pos int, tail, cause error) {
+func (r *replayer) segment(s *segReader) (pos int, tail, cause error) {
+	num := s.num
 	markSeg := num == r.mark.Segment
 	pos = segmentHeaderSize
 	for {
-		if len(data)-pos <= endMarkerSize && allZero(data[pos:]) {
-			return pos, io.EOF, nil // the file ends after the last batch and its end marker
+		if s.size-pos <= endMarkerSize {
+			if err := s.ensure(s.size); err != nil {
+				return pos, nil, err
+			}
+			if allZero(s.data[pos:]) {
+				return pos, io.EOF, nil // the file ends after the last batch and its end marker
+			}
 		}
 		durable := markSeg && int64(pos) < r.mark.Offset // the checkpoint covers it
 		bad := func(err error) (int, error, error) {
@@ -289,7 +434,10 @@ func (r *replayer) segment(num uint64, data []byte) (pos int, tail, cause error)
 			}
 			return pos, ErrTornTail, err
 		}
-		h, n, err := decodeRecord(data[pos:])
+		if err := s.ensureRecord(pos); err != nil {
+			return pos, nil, err
+		}
+		h, n, err := decodeRecord(s.data[pos:])
 		if err == errZeros && !durable {
 			return pos, ErrPreallocated, nil
 		}
@@ -299,7 +447,7 @@ func (r *replayer) segment(num uint64, data []byte) (pos int, tail, cause error)
 		if h.typ != TypeBatch {
 			return bad(fmt.Errorf("%v record where a batch must start", h.typ))
 		}
-		count, body, _ := decodeBatch(data[pos+recordHeaderSize : pos+n])
+		count, body, _ := decodeBatch(s.data[pos+recordHeaderSize : pos+n])
 		first := h.seq
 		switch {
 		case durable && first > r.mark.Seq:
@@ -316,10 +464,13 @@ func (r *replayer) segment(num uint64, data []byte) (pos int, tail, cause error)
 				ErrGap, segmentName(num), pos, first, r.next)
 		}
 		r.started = true
-		if count == 0 || pos+n+body > len(data) {
+		if count == 0 || pos+n+body > s.size {
 			return bad(fmt.Errorf("batch of %d records, %d bytes, does not fit", count, body))
 		}
-		if err := r.batch(num, data, pos+n, first, count, body); err != nil {
+		if err := s.ensure(pos + n + body); err != nil {
+			return pos, nil, err
+		}
+		if err := r.batch(num, s.data, pos+n, first, count, body); err != nil {
 			if errors.Is(err, errStop) {
 				return pos, nil, err
 			}
@@ -387,19 +538,28 @@ func (r *replayer) batch(num uint64, data []byte, at int, first uint64, count, b
 	return nil
 }
 
-// checkLater decides whether a bad batch at pos of segment num is a torn
+// checkLater decides whether a bad batch at pos of segment s is a torn
 // tail: only if no batch was written after it (the writer writes a batch
 // only after the previous one is synced). cause says what is wrong at pos.
-func (r *replayer) checkLater(num uint64, data []byte, pos int, later []uint64, cause error) error {
-	if at, seq := findBatch(data, pos+1, r.next); at >= 0 {
+func (r *replayer) checkLater(s *segReader, pos int, later []uint64, cause error) error {
+	at, seq, err := r.findBatchFrom(s, pos+1, r.next)
+	if err != nil {
+		return err
+	}
+	if at >= 0 {
 		return fmt.Errorf("%w: %w; batch %d at offset %d was written after it", ErrCorrupt, cause, seq, at)
 	}
 	for _, n := range later {
-		d, err := r.read(n)
+		ls, err := r.open(n, nil) // s still holds r.buf
 		if err != nil {
 			return err
 		}
-		if at, seq := findBatch(d, segmentHeaderSize, r.next); at >= 0 {
+		at, seq, err := r.findBatchFrom(ls, segmentHeaderSize, r.next)
+		ls.f.Close()
+		if err != nil {
+			return err
+		}
+		if at >= 0 {
 			return fmt.Errorf("%w: %w; batch %d in segment %s offset %d was written after it",
 				ErrCorrupt, cause, seq, segmentName(n), at)
 		}

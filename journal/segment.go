@@ -286,6 +286,43 @@ func (sf *segmentFactory) release(name string) error {
 	return nil
 }
 
+// retire takes segment file name, which holds no record, out of the
+// journal: renamed to a spare name and kept for reuse, then the directory
+// synced, so that the segments still named in it after a crash stay
+// consecutive when several are retired, the last first. It reports false,
+// and does nothing, when the file cannot be kept (no room among the files
+// kept for reuse, or not fully preallocated): removing it would give up
+// space a journal on a full disk may need to go on in. Runs in Open.
+func (sf *segmentFactory) retire(name string) (bool, error) {
+	fi, err := sf.fs.Stat(name)
+	if err != nil {
+		return false, fmt.Errorf("journal: retire segment %s: %w", name, err)
+	}
+	sf.mu.Lock()
+	keep := fi.Size() >= sf.size && sf.mode != PreallocNone && len(sf.free) < sf.recycle
+	sf.mu.Unlock()
+	if !keep {
+		return false, nil
+	}
+	spare := ""
+	for i := 0; spare == ""; i++ {
+		n := path.Join(sf.dir, fmt.Sprintf("spare-%d%s", i, spareSuffix))
+		if _, err := sf.fs.Stat(n); errors.Is(err, os.ErrNotExist) {
+			spare = n
+		}
+	}
+	if err := sf.fs.Rename(name, spare); err != nil {
+		return false, fmt.Errorf("journal: retire segment %s: %w", name, err)
+	}
+	if err := sf.fs.SyncDir(sf.dir); err != nil {
+		return false, fmt.Errorf("journal: retire segment %s: sync dir: %w", name, err)
+	}
+	sf.mu.Lock()
+	sf.free = append(sf.free, spare)
+	sf.mu.Unlock()
+	return true, nil
+}
+
 func (sf *segmentFactory) takeFree() string {
 	sf.mu.Lock()
 	defer sf.mu.Unlock()
