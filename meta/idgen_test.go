@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -37,22 +36,7 @@ func (c *counterTxns) intercept(ctx context.Context, method string, req, reply a
 // countedStore opens a store on endpoint whose counter transactions c counts.
 func countedStore(t *testing.T, endpoint string, c *counterTxns) *meta.EtcdStore {
 	t.Helper()
-	ep, err := meta.ParseEndpoints(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ep.ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DialTimeout = 10 * time.Second
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(c.intercept))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return meta.NewEtcdStore(cli, ep.Prefix)
+	return interceptedStore(t, endpoint, c.intercept)
 }
 
 // createMany creates n ledgers on s from workers goroutines and returns

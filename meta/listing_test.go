@@ -178,21 +178,7 @@ func (c *rangeCounter) intercept(ctx context.Context, method string, req, reply 
 // countingStore opens a store on endpoint whose range reads c counts.
 func countingStore(t *testing.T, endpoint string, c *rangeCounter) *meta.EtcdStore {
 	t.Helper()
-	ep, err := meta.ParseEndpoints(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ep.ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithUnaryInterceptor(c.intercept))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return meta.NewEtcdStore(cli, meta.DefaultPrefix)
+	return interceptedStore(t, endpoint, c.intercept)
 }
 
 // TestScanLedgersCountsItsReads: a listing reports its range reads, the

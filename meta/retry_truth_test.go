@@ -7,10 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/bookie-go/bookie/meta"
@@ -84,22 +82,7 @@ func (g *txnGate) intercept(ctx context.Context, method string, req, reply any, 
 // request through gate.
 func gatedStore(t *testing.T, endpoint string, gate *txnGate) *meta.EtcdStore {
 	t.Helper()
-	ep, err := meta.ParseEndpoints(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ep.ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DialTimeout = 10 * time.Second
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(gate.intercept))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return meta.NewEtcdStore(cli, ep.Prefix)
+	return interceptedStore(t, endpoint, gate.intercept)
 }
 
 // TestUpdateLedgerLateCommitIsSuccess: an ensemble change whose first

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/bookie-go/bookie/meta"
@@ -41,22 +39,7 @@ func (c *callCounter) take() map[string]int {
 func requestCountedStore(t *testing.T, endpoint string, c *callCounter) *meta.EtcdStore {
 	t.Helper()
 	c.calls = map[string]int{}
-	ep, err := meta.ParseEndpoints(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := ep.ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DialTimeout = 10 * time.Second
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(c.intercept))
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return meta.NewEtcdStore(cli, ep.Prefix)
+	return interceptedStore(t, endpoint, c.intercept)
 }
 
 const rangeMethod = "/etcdserverpb.KV/Range"
