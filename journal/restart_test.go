@@ -79,11 +79,11 @@ func TestRestartRetiresEmptySegments(t *testing.T) {
 	}
 }
 
-// Retiring the empty segments at Open is crash safe at every step: a crash
-// after any rename or directory sync of it leaves a journal that opens and
-// replays every record. Each run fails the n-th directory sync (Open stops
-// there) and restarts from what a power loss keeps.
-func TestRestartRetireCrash(t *testing.T) {
+// idleRestarted returns a journal of 400 records restarted three times
+// without appends (each restart leaves empty segments behind on the code
+// before retiring, and retires two on this code), and its records.
+func idleRestarted(t *testing.T) (*vfs.MemFS, []Record) {
+	t.Helper()
 	base := vfs.NewMemFS()
 	a := newAcked()
 	j, err := Open(base, "/j", restartOpts(a))
@@ -95,13 +95,20 @@ func TestRestartRetireCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := a.durable()
-	// Three restarts without appends: each leaves empty segments behind
-	// on the code before retiring, and retires two on this code.
 	for i := 0; i < 3; i++ {
 		_, j := replayAll(t, base, "/j", restartOpts(nil))
 		j.settle()
 		j.Close()
 	}
+	return base, want
+}
+
+// Retiring the empty segments at Open is crash safe at every step: a crash
+// after any rename or directory sync of it leaves a journal that opens and
+// replays every record. Each run fails the n-th directory sync (Open stops
+// there) and restarts from what a power loss keeps.
+func TestRestartRetireCrash(t *testing.T) {
+	base, want := idleRestarted(t)
 	retires := 0 // runs failed while retiring a segment
 	for n := 0; ; n++ {
 		fs := base.CrashClone(nil)

@@ -13,22 +13,7 @@ import (
 // then a run that appends and checkpoints and loses power, then a restart:
 // every acknowledged record is replayed in order, and Scan agrees.
 func TestRetireCrashThenAppend(t *testing.T) {
-	base := vfs.NewMemFS()
-	a := newAcked()
-	j, err := Open(base, "/j", restartOpts(a))
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendRecords(t, j, a, 0, 400)
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
-	want := a.durable()
-	for i := 0; i < 3; i++ {
-		_, j := replayAll(t, base, "/j", restartOpts(nil))
-		j.settle()
-		j.Close()
-	}
+	base, want := idleRestarted(t)
 	for n := 0; ; n++ {
 		fs := base.CrashClone(nil)
 		faulty := vfs.NewFaultFS(fs, vfs.FailAfter(vfs.OpSyncDir, "/j", n, vfs.ErrInjectedIO))
