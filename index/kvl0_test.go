@@ -1,9 +1,7 @@
 package index
 
 import (
-	"bytes"
 	"errors"
-	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -52,17 +50,11 @@ func waitingSync(t *testing.T) string {
 	defer tick.Stop()
 	deadline := time.After(60 * time.Second)
 	for {
-		var buf bytes.Buffer
-		pprof.Lookup("goroutine").WriteTo(&buf, 2)
-		for _, g := range strings.Split(buf.String(), "\n\n") {
-			if !strings.Contains(g, "(*Index).Sync(") {
-				continue
-			}
-			inPebble := strings.Contains(g, "makeRoomForWrite") && strings.Contains(g, "sync.Cond.Wait")
-			inIndex := strings.Contains(g, "(*Index).asyncFlush(") && strings.Contains(g, "[select")
-			if inPebble || inIndex {
-				return g
-			}
+		if g := goroutineWith("(*Index).Sync(", "makeRoomForWrite", "sync.Cond.Wait"); g != "" {
+			return g // in pebble's stall
+		}
+		if g := goroutineWith("(*Index).Sync(", "(*Index).asyncFlush(", "[select"); g != "" {
+			return g // waiting for progress
 		}
 		select {
 		case <-tick.C:
@@ -325,12 +317,5 @@ func TestKVL0SyncOnFullDiskWithCompactionsOn(t *testing.T) {
 // syncWaitsInAsyncFlush reports whether a goroutine running Index.Sync
 // waits in asyncFlush for progress (mu released).
 func syncWaitsInAsyncFlush() bool {
-	var buf bytes.Buffer
-	pprof.Lookup("goroutine").WriteTo(&buf, 2)
-	for _, g := range strings.Split(buf.String(), "\n\n") {
-		if strings.Contains(g, "(*Index).Sync(") && strings.Contains(g, "(*Index).asyncFlush(") && strings.Contains(g, "[select") {
-			return true
-		}
-	}
-	return false
+	return goroutineWith("(*Index).Sync(", "(*Index).asyncFlush(", "[select") != ""
 }

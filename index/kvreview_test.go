@@ -196,12 +196,22 @@ wait:
 // stalledPut returns the stack of a goroutine waiting in pebble's write
 // stall (makeRoomForWrite) inside Index.Put, or "".
 func stalledPut() string {
+	return goroutineWith("(*Index).Put(", "makeRoomForWrite", "sync.Cond.Wait")
+}
+
+// goroutineWith returns the stack of the first goroutine whose stack holds
+// every one of parts, or "".
+func goroutineWith(parts ...string) string {
 	var buf bytes.Buffer
 	pprof.Lookup("goroutine").WriteTo(&buf, 2)
+next:
 	for _, g := range strings.Split(buf.String(), "\n\n") {
-		if strings.Contains(g, "(*Index).Put(") && strings.Contains(g, "makeRoomForWrite") && strings.Contains(g, "sync.Cond.Wait") {
-			return g
+		for _, p := range parts {
+			if !strings.Contains(g, p) {
+				continue next
+			}
 		}
+		return g
 	}
 	return ""
 }
