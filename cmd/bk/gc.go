@@ -33,8 +33,9 @@ func runGC(args []string) error {
 		fmt.Fprintf(fs.Output(), "usage: bk gc [ADMIN-ADDRESS ... | --all | --bookie ID] [flags]\n\n"+
 			"Asks each bookie (POST /gc on its admin endpoint; default %s; --all and --bookie\n"+
 			"find them in the metadata store) to run a garbage collection scan and a major\n"+
-			"compaction now; with --wait (the default) waits for both and prints what they did\n"+
-			"and the bytes reclaimed. A ledger whose metadata is gone is deleted by the first\n"+
+			"compaction now; with --wait (the default) waits for both and prints what they did,\n"+
+			"the bytes reclaimed and the scan's metadata reads (single ledgers read, listing\n"+
+			"pages). A ledger whose metadata is gone is deleted by the first\n"+
 			"scan at least gc_grace_period after the scan that first found it, so a first run\n"+
 			"may report it as garbage only. --status shows the last and next scan and what\n"+
 			"compaction could reclaim instead. Exit 1 when a bookie is unreachable or failed.\n\nflags:\n", defaultAdmin)
@@ -73,7 +74,7 @@ func runGC(args []string) error {
 	if t.asJSON {
 		err = printJSONLines(rows)
 	} else {
-		err = printGCTable(rows, *status, *wait)
+		err = printGCTable(os.Stdout, rows, *status, *wait)
 	}
 	if err != nil {
 		return err
@@ -148,13 +149,17 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-func printGCTable(rows []gcRow, status, wait bool) error {
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+// printGCTable prints rows as a table to out: each bookie's status (status), what its
+// collection did (wait), or that it started. A collection's row ends with the scan's
+// metadata reads: the single ledgers' reads (GCStats.MetadataReads) and the listing's
+// range reads (GCStats.ListPages).
+func printGCTable(out io.Writer, rows []gcRow, status, wait bool) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	switch {
 	case status:
 		fmt.Fprintln(w, "BOOKIE\tLAST SCAN\tNEXT SCAN\tENTRY LOGS\tLIVE\tRECLAIMABLE\tGARBAGE\tCOMPACTED\tRECLAIMED")
 	case wait:
-		fmt.Fprintln(w, "BOOKIE\tLEDGERS\tGARBAGE\tDELETED\tLOGS COMPACTED\tRECLAIMED\tTOOK")
+		fmt.Fprintln(w, "BOOKIE\tLEDGERS\tGARBAGE\tDELETED\tLOGS COMPACTED\tRECLAIMED\tTOOK\tMETADATA READS\tLIST PAGES")
 	default:
 		fmt.Fprintln(w, "BOOKIE\tGC")
 	}
@@ -175,8 +180,8 @@ func printGCTable(rows []gcRow, status, wait bool) error {
 				plural(s.GarbageLedgers, "ledger")+" "+sizeString(s.GarbageBytes), s.Compaction.LogsCompacted, sizeString(s.Compaction.BytesFreed))
 		case r.Result != nil:
 			g, c := r.Result.GC, r.Result.Compaction
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%v\n", r.Admin, g.Ledgers, g.Garbage, g.Deleted, c.LogsCompacted,
-				sizeString(c.BytesFreed), (g.Took + c.Took).Round(time.Millisecond))
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t%v\t%d\t%d\n", r.Admin, g.Ledgers, g.Garbage, g.Deleted, c.LogsCompacted,
+				sizeString(c.BytesFreed), (g.Took + c.Took).Round(time.Millisecond), g.MetadataReads, g.ListPages)
 		default:
 			fmt.Fprintf(w, "%s\tstarted\n", r.Admin)
 		}

@@ -83,6 +83,10 @@ func TestGCCommand(t *testing.T) {
 	if len(fields) < 4 || fields[3] != "1" {
 		t.Fatalf("second bk gc printed %q, want 1 deleted", second.stdout)
 	}
+	// The scan listed the ledgers (etcd lists): its last column counts the pages.
+	if pages, err := strconv.Atoi(fields[len(fields)-1]); err != nil || pages < 1 {
+		t.Fatalf("second bk gc printed %q: want the scan's listing pages last", second.stdout)
+	}
 	if held := lc.Nodes[0].Bookie().Ledgers(); len(held) != 0 {
 		t.Fatalf("the bookie still holds %+v after bk gc", held)
 	}
@@ -134,5 +138,28 @@ func TestGCSaysWhenGarbageIsDeleted(t *testing.T) {
 		" (the next background scan runs at 2026-03-04 10:02:00); or run bk gc again then\n"
 	if out.String() != want {
 		t.Fatalf("hint:\n%q\nwant\n%q", out.String(), want)
+	}
+}
+
+// TestGCTableMetadataReads: a collection's row ends with its scan's metadata reads, the
+// single ledgers read (GCStats.MetadataReads) and the listing's pages (GCStats.ListPages),
+// under their own headings.
+func TestGCTableMetadataReads(t *testing.T) {
+	rows := []gcRow{{Admin: "b1:8181", Result: &bookie.GCResult{GC: bookie.GCStats{Ledgers: 1000, Garbage: 3, Deleted: 2,
+		MetadataReads: 7, ListPages: 12, Took: 40 * time.Millisecond}}}}
+	var out strings.Builder
+	if err := printGCTable(&out, rows, false, true); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("table %q: want a heading and one row", out.String())
+	}
+	head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	if got := strings.Join(head[len(head)-4:], " "); got != "METADATA READS LIST PAGES" {
+		t.Errorf("heading %q: want it to end with METADATA READS and LIST PAGES", lines[0])
+	}
+	if got := strings.Join(row[len(row)-3:], " "); got != "40ms 7 12" {
+		t.Errorf("row %q: want it to end with the time, 7 metadata reads and 12 listing pages", lines[1])
 	}
 }
