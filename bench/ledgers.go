@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -27,16 +28,20 @@ import (
 // EntrySize entry, then closed. Reported: the creation rate (create + add + close) of each
 // tenth of the ledgers, the checkpoints the bookie completed in each tenth and their
 // durations, and at the end the index's bytes on disk per ledger and per entry, the
-// checkpoint durations over the whole run, and the resident memory of the process (with
-// --local: etcd, the bookie and the client together) and of the bookie by its counters.
+// checkpoint durations over the whole run, and the resident memory of this process
+// (with --local: etcd and the client, and the bookie unless it runs in a process of its
+// own, --procs) and of the bookie by its counters.
 //
 // Growth shows as ratios against the run's smallest point: the creators stop at
 // SmallPoint ledgers (10,000) and again at the end, and at each point the bookie is
 // measured alike (LedgersPoint): the creation rate of the SmallPoint ledgers before it,
 // the checkpoint p99 (up to the small point; over the last tenth at the end), a GC scan
 // asked for as bk gc --wait asks (POST /gc; every ledger exists, so it deletes nothing)
-// with its duration and metadata reads, the index's bytes per ledger, and the RSS. The
-// creation clock stops while a point is measured. Then, with Restart (--local), the
+// with its duration and metadata reads, the index's bytes per ledger, the RSS and peak
+// RSS of the bookie's process and of this one, and last the checkpoint probe
+// (ckptprobe.go): checkpoints asked for at a fixed add rate, alike at every point. The
+// creation clock stops while a point is measured, and the probe's checkpoints are left
+// out of the creation phases' checkpoint figures. Then, with Restart (--local), the
 // bookie is stopped cleanly and started again on the same directories, and the time
 // until it answers ready and serves a READ of a ledger written before is reported.
 
@@ -64,6 +69,8 @@ type LedgersOptions struct {
 	// the small point, and after it) and with false when it ends, with the phase's
 	// name (ledgers-FIRST-LAST) as the Workload's: Options.Measuring, e.g. Profiler.
 	Measuring func(w Workload, start bool)
+	// Probe configures the checkpoint probe run at each point.
+	Probe CkptProbeOptions
 }
 
 // defaultSmallPoint is LedgersOptions.SmallPoint's default.
@@ -99,6 +106,19 @@ type LedgersPoint struct {
 	IndexPerLedger float64
 	ProcessRSS     int64 // this process
 	BookieRSS      int64 // the bookie's, by its counters
+	// IndexEntries are the entries the bookie held when its index was measured: the
+	// run's ledgers' one each, and the adds of the checkpoint probes before.
+	IndexEntries int64
+	// ProcessPeakRSS and BookiePeakRSS are the peak resident sets (VmHWM) so far of
+	// this process and of the bookie's (by the PID its counters give; this one's
+	// when it runs here, see BookieApart); 0 where unknown.
+	ProcessPeakRSS, BookiePeakRSS int64
+	// BookieApart is true when the bookie runs in a process of its own.
+	BookieApart bool
+	// Probe is the checkpoint probe, run after the rest was measured; ProbeLedgers
+	// are the ledgers the probes created, this one's included.
+	Probe        CkptProbe
+	ProbeLedgers int
 }
 
 // metadataReads returns the metadata reads of p's GC scan: single ledgers' reads and
@@ -112,8 +132,9 @@ type LedgersRestart struct {
 	// Read is the time a new client then took to open a ledger written before the
 	// restart and read its entry back, byte for byte.
 	Read time.Duration
-	// Bookie is the bookie as it runs after the restart.
-	Bookie Bookie
+	// Bookie is the bookie as it runs after the restart (not in JSON: it holds a
+	// function).
+	Bookie Bookie `json:"-"`
 }
 
 // LedgersResult is what a ledgers workload measured.
@@ -125,13 +146,18 @@ type LedgersResult struct {
 	IndexBytes                   int64 // disk blocks of IndexDir (du)
 	IndexApparent                int64 // sizes of its files
 	IndexFiles                   int
-	IndexPerLedger               float64 // IndexBytes / Ledgers (one entry each: also per entry)
-	Checkpoints                  int
-	CkptMean, CkptP99, CkptMax   time.Duration // over the run; p99 and max are bucket upper bounds
-	ProcessRSS                   int64         // this process, at the end
-	BookieRSS                    int64         // process_resident_memory_bytes of the bookie, at the end
-	Load                         float64       // 1-minute load average at the end
-	Steal                        float64       // share of CPU time stolen over the run, -1 unknown
+	IndexPerLedger               float64 // IndexBytes / Ledgers
+	// IndexEntries are the entries the index held at the end (End.IndexEntries: the
+	// ledgers' one each and the small point's probe adds); IndexPerEntry is
+	// IndexBytes over them.
+	IndexEntries               int64
+	IndexPerEntry              float64
+	Checkpoints                int
+	CkptMean, CkptP99, CkptMax time.Duration // over the run; p99 and max are bucket upper bounds
+	ProcessRSS                 int64         // this process, at the end
+	BookieRSS                  int64         // process_resident_memory_bytes of the bookie, at the end
+	Load                       float64       // 1-minute load average at the end
+	Steal                      float64       // share of CPU time stolen over the run, -1 unknown
 	// Small and End are the bookie measured at the small point and at the end.
 	Small, End LedgersPoint
 	// Restart is the bookie's restart after the end; nil without LedgersOptions.Restart.
@@ -180,10 +206,15 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 	elapsed := func() time.Duration { return time.Since(start) - paused }
 
 	// Slice boundaries: the creator that completes ledger k*Ledgers/10 hands the time to the
-	// monitor, which reads the bookie's checkpoint histogram there.
+	// monitor, which reads the bookie's checkpoint histogram there. Between the phases,
+	// this goroutine sends the monitor a mark with synced, which it closes once every
+	// mark before is done, and one with exclude, the checkpoints of a probe, which it
+	// leaves out of the next slice's.
 	type mark struct {
-		done int
-		at   time.Duration // creation clock
+		done    int
+		at      time.Duration // creation clock
+		synced  chan struct{}
+		exclude *ckptHistogram
 	}
 	marks := make(chan mark, 10)
 	bounds := make(map[int]bool, 10)
@@ -203,6 +234,14 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 	monitor.Go(func() {
 		prev, prevAt, prevDone := first, time.Duration(0), 0
 		for m := range marks {
+			switch {
+			case m.synced != nil:
+				close(m.synced)
+				continue
+			case m.exclude != nil:
+				prev = prev.plus(*m.exclude)
+				continue
+			}
 			s := LedgersSlice{Ledgers: m.done, Took: m.at - prevAt, Checkpoints: -1}
 			s.Rate = float64(m.done-prevDone) / s.Took.Seconds()
 			// A bookie too busy to answer in time leaves the slice's
@@ -257,17 +296,36 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 						tailAt = elapsed()
 					}
 					if bounds[n] {
-						marks <- mark{n, elapsed()}
+						marks <- mark{done: n, at: elapsed()}
 					}
 				}
 			})
 		}
 		wg.Wait()
 	}
+	// probe runs the checkpoint probe at point p, whose other figures are measured.
+	// probeLedgers and probeAdds count the probes' ledgers and adds so far.
+	probeLedgers, probeAdds := 0, int64(0)
+	probe := func(p *LedgersPoint) error {
+		var err error
+		p.Probe, err = probeCheckpoints(ctx, cl, bk, opts, payload, o.Probe)
+		probeLedgers += o.Probe.withDefaults().Ledgers
+		probeAdds += p.Probe.Adds
+		p.ProbeLedgers = probeLedgers
+		return err
+	}
 	create(small)
 	if firstErr == nil {
 		halt := time.Now()
+		synced := make(chan struct{})
+		marks <- mark{synced: synced}
+		<-synced // the first phase's slices are read: the probe comes after them
 		res.Small, err = measurePoint(ctx, bk, o.IndexDir, small, first)
+		res.Small.IndexEntries = int64(small)
+		if err == nil {
+			err = probe(&res.Small)
+			marks <- mark{exclude: &res.Small.Probe.hist}
+		}
 		paused += time.Since(halt)
 		res.Small.Rate = float64(small) / smallAt.Seconds()
 		if err == nil && small < o.Ledgers {
@@ -287,10 +345,14 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 	if c, err = readCounters(ctx, bk); err != nil {
 		return res, err
 	}
-	res.Checkpoints, res.CkptMean, res.CkptP99, res.CkptMax = checkpointsOf(c).since(first)
+	res.Checkpoints, res.CkptMean, res.CkptP99, res.CkptMax = checkpointsOf(c).since(first.plus(res.Small.Probe.hist))
 	res.ProcessRSS = processRSS()
 	res.BookieRSS = c.RSSBytes
 	if res.End, err = measurePoint(ctx, bk, o.IndexDir, o.Ledgers, first); err != nil {
+		return res, err
+	}
+	res.End.IndexEntries = int64(o.Ledgers) + probeAdds
+	if err := probe(&res.End); err != nil {
 		return res, err
 	}
 	res.End.Rate = float64(small) / (res.Took - tailAt).Seconds()
@@ -299,6 +361,8 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 		res.End.Checkpoints, res.End.CkptP99 = res.Slices[n-1].Checkpoints, res.Slices[n-1].CkptP99
 	}
 	res.IndexBytes, res.IndexPerLedger = res.End.IndexBytes, res.End.IndexPerLedger
+	res.IndexEntries = res.End.IndexEntries
+	res.IndexPerEntry = float64(res.IndexBytes) / float64(res.IndexEntries)
 	if o.IndexDir != "" {
 		if _, res.IndexApparent, res.IndexFiles, err = diskUsage(o.IndexDir); err != nil {
 			return res, err
@@ -317,14 +381,20 @@ func RunLedgers(ctx context.Context, o LedgersOptions) (LedgersResult, error) {
 }
 
 // measurePoint measures the bookie at a point of a ledgers run, the creators stopped:
-// its counters (checkpoints since first, and RSS), a GC scan asked for through its admin
-// endpoint as bk gc --wait asks (a scan that fails is reported in GCErr, not as an
-// error), and the index directory's disk usage.
+// its counters (checkpoints since first, and RSS), the peak RSS of its process and of
+// this one, a GC scan asked for through its admin endpoint as bk gc --wait asks (a scan
+// that fails is reported in GCErr, not as an error), and the index directory's disk
+// usage. The checkpoint probe is the caller's.
 func measurePoint(ctx context.Context, bk Bookie, indexDir string, ledgers int, first ckptHistogram) (LedgersPoint, error) {
-	p := LedgersPoint{Ledgers: ledgers, Checkpoints: -1, ProcessRSS: processRSS()}
+	p := LedgersPoint{Ledgers: ledgers, Checkpoints: -1, ProcessRSS: processRSS(), ProcessPeakRSS: peakRSS(0)}
 	if c, err := readCounters(ctx, bk); err == nil {
 		p.Checkpoints, _, p.CkptP99, _ = checkpointsOf(c).since(first)
 		p.BookieRSS = c.RSSBytes
+		p.BookieApart = c.PID != 0 && c.PID != os.Getpid()
+		p.BookiePeakRSS = p.ProcessPeakRSS
+		if p.BookieApart {
+			p.BookiePeakRSS = peakRSS(c.PID)
+		}
 	}
 	var gc bookie.GCResult
 	if err := adminJSON(ctx, http.MethodPost, bk.Admin+"/gc", &gc); err != nil {
@@ -484,11 +554,12 @@ func WriteLedgers(w io.Writer, r LedgersResult) error {
 	}
 	fmt.Fprintf(bw, "overall: %.0f ledgers/s in %v\n", r.Rate, r.Took.Round(10*time.Millisecond))
 	if r.IndexFiles > 0 {
-		fmt.Fprintf(bw, "index on disk: %d bytes (du) in %d files, %d bytes apparent; %.0f bytes per ledger (= per entry)\n",
-			r.IndexBytes, r.IndexFiles, r.IndexApparent, r.IndexPerLedger)
+		fmt.Fprintf(bw, "index on disk: %d bytes (du) in %d files, %d bytes apparent; %.0f bytes per ledger, %.0f per entry (%d entries: the ledgers' and the small point's probe adds)\n",
+			r.IndexBytes, r.IndexFiles, r.IndexApparent, r.IndexPerLedger, r.IndexPerEntry, r.IndexEntries)
 	}
-	fmt.Fprintf(bw, "checkpoints: %d, mean %v, p99 <= %v, max <= %v\n", r.Checkpoints, r.CkptMean.Round(time.Millisecond), bucket(r.CkptP99), bucket(r.CkptMax))
-	fmt.Fprintf(bw, "RSS: process %d MB, bookie (metrics) %d MB\n", r.ProcessRSS>>20, r.BookieRSS>>20)
+	fmt.Fprintf(bw, "checkpoints: %d, mean %v, p99 <= %v, max <= %v (the creation phases'; the probes' left out)\n", r.Checkpoints, r.CkptMean.Round(time.Millisecond), bucket(r.CkptP99), bucket(r.CkptMax))
+	fmt.Fprintf(bw, "RSS: process %d MB, bookie (metrics) %d MB; peak (VmHWM): process %d MB, bookie %d MB; %s\n",
+		r.ProcessRSS>>20, r.BookieRSS>>20, r.End.ProcessPeakRSS>>20, r.End.BookiePeakRSS>>20, whereBookie(r.End))
 	steal := "unknown"
 	if r.Steal >= 0 {
 		steal = fmt.Sprintf("%.1f%%", 100*r.Steal)
@@ -500,6 +571,14 @@ func WriteLedgers(w io.Writer, r LedgersResult) error {
 			rs.Stop.Round(time.Millisecond), rs.Ready.Round(time.Millisecond), rs.Read.Round(time.Millisecond))
 	}
 	return bw.Flush()
+}
+
+// whereBookie says which process p's RSS figures are.
+func whereBookie(p LedgersPoint) string {
+	if p.BookieApart {
+		return "the bookie runs in a process of its own (--procs): this process is etcd and the client"
+	}
+	return "the bookie runs in this process, with etcd and the client (--procs runs it apart)"
 }
 
 // writePoints prints the small point's and the end's figures and their ratio.
@@ -558,11 +637,19 @@ func writePoints(w io.Writer, r LedgersResult) {
 			}
 			return fmt.Sprintf("%.0f", p.IndexPerLedger), p.IndexPerLedger
 		}
-		a, x = index(sm, sm.Checkpoints) // since the start
-		b, y = index(end, r.Checkpoints)
+		a, x = index(sm, sm.Checkpoints) // since the start; the small point's probe comes after its index
+		b, y = index(end, r.Checkpoints+max(sm.Probe.Checkpoints, 0))
 		row("index (du) per ledger, bytes", a, b, x, y)
 	}
 	row("RSS of this process, MB", fmt.Sprint(sm.ProcessRSS>>20), fmt.Sprint(end.ProcessRSS>>20), float64(sm.ProcessRSS), float64(end.ProcessRSS))
+	mb := func(name string, f func(p LedgersPoint) int64) {
+		row(name, fmt.Sprint(f(sm)>>20), fmt.Sprint(f(end)>>20), float64(f(sm)), float64(f(end)))
+	}
+	mb("peak RSS (VmHWM) of this process, MB", func(p LedgersPoint) int64 { return p.ProcessPeakRSS })
+	mb("RSS of the bookie (its counters), MB", func(p LedgersPoint) int64 { return p.BookieRSS })
+	mb("peak RSS (VmHWM) of the bookie's process, MB", func(p LedgersPoint) int64 { return p.BookiePeakRSS })
+	writeProbes(w, sm, end, row)
+	fmt.Fprintf(w, "RSS: %s\n", whereBookie(end))
 	for _, p := range []LedgersPoint{sm, end} {
 		if p.GCErr != nil {
 			fmt.Fprintf(w, "GC scan at %d ledgers failed: %v\n", p.Ledgers, p.GCErr)
@@ -576,4 +663,32 @@ func bucket(d time.Duration) string {
 		return "+Inf"
 	}
 	return d.String()
+}
+
+// writeProbes prints the points' checkpoint probes as rows of writePoints' table, after a
+// line that says what they measured.
+func writeProbes(w io.Writer, sm, end LedgersPoint, row func(name, a, b string, x, y float64)) {
+	pa, pb := sm.Probe, end.Probe
+	if pa.Requests == 0 || pb.Requests == 0 {
+		return
+	}
+	fmt.Fprintf(w, "checkpoint probe (creators stopped): %.0f adds/s to %d ledgers made for it, a CHECKPOINT every %v (or when the one before is answered), %d at each point; a request's time is from sending it to its OK\n",
+		pa.Rate, pa.Ledgers, pa.Every, pa.Requests)
+	ms := func(name string, f func(p CkptProbe) time.Duration) {
+		a, b := f(pa), f(pb)
+		row(name, a.Round(100*time.Microsecond).String(), b.Round(100*time.Microsecond).String(), a.Seconds(), b.Seconds())
+	}
+	ms("checkpoint probe: CHECKPOINT p50", func(p CkptProbe) time.Duration { return p.P50 })
+	ms("checkpoint probe: CHECKPOINT p99", func(p CkptProbe) time.Duration { return p.P99 })
+	ms("checkpoint probe: CHECKPOINT max", func(p CkptProbe) time.Duration { return p.Max })
+	hist := func(p CkptProbe) (string, float64) {
+		if p.Checkpoints < 0 {
+			return "?", -1
+		}
+		return fmt.Sprintf("%v (%d)", p.Mean.Round(100*time.Microsecond), p.Checkpoints), p.Mean.Seconds()
+	}
+	a, x := hist(pa)
+	b, y := hist(pb)
+	row("checkpoint probe: bookie's ckpts, mean (n)", a, b, x, y)
+	row("checkpoint probe: adds/s acknowledged", fmt.Sprintf("%.0f", pa.AddRate), fmt.Sprintf("%.0f", pb.AddRate), pa.AddRate, pb.AddRate)
 }

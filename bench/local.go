@@ -80,6 +80,7 @@ type Local struct {
 	Dir string
 
 	tc    *testcluster.Cluster // the cluster, for LocalLedgers' restart
+	procs *childBookies        // StartLocalProcs' children, for LocalLedgersProcs' restart
 	close func()
 }
 
@@ -150,10 +151,10 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 		return nil, err
 	}
 	dir, _ = filepath.Abs(dir)
-	// admins[i] is bookie i's admin address, chosen in Configure; Configure
-	// and Process run on this goroutine, in testcluster.Start, before each
-	// child starts (the bench never restarts a node).
-	admins := make([]string, n)
+	// Configure and Process run on the goroutine that starts a node: this
+	// one, in testcluster.Start, before each child starts, and the one that
+	// restarts it (LocalLedgersProcs).
+	children := &childBookies{admins: make([]string, n), cmds: map[string]*exec.Cmd{}}
 	var logs []*os.File // the children's stderr, open until Close
 	var portErr error
 	o := testcluster.Options{Dir: dir, Bookies: n,
@@ -163,8 +164,8 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 				portErr = err // checked once Start returns
 				return
 			}
-			admins[i] = fmt.Sprintf("127.0.0.1:%d", ports[0])
-			cfg.Admin = admins[i]
+			cfg.Admin = fmt.Sprintf("127.0.0.1:%d", ports[0])
+			children.setAdmin(i, cfg.Admin)
 			s.configure(cfg, fmt.Sprintf("127.0.0.1:%d", ports[1]))
 		},
 		Process: func(configPath string) *exec.Cmd {
@@ -174,6 +175,7 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 				logs = append(logs, f)
 				c.Stderr = f
 			}
+			children.setCmd(configPath, c)
 			return c
 		}}
 	tc, err := testcluster.Start(o)
@@ -197,8 +199,9 @@ func StartLocalProcs(parent string, n int, s LocalSettings) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.procs = children
 	for i, node := range tc.Nodes {
-		l.Target.Bookies = append(l.Target.Bookies, Bookie{ID: node.ID(), Admin: "http://" + admins[i]})
+		l.Target.Bookies = append(l.Target.Bookies, Bookie{ID: node.ID(), Admin: "http://" + children.admin(i)})
 	}
 	// Wait until every bookie is registered.
 	for {

@@ -46,7 +46,7 @@ func runBench(args []string) error {
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file ('-': to stdout, instead of the table)")
 	plot := fs.String("plot", "", "write a latency plot (SVG: percentile spectrum and p99 over time) to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of each workload's measured part to PREFIX.WORKLOAD.prof (this process: with --local, client and bookies; with --procs, the bookies' too, from their /debug/pprof); the ledgers workload writes one per creation phase, PREFIX.ledgers-1-10000.prof and PREFIX.ledgers-10001-N.prof")
-	procs := fs.Bool("procs", false, "with --local: run each bookie as a child 'bk bookie' process, so bookie CPU and RSS are measured apart from the client's")
+	procs := fs.Bool("procs", false, "with --local: run each bookie as a child 'bk bookie' process, so bookie CPU and RSS are measured apart from the client's (and etcd's: the ledgers workload's bookie RSS alone)")
 	bookieBin := fs.String("bookie-bin", "", "with --local --procs: the bk executable the bookies run (default: this one), to compare two bookie builds under the same client and report")
 	logLevel := fs.String("log-level", "error", "bookie log level with --local")
 	bookieConfig := fs.String("bookie-config", "", "with --local: a bookie config file (JSON, keys as in docs/operations.md) laid over the bench's bookie settings, e.g. {\"compaction_bytes_per_sec\": 8388608}")
@@ -63,6 +63,10 @@ func runBench(args []string) error {
 	rerepl := addRereplFlags(fs)
 	nLedgers := fs.Int("ledgers", 10000, "ledgers workload: ledgers to create (E1/WQ1/AQ1, one 100-byte entry each, closed)")
 	creators := fs.Int("creators", 64, "ledgers workload: concurrent creators")
+	smallPoint := fs.Int("small-point", 10000, "ledgers workload: the ledgers at which the bookie is first measured, the run's smallest point (at most --ledgers)")
+	probeRate := fs.Float64("ckpt-probe-rate", 2000, "ledgers workload: adds per second (100 bytes) of the checkpoint probe at each point")
+	probeEvery := fs.Duration("ckpt-probe-every", 500*time.Millisecond, "ledgers workload: time between the checkpoint probe's CHECKPOINT requests")
+	probeCount := fs.Int("ckpt-probe-count", 12, "ledgers workload: CHECKPOINT requests of the checkpoint probe at each point")
 	fs.Parse(args)
 	if *workloads == "rereplication" { // bench_rerepl.go: needs --local, runs on its own
 		if !*local {
@@ -72,23 +76,46 @@ func runBench(args []string) error {
 		defer stop()
 		return runBenchRerepl(ctx, rerepl, *data, os.Stdout)
 	}
-	if *workloads == "ledgers" { // bench/ledgers.go: one bookie in this process, runs on its own
+	if *workloads == "ledgers" { // bench/ledgers.go: one bookie, in this process or (--procs) a child, runs on its own
 		if !*local {
 			return errors.New("--workload ledgers needs --local: it measures the bookie's index directory")
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		log, err := newLogger(*logLevel)
-		if err != nil {
-			return err
+		ls := bench.LocalSettings{LogLevel: *logLevel, ConfigFile: *bookieConfig, BookieBin: *bookieBin}
+		run := bench.LocalLedgers
+		if *procs {
+			run = bench.LocalLedgersProcs
+		} else {
+			if *bookieBin != "" {
+				return errors.New("--bookie-bin needs --procs")
+			}
+			var err error
+			if ls.Logger, err = newLogger(*logLevel); err != nil {
+				return err
+			}
 		}
-		lo := bench.LedgersOptions{Ledgers: *nLedgers, Creators: *creators, Password: []byte("bk-bench"), Progress: os.Stderr}
-		if *cpuProfile != "" { // the bookie runs in this process: one profile holds it and the client
+		lo := bench.LedgersOptions{Ledgers: *nLedgers, Creators: *creators, SmallPoint: *smallPoint, Password: []byte("bk-bench"), Progress: os.Stderr,
+			Probe: bench.CkptProbeOptions{Rate: *probeRate, Every: *probeEvery, Count: *probeCount}}
+		if *cpuProfile != "" { // this process: the client and etcd, and the bookie unless --procs
 			lo.Measuring = bench.Profiler(*cpuProfile, nil, os.Stderr)
 		}
-		res, err := bench.LocalLedgers(ctx, *data, bench.LocalSettings{Logger: log, LogLevel: *logLevel, ConfigFile: *bookieConfig}, lo)
+		res, err := run(ctx, *data, ls, lo)
 		if err != nil {
 			return err // the slices measured until then are on stderr
+		}
+		switch *jsonOut {
+		case "":
+		case "-":
+			return writeJSON(os.Stdout, res)
+		default:
+			f, err := os.Create(*jsonOut)
+			if err == nil {
+				err = errors.Join(writeJSON(f, res), f.Close())
+			}
+			if err != nil {
+				return err
+			}
 		}
 		return bench.WriteLedgers(os.Stdout, res)
 	}
