@@ -198,8 +198,9 @@
 // Nexts, then one seek); Entries reads every record once. A bookie's
 // start with 1,000,000 one-entry ledgers, which read each ledger's state
 // again after listing it and scanned each ledger with an iterator of its
-// own, took 85.7 s; with States and Entries 16.1 s (BenchmarkRestartLedgers
-// in package bookie, load 14-20 on 2 cores; docs/benchmarks.md).
+// own, took 56.4 s; with States and Entries 8.3 and 11.0 s
+// (BenchmarkRestartLedgers in package bookie, interleaved in one window,
+// load 9-12 on 2 cores; docs/benchmarks.md).
 //
 // The store's compactions follow what changed too. Two things made them
 // grow with the idle ledgers, and checkpoints with them on two shared
