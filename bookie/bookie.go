@@ -272,14 +272,7 @@ func New(cfg Config) (*Bookie, error) {
 
 // loadLedgerStates fills the ledger table from storage's persisted states.
 func (b *Bookie) loadLedgerStates() error {
-	return b.store.Ledgers(func(id uint64) error {
-		st, ok, err := b.store.LedgerState(id)
-		if err != nil {
-			return fmt.Errorf("bookie: ledger %d state: %w", id, err)
-		}
-		if !ok {
-			return nil
-		}
+	return b.store.LedgerStates(func(id uint64, st entrylog.LedgerState) error {
 		l, _ := b.ledgers.getOrCreate(id, false)
 		l.masterKey, l.hasKey, l.keyJournaled = st.MasterKey, st.HasMasterKey, st.HasMasterKey
 		l.fenced, l.fenceDurable = st.Fenced, st.Fenced

@@ -46,6 +46,12 @@ func (a indexAdapter) scan(ledger uint64, fn func(entry int64, loc location) err
 	})
 }
 
+func (a indexAdapter) entries(fn func(ledger uint64, entry int64, loc location) error) error {
+	return a.ix.Entries(func(ledger uint64, entry int64, loc index.Location) error {
+		return fn(ledger, entry, location(loc))
+	})
+}
+
 func (a indexAdapter) ledgers(fn func(ledger uint64) error) error { return a.ix.Ledgers(fn) }
 func (a indexAdapter) deleteLedger(ledger uint64) error           { return a.ix.DeleteLedger(ledger) }
 func (a indexAdapter) sync() error                                { return a.ix.Sync() }

@@ -65,6 +65,13 @@ func (s *Store) LedgerState(ledger uint64) (LedgerState, bool, error) {
 	return s.owned.State(ledger)
 }
 
+// LedgerStates calls fn for every ledger with a state, ascending by id,
+// with the state LedgerState would return, in one pass over the index (see
+// index.Index.States). Requires a Store from OpenDir.
+func (s *Store) LedgerStates(fn func(ledger uint64, st LedgerState) error) error {
+	return s.owned.States(fn)
+}
+
 // SetLedgerState records ledger's state. It is durable after the next
 // Checkpoint. Requires a Store from OpenDir.
 func (s *Store) SetLedgerState(ledger uint64, st LedgerState) error {

@@ -130,36 +130,29 @@ func (s *Store) openLogs() (bad map[uint32]*logFile, err error) {
 }
 
 // rebuildUsage estimates each log's live bytes from the index: one pass over
-// every index entry, charging each the mean record size of its log. A ledger
-// whose index cannot be scanned is logged and skipped: the estimate only
-// decides when to compact. Logs in bad that nothing points at are crash
+// every index entry (one iteration of the index, not one per ledger: a
+// start with a million ledgers depends on it), charging each the mean
+// record size of its log. A scan that fails is logged, and the entries it
+// did not reach are not counted: the estimate only decides when to
+// compact. Logs in bad that nothing points at are crash
 // leftovers (created, but the header never synced) and are removed; those
 // the index points at, or all of them if a scan failed, are kept for reads
 // (every record still carries its checksum) and never compacted.
 func (s *Store) rebuildUsage(bad map[uint32]*logFile) error {
-	var ledgers []uint64
-	if err := s.ix.ledgers(func(l uint64) error {
-		ledgers = append(ledgers, l)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("entrylog: list ledgers in index: %w", err)
-	}
 	referenced := make(map[uint32]bool)
 	scanFailed := false
-	for _, l := range ledgers {
-		err := s.ix.scan(l, func(entry int64, loc location) error {
-			u := s.usage[loc.log()]
-			if u == nil {
-				referenced[loc.log()] = true
-				return nil
-			}
-			s.addLiveLocked(u, l, u.avgRecord())
+	err := s.ix.entries(func(l uint64, _ int64, loc location) error {
+		u := s.usage[loc.log()]
+		if u == nil {
+			referenced[loc.log()] = true
 			return nil
-		})
-		if err != nil && !errors.Is(err, ErrNoSuchLedger) {
-			s.opts.Logger.Error("entrylog: cannot scan the index of a ledger; its space is not counted", "ledger", l, "err", err)
-			scanFailed = true
 		}
+		s.addLiveLocked(u, l, u.avgRecord())
+		return nil
+	})
+	if err != nil {
+		s.opts.Logger.Error("entrylog: cannot scan the index; the space of the ledgers not reached is not counted", "err", err)
+		scanFailed = true
 	}
 	removed := false
 	for id, lf := range bad {

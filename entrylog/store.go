@@ -43,6 +43,9 @@ type indexer interface {
 	lastEntry(ledger uint64) (int64, error)
 	scan(ledger uint64, fn func(entry int64, loc location) error) error
 	ledgers(fn func(ledger uint64) error) error
+	// entries calls fn for every entry of every ledger, as scan of each
+	// ledger ledgers lists would, in one pass.
+	entries(fn func(ledger uint64, entry int64, loc location) error) error
 	deleteLedger(ledger uint64) error
 	sync() error
 }

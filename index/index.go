@@ -639,37 +639,6 @@ func (x *Index) Ledgers(fn func(ledger uint64) error) error {
 	return nil
 }
 
-// eachState calls fn with every state record it from its first key on
-// holds, ascending, skipping each ledger's entries with one seek, until fn
-// returns false (then eachState returns true: more may follow) or the
-// records end (false). A key the index does not write is an error.
-func eachState(it *pebble.Iterator, fn func(k kvKey, value []byte) (bool, error)) (bool, error) {
-	var seek [kvStateKeySize]byte
-	for ok := it.First(); ok; {
-		k, err := decodeKVKey(it.Key())
-		if err == nil && k.kind == kvKeyFormat {
-			err = fmt.Errorf("%w: key %x among the ledger keys", errKV, it.Key())
-		}
-		if err != nil {
-			return false, err
-		}
-		if k.kind == kvKeyState {
-			more, err := fn(k, it.Value())
-			if err != nil {
-				return false, err
-			}
-			if !more {
-				return k.ledger != math.MaxUint64, nil
-			}
-		}
-		if k.ledger == math.MaxUint64 {
-			break
-		}
-		ok = it.SeekGE(appendKVStateKey(seek[:0], k.ledger+1))
-	}
-	return false, it.Error()
-}
-
 // State returns the state of ledger and whether the ledger is known.
 func (x *Index) State(ledgerID uint64) (LedgerState, bool, error) {
 	x.mu.Lock()
