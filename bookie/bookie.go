@@ -1,14 +1,12 @@
 package bookie
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -143,13 +141,11 @@ func New(cfg Config) (*Bookie, error) {
 	b.registerUnparsedMetrics()
 	fs := cfg.FS
 	if b.secret = cfg.Secret; b.secret == nil && cfg.SecretFile != "" {
-		data, err := os.ReadFile(cfg.SecretFile)
+		secret, err := readSecretFile(cfg.SecretFile)
 		if err != nil {
-			return nil, fmt.Errorf("bookie: read secret file: %w", err)
+			return nil, fmt.Errorf("bookie: config: %w", err)
 		}
-		if b.secret = bytes.TrimSpace(data); len(b.secret) == 0 {
-			return nil, fmt.Errorf("bookie: secret file %s is empty", cfg.SecretFile)
-		}
+		b.secret = secret
 	}
 
 	opened := false

@@ -222,7 +222,11 @@ func (f *bookieFlags) config() (bookie.Config, error) {
 		cfg.SecretFile = *f.secretFile
 	}
 	if cfg.SecretFile == "" {
-		cfg.Secret, _ = loadSecret("") // from BK_CLUSTER_SECRET, if set
+		secret, err := envSecret()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Secret = secret
 	}
 	if cfg.Admin == "off" {
 		cfg.Admin = ""

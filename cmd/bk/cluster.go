@@ -136,8 +136,8 @@ func (f *clusterFlags) resolve() (endpoint string, secret []byte, err error) {
 	}
 	if f.secretFile != "" {
 		secret, err = loadSecret(f.secretFile)
-	} else if s := os.Getenv("BK_CLUSTER_SECRET"); s != "" {
-		secret = []byte(s)
+	} else if os.Getenv("BK_CLUSTER_SECRET") != "" {
+		secret, err = envSecret()
 	} else if cfg.SecretFile != "" {
 		secret, err = loadSecret(cfg.SecretFile)
 	}

@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/meta"
 )
@@ -642,20 +643,35 @@ func lastBookies(md meta.LedgerMetadata) string {
 }
 
 // loadSecret reads the cluster secret from path, else BK_CLUSTER_SECRET; nil
-// when neither is set.
+// when neither is set. A secret shorter than bookie.MinSecretSize is refused
+// with an error naming where it came from.
 func loadSecret(path string) ([]byte, error) {
 	if path == "" {
-		if s := os.Getenv("BK_CLUSTER_SECRET"); s != "" {
-			return []byte(s), nil
-		}
-		return nil, nil
+		return envSecret()
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if s := bytes.TrimSpace(data); len(s) > 0 {
-		return s, nil
+	s := bytes.TrimSpace(data)
+	if len(s) == 0 {
+		return nil, fmt.Errorf("secret file %s is empty", path)
 	}
-	return nil, fmt.Errorf("secret file %s is empty", path)
+	if err := bookie.CheckSecret("secret_file "+path, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// envSecret returns BK_CLUSTER_SECRET, nil when it is not set, refusing one
+// shorter than bookie.MinSecretSize.
+func envSecret() ([]byte, error) {
+	s := os.Getenv("BK_CLUSTER_SECRET")
+	if s == "" {
+		return nil, nil
+	}
+	if err := bookie.CheckSecret("BK_CLUSTER_SECRET", []byte(s)); err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
 }
