@@ -46,9 +46,12 @@ type ledgerOpts struct {
 	ensemble int
 	wq, aq   int
 	password string
-	from, to int64
-	last     int64
-	state    string
+	// passwordFile is --password-file: the file the ledger password is
+	// read from.
+	passwordFile string
+	from, to     int64
+	last         int64
+	state        string
 }
 
 var ledgerVerbs = []ledgerVerb{
@@ -57,7 +60,8 @@ var ledgerVerbs = []ledgerVerb{
 			fs.IntVar(&o.ensemble, "ensemble", 3, "ensemble size")
 			fs.IntVar(&o.wq, "write-quorum", 2, "copies of each entry")
 			fs.IntVar(&o.aq, "ack-quorum", 2, "copies acknowledged before an entry is confirmed")
-			fs.StringVar(&o.password, "password", "", "ledger password (master key); also read from BK_LEDGER_PASSWORD")
+			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the ledger password (master key); one trailing newline is dropped (default: $BK_LEDGER_PASSWORD)")
+			fs.StringVar(&o.password, "password", "", "ledger password (master key); visible to other users of this machine in the process list: prefer --password-file or $BK_LEDGER_PASSWORD")
 		}, run: ledgerWrite},
 	{name: "read", args: "ID", needID: true, summary: "print a ledger's entries, one per line",
 		flags: func(fs *flag.FlagSet, o *ledgerOpts) {
@@ -153,8 +157,8 @@ func runLedger(args []string) error {
 	if o.timeout < 0 {
 		return fmt.Errorf("--timeout %v: want 0 (no limit) or more", o.timeout)
 	}
-	if o.password == "" {
-		o.password = os.Getenv("BK_LEDGER_PASSWORD")
+	if err := o.resolvePassword(fs, os.Stderr); err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -171,6 +175,34 @@ func runLedger(args []string) error {
 		return fmt.Errorf("ledger %d does not exist", o.id)
 	}
 	return err
+}
+
+// resolvePassword sets o.password from the first of --password-file,
+// --password and $BK_LEDGER_PASSWORD. --password still works (scripts use
+// it) but prints a warning to stderr: a command line is readable by every
+// user of the machine (ps, /proc/PID/cmdline). A password file, like the
+// etcd password-file, loses one trailing newline ("\n" or "\r\n"); an
+// empty one is an error.
+func (o *ledgerOpts) resolvePassword(fs *flag.FlagSet, stderr io.Writer) error {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "password" })
+	switch {
+	case given && o.passwordFile != "":
+		return fmt.Errorf("--password and --password-file: give one")
+	case o.passwordFile != "":
+		data, err := os.ReadFile(o.passwordFile)
+		if err != nil {
+			return fmt.Errorf("--password-file: %w", err)
+		}
+		if o.password = strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r"); o.password == "" {
+			return fmt.Errorf("--password-file %s is empty", o.passwordFile)
+		}
+	case given:
+		fmt.Fprintln(stderr, "bk: warning: --password is visible to other users of this machine (ps, /proc); use --password-file or $BK_LEDGER_PASSWORD")
+	default:
+		o.password = os.Getenv("BK_LEDGER_PASSWORD")
+	}
+	return nil
 }
 
 // checkRange checks --from, --to and --last once fs is parsed, and sets
