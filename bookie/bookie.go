@@ -588,8 +588,9 @@ func (b *Bookie) Start() error {
 		go b.readWorker()
 	}
 	b.batch.start()
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.background()
+	go b.sweepLoop()
 	if b.cfg.ScrubInterval > 0 {
 		b.wg.Add(1)
 		go b.scrubLoop()
@@ -669,7 +670,9 @@ func (b *Bookie) AdminAddr() string {
 func (b *Bookie) Cookie() Cookie { return b.cookie }
 
 // background checkpoints every CheckpointInterval and checks disk usage every
-// second.
+// second. The connection sweeper has its own goroutine (sweepLoop): a
+// checkpoint can take as long as its flush, and must not hold up the cut
+// of connections that overstay a timeout.
 func (b *Bookie) background() {
 	defer b.wg.Done()
 	disk := time.NewTicker(time.Second)
@@ -680,9 +683,8 @@ func (b *Bookie) background() {
 		select {
 		case <-b.stop:
 			return
-		case now := <-disk.C:
+		case <-disk.C:
 			b.checkDisk()
-			b.sweep(now)
 		case <-ckpt.C:
 			b.runCheckpoint()
 		case <-b.kickCheckpoint:
