@@ -155,8 +155,8 @@ func (b *Bookie) journalError(c *conn, h *wire.Header, err error) (retry bool) {
 }
 
 // keyCheck verifies key against the ledger's master key, in constant time
-// (equalSecret), setting it (and journaling it) when the ledger has none. Requires l.mu held. Runs on the
-// event loop.
+// (equalSecret), setting it (and journaling it) when the ledger has none.
+// Requires l.mu held. Runs on the event loop.
 func (b *Bookie) keyCheck(l *ledger, key *wire.MasterKey) (ok bool, err error) {
 	if l.hasKey {
 		return equalSecret(l.masterKey[:], key[:]), nil
