@@ -52,11 +52,11 @@ func boundAuth(t *testing.T, nc net.Conn, h wire.Hello, secret []byte, id string
 func TestAuthentication(t *testing.T) {
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "secret")
-	os.WriteFile(secretFile, []byte("  s3cret\n"), 0o600)
+	os.WriteFile(secretFile, []byte("  a cluster secret\n"), 0o600)
 	cfg := testConfig(filepath.Join(dir, "data"))
 	cfg.SecretFile = secretFile
 	b := startBookie(t, cfg)
-	secret := []byte("s3cret")
+	secret := []byte("a cluster secret")
 	cn := bytes.Repeat([]byte{7}, wire.NonceSize)
 
 	// The right proof unlocks the connection and the bookie proves itself.

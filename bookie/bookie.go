@@ -1,14 +1,12 @@
 package bookie
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -143,13 +141,11 @@ func New(cfg Config) (*Bookie, error) {
 	b.registerUnparsedMetrics()
 	fs := cfg.FS
 	if b.secret = cfg.Secret; b.secret == nil && cfg.SecretFile != "" {
-		data, err := os.ReadFile(cfg.SecretFile)
+		secret, err := readSecretFile(cfg.SecretFile)
 		if err != nil {
-			return nil, fmt.Errorf("bookie: read secret file: %w", err)
+			return nil, fmt.Errorf("bookie: config: %w", err)
 		}
-		if b.secret = bytes.TrimSpace(data); len(b.secret) == 0 {
-			return nil, fmt.Errorf("bookie: secret file %s is empty", cfg.SecretFile)
-		}
+		b.secret = secret
 	}
 
 	opened := false
@@ -585,8 +581,9 @@ func (b *Bookie) Start() error {
 		go b.readWorker()
 	}
 	b.batch.start()
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.background()
+	go b.sweepLoop()
 	if b.cfg.ScrubInterval > 0 {
 		b.wg.Add(1)
 		go b.scrubLoop()
@@ -666,7 +663,9 @@ func (b *Bookie) AdminAddr() string {
 func (b *Bookie) Cookie() Cookie { return b.cookie }
 
 // background checkpoints every CheckpointInterval and checks disk usage every
-// second.
+// second. The connection sweeper has its own goroutine (sweepLoop): a
+// checkpoint can take as long as its flush, and must not hold up the cut
+// of connections that overstay a timeout.
 func (b *Bookie) background() {
 	defer b.wg.Done()
 	disk := time.NewTicker(time.Second)
@@ -677,9 +676,8 @@ func (b *Bookie) background() {
 		select {
 		case <-b.stop:
 			return
-		case now := <-disk.C:
+		case <-disk.C:
 			b.checkDisk()
-			b.sweep(now)
 		case <-ckpt.C:
 			b.runCheckpoint()
 		case <-b.kickCheckpoint:

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 
@@ -127,8 +126,8 @@ func (c Config) Check() error {
 		bad("want 0 < disk_writable_threshold (%v) < disk_full_threshold (%v) <= 1", c.DiskWritableThreshold, c.DiskFullThreshold)
 	}
 	if c.Secret == nil && c.SecretFile != "" {
-		if _, err := os.ReadFile(c.SecretFile); err != nil {
-			bad("secret_file: %v", err)
+		if _, err := readSecretFile(c.SecretFile); err != nil {
+			bad("%w", err)
 		}
 	}
 	return errors.Join(errs...)

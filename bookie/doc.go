@@ -23,8 +23,10 @@
 //	read workers         serve READ and piggybacked long-poll reads.
 //	batch workers        serve READ_BATCH, one at a time each (readbatch.go).
 //	checkpointer         Bookie.background: checkpoints (storage synced,
-//	                     then the journal's mark advanced), disk checks,
-//	                     the connection sweeper.
+//	                     then the journal's mark advanced), disk checks.
+//	sweeper              Bookie.sweepLoop: closes connections that overstay
+//	                     a timeout, once a second, whatever a checkpoint
+//	                     is doing (limits.go).
 //	scrubber             one paced pass over the entry logs (scrub.go).
 //	garbage collector    scans etcd for deleted ledgers (gc.go).
 //	long-poll timer      one heap of parked polls' deadlines (poll.go).

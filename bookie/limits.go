@@ -234,6 +234,30 @@ func sourceKey(a net.Addr) string {
 	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
+// sweepInterval is how often the sweeper looks for connections that
+// overstay a timeout: a connection is closed at most this long after its
+// timeout passed.
+const sweepInterval = time.Second
+
+// sweepLoop runs sweep every sweepInterval until Close, on a goroutine of its
+// own: the background goroutine's checkpoints wait for write-cache flushes,
+// and a flush held up by a slow disk must not keep slowloris, idle and
+// unauthenticated connections open (TestSweepNotHeldByCheckpoint). Owned by
+// the Bookie: started by Start, stopped by Close (b.stop, b.wg).
+func (b *Bookie) sweepLoop() {
+	defer b.wg.Done()
+	tick := time.NewTicker(sweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case now := <-tick.C:
+			b.sweep(now)
+		}
+	}
+}
+
 // connClock holds a connection's timestamps (unix nanoseconds) for the
 // sweeper; the event loop writes them, the sweeper reads them.
 type connClock struct {
@@ -250,7 +274,8 @@ type connClock struct {
 // charges leave the totals at once, not when its close reaches its event
 // loop, and its event loop cannot charge it again. Nothing is read from
 // its transport but what is safe off its event loop: its address for the
-// log is conn.remote, recorded at open. Runs on the background goroutine.
+// log is conn.remote, recorded at open. Runs on the sweeper goroutine
+// (sweepLoop).
 func (b *Bookie) sweep(now time.Time) {
 	n := now.UnixNano()
 	hs, fr, idle := int64(b.cfg.HandshakeTimeout), int64(b.cfg.FrameTimeout), int64(b.cfg.IdleTimeout)

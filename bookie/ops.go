@@ -102,7 +102,7 @@ func (b *Bookie) authenticate(c *conn, h *wire.Header, parseErr error, frame []b
 		// one made for a relay that passed our challenge on does not.
 		bind := wire.AuthBinding{BookieID: b.id(), BookieNonce: c.nonce[:],
 			ClientNonce: req.Data[:wire.NonceSize], Channel: c.channel}
-		ok = wire.CheckAuthProof(req.Data[wire.NonceSize:], wire.AuthBoundClientProof(b.secret, &bind))
+		ok = equalSecret(req.Data[wire.NonceSize:], wire.AuthBoundClientProof(b.secret, &bind))
 		if ok {
 			c.authed = true
 			c.loopOut = wire.AppendAuthResponse(c.loopOut, h.RequestID, wire.AuthBoundBookieProof(b.secret, &bind))
@@ -154,12 +154,12 @@ func (b *Bookie) journalError(c *conn, h *wire.Header, err error) (retry bool) {
 	return false
 }
 
-// keyCheck verifies key against the ledger's master key, setting it (and
-// journaling it) when the ledger has none. Requires l.mu held. Runs on the
-// event loop.
+// keyCheck verifies key against the ledger's master key, in constant time
+// (equalSecret), setting it (and journaling it) when the ledger has none.
+// Requires l.mu held. Runs on the event loop.
 func (b *Bookie) keyCheck(l *ledger, key *wire.MasterKey) (ok bool, err error) {
 	if l.hasKey {
-		return l.masterKey == [32]byte(*key), nil
+		return equalSecret(l.masterKey[:], key[:]), nil
 	}
 	l.masterKey, l.hasKey, l.dirty = *key, true, true
 	if !l.keyJournaled {

@@ -164,7 +164,7 @@ func (r *connRegistry) cutSlowestReader(bound int64) *conn {
 
 // wakeCharged has every gnet connection with a charge run traffic, which
 // remeasures it: gnet drains its buffer without telling. Runs on the
-// background goroutine.
+// sweeper goroutine (sweepLoop).
 func (b *Bookie) wakeCharged(cs []*conn) {
 	for _, c := range cs {
 		if _, ok := c.gc.(gnet.Conn); !ok {

@@ -109,7 +109,7 @@ func benchmarkFlush(b *testing.B, ledgers int) {
 	const half = 32 << 20
 	s, dir := openBenchStore(b, Options{WriteCacheBytes: 2 * half})
 	d := payload(1, 0, benchEntry)
-	perHalf := int64(half / (RecordSize(benchEntry) + slotOverhead))
+	perHalf := int64(half / (RecordSize(benchEntry) + int(slotSize)))
 	bytesPerFlush := perHalf * benchEntry
 	b.SetBytes(bytesPerFlush)
 	b.ReportAllocs()
@@ -236,7 +236,7 @@ func BenchmarkPut(b *testing.B) {
 			b.StartTimer()
 		}
 	}
-	perHalf := (32 << 20) / (RecordSize(benchEntry) + slotOverhead)
+	perHalf := (32 << 20) / (RecordSize(benchEntry) + int(slotSize))
 	for range 2 * perHalf {
 		put()
 	}

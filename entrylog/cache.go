@@ -3,13 +3,33 @@ package entrylog
 import (
 	"slices"
 	"time"
+	"unsafe"
 )
 
-// slotOverhead is what each cached entry is charged on top of its record:
-// its 8-byte slot plus a share of slice growth, so that many tiny entries
-// cannot grow memory without bound. A gap of missing ids inside a run costs
-// slotOverhead per missing id too (see maxGap).
-const slotOverhead = 16
+// What a half holds besides its arena is charged to its budget as it is
+// allocated, so that many tiny entries (one per ledger, or at sparse ids)
+// cannot hold more memory than the budget says: every slot array and runs
+// slice by its capacity, every ledger by its ledgerSlots and its share of
+// the half's map. So a half holds at most its arena (the budget, allocated
+// whole) plus what its charge says besides the records, within the
+// allocator's size-class rounding (under 1/8), and the ledgers its last
+// reset kept for reuse (freeBudget).
+const (
+	slotSize = int64(unsafe.Sizeof(uint64(0)))
+	runSize  = int64(unsafe.Sizeof(run{}))
+	// mapEntrySize bounds a ledger's share of the half's map: key, value
+	// and control byte at the lowest load the map has right after it grows
+	// (7/16), rounded up.
+	mapEntrySize = 48
+	ledgerSize   = int64(unsafe.Sizeof(ledgerSlots{})) + mapEntrySize
+	// firstRunSlots and firstRuns are the capacities a new run's slots and
+	// a new ledger's runs start at; they double as they fill.
+	firstRunSlots = 4
+	firstRuns     = 1
+	// maxPutOverhead is the most a Put into an empty half can allocate
+	// besides its record: a new ledger with its first run.
+	maxPutOverhead = ledgerSize + firstRuns*runSize + firstRunSlots*slotSize
+)
 
 // maxGap is the largest run of missing entry ids a ledger's slots absorb
 // before the next entry starts a run of its own. Entry ids are dense per
@@ -41,6 +61,17 @@ type ledgerSlots struct {
 	spare []uint64 // a slot array kept by reset for the next first run
 }
 
+// held is the memory ls holds besides its runs' slot arrays: itself, its
+// map entry, its runs slice and its spare slot array.
+func (ls *ledgerSlots) held() int64 {
+	return ledgerSize + int64(cap(ls.runs))*runSize + int64(cap(ls.spare))*slotSize
+}
+
+// grownCap is the capacity a slice of capacity c grows to when it must hold
+// n: double, or n if that is more. Growth is explicit (not append's) so
+// that what a Put will allocate is known before it is made (cost).
+func grownCap(c, n int) int { return max(2*c, n) }
+
 // find returns the slot of entry, or nil.
 func (ls *ledgerSlots) find(entry int64) *uint64 {
 	runs := ls.runs
@@ -68,11 +99,20 @@ func (ls *ledgerSlots) find(entry int64) *uint64 {
 	return nil
 }
 
-// slot returns the slot for entry, creating it, and how many new slots that
-// took (each charged slotOverhead).
-func (ls *ledgerSlots) slot(entry int64) (*uint64, int) {
+// placement says where entry goes in ls: into an existing run (extend
+// false, its slot exists), at the end of run i-1 grown by added slots
+// (extend true), or as a new run inserted at i (i >= 0, extend false).
+type placement struct {
+	slot   *uint64 // the existing slot, or nil
+	i      int
+	extend bool
+	added  int
+}
+
+// place decides where entry goes in ls, changing nothing.
+func (ls *ledgerSlots) place(entry int64) placement {
 	if p := ls.find(entry); p != nil {
-		return p, 0
+		return placement{slot: p}
 	}
 	runs := ls.runs
 	// The index of the first run that starts after entry.
@@ -88,18 +128,67 @@ func (ls *ledgerSlots) slot(entry int64) (*uint64, int) {
 		r := &runs[i-1]
 		gap := entry - r.end()
 		if gap <= maxGap && (i == len(runs) || entry < runs[i].first) {
-			added := int(gap + 1)
-			r.slots = append(r.slots, make([]uint64, added)...)
-			return &r.slots[entry-r.first], added
+			return placement{i: i, extend: true, added: int(gap + 1)}
 		}
+	}
+	return placement{i: i}
+}
+
+// cost is the memory, in bytes, that storing entry at p allocates: the
+// growth of a run's slot array, or a new run's slot array and the growth
+// of the runs slice.
+func (ls *ledgerSlots) cost(p placement) int64 {
+	switch {
+	case p.slot != nil:
+		return 0
+	case p.extend:
+		r := &ls.runs[p.i-1]
+		if n := len(r.slots) + p.added; n > cap(r.slots) {
+			return int64(grownCap(cap(r.slots), n)-cap(r.slots)) * slotSize
+		}
+		return 0
+	}
+	var c int64
+	if cap(ls.spare) == 0 {
+		c = firstRunSlots * slotSize
+	}
+	if len(ls.runs) == cap(ls.runs) {
+		c += int64(grownCap(cap(ls.runs), max(firstRuns, len(ls.runs)+1))-cap(ls.runs)) * runSize
+	}
+	return c
+}
+
+// slot returns the slot for entry at p (from place), creating it; what it
+// allocates is ls.cost(p).
+func (ls *ledgerSlots) slot(entry int64, p placement) *uint64 {
+	switch {
+	case p.slot != nil:
+		return p.slot
+	case p.extend:
+		r := &ls.runs[p.i-1]
+		n := len(r.slots) + p.added
+		if n > cap(r.slots) {
+			grown := make([]uint64, len(r.slots), grownCap(cap(r.slots), n))
+			copy(grown, r.slots)
+			r.slots = grown
+		}
+		old := len(r.slots)
+		r.slots = r.slots[:n]
+		clear(r.slots[old:]) // a spare array holds a past fill's offsets
+		return &r.slots[entry-r.first]
 	}
 	slots := ls.spare[:0]
 	ls.spare = nil
 	if cap(slots) == 0 {
-		slots = make([]uint64, 0, 64)
+		slots = make([]uint64, 0, firstRunSlots)
 	}
-	ls.runs = slices.Insert(ls.runs, i, run{first: entry, slots: append(slots, 0)})
-	return &ls.runs[i].slots[0], 1
+	if len(ls.runs) == cap(ls.runs) {
+		grown := make([]run, len(ls.runs), grownCap(cap(ls.runs), max(firstRuns, len(ls.runs)+1)))
+		copy(grown, ls.runs)
+		ls.runs = grown
+	}
+	ls.runs = slices.Insert(ls.runs, p.i, run{first: entry, slots: append(slots, 0)})
+	return &ls.runs[p.i].slots[0]
 }
 
 // half is one half of the write cache: an arena holding each entry already
@@ -113,7 +202,7 @@ func (ls *ledgerSlots) slot(entry int64) (*uint64, int) {
 // immutable (apart from deleted, see below) until the flush completes and it
 // is reset.
 type half struct {
-	budget int64 // bytes it may hold, records plus slotOverhead per slot
+	budget int64 // bytes it may hold: records plus the slot memory they hold
 	// activeAt is when the half last became active, flushedAt when it was
 	// last handed to the flusher: the Put rate it was filled at.
 	activeAt, flushedAt time.Time
@@ -128,8 +217,9 @@ type half struct {
 	lastID    uint64
 	lastSlots *ledgerSlots
 
-	free    []*ledgerSlots      // emptied by reset, reused by put
-	deleted map[uint64]struct{} // ledgers deleted while this half was flushing; requires indexMu and cacheMu (write) to change
+	free     []*ledgerSlots      // emptied by reset, reused by put
+	freeHeld int64               // the memory free holds (held of each), at most freeBudget
+	deleted  map[uint64]struct{} // ledgers deleted while this half was flushing; requires indexMu and cacheMu (write) to change
 	// flushedTo is the last entry an unfinished flush of this half made
 	// durable and indexed (a flush stopped at the space it may use); the
 	// next flush resumes after it. Requires flushMu.
@@ -168,24 +258,60 @@ func (h *half) prefault() {
 
 func (h *half) empty() bool { return h.count == 0 }
 
-// fits reports whether an entry of n data bytes fits.
-func (h *half) fits(n int) bool {
+// fits reports whether an entry of n data bytes at (ledger, entry) fits:
+// its record and the memory storing it allocates (putCost).
+// An empty half takes any entry up to MaxEntry: if the ledger it would
+// reuse from reset's keep holds too much for that, the keep is dropped.
+// Requires the half active and cacheMu held for writing.
+func (h *half) fits(ledger uint64, entry int64, n int) bool {
 	size := int64(RecordSize(n))
-	return h.used+size+slotOverhead <= h.budget && uint64(len(h.arena))+uint64(size) <= h.maxArena
+	if uint64(len(h.arena))+uint64(size) > h.maxArena {
+		return false
+	}
+	if h.used+size+h.putCost(ledger, entry) <= h.budget {
+		return true
+	}
+	if h.used == 0 && len(h.free) > 0 {
+		h.free, h.freeHeld = nil, 0
+		return size+h.putCost(ledger, entry) <= h.budget
+	}
+	return false
 }
 
-// ledger returns ledger's slots, creating them.
-func (h *half) ledger(ledger uint64) *ledgerSlots {
+// putCost is the memory besides its record that a put of (ledger, entry)
+// allocates: a new ledger's ledgerSlots (a fresh one, or one reset kept,
+// whose slices are charged again now that they are the half's), and its
+// slot arrays' growth.
+func (h *half) putCost(ledger uint64, entry int64) int64 {
+	if ls := h.current(ledger); ls != nil {
+		return ls.cost(ls.place(entry))
+	}
+	ls := &ledgerSlots{}
+	if n := len(h.free); n > 0 {
+		ls = h.free[n-1]
+	}
+	return ls.held() + ls.cost(placement{})
+}
+
+// current returns ledger's slots, or nil if the half holds none of it.
+func (h *half) current(ledger uint64) *ledgerSlots {
 	if h.lastSlots != nil && h.lastID == ledger {
 		return h.lastSlots
 	}
-	ls := h.ledgers[ledger]
+	return h.ledgers[ledger]
+}
+
+// ledger returns ledger's slots, creating them (and charging them).
+func (h *half) ledger(ledger uint64) *ledgerSlots {
+	ls := h.current(ledger)
 	if ls == nil {
 		if n := len(h.free); n > 0 {
 			ls, h.free = h.free[n-1], h.free[:n-1]
+			h.freeHeld -= ls.held()
 		} else {
 			ls = &ledgerSlots{}
 		}
+		h.used += ls.held()
 		ls.last = -1
 		h.ledgers[ledger] = ls
 	}
@@ -199,10 +325,12 @@ func (h *half) put(ledger uint64, entry int64, data []byte) {
 		h.arena = make([]byte, 0, h.budget)
 	}
 	ls := h.ledger(ledger)
-	slot, added := ls.slot(entry)
+	p := ls.place(entry)
+	h.used += ls.cost(p)
+	slot := ls.slot(entry, p)
 	*slot = uint64(len(h.arena)) + 1
 	h.arena = appendRecordSealed(h.arena, ledger, entry, data)
-	h.used += int64(RecordSize(len(data))) + int64(added)*slotOverhead
+	h.used += int64(RecordSize(len(data)))
 	h.count++
 	ls.last = max(ls.last, entry)
 }
@@ -290,12 +418,21 @@ func (h *half) each(fn func(ledger uint64, entry int64, rec []byte, off uint64) 
 	return nil
 }
 
-// reset empties the half for reuse, keeping its arena and slot arrays.
+// freeBudget is the most memory a half's reset keeps for reuse (its ledgers'
+// slices, uncharged until reused), as a fraction of its budget: the
+// steady state of a few busy ledgers allocates nothing per Put, and a half
+// that held many tiny ledgers leaves them to the garbage collector.
+func (h *half) freeBudget() int64 { return h.budget / 16 }
+
+// reset empties the half for reuse, keeping its arena and, up to
+// freeBudget, its ledgers' slices.
 func (h *half) reset() {
 	h.used = 0
 	h.count = 0
 	h.arena = h.arena[:0]
+	peak := len(h.ledgers)
 	for id, ls := range h.ledgers {
+		delete(h.ledgers, id)
 		if len(ls.runs) > 0 {
 			ls.spare = ls.runs[0].slots[:0]
 		}
@@ -303,8 +440,16 @@ func (h *half) reset() {
 			ls.runs[i].slots = nil
 		}
 		ls.runs = ls.runs[:0]
+		if h.freeHeld+ls.held() > h.freeBudget() {
+			continue // dropped: the garbage collector takes it
+		}
 		h.free = append(h.free, ls)
-		delete(h.ledgers, id)
+		h.freeHeld += ls.held()
+	}
+	// A map does not shrink when its entries are deleted: a half that held
+	// many ledgers gets a new one.
+	if peak > 64 {
+		h.ledgers = make(map[uint64]*ledgerSlots)
 	}
 	h.lastSlots = nil
 	h.deleted = nil

@@ -40,7 +40,7 @@ func TestHalfMatchesMap(t *testing.T) {
 				e = rapid.Int64Range(0, max(0, last[l])).Draw(t, "again")
 			}
 			d := payload(l, e+int64(i), rapid.IntRange(0, 40).Draw(t, "size"))
-			if !h.fits(len(d)) {
+			if !h.fits(l, e, len(d)) {
 				break
 			}
 			h.put(l, e, d)
@@ -90,14 +90,16 @@ func TestHalfMatchesMap(t *testing.T) {
 }
 
 // A long gap in a ledger's ids starts a new run instead of charging a slot
-// for every missing id, so sparse ids cannot exhaust the cache budget.
+// for every missing id, so sparse ids cannot exhaust the cache budget; each
+// run is charged the slot array it holds, and the ledger its runs slice.
 func TestHalfSparseIDsCostNoSlots(t *testing.T) {
 	h := newHalf(1<<20, defaultOffsetBits)
 	d := payload(1, 0, 10)
 	for i := range int64(100) {
 		h.put(1, i*1_000_000, d)
 	}
-	if want := int64(100 * (RecordSize(len(d)) + slotOverhead)); h.used != want {
+	// The runs slice doubled from 1 to 128.
+	if want := ledgerSize + 128*runSize + 100*(int64(RecordSize(len(d)))+firstRunSlots*slotSize); h.used != want {
 		t.Fatalf("100 sparse entries charged %d bytes, want %d", h.used, want)
 	}
 	if got := len(h.ledgers[1].runs); got != 100 {
@@ -128,7 +130,7 @@ func TestCacheOffsetWidth(t *testing.T) {
 	var e int64
 	for ; ; e++ {
 		d := payload(1, e, 100+int(e%7))
-		if !s.active.fits(len(d)) {
+		if !s.active.fits(1, e, len(d)) {
 			break
 		}
 		if err := s.Put(1, e, d); err != nil {
@@ -136,7 +138,7 @@ func TestCacheOffsetWidth(t *testing.T) {
 		}
 		want[e] = d
 	}
-	if h := s.active; h.used+int64(RecordSize(120))+slotOverhead <= h.budget || h.budget != 1<<bits {
+	if h := s.active; h.used+int64(RecordSize(120))+h.putCost(1, e) <= h.budget || h.budget != 1<<bits {
 		t.Fatalf("the half stopped at %d bytes of its %d", h.used, h.budget)
 	}
 	check := func(where string) {

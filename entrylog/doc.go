@@ -15,7 +15,9 @@
 //
 // Put encodes an entry, as the entry log record it will become, into the
 // active half of the write cache (two halves of Options.WriteCacheBytes/2
-// each; each entry is charged its record size plus 16 bytes for its slot).
+// each; each entry is charged its record size, and each slot array, run and
+// ledger the memory it holds, so a half holds at most its arena plus what
+// it charged besides the records: TestHalfHoldsWhatItCharges).
 // Put reads the data once, to copy it: the data arrives sealed (it ends with
 // its own xxhash64, as a wire entry does), so the record checksum covers the
 // header and that seal, not the data again. Each half finds its entries

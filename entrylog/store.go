@@ -195,7 +195,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.offsetBits = defaultOffsetBits
 	}
 	switch {
-	case o.WriteCacheBytes < 2*(slotOverhead+RecordHeaderSize+SealSize):
+	case o.WriteCacheBytes < 2*(maxPutOverhead+RecordHeaderSize+SealSize):
 		return o, fmt.Errorf("entrylog: WriteCacheBytes %d too small", o.WriteCacheBytes)
 	case uint64(o.WriteCacheBytes/2) > 1<<o.offsetBits:
 		return o, fmt.Errorf("entrylog: WriteCacheBytes %d: a half of it is more than %d-bit offsets address", o.WriteCacheBytes, o.offsetBits)
@@ -306,14 +306,14 @@ func (s *Store) PutOverflow(ledger uint64, entry int64, data []byte) error {
 // one entry log after its header. The bookie refuses a configuration whose
 // largest frame is bigger, so that no journaled entry is unappliable.
 func MaxEntry(writeCacheBytes, logSize int64) int64 {
-	return min(writeCacheBytes/2-slotOverhead, logSize-HeaderSize) - RecordHeaderSize
+	return min(writeCacheBytes/2-maxPutOverhead, logSize-HeaderSize) - RecordHeaderSize
 }
 
 func (s *Store) put(ledger uint64, entry int64, data []byte, overflow bool) error {
 	if entry < 0 || len(data) < SealSize {
 		return fmt.Errorf("%w: ledger %d entry %d of %d bytes", ErrInvalid, ledger, entry, len(data))
 	}
-	if int64(RecordSize(len(data)))+slotOverhead > s.opts.WriteCacheBytes/2 {
+	if int64(RecordSize(len(data)))+maxPutOverhead > s.opts.WriteCacheBytes/2 {
 		return ErrTooLarge
 	}
 	s.cacheMu.Lock()
@@ -321,7 +321,7 @@ func (s *Store) put(ledger uint64, entry int64, data []byte, overflow bool) erro
 		s.cacheMu.Unlock()
 		return ErrClosed
 	}
-	if !s.active.fits(len(data)) && !(overflow && s.flushing != nil) {
+	if !s.active.fits(ledger, entry, len(data)) && !(overflow && s.flushing != nil) {
 		if s.flushing != nil {
 			s.cacheMu.Unlock()
 			s.kickFlusher()
@@ -329,6 +329,10 @@ func (s *Store) put(ledger uint64, entry int64, data []byte, overflow bool) erro
 		}
 		s.swapLocked()
 		s.kickFlusher()
+		// The half now active is empty, and an empty half takes any entry
+		// up to MaxEntry: fits drops what its reset kept when that is in
+		// the way.
+		s.active.fits(ledger, entry, len(data))
 	}
 	s.active.put(ledger, entry, data)
 	s.cacheMu.Unlock()

@@ -222,7 +222,11 @@ func (f *bookieFlags) config() (bookie.Config, error) {
 		cfg.SecretFile = *f.secretFile
 	}
 	if cfg.SecretFile == "" {
-		cfg.Secret, _ = loadSecret("") // from BK_CLUSTER_SECRET, if set
+		secret, err := envSecret()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Secret = secret
 	}
 	if cfg.Admin == "off" {
 		cfg.Admin = ""
@@ -316,5 +320,5 @@ func autorecoveryTLS(cfg bookie.Config) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("autorecovery TLS: %w", err)
 	}
-	return t, nil
+	return aeadOnly(t), nil
 }

@@ -466,15 +466,15 @@ func TestClusterFlagsResolve(t *testing.T) {
 		t.Fatalf("no config: %q", ep)
 	}
 	secretFile := filepath.Join(dir, "secret")
-	os.WriteFile(secretFile, []byte("from-file\n"), 0o600)
+	os.WriteFile(secretFile, []byte("secret-from-the-file\n"), 0o600)
 	os.MkdirAll(filepath.Join(dir, "bk"), 0o700)
 	os.WriteFile(filepath.Join(dir, "bk", "config.json"), []byte(`{"metadata": "etcd://cfg:1", "secret_file": "`+secretFile+`"}`), 0o600)
-	if ep, s := resolve(clusterFlags{}); ep != "etcd://cfg:1" || s != "from-file" {
+	if ep, s := resolve(clusterFlags{}); ep != "etcd://cfg:1" || s != "secret-from-the-file" {
 		t.Fatalf("default config file: %q %q", ep, s)
 	}
 	t.Setenv("BK_METADATA", "etcd://env:1")
-	t.Setenv("BK_CLUSTER_SECRET", "from-env")
-	if ep, s := resolve(clusterFlags{}); ep != "etcd://env:1" || s != "from-env" {
+	t.Setenv("BK_CLUSTER_SECRET", "secret-from-the-env")
+	if ep, s := resolve(clusterFlags{}); ep != "etcd://env:1" || s != "secret-from-the-env" {
 		t.Fatalf("env: %q %q", ep, s)
 	}
 	if ep, _ := resolve(clusterFlags{metadata: "etcd://flag:1"}); ep != "etcd://flag:1" {
@@ -528,7 +528,7 @@ func TestVersion(t *testing.T) {
 // TestBookieStatus: bk bookie status shows each bookie's admin /info, and
 // exits 1 naming an admin address that does not answer.
 func TestBookieStatus(t *testing.T) {
-	secret := "status secret"
+	secret := "the status secret"
 	lc, err := testcluster.Start(testcluster.Options{Dir: t.TempDir(), Bookies: 2, Light: true,
 		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Configure: func(_ int, cfg *bookie.Config) { cfg.Admin, cfg.Secret = "127.0.0.1:0", []byte(secret) }})

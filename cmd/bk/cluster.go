@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/meta"
 )
@@ -73,7 +74,16 @@ func (f *bookieTLSFlags) config() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--bookie-tls-*: %w", err)
 	}
-	return cfg, nil
+	return aeadOnly(cfg), nil
+}
+
+// aeadOnly restricts cfg's TLS 1.2 cipher suites to the ones the bookie
+// accepts (bookie.TLSCipherSuites: ECDHE with AES-GCM or ChaCha20-Poly1305,
+// no CBC with SHA-1), so bk never negotiates a weaker one with a server
+// that would. It returns cfg.
+func aeadOnly(cfg *tls.Config) *tls.Config {
+	cfg.CipherSuites = bookie.TLSCipherSuites()
+	return cfg
 }
 
 // add registers --metadata, --config, --secret-file and the --bookie-tls-*
@@ -136,8 +146,8 @@ func (f *clusterFlags) resolve() (endpoint string, secret []byte, err error) {
 	}
 	if f.secretFile != "" {
 		secret, err = loadSecret(f.secretFile)
-	} else if s := os.Getenv("BK_CLUSTER_SECRET"); s != "" {
-		secret = []byte(s)
+	} else if os.Getenv("BK_CLUSTER_SECRET") != "" {
+		secret, err = envSecret()
 	} else if cfg.SecretFile != "" {
 		secret, err = loadSecret(cfg.SecretFile)
 	}

@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/meta"
 )
@@ -45,9 +46,12 @@ type ledgerOpts struct {
 	ensemble int
 	wq, aq   int
 	password string
-	from, to int64
-	last     int64
-	state    string
+	// passwordFile is --password-file: the file the ledger password is
+	// read from.
+	passwordFile string
+	from, to     int64
+	last         int64
+	state        string
 }
 
 var ledgerVerbs = []ledgerVerb{
@@ -56,7 +60,8 @@ var ledgerVerbs = []ledgerVerb{
 			fs.IntVar(&o.ensemble, "ensemble", 3, "ensemble size")
 			fs.IntVar(&o.wq, "write-quorum", 2, "copies of each entry")
 			fs.IntVar(&o.aq, "ack-quorum", 2, "copies acknowledged before an entry is confirmed")
-			fs.StringVar(&o.password, "password", "", "ledger password (master key); also read from BK_LEDGER_PASSWORD")
+			fs.StringVar(&o.passwordFile, "password-file", "", "file holding the ledger password (master key); one trailing newline is dropped (default: $BK_LEDGER_PASSWORD)")
+			fs.StringVar(&o.password, "password", "", "ledger password (master key); visible to other users of this machine in the process list: prefer --password-file or $BK_LEDGER_PASSWORD")
 		}, run: ledgerWrite},
 	{name: "read", args: "ID", needID: true, summary: "print a ledger's entries, one per line",
 		flags: func(fs *flag.FlagSet, o *ledgerOpts) {
@@ -152,8 +157,8 @@ func runLedger(args []string) error {
 	if o.timeout < 0 {
 		return fmt.Errorf("--timeout %v: want 0 (no limit) or more", o.timeout)
 	}
-	if o.password == "" {
-		o.password = os.Getenv("BK_LEDGER_PASSWORD")
+	if err := o.resolvePassword(fs, os.Stderr); err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -170,6 +175,34 @@ func runLedger(args []string) error {
 		return fmt.Errorf("ledger %d does not exist", o.id)
 	}
 	return err
+}
+
+// resolvePassword sets o.password from the first of --password-file,
+// --password and $BK_LEDGER_PASSWORD. --password still works (scripts use
+// it) but prints a warning to stderr: a command line is readable by every
+// user of the machine (ps, /proc/PID/cmdline). A password file, like the
+// etcd password-file, loses one trailing newline ("\n" or "\r\n"); an
+// empty one is an error.
+func (o *ledgerOpts) resolvePassword(fs *flag.FlagSet, stderr io.Writer) error {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "password" })
+	switch {
+	case given && o.passwordFile != "":
+		return fmt.Errorf("--password and --password-file: give one")
+	case o.passwordFile != "":
+		data, err := os.ReadFile(o.passwordFile)
+		if err != nil {
+			return fmt.Errorf("--password-file: %w", err)
+		}
+		if o.password = strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r"); o.password == "" {
+			return fmt.Errorf("--password-file %s is empty", o.passwordFile)
+		}
+	case given:
+		fmt.Fprintln(stderr, "bk: warning: --password is visible to other users of this machine (ps, /proc); use --password-file or $BK_LEDGER_PASSWORD")
+	default:
+		o.password = os.Getenv("BK_LEDGER_PASSWORD")
+	}
+	return nil
 }
 
 // checkRange checks --from, --to and --last once fs is parsed, and sets
@@ -642,20 +675,35 @@ func lastBookies(md meta.LedgerMetadata) string {
 }
 
 // loadSecret reads the cluster secret from path, else BK_CLUSTER_SECRET; nil
-// when neither is set.
+// when neither is set. A secret shorter than bookie.MinSecretSize is refused
+// with an error naming where it came from.
 func loadSecret(path string) ([]byte, error) {
 	if path == "" {
-		if s := os.Getenv("BK_CLUSTER_SECRET"); s != "" {
-			return []byte(s), nil
-		}
-		return nil, nil
+		return envSecret()
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if s := bytes.TrimSpace(data); len(s) > 0 {
-		return s, nil
+	s := bytes.TrimSpace(data)
+	if len(s) == 0 {
+		return nil, fmt.Errorf("secret file %s is empty", path)
 	}
-	return nil, fmt.Errorf("secret file %s is empty", path)
+	if err := bookie.CheckSecret("secret_file "+path, s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// envSecret returns BK_CLUSTER_SECRET, nil when it is not set, refusing one
+// shorter than bookie.MinSecretSize.
+func envSecret() ([]byte, error) {
+	s := os.Getenv("BK_CLUSTER_SECRET")
+	if s == "" {
+		return nil, nil
+	}
+	if err := bookie.CheckSecret("BK_CLUSTER_SECRET", []byte(s)); err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
 }

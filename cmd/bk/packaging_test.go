@@ -24,7 +24,7 @@ func TestPackagingExamples(t *testing.T) {
 		t.Fatalf("secret_file %q: update this test with the example", cfg.SecretFile)
 	}
 	cfg.SecretFile = filepath.Join(t.TempDir(), "secret")
-	os.WriteFile(cfg.SecretFile, []byte("s"), 0o600)
+	os.WriteFile(cfg.SecretFile, []byte("a secret of 16 bytes or more"), 0o600)
 	if err := cfg.Check(); err != nil {
 		t.Fatalf("packaging/bookie.json: %v", err)
 	}
