@@ -54,8 +54,9 @@ func TestHostileSuiteShort(t *testing.T) {
 
 // TestSinkAnswersLikeABookie: the control's sink (bk hostile --control) lets an attacker
 // through the handshake as the bookie does (a Hello with a challenge, AUTH answered OK),
-// answers an ADD, closes an unauthenticated connection that declares a frame larger than
-// an AUTH, and evicts the oldest unauthenticated connection beyond sinkHandshaking.
+// answers an ADD, a CHECKPOINT and a fencing READ_LAC, closes an unauthenticated
+// connection that declares a frame larger than an AUTH, and evicts the oldest
+// unauthenticated connection beyond sinkHandshaking.
 func TestSinkAnswersLikeABookie(t *testing.T) {
 	sk, err := startSink("bookie.invalid:3181")
 	if err != nil {
@@ -79,6 +80,21 @@ func TestSinkAnswersLikeABookie(t *testing.T) {
 	}
 	if hdr, err := wire.ParseHeader(f); err != nil || hdr.RequestID != 7 || hdr.Status != wire.StatusOK {
 		t.Fatalf("ADD answered %+v %v, want OK for request 7", hdr, err)
+	}
+	c.Write(wire.AppendCheckpointRequest(nil, 8))
+	c.Write(wire.AppendReadLACRequest(nil, 9, wire.FlagFence, 1, &key))
+	for _, want := range []struct {
+		id     uint64
+		op     wire.Op
+		status wire.Status
+	}{{8, wire.OpCheckpoint, wire.StatusOK}, {9, wire.OpReadLAC, wire.StatusNoSuchLedger}} {
+		f, err := c.frame()
+		if err != nil {
+			t.Fatalf("%v at the sink: %v, want an answer (junk-ledgers and fence-ledgers wait for it)", want.op, err)
+		}
+		if hdr, err := wire.ParseHeader(f); err != nil || hdr.RequestID != want.id || hdr.Op != want.op || hdr.Status != want.status {
+			t.Fatalf("answered %+v %v, want %v %v for request %d", hdr, err, want.op, want.status, want.id)
+		}
 	}
 
 	big, _, err := dialHello(ctx, h, 0)
