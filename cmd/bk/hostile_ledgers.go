@@ -36,7 +36,8 @@ const (
 
 // floodLedgers sends one request, built by req, for each of the n ledgers numbered first
 // to first+n-1, over floodConns authenticated connections with at most floodWindow
-// unanswered each, and waits for every answer. It returns the answers and how many of
+// unanswered each, and waits for every answer. req is called from every connection's
+// goroutine at once. It returns the answers and how many of
 // them were OK.
 func floodLedgers(ctx context.Context, h *hostileRun, features wire.Features, first uint64, n int,
 	req func(dst []byte, requestID, ledger uint64) []byte) (answered, ok int64, err error) {
@@ -146,11 +147,11 @@ func checkpointTimed(ctx context.Context, h *hostileRun) (time.Duration, error) 
 	return took, nil
 }
 
-// addOneEach returns a request builder of a one-entry ADD to each ledger, with key.
+// addOneEach returns a request builder of a one-entry ADD to each ledger, with key. The
+// connections of floodLedgers call it at once: it shares no buffer.
 func addOneEach(key *wire.MasterKey, payload []byte) func(dst []byte, requestID, ledger uint64) []byte {
-	var entry []byte
 	return func(dst []byte, requestID, ledger uint64) []byte {
-		entry = wire.AppendEntry(entry[:0], ledger, 0, wire.NoEntry, payload)
+		entry := wire.AppendEntry(make([]byte, 0, wire.EntrySize(len(payload))), ledger, 0, wire.NoEntry, payload)
 		return wire.AppendAddRequest(dst, requestID, 0, key, entry)
 	}
 }

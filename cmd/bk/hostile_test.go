@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,5 +178,37 @@ func TestHostileIsolateRunsAttackersApart(t *testing.T) {
 	}
 	if cpus, err := cpusAllowed("self"); err != nil || cpus != before {
 		t.Errorf("after the suite this process may run on %q (%v), want %q as before it", cpus, err, before)
+	}
+}
+
+// TestAddOneEachSharesNoBuffer: floodLedgers calls its request builder from every
+// connection at once, so the junk-ledgers builder must keep no buffer between calls: each
+// frame, built beside others, carries its own ledger (under -race a shared buffer is also
+// reported as a race).
+func TestAddOneEachSharesNoBuffer(t *testing.T) {
+	key := wire.MasterKeyFromPassword([]byte("k"))
+	build := addOneEach(&key, []byte("junk"))
+	var wg sync.WaitGroup
+	errs := make([]error, floodConns)
+	for i := range floodConns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 2000 {
+				ledger := uint64(i*1_000_000 + n)
+				req, err := wire.DecodeAddRequest(build(nil, uint64(n), ledger))
+				if err == nil && req.Entry.LedgerID != ledger {
+					err = fmt.Errorf("built for ledger %d, the frame names %d", ledger, req.Entry.LedgerID)
+				}
+				if err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
