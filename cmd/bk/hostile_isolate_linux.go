@@ -23,14 +23,14 @@ type isolation struct {
 }
 
 // errOneCPU is returned by isolate when this process may run on fewer than two CPUs.
-var errOneCPU = errors.New("bk hostile --isolate: this process may run on only one CPU, so the attackers would share it with the bookie; run without --isolate")
+var errOneCPU = errors.New("--isolate: this process may run on only one CPU, so the attackers would share it with the bookie; run without --isolate")
 
 // isolate pins every thread of this process to the first CPU it may run on and sets
 // GOMAXPROCS to 1; the attacker child goes on the second (startAttacker). restore undoes it.
 func isolate() (*isolation, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, fmt.Errorf("bk hostile --isolate: the CPUs this process may use: %w", err)
+		return nil, fmt.Errorf("--isolate: the CPUs this process may use: %w", err)
 	}
 	var cpus []int
 	for cpu := 0; cpu < len(set)*64 && len(cpus) < 2; cpu++ {
@@ -88,7 +88,7 @@ func cpuSet(cpu int) unix.CPUSet {
 func pinThreads(set unix.CPUSet) error {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return fmt.Errorf("bk hostile --isolate: the threads of this process: %w", err)
+		return fmt.Errorf("--isolate: the threads of this process: %w", err)
 	}
 	for _, t := range tasks {
 		tid, err := strconv.Atoi(t.Name())
@@ -96,7 +96,7 @@ func pinThreads(set unix.CPUSet) error {
 			continue
 		}
 		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("bk hostile --isolate: pin thread %d: %w", tid, err)
+			return fmt.Errorf("--isolate: pin thread %d: %w", tid, err)
 		}
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 // isolation is bk hostile --isolate's placement of the processes; only Linux has it here.
 type isolation struct{ bookieCPU, attackerCPU int }
 
-var errOneCPU = errors.New("bk hostile --isolate: pinning processes to CPUs is implemented for Linux only")
+var errOneCPU = errors.New("--isolate: pinning processes to CPUs is implemented for Linux only")
 
 func isolate() (*isolation, error)                   { return nil, errOneCPU }
 func (iso *isolation) restore()                      {}
