@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -58,20 +57,23 @@ const maxParkedPolls = 1 << 16
 type attack struct {
 	name, what string
 	run        func(ctx context.Context, h *hostileRun) error
+	// completes: run returns when its work is done, and the phase lasts until
+	// then (at least --duration, at most hostileMaxPhase).
+	completes bool
 }
 
-// hostileRun is the state of one suite run, shared by the attacks.
+// hostileRun is the state of one suite run, shared by the attacks (or, with --isolate,
+// what the attacker child is told of it).
 type hostileRun struct {
 	addr, id string // the bookie's protocol address and id
 	// target is where the attackers connect: addr, or the control's sink
 	// (--control). The probe, dialing from probeAddr, always reaches addr.
-	target string
-	secret []byte
-	ledger uint64 // the probe's ledger, being written
-	store  *meta.EtcdStore
-
-	relayed atomic.Int64 // relayed AUTHs the bookie accepted (must stay 0)
-	refused atomic.Int64 // relayed AUTHs refused
+	target  string
+	secret  []byte
+	ledger  uint64 // the probe's ledger, being written
+	ledgers int    // how many ledgers junk-ledgers and fence-ledgers make
+	store   *meta.EtcdStore
+	tally   *attackTally // the current phase's; a new one per phase
 }
 
 // hostileResult is one row of the report.
@@ -90,60 +92,104 @@ type hostileResult struct {
 	Totals    map[string]int64 `json:"totals"`  // the configured bound of each
 	Held      bool             `json:"totals_held"`
 	Relayed   int64            `json:"relayed_auths_accepted"` // relay: must be 0
-	Error     string           `json:"error,omitempty"`
-	Note      string           `json:"note,omitempty"`
+	Refused   int64            `json:"relayed_auths_refused"`
+	// Checkpoints is how many checkpoints completed during the phase, and
+	// CheckpointSeconds their durations summed (the bookie's Counters).
+	Checkpoints       uint64  `json:"checkpoints"`
+	CheckpointSeconds float64 `json:"checkpoint_seconds"`
+	// Attacker is the process that ran the attack: with --isolate the child's
+	// pid, GOMAXPROCS and CPUs (zero for the baseline).
+	Attacker attackReport `json:"attacker"`
+	Error    string       `json:"error,omitempty"`
+	Note     string       `json:"note,omitempty"`
+}
+
+// hostileReport is a suite run: how it ran, its rows, and how long the cluster took to
+// close after the last phase.
+type hostileReport struct {
+	Mode         string          `json:"mode"`
+	Rows         []hostileResult `json:"-"`
+	CloseSeconds float64         `json:"close_seconds"`
 }
 
 func hostileAttacks() []attack {
 	return []attack{
-		{"preauth-frames", "unauthenticated connections declaring 8 MiB frames and sending part of them", attackPreAuthFrames},
-		{"never-auth", "2,000 connections that send a Hello and never authenticate", attackNeverAuth},
-		{"parked-polls", "an authenticated client parking long polls on the probe's ledger", attackParkedPolls},
-		{"unread-replies", "authenticated connections pipelining reads of a 256 KiB entry and never reading a reply", attackUnreadReplies},
-		{"relay", "a relay passing the bookie's challenges on and sending back proofs made for another bookie id", attackRelay},
-		{"list-entries", "pipelined LIST_ENTRIES of the probe's ledger", attackListEntries},
-		{"checkpoint", "pipelined CHECKPOINTs", attackCheckpoint},
-		{"bad-ledger", "ledger values in etcd that decode with a valid checksum and fail validation (ensemble 0)", attackBadLedger},
-		// Last: the ledgers it leaves make later flushes slow (docs/security.md).
-		{"junk-ledgers", "an authenticated client adding one entry to each of 5,000 new ledgers", attackJunkLedgers},
+		{"preauth-frames", "unauthenticated connections declaring 8 MiB frames and sending part of them", attackPreAuthFrames, false},
+		{"never-auth", "2,000 connections that send a Hello and never authenticate", attackNeverAuth, false},
+		{"parked-polls", "an authenticated client parking long polls on the probe's ledger", attackParkedPolls, false},
+		{"unread-replies", "authenticated connections pipelining reads of a 256 KiB entry and never reading a reply", attackUnreadReplies, false},
+		{"relay", "a relay passing the bookie's challenges on and sending back proofs made for another bookie id", attackRelay, false},
+		{"list-entries", "pipelined LIST_ENTRIES of the probe's ledger", attackListEntries, false},
+		{"checkpoint", "pipelined CHECKPOINTs", attackCheckpoint, false},
+		{"bad-ledger", "ledger values in etcd that decode with a valid checksum and fail validation (ensemble 0)", attackBadLedger, false},
+		// Last: the ledgers they leave stay for the phases after them.
+		{"junk-ledgers", "an authenticated client adding one entry to each of --ledgers new ledgers, then a checkpoint", attackJunkLedgers, true},
+		{"fence-ledgers", "an authenticated client fencing --ledgers new ledgers; a flush of 5,000 ledgers timed before and after", attackFenceLedgers, true},
 	}
 }
 
+// hostileMaxPhase bounds a phase whose attack completes (junk-ledgers, fence-ledgers): it
+// runs until the attack is done, at least --duration, at most this long.
+const hostileMaxPhase = 10 * time.Minute
+
+// hostileOptions are a suite run's settings.
+type hostileOptions struct {
+	dir      string   // data directory; "": a temporary one
+	pick     []string // attacks to run; none: all
+	duration time.Duration
+	profiles string // "": no profiles
+	control  bool
+	isolate  bool
+	ledgers  int // junk-ledgers' and fence-ledgers' scale
+	progress io.Writer
+	// attackerEnv is added to the attacker child's environment (--isolate):
+	// tests set what makes their binary run as bk.
+	attackerEnv []string
+}
+
 func runHostile(args []string) error {
+	if len(args) >= 2 && args[0] == "--role" && args[1] == "attacker" {
+		return runHostileAttacker(args[2:]) // the child of --isolate; not in the help
+	}
 	fs := flag.NewFlagSet("hostile", flag.ContinueOnError)
-	names := make([]string, 0, 9)
+	names := make([]string, 0, 10)
 	for _, a := range hostileAttacks() {
 		names = append(names, a.name)
 	}
+	o := hostileOptions{progress: os.Stderr}
 	only := fs.String("attack", "", "run only these attacks, comma-separated: "+strings.Join(names, ", "))
-	duration := fs.Duration("duration", 10*time.Second, "how long each attack (and the baseline without one) runs")
-	asJSON := fs.Bool("json", false, "print one JSON object per attack")
-	dir := fs.String("dir", "", "data directory of the local cluster (default: a temporary one, removed after)")
-	control := fs.Bool("control", false, "after each attack, run it again (row NAME (control)) aimed at a sink in this process that does the least a bookie does for the attackers: the legitimate client's latency there is what the attackers' own work costs it on this machine")
-	profiles := fs.String("profile", "", "write each phase's CPU profile, block and mutex profiles and a goroutine dump taken halfway into this directory (PHASE.cpu, .block, .mutex, .goroutines); block and mutex profiles count from the first phase on: compare one with the phase before it (go tool pprof -base)")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "how long each attack (and the baseline without one) runs; junk-ledgers and fence-ledgers run until done, at least this long")
+	asJSON := fs.Bool("json", false, "print one JSON object per attack, then one for the run")
+	fs.StringVar(&o.dir, "dir", "", "data directory of the local cluster (default: a temporary one, removed after)")
+	fs.BoolVar(&o.control, "control", false, "after each attack, run it again (row NAME (control)) aimed at a sink that does the least a bookie does for the attackers (in the attacker child with --isolate): the legitimate client's latency there is what the attackers' own work costs it on this machine")
+	fs.BoolVar(&o.isolate, "isolate", false, "run each attack in a child process on a CPU of its own, and this process (etcd, the bookie, the probe) on another, each with GOMAXPROCS 1, as if the attackers ran on another host; needs two CPUs")
+	fs.IntVar(&o.ledgers, "ledgers", 200_000, "how many new ledgers junk-ledgers adds to and fence-ledgers fences")
+	fs.StringVar(&o.profiles, "profile", "", "write each phase's CPU profile, block and mutex profiles and a goroutine dump taken halfway into this directory (PHASE.cpu, .block, .mutex, .goroutines); block and mutex profiles count from the first phase on: compare one with the phase before it (go tool pprof -base)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return errUsage
 	}
-	var pick []string
 	if *only != "" {
-		pick = strings.Split(*only, ",")
+		o.pick = strings.Split(*only, ",")
 	}
-	rows, err := hostileSuite(*dir, pick, *duration, *profiles, *control, os.Stderr)
+	rep, err := hostileSuite(o)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		err = printJSONLines(rows)
+		err = printJSONLines(rep.Rows)
+		if err == nil {
+			err = printJSONLines([]hostileReport{rep})
+		}
 	} else {
-		err = printHostileTable(rows)
+		err = printHostileTable(rep)
 	}
 	if err != nil {
 		return err
 	}
-	for _, r := range rows {
+	for _, r := range rep.Rows {
 		if r.Crashed || !r.Held || r.Error != "" {
 			return fmt.Errorf("attack %s: crashed %v, totals held %v %s", r.Attack, r.Crashed, r.Held, r.Error)
 		}
@@ -152,18 +198,36 @@ func runHostile(args []string) error {
 }
 
 // hostileSuite starts the cluster, measures the baseline and then each attack named in
-// pick (all when empty) for d each.
-func hostileSuite(dir string, pick []string, d time.Duration, profiles string, control bool, progress io.Writer) ([]hostileResult, error) {
+// o.pick (all when empty) for o.duration each.
+func hostileSuite(o hostileOptions) (hostileReport, error) {
+	var rep hostileReport
 	attacks := hostileAttacks()
-	for _, p := range pick {
+	for _, p := range o.pick {
 		if !slices.ContainsFunc(attacks, func(a attack) bool { return a.name == p }) {
-			return nil, fmt.Errorf("no attack %q", p)
+			return rep, fmt.Errorf("no attack %q", p)
 		}
 	}
+	if o.progress == nil {
+		o.progress = io.Discard
+	}
+	o.progress = &syncWriter{w: o.progress} // the attacker child's stderr is copied into it too
+	d := o.duration
+	rep.Mode = "in-process: the attackers share this process, its scheduler and its CPUs with etcd, the bookie and the probe"
+	var iso *isolation
+	if o.isolate {
+		var err error
+		if iso, err = isolate(); err != nil {
+			return rep, err
+		}
+		defer iso.restore()
+		rep.Mode = fmt.Sprintf("isolated: etcd, the bookie and the probe on CPU %d, each attack in a child process on CPU %d, GOMAXPROCS 1 in each", iso.bookieCPU, iso.attackerCPU)
+	}
+	fmt.Fprintf(o.progress, "bk hostile: %s\n", rep.Mode)
+	dir := o.dir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "bk-hostile-")
 		if err != nil {
-			return nil, err
+			return rep, err
 		}
 		defer os.RemoveAll(tmp)
 		dir = tmp
@@ -187,9 +251,14 @@ func hostileSuite(dir string, pick []string, d time.Duration, profiles string, c
 			cfg.MaxOutboundBytes = 16 << 20
 		}})
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
-	defer lc.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			lc.Close()
+		}
+	}()
 	b := lc.Nodes[0].Bookie()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -199,39 +268,39 @@ func hostileSuite(dir string, pick []string, d time.Duration, profiles string, c
 			return probeDialer.DialContext(ctx, "tcp", addr)
 		}})
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	defer cl.Close()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{strings.TrimPrefix(lc.Endpoint(), "etcd://")}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	defer cli.Close()
 	store := meta.NewEtcdStore(cli, meta.DefaultPrefix)
-	h := &hostileRun{addr: b.Addr(), id: b.Addr(), target: b.Addr(), secret: secret, store: store}
+	h := &hostileRun{addr: b.Addr(), id: b.Addr(), target: b.Addr(), secret: secret, store: store, ledgers: o.ledgers}
 	var sinkAddr string
-	if control {
+	if o.control && iso == nil { // with --isolate the child serves its own sink
 		sk, err := startSink(b.Addr())
 		if err != nil {
-			return nil, err
+			return rep, err
 		}
 		defer sk.close()
 		sinkAddr = sk.addr()
 	}
 	gauges, ok := b.MetricsRegisterer().(prometheus.Gatherer)
 	if !ok {
-		return nil, errors.New("hostile: the bookie's metrics cannot be read")
+		return rep, errors.New("hostile: the bookie's metrics cannot be read")
 	}
 
-	phase := func(a *attack) hostileResult {
+	phase := func(a *attack, control bool) hostileResult {
 		name := "baseline"
 		if a != nil {
 			name = a.name
 		}
-		if h.target != h.addr {
+		if control {
 			name += " (control)"
 		}
-		fmt.Fprintf(progress, "bk hostile: %s for %v\n", name, d)
+		fmt.Fprintf(o.progress, "bk hostile: %s for %v\n", name, d)
 		// A ledger of its own per phase: a writer that an attack made give up (no
 		// replacement for its one bookie) does not end the next phase's measurement.
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -246,25 +315,57 @@ func hostileSuite(dir string, pick []string, d time.Duration, profiles string, c
 			cancel()
 		}()
 		h.ledger = w.ID()
-		pctx, stop := context.WithTimeout(context.Background(), d)
-		defer stop()
-		if profiles != "" {
-			endProfile := profilePhase(profiles, name, d)
-			defer endProfile()
+		h.tally = &attackTally{}
+		h.target = h.addr
+		if control && iso == nil {
+			h.target = sinkAddr
 		}
-		var wg sync.WaitGroup
-		var attackErr error
-		if a != nil {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := a.run(pctx, h); err != nil && pctx.Err() == nil {
-					attackErr = err
+		ckptBefore := b.Counters().Checkpoints
+		// The attack runs until actx ends; one that completes ends the phase
+		// when it is done (at least d).
+		limit := d
+		if a != nil && a.completes {
+			limit = max(d, hostileMaxPhase)
+		}
+		actx, astop := context.WithCancel(context.Background())
+		defer astop()
+		var run *attackRun
+		if a != nil && iso != nil {
+			run, err = startChild(actx, &o, iso, a, h, lc.Endpoint(), control)
+			if err != nil {
+				return hostileResult{Attack: name, Error: err.Error(), Held: true}
+			}
+		} else if a != nil {
+			run = startInProcess(actx, a, h)
+		}
+		// The clock starts once the attack runs (the child is ready).
+		limitTimer := time.AfterFunc(limit, astop)
+		defer limitTimer.Stop()
+		pctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go func() { // ends the probe's measurement
+			defer stop()
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-actx.Done():
+				return
+			}
+			if a != nil && a.completes {
+				select {
+				case <-run.done:
+				case <-actx.Done():
 				}
-			}()
+			}
+		}()
+		if o.profiles != "" {
+			endProfile := profilePhase(o.profiles, name, d)
+			defer endProfile()
 		}
 		peaks := map[string]int64{}
 		var stalled bool
+		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { // sample the bounded gauges
 			defer wg.Done()
@@ -294,10 +395,21 @@ func hostileSuite(dir string, pick []string, d time.Duration, profiles string, c
 				}
 			}
 		}()
+		began := time.Now()
 		pings, adds, perr := probe(pctx, h, w)
+		took := time.Since(began)
 		wg.Wait()
-		r := hostileResult{Attack: name, Seconds: d.Seconds(), Pings: len(pings), Adds: len(adds),
-			PingP99Ms: p99ms(pings), AddP99Ms: p99ms(adds), Peaks: peaks, Totals: hostileTotals()}
+		var attacked attackReport
+		if run != nil {
+			run.stop()
+			astop()
+			<-run.done
+			attacked = run.report
+		}
+		ckpt := b.Counters().Checkpoints
+		r := hostileResult{Attack: name, Seconds: took.Seconds(), Pings: len(pings), Adds: len(adds),
+			PingP99Ms: p99ms(pings), AddP99Ms: p99ms(adds), Peaks: peaks, Totals: hostileTotals(),
+			Checkpoints: ckpt.Count - ckptBefore.Count, CheckpointSeconds: ckpt.Sum - ckptBefore.Sum, Attacker: attacked}
 		r.Healthy = "ok"
 		if st := b.Status(); !st.Healthy {
 			r.Healthy, r.Crashed = st.Error, true
@@ -309,47 +421,66 @@ func hostileSuite(dir string, pick []string, d time.Duration, profiles string, c
 		cancel()
 		r.Held = totalsHeld(peaks)
 		switch {
-		case attackErr != nil:
-			r.Error = "attack: " + attackErr.Error()
+		case attacked.Error != "":
+			r.Error = "attack: " + attacked.Error
 		case perr != nil:
 			r.Error = "probe: " + perr.Error()
 		}
+		r.Note = attacked.Note
 		if stalled {
-			r.Note = "a metrics gather ran over a second and did not return before the phase ended (peaks are a lower bound)"
+			r.Note = strings.TrimSpace(r.Note + " a metrics gather ran over a second and did not return before the phase ended (peaks are a lower bound)")
 		}
-		if a != nil && a.name == "relay" && h.target == h.addr { // the control's sink accepts every AUTH
-			r.Relayed = h.relayed.Load()
-			r.Note = fmt.Sprintf("%d relayed AUTHs refused, %d accepted", h.refused.Load(), r.Relayed)
-			if h.relayed.Load() > 0 {
+		if a != nil && a.name == "relay" && !control { // the control's sink accepts every AUTH
+			r.Relayed, r.Refused = attacked.Relayed, attacked.Refused
+			r.Note = strings.TrimSpace(fmt.Sprintf("%d relayed AUTHs refused, %d accepted ", r.Refused, r.Relayed) + r.Note)
+			switch {
+			case r.Relayed > 0:
 				r.Error = "the bookie accepted a relayed AUTH"
+			case r.Refused == 0 && r.Error == "":
+				r.Error = "attack: " + errNoVerdict.Error()
 			}
 		}
 		return r
 	}
 
-	rows := []hostileResult{phase(nil)}
-	base := rows[0]
+	rep.Rows = []hostileResult{phase(nil, false)}
+	base := rep.Rows[0]
 	for i := range attacks {
 		a := &attacks[i]
-		if len(pick) > 0 && !slices.Contains(pick, a.name) {
+		if len(o.pick) > 0 && !slices.Contains(o.pick, a.name) {
 			continue
 		}
-		r := phase(a)
-		r.PingRatio, r.AddRatio = ratio(r.PingP99Ms, base.PingP99Ms), ratio(r.AddP99Ms, base.AddP99Ms)
-		rows = append(rows, r)
-		runtime.GC() // the next phase starts without this one's garbage
-		if control {
-			// The same attack at the sink, right after: what the attackers'
-			// own work costs the probe at about the same machine load.
-			h.target = sinkAddr
-			r := phase(a)
-			h.target = h.addr
+		for _, control := range []bool{false, true} {
+			if control && !o.control {
+				break
+			}
+			// With control, the same attack at the sink right after: what the
+			// attackers' own work costs the probe at about the same machine load.
+			r := phase(a, control)
 			r.PingRatio, r.AddRatio = ratio(r.PingP99Ms, base.PingP99Ms), ratio(r.AddP99Ms, base.AddP99Ms)
-			rows = append(rows, r)
-			runtime.GC()
+			rep.Rows = append(rep.Rows, r)
+			runtime.GC() // the next phase starts without this one's garbage
 		}
 	}
-	return rows, nil
+	cl.Close()
+	began := time.Now()
+	err = lc.Close()
+	closed = true
+	rep.CloseSeconds = time.Since(began).Seconds()
+	fmt.Fprintf(o.progress, "bk hostile: the cluster closed in %.2f s\n", rep.CloseSeconds)
+	return rep, err
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer // protected by mu
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // probe is the legitimate client: PINGs on its own authenticated connection, one at a
@@ -378,11 +509,14 @@ func probe(ctx context.Context, h *hostileRun, w *client.Writer) (pings, adds []
 	c, err := dialAuthed(ctx, h, 0, probeAddr)
 	if err == nil {
 		defer c.Close()
-		for id := uint64(1); ; id++ {
+		// The phase ends at ctx's deadline or when it is cancelled (a phase
+		// whose attack completes): either way a PING in flight returns.
+		if dl, ok := ctx.Deadline(); ok {
+			c.SetDeadline(dl)
+		}
+		defer context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })()
+		for id := uint64(1); ctx.Err() == nil; id++ {
 			t := time.Now()
-			if dl, ok := ctx.Deadline(); ok {
-				c.SetDeadline(dl)
-			}
 			if _, err = c.Write(wire.AppendPingRequest(nil, id)); err == nil {
 				_, err = c.frame()
 			}
@@ -605,45 +739,6 @@ func attackUnreadReplies(ctx context.Context, h *hostileRun) error {
 	return workers(ctx, 16, func(ctx context.Context) error { return pipeline(ctx, h, 0, batch, true) })
 }
 
-// junkLedgers is how many ledgers attackJunkLedgers creates at most: the small scale of
-// the attack. Flushing many more stalls the bookie for minutes (docs/security.md, "Known
-// gaps"), which would measure that gap rather than this attack.
-const junkLedgers = 5000
-
-func attackJunkLedgers(ctx context.Context, h *hostileRun) error {
-	key := wire.MasterKeyFromPassword([]byte("junk"))
-	const base = 1 << 52
-	var next atomic.Uint64
-	next.Store(base)
-	return workers(ctx, 4, func(ctx context.Context) error {
-		c, err := dialAuthed(ctx, h, 0)
-		if err != nil {
-			return err
-		}
-		defer closeOnDone(ctx, c)()
-		go io.Copy(io.Discard, c.r)
-		var batch []byte
-		for ctx.Err() == nil {
-			batch = batch[:0]
-			for i := range 64 {
-				id := next.Add(1)
-				if id > base+junkLedgers {
-					break
-				}
-				batch = wire.AppendAddRequest(batch, uint64(i), 0, &key, wire.AppendEntry(nil, id, 0, wire.NoEntry, []byte("junk")))
-			}
-			if len(batch) == 0 {
-				<-ctx.Done() // all created: hold the connection until the phase ends
-				return nil
-			}
-			if _, err := c.Write(batch); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
 func attackRelay(ctx context.Context, h *hostileRun) error {
 	// What a relay holds: the bookie's challenge answered by a client that holds the
 	// secret and dialed the relay, so the proof names the relay's id.
@@ -664,9 +759,9 @@ func attackRelay(ctx context.Context, h *hostileRun) error {
 			return err
 		}
 		if r, err := wire.DecodeAuthResponse(f); err == nil && r.Status == wire.StatusOK {
-			h.relayed.Add(1)
+			h.tally.relayed.Add(1)
 		} else {
-			h.refused.Add(1)
+			h.tally.refused.Add(1)
 		}
 		return nil
 	})
@@ -776,10 +871,11 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-func printHostileTable(rows []hostileResult) error {
+func printHostileTable(rep hostileReport) error {
+	fmt.Printf("mode: %s\n", rep.Mode)
 	tw := tabwriter.NewWriter(os.Stdout, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ATTACK\tPING P99\tRATIO\tADD P99\tRATIO\tPINGS\tADDS\tCRASHED\tTOTALS\tPEAK UNPARSED\tPEAK OUTBOUND\tPEAK POLLS\tNOTE")
-	for _, r := range rows {
+	fmt.Fprintln(tw, "ATTACK\tSECONDS\tPING P99\tRATIO\tADD P99\tRATIO\tPINGS\tADDS\tCRASHED\tTOTALS\tPEAK UNPARSED\tPEAK OUTBOUND\tPEAK POLLS\tCHECKPOINTS\tATTACKER\tNOTE")
+	for _, r := range rep.Rows {
 		held := "held"
 		if !r.Held {
 			held = "EXCEEDED"
@@ -788,9 +884,20 @@ func printHostileTable(rows []hostileResult) error {
 		if r.Error != "" {
 			note = strings.TrimSpace(note + " " + r.Error)
 		}
-		fmt.Fprintf(tw, "%s\t%.2f ms\t%.1fx\t%.2f ms\t%.1fx\t%d\t%d\t%v\t%s\t%d\t%d\t%d\t%s\n", r.Attack, r.PingP99Ms, r.PingRatio,
-			r.AddP99Ms, r.AddRatio, r.Pings, r.Adds, r.Crashed, held, r.Peaks["bookie_unparsed_bytes"],
-			r.Peaks["bookie_outbound_bytes"], r.Peaks["bookie_parked_polls"], note)
+		attacker := "-"
+		if r.Attacker.PID != 0 {
+			attacker = fmt.Sprintf("pid %d", r.Attacker.PID)
+			if r.Attacker.CPUs != "" {
+				attacker += " cpu " + r.Attacker.CPUs
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.2f ms\t%.1fx\t%.2f ms\t%.1fx\t%d\t%d\t%v\t%s\t%d\t%d\t%d\t%d in %.2f s\t%s\t%s\n", r.Attack, r.Seconds,
+			r.PingP99Ms, r.PingRatio, r.AddP99Ms, r.AddRatio, r.Pings, r.Adds, r.Crashed, held, r.Peaks["bookie_unparsed_bytes"],
+			r.Peaks["bookie_outbound_bytes"], r.Peaks["bookie_parked_polls"], r.Checkpoints, r.CheckpointSeconds, attacker, note)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Printf("the cluster closed in %.2f s after the last phase\n", rep.CloseSeconds)
+	return err
 }

@@ -13,8 +13,9 @@ import (
 
 // sink is the control of bk hostile --control: a listener in this process that the
 // attackers dial instead of the bookie, doing the least a bookie does for them. It
-// answers a Hello as the bookie does (an AUTH challenge naming the bookie's id), any AUTH
-// with OK and an ADD with OK, reads and drops every other request without an answer,
+// answers a Hello as the bookie does (an AUTH challenge naming the bookie's id), any AUTH,
+// ADD and CHECKPOINT with OK and a READ_LAC with NoSuchLedger (the many-ledgers attacks
+// wait for those answers), reads and drops every other request without an answer,
 // closes a connection whose first frame after its Hello is declared larger than an AUTH
 // may be, and keeps at most sinkHandshaking connections that have not sent an AUTH,
 // closing the oldest for a new one, as the bookie's per-address limit does. With the
@@ -125,6 +126,10 @@ func (s *sink) serve(nc net.Conn) {
 			_, err = nc.Write(wire.AppendAuthResponse(nil, h.RequestID, nil))
 		case wire.OpAdd:
 			_, err = nc.Write(wire.AppendStatusResponse(nil, h.Op, h.RequestID, wire.StatusOK))
+		case wire.OpCheckpoint:
+			_, err = nc.Write(wire.AppendCheckpointResponse(nil, h.RequestID))
+		case wire.OpReadLAC:
+			_, err = nc.Write(wire.AppendStatusResponse(nil, h.Op, h.RequestID, wire.StatusNoSuchLedger))
 		}
 		if err != nil {
 			return

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,16 +20,18 @@ import (
 // answers a PING after each attack, its bounded totals (unparsed bytes, reply bytes not yet
 // written, bytes in flight, parked polls) stay within their configured values, the bookie
 // accepts no relayed AUTH, and the bad etcd values were written (the auditor beside the
-// bookie read them and the process lives). Latency ratios are reported by bk hostile, not
+// bookie read them and the process lives), and the many-ledgers attacks (at 2,000 ledgers)
+// made their ledgers and had their checkpoints answered. Latency ratios are reported by bk hostile, not
 // asserted: on a busy machine they measure the machine (docs/security.md, "Hostile load").
 func TestHostileSuiteShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and runs ten one-second phases")
 	}
-	rows, err := hostileSuite(t.TempDir(), nil, time.Second, "", false, io.Discard)
+	rep, err := hostileSuite(hostileOptions{dir: t.TempDir(), duration: time.Second, ledgers: 2000, progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rows := rep.Rows
 	if len(rows) != len(hostileAttacks())+1 {
 		t.Fatalf("%d rows, want the baseline and %d attacks", len(rows), len(hostileAttacks()))
 	}
@@ -43,13 +48,17 @@ func TestHostileSuiteShort(t *testing.T) {
 		if r.Attack == "bad-ledger" && strings.HasPrefix(r.Error, "attack:") {
 			t.Errorf("bad-ledger: the hostile values were not written: %s", r.Error)
 		}
+		if (r.Attack == "junk-ledgers" || r.Attack == "fence-ledgers") && r.Error != "" {
+			t.Errorf("%s: %s (%s)", r.Attack, r.Error, r.Note)
+		}
 	}
 }
 
 // TestSinkAnswersLikeABookie: the control's sink (bk hostile --control) lets an attacker
 // through the handshake as the bookie does (a Hello with a challenge, AUTH answered OK),
-// answers an ADD, closes an unauthenticated connection that declares a frame larger than
-// an AUTH, and evicts the oldest unauthenticated connection beyond sinkHandshaking.
+// answers an ADD, a CHECKPOINT and a fencing READ_LAC, closes an unauthenticated
+// connection that declares a frame larger than an AUTH, and evicts the oldest
+// unauthenticated connection beyond sinkHandshaking.
 func TestSinkAnswersLikeABookie(t *testing.T) {
 	sk, err := startSink("bookie.invalid:3181")
 	if err != nil {
@@ -73,6 +82,21 @@ func TestSinkAnswersLikeABookie(t *testing.T) {
 	}
 	if hdr, err := wire.ParseHeader(f); err != nil || hdr.RequestID != 7 || hdr.Status != wire.StatusOK {
 		t.Fatalf("ADD answered %+v %v, want OK for request 7", hdr, err)
+	}
+	c.Write(wire.AppendCheckpointRequest(nil, 8))
+	c.Write(wire.AppendReadLACRequest(nil, 9, wire.FlagFence, 1, &key))
+	for _, want := range []struct {
+		id     uint64
+		op     wire.Op
+		status wire.Status
+	}{{8, wire.OpCheckpoint, wire.StatusOK}, {9, wire.OpReadLAC, wire.StatusNoSuchLedger}} {
+		f, err := c.frame()
+		if err != nil {
+			t.Fatalf("%v at the sink: %v, want an answer (junk-ledgers and fence-ledgers wait for it)", want.op, err)
+		}
+		if hdr, err := wire.ParseHeader(f); err != nil || hdr.RequestID != want.id || hdr.Op != want.op || hdr.Status != want.status {
+			t.Fatalf("answered %+v %v, want %v %v for request %d", hdr, err, want.op, want.status, want.id)
+		}
 	}
 
 	big, _, err := dialHello(ctx, h, 0)
@@ -100,5 +124,91 @@ func TestSinkAnswersLikeABookie(t *testing.T) {
 	first.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := first.frame(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("oldest unauthenticated connection: %v, want it closed for the newer ones", err)
+	}
+}
+
+// TestHostileIsolateRunsAttackersApart: with --isolate the relay attack runs in another
+// process (its pid is not this one's), pinned by the parent to a CPU that is not the
+// bookie's (its Cpus_allowed_list, read from /proc while it ran), with GOMAXPROCS 1, and
+// its relay counters come back to the parent's row: AUTHs refused, none accepted.
+func TestHostileIsolateRunsAttackersApart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and an attacker process")
+	}
+	iso, err := isolate()
+	if errors.Is(err, errOneCPU) {
+		t.Skipf("--isolate needs two CPUs: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	iso.restore()
+	before, err := cpusAllowed("self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var progress strings.Builder
+	rep, err := hostileSuite(hostileOptions{dir: t.TempDir(), pick: []string{"relay"}, duration: time.Second, isolate: true,
+		progress: &progress, attackerEnv: []string{"BK_TEST_RUN_MAIN=1"}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if len(rep.Rows) != 2 || rep.Rows[1].Attack != "relay" {
+		t.Fatalf("rows %+v, want the baseline and relay", rep.Rows)
+	}
+	if !strings.HasPrefix(rep.Mode, "isolated") {
+		t.Errorf("mode %q, want isolated", rep.Mode)
+	}
+	r := rep.Rows[1]
+	t.Logf("%s; relay: %+v %s %s", rep.Mode, r.Attacker, r.Note, r.Error)
+	if r.Error != "" {
+		t.Fatalf("relay: %s\n%s", r.Error, progress.String())
+	}
+	if r.Attacker.PID == 0 || r.Attacker.PID == os.Getpid() {
+		t.Errorf("the attack ran in pid %d, this process is %d: want another process", r.Attacker.PID, os.Getpid())
+	}
+	if want := strconv.Itoa(iso.attackerCPU); r.Attacker.CPUs != want || iso.attackerCPU == iso.bookieCPU {
+		t.Errorf("the attacker process ran on CPUs %q, want only %s (the bookie's is %d)", r.Attacker.CPUs, want, iso.bookieCPU)
+	}
+	if r.Attacker.GOMAXPROCS != 1 {
+		t.Errorf("the attacker process had GOMAXPROCS %d, want 1", r.Attacker.GOMAXPROCS)
+	}
+	if r.Refused == 0 || r.Relayed != 0 {
+		t.Errorf("relay counters from the child: %d refused, %d accepted; want some refused, none accepted", r.Refused, r.Relayed)
+	}
+	if cpus, err := cpusAllowed("self"); err != nil || cpus != before {
+		t.Errorf("after the suite this process may run on %q (%v), want %q as before it", cpus, err, before)
+	}
+}
+
+// TestAddOneEachSharesNoBuffer: floodLedgers calls its request builder from every
+// connection at once, so the junk-ledgers builder must keep no buffer between calls: each
+// frame, built beside others, carries its own ledger (under -race a shared buffer is also
+// reported as a race).
+func TestAddOneEachSharesNoBuffer(t *testing.T) {
+	key := wire.MasterKeyFromPassword([]byte("k"))
+	build := addOneEach(&key, []byte("junk"))
+	var wg sync.WaitGroup
+	errs := make([]error, floodConns)
+	for i := range floodConns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 2000 {
+				ledger := uint64(i*1_000_000 + n)
+				req, err := wire.DecodeAddRequest(build(nil, uint64(n), ledger))
+				if err == nil && req.Entry.LedgerID != ledger {
+					err = fmt.Errorf("built for ledger %d, the frame names %d", ledger, req.Entry.LedgerID)
+				}
+				if err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
