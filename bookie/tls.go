@@ -28,27 +28,9 @@ import (
 // connection is not read at all until it is woken: backpressure reaches the
 // client through TCP.
 
-// TLSCipherSuites returns the TLS 1.2 cipher suites the bookie's TLS
-// listener and admin listener accept, and bk offers: ECDHE key exchange with
-// an AEAD cipher (AES-GCM, ChaCha20-Poly1305) only, for ECDSA and RSA
-// certificates. The CBC suites with SHA-1 MACs that crypto/tls also enables
-// by default (Lucky13-style padding oracles, no forward-secure AEAD) are
-// left out. TLS 1.3's suites are not configurable and are all AEAD. A new
-// slice on each call.
-func TLSCipherSuites() []uint16 {
-	return []uint16{
-		tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
-		tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-		tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
-		tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
-		tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
-		tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
-	}
-}
-
 // tlsConfig loads the certificate, key and client CAs the config names, for
 // the TLS listener and the admin listener: TLS 1.2 or later, with
-// TLSCipherSuites under TLS 1.2. Its errors name the config key and the
+// wire.TLSCipherSuites under TLS 1.2. Its errors name the config key and the
 // file.
 func (c *Config) tlsConfig() (*tls.Config, error) {
 	if c.TLSCertFile == "" || c.TLSKeyFile == "" {
@@ -58,7 +40,7 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bookie: config: tls_cert_file %s, tls_key_file %s: %w", c.TLSCertFile, c.TLSKeyFile, err)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, CipherSuites: TLSCipherSuites()}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, CipherSuites: wire.TLSCipherSuites()}
 	if c.TLSClientCAFile != "" {
 		pem, err := os.ReadFile(c.TLSClientCAFile)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/bookie-go/bookie/meta"
+	"github.com/bookie-go/bookie/wire"
 )
 
 // ErrNoTLSListener is returned for a connection attempt, with Config.TLS set,
@@ -26,7 +27,7 @@ const noTLSAddr = "no-tls-listener:0"
 // neither); serverName, when set, is the name every bookie's certificate
 // must carry instead of the host dialed.
 func TLSConfig(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName, CipherSuites: wire.TLSCipherSuites()}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {

@@ -147,7 +147,6 @@ func runBench(args []string) error {
 		if tlsOpts, err = client.TLSConfig(ls.TLS.CAFile, "", "", ""); err != nil {
 			return err
 		}
-		aeadOnly(tlsOpts)
 	} else if !*tlsRun {
 		if c, err := benchTLS.config(); err != nil || c != nil {
 			return errors.Join(err, errors.New("--bookie-tls-* are for --tls --metadata"))

@@ -320,5 +320,5 @@ func autorecoveryTLS(cfg bookie.Config) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("autorecovery TLS: %w", err)
 	}
-	return aeadOnly(t), nil
+	return t, nil
 }

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/meta"
 )
@@ -74,16 +73,7 @@ func (f *bookieTLSFlags) config() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--bookie-tls-*: %w", err)
 	}
-	return aeadOnly(cfg), nil
-}
-
-// aeadOnly restricts cfg's TLS 1.2 cipher suites to the ones the bookie
-// accepts (bookie.TLSCipherSuites: ECDHE with AES-GCM or ChaCha20-Poly1305,
-// no CBC with SHA-1), so bk never negotiates a weaker one with a server
-// that would. It returns cfg.
-func aeadOnly(cfg *tls.Config) *tls.Config {
-	cfg.CipherSuites = bookie.TLSCipherSuites()
-	return cfg
+	return cfg, nil
 }
 
 // add registers --metadata, --config, --secret-file and the --bookie-tls-*
