@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -514,24 +515,6 @@ func (c *bookieConn) holdWrittenLocked(rs []*request, errOf func(*request) error
 	return rs[:n]
 }
 
-// completeTaken completes r, taken from the pending table with its result set, or, when a
-// write in progress holds its frame, hands it to that write's writer to complete.
-// mayHold, from the take, says a write held it then; without it r is completed at once.
-func (c *bookieConn) completeTaken(r *request, mayHold bool) {
-	if mayHold {
-		c.mu.Lock()
-		w := c.writeOfLocked(r.id)
-		if w != nil {
-			w.held = append(w.held, r)
-		}
-		c.mu.Unlock()
-		if w != nil {
-			return
-		}
-	}
-	r.finish()
-}
-
 // buffersWriter is a connection that writes several buffers in one call, as writev does.
 // *net.TCPConn writes net.Buffers so; tests wrap one in a buffersWriter to hold a write.
 type buffersWriter interface {
@@ -659,9 +642,15 @@ func (r *request) appendFrame(dst []byte) []byte {
 	}
 }
 
-// readLoop completes requests as their responses arrive.
+// readLoop completes requests as their responses arrive. A wake-up takes every response
+// the read buffer holds whole, up to maxReadBatch: their requests come out of the pending
+// table under one hold of mu, and runs of one writer's add responses go to it together
+// (Writer.completeBatch), under one hold of its mu.
 func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 	var big []byte
+	var frames [][]byte
+	var hdrs []wire.Header
+	var reqs []*request
 	for {
 		frame, err := readFrame(br, nc, wire.MaxFrameSize, &big)
 		if err != nil {
@@ -670,32 +659,123 @@ func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 		}
 		owned := len(frame) > br.Size() // in big, not in br's buffer: decode may keep it
 		c.lastRecv.Store(time.Now().UnixNano())
-		h, err := wire.ParseHeader(frame)
-		if err != nil || !h.Response {
-			c.fail(gen, fmt.Errorf("%w: bad response header: %v", wire.ErrMalformed, err))
-			return
+		frames = append(frames[:0], frame)
+		for !owned && len(frames) < maxReadBatch {
+			next, ok := bufferedFrame(br)
+			if !ok {
+				break
+			}
+			frames = append(frames, next)
 		}
+		var failed error // the connection is failed once the responses before it are handled
+		hdrs = hdrs[:0]
+		for i, f := range frames {
+			h, err := wire.ParseHeader(f)
+			if err != nil || !h.Response {
+				failed = fmt.Errorf("%w: bad response header: %v", wire.ErrMalformed, err)
+				frames = frames[:i]
+				break
+			}
+			hdrs = append(hdrs, h)
+		}
+		mayHold := false
 		c.mu.Lock()
-		var r *request
-		if c.gen == gen {
-			r = c.pending.take(h.RequestID)
+		for _, h := range hdrs {
+			var r *request
+			if c.gen == gen {
+				r = c.pending.take(h.RequestID)
+			}
+			mayHold = mayHold || r != nil && c.writeOfLocked(h.RequestID) != nil
+			reqs = append(reqs, r)
 		}
-		mayHold := r != nil && c.writeOfLocked(h.RequestID) != nil
 		c.mu.Unlock()
-		if r == nil {
-			continue // timed out already, or a response to a previous connection
+		n := 0
+		for i, r := range reqs {
+			if r == nil {
+				continue // timed out already, or a response to a previous connection
+			}
+			kept, err := r.decode(frames[i], hdrs[i], owned)
+			if err != nil {
+				r.err = fmt.Errorf("%w: %s: %v", ErrBookieUnavailable, c.addr, err)
+				failed = cmp.Or(failed, err)
+			}
+			if kept {
+				big = nil // the next large frame gets a buffer of its own
+			}
+			reqs[n] = r
+			n++
 		}
-		kept, err := r.decode(frame, h, owned)
-		if err != nil {
-			r.err = fmt.Errorf("%w: %s: %v", ErrBookieUnavailable, c.addr, err)
-			c.completeTaken(r, mayHold)
-			c.fail(gen, err)
+		clear(reqs[n:])
+		if mayHold {
+			n = c.holdAnswered(reqs[:n])
+		}
+		completeAll(reqs[:n])
+		clear(reqs[:n])
+		reqs = reqs[:0]
+		clear(frames)
+		if failed != nil {
+			c.fail(gen, failed)
 			return
 		}
-		if kept {
-			big = nil // the next large frame gets a buffer of its own
+	}
+}
+
+// maxReadBatch bounds the responses readLoop handles per wake-up: a writer's mu is held
+// while it takes a batch's acks.
+const maxReadBatch = 256
+
+// bufferedFrame returns the next frame when br holds it whole, without reading from the
+// connection: br's buffer is not refilled, so the frames it returned stay valid together
+// until the next read that fills br.
+func bufferedFrame(br *bufio.Reader) ([]byte, bool) {
+	if br.Buffered() < wire.LengthSize {
+		return nil, false
+	}
+	prefix, _ := br.Peek(wire.LengthSize)
+	n, err := wire.FrameSize(prefix, wire.MaxFrameSize)
+	if err != nil || n > br.Buffered() {
+		return nil, false // an error is reported by the next readFrame
+	}
+	frame, _ := br.Peek(n)
+	br.Discard(n)
+	return frame, true
+}
+
+// holdAnswered hands the requests of rs, answered, whose frames a write in progress holds
+// to that write's writer (see writeLoop), moving the others to the front; it returns how
+// many are left for the caller to complete.
+func (c *bookieConn) holdAnswered(rs []*request) int {
+	n := 0
+	c.mu.Lock()
+	for _, r := range rs {
+		if w := c.writeOfLocked(r.id); w != nil {
+			w.held = append(w.held, r)
+			continue
 		}
-		c.completeTaken(r, mayHold)
+		rs[n] = r
+		n++
+	}
+	c.mu.Unlock()
+	clear(rs[n:])
+	return n
+}
+
+// completeAll completes the requests of rs in order, handing each run of one writer's add
+// requests to it at once.
+func completeAll(rs []*request) {
+	for i := 0; i < len(rs); {
+		w, ok := rs[i].done.(*Writer)
+		if !ok {
+			rs[i].finish()
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(rs) && rs[j].done == rs[i].done {
+			j++
+		}
+		w.completeBatch(rs[i:j])
+		i = j
 	}
 }
 

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -23,6 +24,9 @@ func (g *gatedConn) WriteBuffers(bufs *net.Buffers) (int64, error) {
 	<-g.release
 	return bufs.WriteTo(g.TCPConn)
 }
+
+// plainConn hides the connection's type: the writer copies frames into one buffer for it.
+type plainConn struct{ net.Conn }
 
 // doneChan is a completer that hands each completed request to a channel.
 type doneChan chan *request
@@ -97,5 +101,86 @@ func TestEntryKeptWhileItsWriteIsInProgress(t *testing.T) {
 				t.Fatal("the request was not completed within 30 s of its write's end")
 			}
 		})
+	}
+}
+
+// TestAnswersOfOneReadAckedTogether pins how the reader hands a writer its acks
+// (bookieConn.readLoop): the add responses that one read of the socket brings are taken
+// together, under one hold of the writer's mu, so when the first ack's callback runs the
+// writer has already acknowledged every add answered in that read. A bookie answers 32 adds
+// in one write, once it has them all. Before, the reader completed each response on its
+// own, delivering its ack before it read the next.
+func TestAnswersOfOneReadAckedTogether(t *testing.T) {
+	const n = 32
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReaderSize(nc, 256<<10)
+		if _, err := readFrame(br, nil, wire.MaxHelloSize, nil); err != nil {
+			return
+		}
+		if _, err := nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1, Version: 1})); err != nil {
+			return
+		}
+		var out []byte
+		for answered := 0; ; {
+			frame, err := readFrame(br, nil, 0, nil)
+			if err != nil {
+				return
+			}
+			h, _ := wire.ParseHeader(frame)
+			ledger, entry, _ := wire.ParseTarget(frame)
+			if h.Op == wire.OpWriteLAC {
+				out = wire.AppendWriteLACResponse(out, h.RequestID, ledger, entry)
+			} else {
+				out = wire.AppendAddResponse(out, h.RequestID, ledger, entry)
+			}
+			if answered++; answered < n {
+				continue // the first n answers go out in one write
+			}
+			if _, err := nc.Write(out); err != nil {
+				return
+			}
+			out = out[:0]
+		}
+	}()
+	w := testWriter(t, []string{ln.Addr().String()}, 1, 1, 1)
+	// A connection the writer copies frames for (not a *net.TCPConn): no write holds an
+	// answered request for its writer to complete (writeLoop), whose goroutine may not
+	// yet have returned from its write when the answers come. Set before the first add
+	// dials.
+	w.c.cfg.dial = func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		return plainConn{nc}, err
+	}
+	type ack struct{ id, lac int64 }
+	acks := make(chan ack, n)
+	for range n {
+		w.AppendAsync(make([]byte, 100), func(id int64, err error) {
+			if err != nil {
+				t.Errorf("add %d: %v", id, err)
+			}
+			acks <- ack{id, w.LastAddConfirmed()}
+		})
+	}
+	timeout := time.After(30 * time.Second)
+	for i := range n {
+		select {
+		case a := <-acks:
+			if i == 0 && a.lac != n-1 {
+				t.Fatalf("when entry %d's ack was delivered the writer's LAC was %d, want %d: the answers of one read were not acknowledged together", a.id, a.lac, n-1)
+			}
+		case <-timeout:
+			t.Fatalf("%d of %d adds acknowledged after 30 s", i, n)
+		}
 	}
 }
