@@ -145,6 +145,7 @@ type bookieConn struct {
 	closed     bool
 	queue      []*request   // accepted, not yet taken by the writer
 	pending    pendingTable // written (or being written), awaiting a response
+	writes     []*inWrite   // writes in progress that send entries from their own buffers
 	nextID     uint64
 	features   wire.Features // what the current connection's bookie accepted in its Hello
 	dialErr    error         // the last dial's failure
@@ -400,141 +401,19 @@ func readFrame(br *bufio.Reader, src io.Reader, limit int, big *[]byte) ([]byte,
 	return buf, err
 }
 
-// pendingTable holds a connection's requests that were written (or are being written) and
-// await a response, by request id. The writer hands ids out in sequence and adds requests
-// in id order, and responses come mostly in that order, so the table is a ring of slots
-// indexed by id rather than a map: adding and taking a request is an index, not a hash and
-// a map bucket (docs/benchmarks.md, "A ring for a connection's requests in flight").
-//
-// The ring holds ids lo <= id < hi, id in slot id&(len(ring)-1); every other slot is nil,
-// and so is the slot of a request already taken. lo advances past taken slots, so a
-// request awaiting its response for long (a long poll, a slow bookie) holds the ring's
-// window open: the ring doubles up to maxPendingRing slots, then the oldest requests move to
-// old, a map, and lo moves past them. Taking an id below lo looks in old.
-//
-// Requires the connection's mu held.
-type pendingTable struct {
-	ring   []*request
-	lo, hi uint64
-	old    map[uint64]*request
-	n      int // requests in ring and old
-
-	// maxRing, when not 0, replaces maxPendingRing (tests reach the map with it).
-	maxRing int
-}
-
-// maxPendingRing is the most slots the ring grows to (512 KiB of pointers): more requests
-// than this in flight on one connection, and the oldest go to the map.
-const maxPendingRing = 1 << 16
-
-// add puts r, whose id is r.id, into the table. ids must not repeat while in the table.
-func (t *pendingTable) add(r *request) {
-	t.n++
-	id := r.id
-	if t.lo == t.hi {
-		t.lo, t.hi = id, id // empty window: it starts at id
-	}
-	if id < t.lo {
-		t.addOld(r) // written before a newer one: not the writer's order, but kept
-		return
-	}
-	for id-t.lo >= uint64(len(t.ring)) {
-		if limit := cmp.Or(t.maxRing, maxPendingRing); len(t.ring) < limit {
-			t.grow()
-			continue
-		}
-		// Full: the oldest request moves to old and the window past it.
-		if s := &t.ring[t.lo&t.mask()]; *s != nil {
-			t.addOld(*s)
-			*s = nil
-		}
-		t.lo++
-		t.advance()
-		if t.lo == t.hi {
-			t.lo, t.hi = id, id
-		}
-	}
-	t.ring[id&t.mask()] = r
-	t.hi = max(t.hi, id+1)
-}
-
-func (t *pendingTable) mask() uint64 { return uint64(len(t.ring)) - 1 }
-
-func (t *pendingTable) addOld(r *request) {
-	if t.old == nil {
-		t.old = make(map[uint64]*request)
-	}
-	t.old[r.id] = r
-}
-
-// grow doubles the ring, keeping every request at its id.
-func (t *pendingTable) grow() {
-	ring := make([]*request, max(64, 2*len(t.ring)))
-	m := uint64(len(ring)) - 1
-	for id := t.lo; id < t.hi; id++ {
-		ring[id&m] = t.ring[id&t.mask()]
-	}
-	t.ring = ring
-}
-
-// advance moves lo past taken slots.
-func (t *pendingTable) advance() {
-	for t.lo < t.hi && t.ring[t.lo&t.mask()] == nil {
-		t.lo++
-	}
-}
-
-// take removes and returns the request with id, or nil when there is none (it timed out
-// already, or was never written on this connection).
-func (t *pendingTable) take(id uint64) *request {
-	if id >= t.lo && id < t.hi {
-		s := &t.ring[id&t.mask()]
-		if r := *s; r != nil {
-			*s = nil
-			t.n--
-			if id == t.lo {
-				t.advance()
-			}
-			return r
-		}
-	}
-	if len(t.old) == 0 {
-		return nil
-	}
-	r := t.old[id]
-	if r != nil {
-		delete(t.old, id)
-		t.n--
-	}
-	return r
-}
-
-// takeIf removes the requests that match says to, appending them to buf.
-func (t *pendingTable) takeIf(buf []*request, match func(*request) bool) []*request {
-	for id, r := range t.old {
-		if match(r) {
-			buf = append(buf, r)
-			delete(t.old, id)
-			t.n--
-		}
-	}
-	for id := t.lo; id < t.hi; id++ {
-		s := &t.ring[id&t.mask()]
-		if *s != nil && match(*s) {
-			buf = append(buf, *s)
-			*s = nil
-			t.n--
-		}
-	}
-	t.advance()
-	return buf
-}
-
 // writeLoop drains the queue: every request queued since the last write goes out in one
-// Write. Requests enter the pending table before their bytes are written, so a response
+// write. Requests enter the pending table before their bytes are written, so a response
 // always finds its request.
+//
+// On a TCP connection (and one that is a buffersWriter) an ADD's entry is not copied: the
+// write is one writev of each frame's prefix, from the writer's own buffer, and the entry
+// from the writer's buffer (request.raw). The kernel reads those buffers until the write
+// returns, and an entry's buffer is recycled once its requests completed, so a request of
+// the write that is taken from the pending table meanwhile (answered, timed out, failed
+// with the connection) is not completed then: it is kept with the write (inWrite.held) and
+// completed here once the write returned (TestEntryKeptWhileItsWriteIsInProgress).
 func (c *bookieConn) writeLoop(nc net.Conn, gen uint64) {
-	var buf []byte
+	fw := frameWriter{vectored: canWriteBuffers(nc)}
 	var batch []*request
 	for {
 		c.mu.Lock()
@@ -551,15 +430,7 @@ func (c *bookieConn) writeLoop(nc net.Conn, gen uint64) {
 		c.mu.Unlock()
 
 		// The batch is this goroutine's alone until it enters the pending table.
-		size := 0
-		for _, r := range batch {
-			size += r.frameSize()
-		}
-		buf = slices.Grow(buf[:0], size)
-		for i, r := range batch {
-			r.id = firstID + uint64(i)
-			buf = r.appendFrame(buf)
-		}
+		fw.frame(batch, firstID)
 		c.mu.Lock()
 		if c.gen != gen || c.nc == nil {
 			c.mu.Unlock()
@@ -568,6 +439,7 @@ func (c *bookieConn) writeLoop(nc net.Conn, gen uint64) {
 				r.finish()
 			}
 			clear(batch)
+			fw.reset()
 			return
 		}
 		now := time.Now().UnixNano()
@@ -576,15 +448,159 @@ func (c *bookieConn) writeLoop(nc net.Conn, gen uint64) {
 			r.gen = gen
 			c.pending.add(r)
 		}
+		w := &fw.write
+		if fw.vectored {
+			w.lo, w.hi = firstID, firstID+uint64(len(batch))
+			c.writes = append(c.writes, w)
+		}
 		c.mu.Unlock()
 		clear(batch)
-		if _, err := nc.Write(buf); err != nil {
+		err := fw.send(nc)
+		if fw.vectored {
+			c.mu.Lock()
+			c.writes = slices.DeleteFunc(c.writes, func(x *inWrite) bool { return x == w })
+			held := w.held
+			w.held = nil
+			c.mu.Unlock()
+			for _, r := range held {
+				r.finish()
+			}
+		}
+		fw.reset()
+		if err != nil {
 			c.fail(gen, err)
 			return
 		}
-		if cap(buf) > 32<<20 {
-			buf = nil // do not keep a huge buffer after a burst
+	}
+}
+
+// inWrite is a write in progress that sends entries from their own buffers: the frames of
+// requests lo <= id < hi. Requests of it taken from the pending table meanwhile wait in held,
+// their results set, for the writer to complete them once the kernel no longer reads their
+// entries. Protected by the connection's mu.
+type inWrite struct {
+	lo, hi uint64
+	held   []*request
+}
+
+// writeOfLocked returns the write in progress that holds the frame of request id, or nil.
+// Requires mu held.
+func (c *bookieConn) writeOfLocked(id uint64) *inWrite {
+	for _, w := range c.writes {
+		if id >= w.lo && id < w.hi {
+			return w
 		}
+	}
+	return nil
+}
+
+// holdWrittenLocked hands the requests of rs, just taken from the pending table, whose
+// frames a write in progress holds to that write, their err set to errOf's first, and
+// returns the others, for the caller to complete. Requires mu held.
+func (c *bookieConn) holdWrittenLocked(rs []*request, errOf func(*request) error) []*request {
+	if len(c.writes) == 0 {
+		return rs
+	}
+	n := 0
+	for _, r := range rs {
+		if w := c.writeOfLocked(r.id); w != nil {
+			r.err = errOf(r)
+			w.held = append(w.held, r)
+			continue
+		}
+		rs[n] = r
+		n++
+	}
+	clear(rs[n:])
+	return rs[:n]
+}
+
+// buffersWriter is a connection that writes several buffers in one call, as writev does.
+// *net.TCPConn writes net.Buffers so; tests wrap one in a buffersWriter to hold a write.
+type buffersWriter interface {
+	WriteBuffers(bufs *net.Buffers) (int64, error)
+}
+
+// canWriteBuffers reports whether nc writes net.Buffers with one writev (TLS would write
+// each buffer as a record of its own: frames are copied into one buffer for it).
+func canWriteBuffers(nc net.Conn) bool {
+	switch nc.(type) {
+	case *net.TCPConn, *net.UnixConn, buffersWriter:
+		return true
+	}
+	return false
+}
+
+// frameWriter builds a batch's frames for one write. It belongs to the connection's writer
+// goroutine.
+type frameWriter struct {
+	vectored bool        // ADD entries are written from their own buffers (canWriteBuffers)
+	buf      []byte      // the frames, or with vectored the frames' parts that are not entries
+	vecs     net.Buffers // with vectored: what the write sends, in order
+	out      net.Buffers // vecs, consumed by the write
+	write    inWrite     // the write in progress, registered in bookieConn.writes
+}
+
+// frame builds the frames of batch, whose ids start at firstID, and sets each request's id.
+func (f *frameWriter) frame(batch []*request, firstID uint64) {
+	if !f.vectored {
+		size := 0
+		for _, r := range batch {
+			size += r.frameSize()
+		}
+		f.buf = slices.Grow(f.buf[:0], size)
+		for i, r := range batch {
+			r.id = firstID + uint64(i)
+			f.buf = r.appendFrame(f.buf)
+		}
+		return
+	}
+	// Every prefix and every other frame fits in frameSize's estimate for it: buf is not
+	// grown below, so the slices of it in vecs stay where the bytes are. (Were it grown,
+	// those already taken would still hold their bytes, in the buffer it grew from.)
+	f.buf = slices.Grow(f.buf[:0], len(batch)*(wire.RequestHeaderSize+64))
+	start := 0 // where the part of buf not yet in vecs begins
+	for i, r := range batch {
+		r.id = firstID + uint64(i)
+		if r.op != wire.OpAdd {
+			f.buf = r.appendFrame(f.buf)
+			continue
+		}
+		f.buf = wire.AppendAddRequestPrefix(f.buf, r.id, r.flags, r.key, len(r.raw))
+		f.vecs = append(f.vecs, f.buf[start:len(f.buf):len(f.buf)], r.raw)
+		start = len(f.buf)
+	}
+	if start < len(f.buf) {
+		f.vecs = append(f.vecs, f.buf[start:len(f.buf):len(f.buf)])
+	}
+}
+
+// send writes the frames built by frame.
+func (f *frameWriter) send(nc net.Conn) error {
+	if !f.vectored {
+		_, err := nc.Write(f.buf)
+		return err
+	}
+	f.out = f.vecs
+	var err error
+	if bw, ok := nc.(buffersWriter); ok {
+		_, err = bw.WriteBuffers(&f.out)
+	} else {
+		_, err = f.out.WriteTo(nc)
+	}
+	return err
+}
+
+// reset forgets the batch written: the entries are not referenced past their write.
+func (f *frameWriter) reset() {
+	clear(f.vecs)
+	f.vecs = f.vecs[:0]
+	f.out = nil
+	if cap(f.buf) > 32<<20 {
+		f.buf = nil // do not keep a huge buffer after a burst
+	}
+	if cap(f.vecs) > 1<<16 {
+		f.vecs = nil
 	}
 }
 
@@ -626,9 +642,15 @@ func (r *request) appendFrame(dst []byte) []byte {
 	}
 }
 
-// readLoop completes requests as their responses arrive.
+// readLoop completes requests as their responses arrive. A wake-up takes every response
+// the read buffer holds whole, up to maxReadBatch: their requests come out of the pending
+// table under one hold of mu, and runs of one writer's add responses go to it together
+// (Writer.completeBatch), under one hold of its mu.
 func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 	var big []byte
+	var frames [][]byte
+	var hdrs []wire.Header
+	var reqs []*request
 	for {
 		frame, err := readFrame(br, nc, wire.MaxFrameSize, &big)
 		if err != nil {
@@ -637,31 +659,123 @@ func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 		}
 		owned := len(frame) > br.Size() // in big, not in br's buffer: decode may keep it
 		c.lastRecv.Store(time.Now().UnixNano())
-		h, err := wire.ParseHeader(frame)
-		if err != nil || !h.Response {
-			c.fail(gen, fmt.Errorf("%w: bad response header: %v", wire.ErrMalformed, err))
-			return
+		frames = append(frames[:0], frame)
+		for !owned && len(frames) < maxReadBatch {
+			next, ok := bufferedFrame(br)
+			if !ok {
+				break
+			}
+			frames = append(frames, next)
 		}
+		var failed error // the connection is failed once the responses before it are handled
+		hdrs = hdrs[:0]
+		for i, f := range frames {
+			h, err := wire.ParseHeader(f)
+			if err != nil || !h.Response {
+				failed = fmt.Errorf("%w: bad response header: %v", wire.ErrMalformed, err)
+				frames = frames[:i]
+				break
+			}
+			hdrs = append(hdrs, h)
+		}
+		mayHold := false
 		c.mu.Lock()
-		var r *request
-		if c.gen == gen {
-			r = c.pending.take(h.RequestID)
+		for _, h := range hdrs {
+			var r *request
+			if c.gen == gen {
+				r = c.pending.take(h.RequestID)
+			}
+			mayHold = mayHold || r != nil && c.writeOfLocked(h.RequestID) != nil
+			reqs = append(reqs, r)
 		}
 		c.mu.Unlock()
-		if r == nil {
-			continue // timed out already, or a response to a previous connection
+		n := 0
+		for i, r := range reqs {
+			if r == nil {
+				continue // timed out already, or a response to a previous connection
+			}
+			kept, err := r.decode(frames[i], hdrs[i], owned)
+			if err != nil {
+				r.err = fmt.Errorf("%w: %s: %v", ErrBookieUnavailable, c.addr, err)
+				failed = cmp.Or(failed, err)
+			}
+			if kept {
+				big = nil // the next large frame gets a buffer of its own
+			}
+			reqs[n] = r
+			n++
 		}
-		kept, err := r.decode(frame, h, owned)
-		if err != nil {
-			r.err = fmt.Errorf("%w: %s: %v", ErrBookieUnavailable, c.addr, err)
-			r.finish()
-			c.fail(gen, err)
+		clear(reqs[n:])
+		if mayHold {
+			n = c.holdAnswered(reqs[:n])
+		}
+		completeAll(reqs[:n])
+		clear(reqs[:n])
+		reqs = reqs[:0]
+		clear(frames)
+		if failed != nil {
+			c.fail(gen, failed)
 			return
 		}
-		if kept {
-			big = nil // the next large frame gets a buffer of its own
+	}
+}
+
+// maxReadBatch bounds the responses readLoop handles per wake-up: a writer's mu is held
+// while it takes a batch's acks.
+const maxReadBatch = 256
+
+// bufferedFrame returns the next frame when br holds it whole, without reading from the
+// connection: br's buffer is not refilled, so the frames it returned stay valid together
+// until the next read that fills br.
+func bufferedFrame(br *bufio.Reader) ([]byte, bool) {
+	if br.Buffered() < wire.LengthSize {
+		return nil, false
+	}
+	prefix, _ := br.Peek(wire.LengthSize)
+	n, err := wire.FrameSize(prefix, wire.MaxFrameSize)
+	if err != nil || n > br.Buffered() {
+		return nil, false // an error is reported by the next readFrame
+	}
+	frame, _ := br.Peek(n)
+	br.Discard(n)
+	return frame, true
+}
+
+// holdAnswered hands the requests of rs, answered, whose frames a write in progress holds
+// to that write's writer (see writeLoop), moving the others to the front; it returns how
+// many are left for the caller to complete.
+func (c *bookieConn) holdAnswered(rs []*request) int {
+	n := 0
+	c.mu.Lock()
+	for _, r := range rs {
+		if w := c.writeOfLocked(r.id); w != nil {
+			w.held = append(w.held, r)
+			continue
 		}
-		r.finish()
+		rs[n] = r
+		n++
+	}
+	c.mu.Unlock()
+	clear(rs[n:])
+	return n
+}
+
+// completeAll completes the requests of rs in order, handing each run of one writer's add
+// requests to it at once.
+func completeAll(rs []*request) {
+	for i := 0; i < len(rs); {
+		w, ok := rs[i].done.(*Writer)
+		if !ok {
+			rs[i].finish()
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(rs) && rs[j].done == rs[i].done {
+			j++
+		}
+		w.completeBatch(rs[i:j])
+		i = j
 	}
 }
 
@@ -775,17 +889,17 @@ func (c *bookieConn) fail(gen uint64, cause error) {
 	}
 	c.nc.Close()
 	c.nc = nil
-	failed := make([]*request, 0, c.pending.n+len(c.queue))
-	failed = c.pending.takeIf(failed, func(*request) bool { return true })
-	failed = append(failed, c.queue...)
-	c.queue = nil
-	closed := c.closed
-	c.cond.Broadcast()
-	c.mu.Unlock()
 	err := fmt.Errorf("%w: %s: %v", ErrBookieUnavailable, c.addr, cause)
-	if closed {
+	if c.closed {
 		err = ErrClosed
 	}
+	failed := make([]*request, 0, c.pending.n+len(c.queue))
+	failed = c.pending.takeIf(failed, func(*request) bool { return true })
+	failed = c.holdWrittenLocked(failed, func(*request) error { return err })
+	failed = append(failed, c.queue...)
+	c.queue = nil
+	c.cond.Broadcast()
+	c.mu.Unlock()
 	for _, r := range failed {
 		r.err = err
 		r.finish()
@@ -810,14 +924,15 @@ func (c *bookieConn) sweep(now int64, buf []*request) (_ []*request, gen uint64,
 	cur := c.gen
 	lastRecv := c.lastRecv.Load()
 	buf = c.pending.takeIf(buf, func(r *request) bool { return r.deadline <= now })
-	c.mu.Unlock()
 	for _, r := range buf {
 		if written := r.deadline - int64(r.timeout); lastRecv < written {
 			silent = max(silent, time.Duration(now-lastRecv))
 		}
 	}
+	buf = c.holdWrittenLocked(buf, c.timeoutErr)
+	c.mu.Unlock()
 	for _, r := range buf {
-		r.err = fmt.Errorf("%w: %s: %v %d/%d", ErrTimeout, c.addr, r.op, r.ledger, r.entry)
+		r.err = c.timeoutErr(r)
 		r.finish()
 	}
 	clear(buf)
@@ -825,6 +940,11 @@ func (c *bookieConn) sweep(now int64, buf []*request) (_ []*request, gen uint64,
 		gen = cur
 	}
 	return buf, gen, silent
+}
+
+// timeoutErr is the error of request r, timed out.
+func (c *bookieConn) timeoutErr(r *request) error {
+	return fmt.Errorf("%w: %s: %v %d/%d", ErrTimeout, c.addr, r.op, r.ledger, r.entry)
 }
 
 // dropSilent tears down connection generation gen, found silent for silent by sweep.

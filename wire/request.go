@@ -5,6 +5,8 @@ package wire
 // whose byte slices alias it. When a decoder fails after reading the header, the returned
 // value still carries that Header, so that a bookie can answer with its request id.
 
+import "slices"
+
 // AddRequest is a decoded ADD: store Entry in Entry.LedgerID.
 //
 //	header (16) | master key (32) | entry (36 + n)
@@ -23,6 +25,19 @@ func AppendAddRequest(dst []byte, requestID uint64, flags Flags, key *MasterKey,
 	dst = appendRequestHeader(dst, OpAdd, flags, requestID, MasterKeySize+len(entry))
 	dst = append(dst, key[:]...)
 	return append(dst, entry...)
+}
+
+// AppendAddRequestPrefix appends what of an ADD frame comes before its entry: the header,
+// sized for an entry of entryLen bytes, and the master key. The prefix followed by the
+// entry's bytes is the frame AppendAddRequest appends; a client that writes the entry from
+// its own buffer (one writev for prefix and entry) appends only this.
+func AppendAddRequestPrefix(dst []byte, requestID uint64, flags Flags, key *MasterKey, entryLen int) []byte {
+	dst = slices.Grow(dst, RequestHeaderSize+MasterKeySize)
+	dst = be.AppendUint32(dst, uint32(RequestHeaderSize-LengthSize+MasterKeySize+entryLen))
+	dst = append(dst, Version, byte(OpAdd))
+	dst = be.AppendUint16(dst, uint16(flags))
+	dst = be.AppendUint64(dst, requestID)
+	return append(dst, key[:]...)
 }
 
 // DecodeAddRequest decodes an ADD frame and verifies its entry's checksum

@@ -465,3 +465,23 @@ func TestStatusAndOpNames(t *testing.T) {
 		t.Errorf("unknown op prints %q", got)
 	}
 }
+
+// TestAddRequestPrefix checks that AppendAddRequestPrefix and the entry after it are the
+// bytes of AppendAddRequest, the frame a bookie decodes, for entries of several sizes and
+// with each flag.
+func TestAddRequestPrefix(t *testing.T) {
+	key := MasterKeyFromPassword([]byte("pw"))
+	for _, n := range []int{0, 1, 1024, 64 << 10} {
+		for _, flags := range []Flags{0, FlagRecovery, FlagRecovery | FlagUnjournaled} {
+			entry := AppendEntry(nil, 7, 3, 2, bytes.Repeat([]byte{0xa5}, n))
+			want := AppendAddRequest(nil, 42, flags, &key, entry)
+			got := append(AppendAddRequestPrefix([]byte("x"), 42, flags, &key, len(entry)), entry...)
+			if !bytes.Equal(got[1:], want) || got[0] != 'x' {
+				t.Fatalf("payload %d flags %v: prefix and entry differ from AppendAddRequest", n, flags)
+			}
+			if _, err := DecodeAddRequest(got[1:]); err != nil {
+				t.Fatalf("payload %d flags %v: %v", n, flags, err)
+			}
+		}
+	}
+}
