@@ -5,6 +5,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/wire"
@@ -56,11 +57,21 @@ func copies(ctx context.Context, cl *Client, md *meta.LedgerMetadata, id int64) 
 	return n, data
 }
 
+// invariantsBudget is the time checkInvariants has for its own reads.
+const invariantsBudget = 60 * time.Second
+
 // checkInvariants checks the invariants of docs/replication.md on closed ledger id: no acknowledged
 // entry beyond lastEntryId, every acknowledged entry readable with its bytes, every entry up
 // to lastEntryId on at least minCopies bookies of its fragment, fragments in order.
+//
+// It reads with a budget of its own (invariantsBudget), not what is left of ctx's: the check
+// comes after the scenario it checks, which may have used most of the test's context on a
+// busy machine, and a read failed by an expired context would count as a missing copy (an
+// "entry N on 0 bookies" that reads like data loss). If its own budget ends, it says so.
 func checkInvariants(t *testing.T, ctx context.Context, cl *Client, id uint64, log *ackLog, minCopies int) meta.LedgerMetadata {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), invariantsBudget)
+	defer cancel()
 	md, err := cl.Store().GetLedger(ctx, id)
 	if err != nil {
 		t.Fatalf("GetLedger: %v", err)
@@ -82,6 +93,9 @@ func checkInvariants(t *testing.T, ctx context.Context, cl *Client, id uint64, l
 	}
 	for eid := int64(0); eid <= md.LastEntryID; eid++ {
 		n, data := copies(ctx, cl, &md, eid)
+		if ctx.Err() != nil {
+			t.Fatalf("checking entry %d of ledger %d: %v after %v: the check could not finish (not a missing copy)", eid, id, ctx.Err(), invariantsBudget)
+		}
 		if n < minCopies {
 			t.Errorf("entry %d on %d bookies of its fragment, want >= %d (fragments %v)", eid, n, minCopies, md.Fragments)
 		}
