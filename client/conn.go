@@ -411,7 +411,7 @@ func readFrame(br *bufio.Reader, src io.Reader, limit int, big *[]byte) ([]byte,
 // returns, and an entry's buffer is recycled once its requests completed, so a request of
 // the write that is taken from the pending table meanwhile (answered, timed out, failed
 // with the connection) is not completed then: it is kept with the write (inWrite.held) and
-// completed here once the write returned (TestEntryKeptWhileItsWriteIsInProgress).
+// completed here once the write returned (TestEntryKeptWhileItsWriteIsInProgress, TestAnsweredWhileItsWriteIsInProgress).
 func (c *bookieConn) writeLoop(nc net.Conn, gen uint64) {
 	fw := frameWriter{vectored: canWriteBuffers(nc)}
 	var batch []*request
