@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/bookie-go/bookie/bookie/admin"
+	"github.com/bookie-go/bookie/entrylog"
 )
 
 // LedgerState is what a bookie holds for one ledger, as GET /ledgers on
@@ -29,10 +30,9 @@ type LedgerState struct {
 // Safe from any goroutine.
 func (b *Bookie) Ledgers() []LedgerState {
 	out := []LedgerState{}
-	b.ledgers.each(func(l *ledger) {
-		l.mu.Lock()
-		out = append(out, LedgerState{ID: l.id, LastEntry: l.lastEntry, LAC: l.effectiveLAC(), Fenced: l.fenced, Limbo: l.limbo})
-		l.mu.Unlock()
+	// O(ledgers), as a listing of every ledger is; cold ones are not loaded.
+	b.ledgers.eachState(func(id uint64, st *entrylog.LedgerState) {
+		out = append(out, LedgerState{ID: id, LastEntry: st.LastEntry, LAC: max(st.LAC, st.ExplicitLAC), Fenced: st.Fenced, Limbo: st.Limbo})
 	})
 	slices.SortFunc(out, func(a, b LedgerState) int { return cmp.Compare(a.ID, b.ID) })
 	return out

@@ -266,15 +266,11 @@ func New(cfg Config) (*Bookie, error) {
 	return b, nil
 }
 
-// loadLedgerStates fills the ledger table from storage's persisted states.
+// loadLedgerStates fills the ledger table from storage's persisted states:
+// into its cold map, since nothing uses them yet.
 func (b *Bookie) loadLedgerStates() error {
 	return b.store.LedgerStates(func(id uint64, st entrylog.LedgerState) error {
-		l, _ := b.ledgers.getOrCreate(id, false)
-		l.masterKey, l.hasKey, l.keyJournaled = st.MasterKey, st.HasMasterKey, st.HasMasterKey
-		l.fenced, l.fenceDurable = st.Fenced, st.Fenced
-		l.lac, l.explicitLAC, l.lastEntry = st.LAC, st.ExplicitLAC, st.LastEntry
-		l.limbo = st.Limbo || b.cookie.Limbo
-		l.dirty = false
+		b.ledgers.loadCold(id, st, st.Limbo || b.cookie.Limbo)
 		return nil
 	})
 }
@@ -301,23 +297,22 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		if err := b.putEntry(ledgerID, entryID, p); err != nil {
 			return err
 		}
-		l, _ := b.ledgers.getOrCreate(ledgerID, b.cookie.Limbo)
-		l.mu.Lock()
+		l, _ := b.ledgers.lockOrCreate(ledgerID, b.cookie.Limbo)
 		l.lastEntry = max(l.lastEntry, entryID)
 		if lac > l.lac {
 			l.lac = lac
 			b.wakePollers(l, nil)
 		}
-		l.dirty = true
+		b.ledgers.markDirty(l)
 		l.mu.Unlock()
 	case journal.TypeFence:
 		id, err := journal.ParseFencePayload(p)
 		if err != nil {
 			return err
 		}
-		l, _ := b.ledgers.getOrCreate(id, b.cookie.Limbo)
-		l.mu.Lock()
-		l.fenced, l.fenceDurable, l.dirty = true, true, true
+		l, _ := b.ledgers.lockOrCreate(id, b.cookie.Limbo)
+		l.fenced, l.fenceDurable = true, true
+		b.ledgers.markDirty(l)
 		b.wakeAllPollers(l)
 		l.mu.Unlock()
 	case journal.TypeMasterKey:
@@ -326,9 +321,9 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 			return err
 		}
 		if replay {
-			l, _ := b.ledgers.getOrCreate(id, b.cookie.Limbo)
-			l.mu.Lock()
-			l.masterKey, l.hasKey, l.keyJournaled, l.dirty = key, true, true, true
+			l, _ := b.ledgers.lockOrCreate(id, b.cookie.Limbo)
+			l.masterKey, l.hasKey, l.keyJournaled = key, true, true
+			b.ledgers.markDirty(l)
 			l.mu.Unlock()
 		}
 	case journal.TypeExplicitLAC:
@@ -336,13 +331,12 @@ func (b *Bookie) apply(typ journal.RecordType, p []byte, replay bool) error {
 		if err != nil {
 			return err
 		}
-		l, _ := b.ledgers.getOrCreate(id, b.cookie.Limbo)
-		l.mu.Lock()
+		l, _ := b.ledgers.lockOrCreate(id, b.cookie.Limbo)
 		if lac > l.explicitLAC {
 			l.explicitLAC = lac
 			b.wakePollers(l, nil)
 		}
-		l.dirty = true
+		b.ledgers.markDirty(l)
 		l.mu.Unlock()
 	case journal.TypeLedgerDelete:
 		id, err := journal.ParseLedgerDeletePayload(p)
@@ -445,29 +439,19 @@ func (b *Bookie) checkpoint() error {
 	return err
 }
 
-// checkpointLocked is checkpoint with b.storageMu held.
+// checkpointLocked is checkpoint with b.storageMu held. Its work follows
+// what changed since the last checkpoint, not the number of ledgers: it
+// moves cold the ledgers idle since the last one (ledgerTable.retireIdle)
+// and saves the states of those made dirty since (ledgerTable.takeDirty),
+// and looks at no other ledger (TestCheckpointVisitsOnlyChangedLedgers).
 func (b *Bookie) checkpointLocked() error {
 	start := time.Now()
 	mark := b.applied.get()
 	b.sinceCheckpoint.Store(0)
 
-	var saved []*ledger
-	var err error
-	b.ledgers.each(func(l *ledger) {
-		l.mu.Lock()
-		if !l.dirty || l.deleted || err != nil {
-			l.mu.Unlock()
-			return
-		}
-		st := entrylog.LedgerState{
-			MasterKey: l.masterKey, HasMasterKey: l.hasKey, Fenced: l.fenced,
-			LAC: l.lac, ExplicitLAC: l.explicitLAC, LastEntry: l.lastEntry, Limbo: l.limbo,
-		}
-		l.dirty = false
-		l.mu.Unlock()
-		saved = append(saved, l)
-		err = b.store.SetLedgerState(l.id, st)
-	})
+	n := b.ledgers.beginCheckpoint()
+	b.ledgers.retireIdle(n)
+	undo, err := b.ledgers.saveDirty(n, b.store.SetLedgerState)
 	if err == nil {
 		err = b.store.Checkpoint(func() error {
 			if mark.Seq > b.journal.CheckpointMark().Seq {
@@ -477,11 +461,7 @@ func (b *Bookie) checkpointLocked() error {
 		})
 	}
 	if err != nil {
-		for _, l := range saved {
-			l.mu.Lock()
-			l.dirty = true
-			l.mu.Unlock()
-		}
+		undo() // the states taken are not durable: the next checkpoint saves them again
 		return err
 	}
 	b.metrics.checkpoints.Inc()

@@ -171,7 +171,7 @@ func (b *Bookie) storeUnjournaled(c *conn, h *wire.Header, l *ledger, e *wire.En
 	l.appended(e.EntryID)
 	l.settleAdds(1)
 	l.lastEntry = max(l.lastEntry, e.EntryID)
-	l.dirty = true // the next checkpoint saves the ledger's state with the entry
+	b.ledgers.markDirty(l) // the next checkpoint saves the ledger's state with the entry
 	if e.LAC > l.lac {
 		l.lac = e.LAC
 		b.wakePollers(l, c)

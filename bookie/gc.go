@@ -40,10 +40,12 @@ import (
 // never deleted on one look.
 //
 // A verdict holds only for the ledger as it was when it was given: each
-// ledger counts the writes it admits (ledger.touched: ADDs of every kind,
-// copies, WRITE_LACs, fences), the counts are noted before the metadata is
-// read, and a write admitted since the first verdict starts the grace
-// period over. A scan deletes only after looking at every ledger, so right
+// write a ledger admits (ADDs of every kind, copies, WRITE_LACs, fences)
+// gives it a new stamp (ledger.touched) from one table-wide counter, which a
+// ledger keeps in the table's cold map too; the stamps are noted before the
+// metadata is read, and a write admitted since the first verdict starts the
+// grace period over, as does the ledger leaving the table and coming back
+// (a new stamp too). A scan deletes only after looking at every ledger, so right
 // before each deletion the ledger is claimed (ledger.deleting: from then on
 // every write to it is refused IOError), the claim is refused if a write
 // was admitted since the verdict, and the metadata and mark are read again,
@@ -91,8 +93,7 @@ type GCStats struct {
 // gcVerdict is what GC noted when it first found a ledger garbage.
 type gcVerdict struct {
 	first   time.Time
-	l       *ledger // the ledger's table entry then; nil: none
-	touched uint64  // l.touched then
+	touched uint64 // the ledger's touched stamp then; 0: not in the table
 }
 
 // GCResult is what CollectNow (the admin API's POST /gc) did.
@@ -291,11 +292,11 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	start := time.Now()
 	ids := b.heldLedgers()
 	self, stable := b.cfg.identity()
-	// Each ledger's table entry and write count, noted before the metadata
-	// is read: a write after the note vetoes a verdict read after it.
-	notes := make([]gcNote, len(ids))
+	// Each ledger's touched stamp, noted before the metadata is read: a
+	// write after the note vetoes a verdict read after it.
+	notes := make([]uint64, len(ids))
 	for i, id := range ids {
-		notes[i].l, notes[i].touched = b.gcTouched(id)
+		notes[i] = b.ledgers.touched(id)
 	}
 	answers, err := b.gcAnswers(ctx, ids, self, stable, &st)
 	if err != nil {
@@ -304,7 +305,7 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	var doomed []uint64
 	for i, id := range ids {
 		st.Ledgers++
-		l, touched := notes[i].l, notes[i].touched
+		touched := notes[i]
 		garbage, err := answers[i].garbage, answers[i].err
 		if errors.Is(err, meta.ErrBadMetadata) {
 			// Metadata that does not decode or breaks the rules proves
@@ -321,10 +322,10 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 		}
 		st.Garbage++
 		v, seen := b.gcSeen[id]
-		if !seen || v.l != l || v.touched != touched {
+		if !seen || v.touched != touched {
 			// First found garbage, or written since: the grace period
 			// starts now.
-			b.gcSeen[id] = gcVerdict{first: start, l: l, touched: touched}
+			b.gcSeen[id] = gcVerdict{first: start, touched: touched}
 			continue
 		}
 		if start.Sub(v.first) >= time.Duration(b.cfg.GCGracePeriod) {
@@ -374,33 +375,14 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	return st, nil
 }
 
-// gcTouched returns ledger id's table entry (nil if none) and its count of
-// admitted writes.
-func (b *Bookie) gcTouched(id uint64) (*ledger, uint64) {
-	l := b.ledgers.get(id)
-	if l == nil {
-		return nil, 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l, l.touched
-}
-
 // heldLedgers returns, sorted, every ledger the bookie has state or
-// entries for.
+// entries for: O(ledgers), as a scan of every ledger is.
 func (b *Bookie) heldLedgers() []uint64 {
 	var ids []uint64
-	b.ledgers.each(func(l *ledger) { ids = append(ids, l.id) })
+	b.ledgers.eachState(func(id uint64, _ *entrylog.LedgerState) { ids = append(ids, id) })
 	b.store.Ledgers(func(id uint64) error { ids = append(ids, id); return nil })
 	slices.Sort(ids)
 	return slices.Compact(ids)
-}
-
-// gcNote is a held ledger's table entry (nil if none) and its count of
-// admitted writes, noted before a scan reads the metadata.
-type gcNote struct {
-	l       *ledger
-	touched uint64
 }
 
 // gcAnswer is what the metadata says of one held ledger: garbage or not,
@@ -594,23 +576,26 @@ func (b *Bookie) removeClaimed(ctx context.Context, l *ledger) (bool, error) {
 // write was admitted to it since verdict v, and returns it; nil if a write
 // was. A ledger held in storage only gets a placeholder table entry to
 // claim, which stays in the table if the claim is given up (a write may
-// have found it meanwhile) and saves no state until written.
+// have found it meanwhile) and saves no state until written. A claimed
+// ledger stays hot (ledgerTable.retireIdle): the *ledger returned is the
+// live one until unclaim or its removal.
 func (b *Bookie) claim(id uint64, v gcVerdict) *ledger {
 	var l *ledger
-	created := false
-	if v.l == nil {
-		if l, created = b.ledgers.getOrCreate(id, b.cookie.Limbo); !created {
+	if v.touched == 0 {
+		var created bool
+		if l, created = b.ledgers.lockOrCreate(id, b.cookie.Limbo); !created {
+			l.mu.Unlock()
 			return nil // a write made it since the verdict
 		}
-	} else if l = b.ledgers.get(id); l != v.l {
+		l.dirty = false // a placeholder: no state of its own to save
+	} else if l = b.ledgers.lock(id); l == nil {
+		return nil
+	} else if l.touched != v.touched {
+		l.mu.Unlock()
 		return nil
 	}
-	l.mu.Lock()
 	defer l.mu.Unlock()
-	if created && l.touched == 0 {
-		l.dirty = false // a placeholder: no state of its own to save
-	}
-	if l.deleting || l.touched != v.touched {
+	if l.deleting {
 		return nil
 	}
 	l.deleting = true
@@ -629,11 +614,10 @@ func (b *Bookie) unclaim(l *ledger) {
 // (claimed) leaves the table only once storage deleted it (deleteLedger).
 // Runs on the journal writer (a completed delete record) or in replay.
 func (b *Bookie) forgetLedger(id uint64) {
-	l := b.ledgers.get(id)
+	l := b.ledgers.lock(id)
 	if l == nil {
 		return
 	}
-	l.mu.Lock()
 	l.deleted = true
 	b.wakeAllPollers(l)
 	claimed := l.deleting

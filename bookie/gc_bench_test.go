@@ -43,8 +43,7 @@ func benchGCScan(b *testing.B, n int) {
 	b.Cleanup(func() { bk.Close() })
 	putLedgers(b, store, n, meta.BookieID(bk.Addr()))
 	for id := uint64(1); id <= uint64(n); id++ {
-		l, _ := bk.ledgers.getOrCreate(id, false)
-		l.mu.Lock()
+		l, _ := bk.ledgers.lockOrCreate(id, false)
 		l.dirty = false // a placeholder: nothing of its own to save
 		l.mu.Unlock()
 	}

@@ -51,6 +51,7 @@ import (
 
 // verdict is what checkExisting found for one ADD frame.
 type verdict struct {
+	l       *ledger // the table entry gen belongs to (nil: none)
 	ledger  uint64
 	entry   int64
 	sum     uint64 // the checksum of the entry being added
@@ -112,10 +113,10 @@ func (b *Bookie) addExisting(c *conn, l *ledger, h *wire.Header, e *wire.Entry) 
 	v := c.verdict
 	c.verdict = nil
 	c.mu.Unlock()
-	if v == nil || v.ledger != e.LedgerID || v.entry != e.EntryID || v.sum != sum ||
+	if v == nil || v.l != l || v.ledger != e.LedgerID || v.entry != e.EntryID || v.sum != sum ||
 		v.outcome == entryAbsent && v.gen != l.appendGen {
 		c.awaitingCheck = true
-		go b.checkExisting(c, l, e.LedgerID, e.EntryID, sum)
+		go b.checkExisting(c, e.LedgerID, e.EntryID, sum)
 		return false, false
 	}
 	switch v.outcome {
@@ -150,19 +151,35 @@ func (b *Bookie) addExisting(c *conn, l *ledger, h *wire.Header, e *wire.Entry) 
 	return false, false
 }
 
-// checkExisting finds whether entry of ledger l is stored, once no add of
-// the ledger is in flight, leaves the verdict on c and wakes it. Runs on its
-// own goroutine (one per connection at most: the connection parses nothing
-// meanwhile).
-func (b *Bookie) checkExisting(c *conn, l *ledger, ledgerID uint64, entry int64, sum uint64) {
-	l.mu.Lock()
-	for l.pendingAdds > 0 {
+// checkExisting finds whether entry of ledgerID is stored, once no add of
+// the ledger is in flight, leaves the verdict on c and wakes it. The verdict
+// names the table entry whose appendGen it noted: one that moved cold (and
+// came back as a new entry, its appendGen counted afresh) in between does
+// not pass for it. A ledger gone from the table meanwhile (deleted) gets
+// entryFailed: its writes are refused. Runs on its own goroutine (one per
+// connection at most: the connection parses nothing meanwhile).
+func (b *Bookie) checkExisting(c *conn, ledgerID uint64, entry int64, sum uint64) {
+	l := b.ledgers.lock(ledgerID)
+	for l != nil && l.pendingAdds > 0 {
 		if l.drained == nil {
 			l.drained = sync.NewCond(&l.mu)
 		}
 		l.drained.Wait()
+		if l.moved { // drained, then moved before this woke
+			l.mu.Unlock()
+			l = b.ledgers.lock(ledgerID)
+		}
 	}
-	v := &verdict{ledger: ledgerID, entry: entry, sum: sum, gen: l.appendGen}
+	v := &verdict{l: l, ledger: ledgerID, entry: entry, sum: sum}
+	if l == nil {
+		v.outcome = entryFailed
+		c.mu.Lock()
+		c.verdict = v
+		c.mu.Unlock()
+		c.gc.Wake(nil)
+		return
+	}
+	v.gen = l.appendGen
 	l.mu.Unlock()
 	data, err := b.store.Get(ledgerID, entry, nil)
 	switch {
@@ -197,11 +214,10 @@ func absent(err error) bool {
 // by the record (intact: the journal checked it); any other read error fails
 // the replay. Runs in New, during replay.
 func (b *Bookie) replayKeepsStored(ledgerID uint64, entryID int64, raw []byte) (bool, error) {
-	l := b.ledgers.get(ledgerID)
+	l := b.ledgers.lock(ledgerID)
 	if l == nil {
 		return false, nil
 	}
-	l.mu.Lock()
 	last := l.lastEntry
 	l.mu.Unlock()
 	if entryID > last {

@@ -27,6 +27,8 @@ func (b *Bookie) handleListEntries(c *conn, h *wire.Header, frame []byte) {
 // bookie cannot serve them, so autorecovery's deep audit sees the copy missing and has it
 // refilled (scrub.go). Runs on a read worker.
 func (b *Bookie) serveListEntries(r *request) {
+	// negative and readStatus read only l's limbo flag, which a move to the
+	// cold map copies and nothing changes: a moved l answers the same.
 	l := b.ledgers.get(r.ledger)
 	if l == nil {
 		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)

@@ -129,8 +129,7 @@ func testLoopDiskDefaults(t *testing.T, size int64) {
 	// Delete the ledger that filled the disk, as garbage collection does,
 	// and compact: the flush and the space are freed.
 	before := freeBytes()
-	l, touched := b.gcTouched(doomed)
-	claimed := b.claim(doomed, gcVerdict{l: l, touched: touched})
+	claimed := b.claim(doomed, gcVerdict{touched: b.ledgers.touched(doomed)})
 	if claimed == nil {
 		t.Fatal("delete on the full disk: the ledger could not be claimed")
 	}

@@ -227,9 +227,8 @@ func (b *Bookie) lockForWrite(c *conn, h *wire.Header, ledgerID uint64, key *wir
 		c.answer(h, wire.StatusReadOnly)
 		return nil, false
 	}
-	l, _ = b.ledgers.getOrCreate(ledgerID, b.cookie.Limbo)
-	l.mu.Lock()
-	if !l.admit() {
+	l, _ = b.ledgers.lockOrCreate(ledgerID, b.cookie.Limbo)
+	if !b.ledgers.admit(l) {
 		// Garbage collection is deleting the ledger: a write taken now
 		// would be deleted with it after its OK (gc.go).
 		l.mu.Unlock()
@@ -237,6 +236,7 @@ func (b *Bookie) lockForWrite(c *conn, h *wire.Header, ledgerID uint64, key *wir
 		return nil, false
 	}
 	ok, err := b.keyCheck(l, key)
+	b.ledgers.listDirty(l) // keyCheck marks l dirty when it sets the key
 	switch {
 	case err != nil:
 		retry = b.journalError(c, h, err)
@@ -255,15 +255,15 @@ func (b *Bookie) lockForWrite(c *conn, h *wire.Header, ledgerID uint64, key *wir
 // is set in memory at once; r proceeds only once a fence record is synced.
 // Runs on the event loop.
 func (b *Bookie) fence(c *conn, h *wire.Header, ledgerID uint64, key *wire.MasterKey, r *request) (retry bool) {
-	l, _ := b.ledgers.getOrCreate(ledgerID, b.cookie.Limbo)
-	l.mu.Lock()
-	if !l.admit() { // garbage collection is deleting it (gc.go)
+	l, _ := b.ledgers.lockOrCreate(ledgerID, b.cookie.Limbo)
+	if !b.ledgers.admit(l) { // garbage collection is deleting it (gc.go)
 		l.mu.Unlock()
 		b.release(r)
 		c.answer(h, wire.StatusIOError)
 		return false
 	}
 	ok, err := b.keyCheck(l, key)
+	b.ledgers.listDirty(l) // keyCheck marks l dirty when it sets the key
 	if err != nil {
 		l.mu.Unlock()
 		b.release(r)
@@ -276,7 +276,8 @@ func (b *Bookie) fence(c *conn, h *wire.Header, ledgerID uint64, key *wire.Maste
 		return false
 	}
 	if !l.fenced {
-		l.fenced, l.dirty = true, true
+		l.fenced = true
+		b.ledgers.markDirty(l)
 	}
 	if l.fenceDurable {
 		l.mu.Unlock()
@@ -333,12 +334,11 @@ func (b *Bookie) handleReadLAC(c *conn, h *wire.Header, frame []byte) (retry boo
 
 // answerLAC replies to a READ_LAC with the ledger's LAC. Runs anywhere.
 func (b *Bookie) answerLAC(r *request) {
-	l := b.ledgers.get(r.ledger)
+	l := b.ledgers.lock(r.ledger)
 	if l == nil {
 		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
 		return
 	}
-	l.mu.Lock()
 	lac := l.effectiveLAC()
 	l.mu.Unlock()
 	b.finish(r, wire.StatusOK, func(dst []byte) []byte {
@@ -513,8 +513,7 @@ func (b *Bookie) completed(batch []journal.Completion) {
 			// The answer is the LAC the bookie has now, which an add may
 			// have raised above the one written.
 			ledgerID, lac, id := r.ledger, r.prevLAC, r.id
-			if l := b.ledgers.get(ledgerID); l != nil {
-				l.mu.Lock()
+			if l := b.ledgers.lock(ledgerID); l != nil {
 				lac = max(lac, l.effectiveLAC())
 				l.mu.Unlock()
 			}
@@ -810,7 +809,7 @@ func (run *ledgerRun) flush(b *Bookie) {
 		l.lac = run.lac
 		b.wakePollers(l, nil)
 	}
-	l.dirty = true
+	b.ledgers.markDirty(l)
 	l.mu.Unlock()
 }
 
@@ -852,20 +851,22 @@ func (b *Bookie) serveRead(r *request, buf []byte) []byte {
 		b.serveListEntries(r)
 		return buf
 	}
-	l := b.ledgers.get(r.ledger)
 	if r.op == wire.OpLongPollLAC {
-		b.answerPoll(r, l, buf)
+		b.answerPoll(r, buf)
 		return buf
 	}
+	l := b.ledgers.lock(r.ledger)
 	if l == nil {
 		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
 		return buf
 	}
+	// negative and readStatus below read l's limbo flag, which a move to
+	// the cold map copies and nothing changes: l may be moved by then.
+	last := l.lastEntry
+	l.mu.Unlock()
 	entryID := r.entry
 	if entryID == wire.LastEntry {
-		l.mu.Lock()
-		entryID = l.lastEntry
-		l.mu.Unlock()
+		entryID = last
 		if entryID < 0 {
 			b.finish(r, b.negative(l, wire.StatusNoSuchEntry), nil)
 			return buf

@@ -186,14 +186,16 @@ func (b *Bookie) handleLongPoll(c *conn, h *wire.Header, frame []byte) {
 		c.answer(h, wire.StatusOf(err))
 		return
 	}
-	l := b.ledgers.get(req.Ledger)
+	// Locked through the table: a poll parked on a ledger that moved cold
+	// would wait on a dead *ledger no add wakes. A parked poll keeps its
+	// ledger hot (ledgerTable.retireIdle), so w.l stays the live one.
+	l := b.ledgers.lock(req.Ledger)
 	if l == nil {
 		c.answer(h, b.negative(nil, wire.StatusNoSuchLedger))
 		return
 	}
 	r := c.newRequest(h, len(frame))
 	r.ledger, r.prevLAC = req.Ledger, req.PreviousLAC
-	l.mu.Lock()
 	if l.effectiveLAC() > req.PreviousLAC || l.fenced || req.TimeoutMillis == 0 {
 		l.mu.Unlock()
 		b.submitRead(r)
@@ -444,12 +446,12 @@ var pollBufs bytebufferpool.Pool
 
 // answerPoll replies to a long poll with the ledger's LAC, and entry
 // prevLAC+1 when asked for and stored. Runs on a read worker.
-func (b *Bookie) answerPoll(r *request, l *ledger, buf []byte) {
+func (b *Bookie) answerPoll(r *request, buf []byte) {
+	l := b.ledgers.lock(r.ledger)
 	if l == nil {
 		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
 		return
 	}
-	l.mu.Lock()
 	lac := l.effectiveLAC()
 	l.mu.Unlock()
 	var entry []byte
@@ -464,9 +466,11 @@ func (b *Bookie) answerPoll(r *request, l *ledger, buf []byte) {
 	})
 }
 
-// wakeAllForShutdown answers every parked long poll.
+// wakeAllForShutdown answers every parked long poll: on the hot ledgers
+// only, since a ledger with a poll parked never moves cold. O(hot ledgers),
+// once, at shutdown.
 func (b *Bookie) wakeAllForShutdown() {
-	b.ledgers.each(func(l *ledger) {
+	b.ledgers.eachHot(func(l *ledger) {
 		l.mu.Lock()
 		b.wakeAllPollers(l)
 		l.mu.Unlock()

@@ -153,8 +153,7 @@ func TestLACMoveLooksOnlyAtAnsweredPolls(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, func() bool { return parkedPolls(b, 1) == 1010 })
-	l := b.ledgers.get(1)
-	l.mu.Lock()
+	l := b.ledgers.lock(1)
 	first := l.waiters[0].r.prevLAC
 	l.mu.Unlock()
 	if first != 0 {

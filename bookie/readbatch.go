@@ -315,12 +315,11 @@ func (br *batchReader) send(r *request, fb *frameBuf) {
 // answer. Runs on a batch worker.
 func (br *batchReader) serve(q *batchRead, fb *frameBuf) (_ *frameBuf, fromLogBytes int) {
 	b, r := br.b, q.r
-	l := b.ledgers.get(r.ledger)
+	l := b.ledgers.lock(r.ledger)
 	if l == nil {
 		br.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)
 		return fb, 0
 	}
-	l.mu.Lock()
 	lac, last := l.effectiveLAC(), l.lastEntry
 	l.mu.Unlock()
 
