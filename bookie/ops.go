@@ -161,7 +161,8 @@ func (b *Bookie) keyCheck(l *ledger, key *wire.MasterKey) (ok bool, err error) {
 	if l.hasKey {
 		return equalSecret(l.masterKey[:], key[:]), nil
 	}
-	l.masterKey, l.hasKey, l.dirty = *key, true, true
+	l.masterKey, l.hasKey = *key, true
+	b.ledgers.markDirty(l)
 	if !l.keyJournaled {
 		var buf [40]byte // journal.Append copies the payload
 		rec := journal.AppendMasterKeyPayload(buf[:0], l.id, &l.masterKey)
@@ -236,7 +237,6 @@ func (b *Bookie) lockForWrite(c *conn, h *wire.Header, ledgerID uint64, key *wir
 		return nil, false
 	}
 	ok, err := b.keyCheck(l, key)
-	b.ledgers.listDirty(l) // keyCheck marks l dirty when it sets the key
 	switch {
 	case err != nil:
 		retry = b.journalError(c, h, err)
@@ -263,7 +263,6 @@ func (b *Bookie) fence(c *conn, h *wire.Header, ledgerID uint64, key *wire.Maste
 		return false
 	}
 	ok, err := b.keyCheck(l, key)
-	b.ledgers.listDirty(l) // keyCheck marks l dirty when it sets the key
 	if err != nil {
 		l.mu.Unlock()
 		b.release(r)
