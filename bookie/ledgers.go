@@ -417,8 +417,8 @@ func (t *ledgerTable) saved(l *ledger, n uint64) {
 
 // retireIdle moves to the cold map every ledger of the idle lists that
 // checkpoint n finds idle (see ledgerTable), keeping the others listed
-// unless they are dirty (the dirty list has them) or gone. copiesCovered
-// says whether a ledger's unjournaled copies are durable. Requires the
+// unless they are dirty (the dirty list has them) or gone. A ledger that
+// took an unjournaled copy since start (copyCkpt != 0) stays hot. Requires the
 // bookie's storageMu held. It returns how many it moved.
 func (t *ledgerTable) retireIdle(n uint64) int {
 	moved := 0
