@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
@@ -94,6 +95,11 @@ func checkInvariants(t *testing.T, ctx context.Context, cl *Client, id uint64, l
 	for eid := int64(0); eid <= md.LastEntryID; eid++ {
 		n, data := copies(ctx, cl, &md, eid)
 		if ctx.Err() != nil {
+			// Say where the read waits: the goroutines of the client's connections show
+			// whether a request sits in a queue, a pending table or a write in progress.
+			var stacks bytes.Buffer
+			pprof.Lookup("goroutine").WriteTo(&stacks, 2)
+			t.Logf("goroutines when the check's budget ended:\n%s", stacks.Bytes())
 			t.Fatalf("checking entry %d of ledger %d: %v after %v: the check could not finish (not a missing copy)", eid, id, ctx.Err(), invariantsBudget)
 		}
 		if n < minCopies {
