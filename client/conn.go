@@ -71,8 +71,15 @@ var requestPool = sync.Pool{New: func() any { return &request{wait: make(chan *r
 
 func getRequest() *request { return requestPool.Get().(*request) }
 
+// putRequest hands r back to requestPool. A request without a wait channel was not made by
+// the pool (a test's new(request)): it is dropped, never pooled, since the next getRequest
+// would hand it to a call whose completion then blocks forever on the nil channel, and with
+// it the connection's reader (TestPoolRefusesRequestsWithoutWait).
 func putRequest(r *request) {
 	wait := r.wait
+	if wait == nil {
+		return
+	}
 	*r = request{wait: wait}
 	requestPool.Put(r)
 }

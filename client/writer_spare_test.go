@@ -42,7 +42,7 @@ func TestIdleWriterTrimsSpares(t *testing.T) {
 	// back.
 	w.failLocked(ErrFenced)
 	w.recycle(resetAdd(new(pendingAdd)))
-	w.recycleRequest(new(request))
+	w.recycleRequest(getRequest()) // a request of the pool: one made here has no wait channel
 	defer w.mu.Unlock()
 	if len(w.spare.adds) != 0 || len(w.spare.reqs) != 0 || w.spare.bytes != 0 {
 		t.Fatalf("stopped, the writer keeps %d entries (%d bytes) and %d requests", len(w.spare.adds), w.spare.bytes, len(w.spare.reqs))
