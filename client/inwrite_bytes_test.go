@@ -3,7 +3,6 @@ package client
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"net"
 	"runtime"
@@ -117,19 +116,7 @@ func TestEntryBytesWhateverTakesTheRequest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := make(chan []byte, 16)
 			gate := &byteConn{pauseAfter: 100, paused: make(chan struct{}, 1), release: make(chan struct{})}
-			cfg := &connConfig{
-				dial: func(ctx context.Context, addr string) (net.Conn, error) {
-					var d net.Dialer
-					nc, err := d.DialContext(ctx, "tcp", addr)
-					if err != nil {
-						return nil, err
-					}
-					gate.TCPConn = nc.(*net.TCPConn)
-					return gate, nil
-				},
-				dialTimeout: 5 * time.Second, requestTimeout: time.Minute,
-				minBackoff: time.Millisecond, maxBackoff: time.Millisecond,
-			}
+			cfg := tcpConfig(func(nc *net.TCPConn) net.Conn { gate.TCPConn = nc; return gate })
 			c := newBookieConn(checkedAddServer(t, got), cfg)
 			t.Cleanup(c.close)
 			key := wire.MasterKeyFromPassword(nil)
@@ -227,19 +214,7 @@ func TestAnsweredWhileItsWriteIsInProgress(t *testing.T) {
 	}
 	gate := &byteConn{pauseAfter: wire.RequestHeaderSize + wire.MasterKeySize + len(raws[0]) + 10,
 		paused: make(chan struct{}, 1), release: make(chan struct{})}
-	cfg := &connConfig{
-		dial: func(ctx context.Context, addr string) (net.Conn, error) {
-			var d net.Dialer
-			nc, err := d.DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return nil, err
-			}
-			gate.TCPConn = nc.(*net.TCPConn)
-			return gate, nil
-		},
-		dialTimeout: 5 * time.Second, requestTimeout: time.Minute,
-		minBackoff: time.Millisecond, maxBackoff: time.Millisecond,
-	}
+	cfg := tcpConfig(func(nc *net.TCPConn) net.Conn { gate.TCPConn = nc; return gate })
 	c := newBookieConn(checkedAddServer(t, got), cfg)
 	t.Cleanup(c.close)
 	done := make(doneChan, 4)

@@ -57,19 +57,7 @@ func TestEntryKeptWhileItsWriteIsInProgress(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gate := &gatedConn{entered: make(chan struct{}, 1), release: make(chan struct{})}
-			cfg := &connConfig{
-				dial: func(ctx context.Context, addr string) (net.Conn, error) {
-					var d net.Dialer
-					nc, err := d.DialContext(ctx, "tcp", addr)
-					if err != nil {
-						return nil, err
-					}
-					gate.TCPConn = nc.(*net.TCPConn)
-					return gate, nil
-				},
-				dialTimeout: 5 * time.Second, requestTimeout: time.Minute,
-				minBackoff: time.Millisecond, maxBackoff: time.Millisecond,
-			}
+			cfg := tcpConfig(func(nc *net.TCPConn) net.Conn { gate.TCPConn = nc; return gate })
 			c := newBookieConn(ackServer(t), cfg)
 			t.Cleanup(c.close)
 			key := wire.MasterKeyFromPassword(nil)
@@ -182,5 +170,22 @@ func TestAnswersOfOneReadAckedTogether(t *testing.T) {
 		case <-timeout:
 			t.Fatalf("%d of %d adds acknowledged after 30 s", i, n)
 		}
+	}
+}
+
+// tcpConfig is a connection config whose dial connects over TCP and hands the connection to
+// wrap (a test's gate around it), with a minute's request timeout and millisecond backoffs.
+func tcpConfig(wrap func(*net.TCPConn) net.Conn) *connConfig {
+	return &connConfig{
+		dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			nc, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(nc.(*net.TCPConn)), nil
+		},
+		dialTimeout: 5 * time.Second, requestTimeout: time.Minute,
+		minBackoff: time.Millisecond, maxBackoff: time.Millisecond,
 	}
 }
