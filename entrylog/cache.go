@@ -208,9 +208,15 @@ type half struct {
 	activeAt, flushedAt time.Time
 	used                int64
 	maxArena            uint64 // the largest arena the offset width can address
-	arena               []byte
-	ledgers             map[uint64]*ledgerSlots
-	count               int // entries Put, a re-Put counting again
+	// arena holds the records: a fixed-capacity slice from mapArena (off
+	// the Go heap on Linux), filled by append within its capacity and never
+	// past it (put makes room first; a Go append past the capacity would
+	// silently move it to the heap). Its capacity grows only by growArena,
+	// for an entry Put past the budget (PutOverflow). Readers alias it
+	// (get, record, each) and are done before release unmaps it.
+	arena   []byte
+	ledgers map[uint64]*ledgerSlots
+	count   int // entries Put, a re-Put counting again
 
 	// The ledger of the previous Put, so consecutive Puts to one ledger
 	// skip the map.
@@ -245,15 +251,49 @@ func newHalf(budget int64, offsetBits uint) *half {
 // platforms the bookie runs on.
 const pageSize = 4096
 
-// prefault allocates the arena whole and writes to every page of it, so the
-// kernel maps them now rather than on the Puts that first reach them
-// (Options.PrefaultCache). The arena is empty afterwards.
-func (h *half) prefault() {
-	h.arena = make([]byte, h.budget)
-	for i := 0; i < len(h.arena); i += pageSize {
-		h.arena[i] = 0
+// alloc gives the half its arena, budget bytes of capacity. With prefault
+// its pages are faulted in now (Options.PrefaultCache), not by the Puts that
+// first reach them. The arena is empty afterwards.
+func (h *half) alloc(prefault bool) error {
+	a, err := mapArena(h.budget, prefault)
+	if err != nil {
+		return err
 	}
-	h.arena = h.arena[:0]
+	h.arena = a
+	return nil
+}
+
+// room makes sure the arena can take n more bytes without moving: it
+// allocates the arena if the half has none, and grows it (doubling, as a
+// slice would) when an entry is Put past the budget. Requires the half
+// active and cacheMu held for writing: no reader aliases the old arena
+// while growArena moves it.
+func (h *half) room(n int) error {
+	if h.arena == nil {
+		if err := h.alloc(false); err != nil {
+			return err
+		}
+	}
+	if need := len(h.arena) + n; need > cap(h.arena) {
+		a, err := growArena(h.arena, int64(grownCap(cap(h.arena), need)))
+		if err != nil {
+			return err
+		}
+		h.arena = a
+	}
+	return nil
+}
+
+// release frees the arena. Requires that no one can read it any more (the
+// store closed, its flusher stopped: see Store.releaseCache); the half
+// allocates a new one if it is Put to again.
+func (h *half) release() error {
+	if h.arena == nil {
+		return nil
+	}
+	err := unmapArena(h.arena)
+	h.arena = nil
+	return err
 }
 
 func (h *half) empty() bool { return h.count == 0 }
@@ -319,20 +359,28 @@ func (h *half) ledger(ledger uint64) *ledgerSlots {
 	return ls
 }
 
-// put encodes the entry into the arena. The caller has checked fits.
-func (h *half) put(ledger uint64, entry int64, data []byte) {
-	if h.arena == nil {
-		h.arena = make([]byte, 0, h.budget)
+// put encodes the entry into the arena. The caller has checked fits (or
+// puts past the budget: PutOverflow). It fails only when the arena cannot
+// be allocated or grown, and then changes nothing.
+func (h *half) put(ledger uint64, entry int64, data []byte) error {
+	size := RecordSize(len(data))
+	if err := h.room(size); err != nil {
+		return err
 	}
 	ls := h.ledger(ledger)
 	p := ls.place(entry)
 	h.used += ls.cost(p)
 	slot := ls.slot(entry, p)
 	*slot = uint64(len(h.arena)) + 1
+	base := unsafe.SliceData(h.arena)
 	h.arena = appendRecordSealed(h.arena, ledger, entry, data)
-	h.used += int64(RecordSize(len(data)))
+	if unsafe.SliceData(h.arena) != base {
+		panic("entrylog: a write cache record was appended past its arena's capacity")
+	}
+	h.used += int64(size)
 	h.count++
 	ls.last = max(ls.last, entry)
+	return nil
 }
 
 // record returns the record a slot points at, aliasing the arena.

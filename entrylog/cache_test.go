@@ -5,8 +5,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +21,7 @@ import (
 func TestHalfMatchesMap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		h := newHalf(1<<20, defaultOffsetBits)
+		defer h.release()
 		model := map[cacheKey][]byte{}
 		last := map[uint64]int64{}
 		n := rapid.IntRange(1, 300).Draw(t, "puts")
@@ -43,7 +42,7 @@ func TestHalfMatchesMap(t *testing.T) {
 			if !h.fits(l, e, len(d)) {
 				break
 			}
-			h.put(l, e, d)
+			mustPut(t, h, l, e, d)
 			model[cacheKey{l, e}] = d
 			last[l] = max(last[l], e)
 		}
@@ -94,9 +93,10 @@ func TestHalfMatchesMap(t *testing.T) {
 // run is charged the slot array it holds, and the ledger its runs slice.
 func TestHalfSparseIDsCostNoSlots(t *testing.T) {
 	h := newHalf(1<<20, defaultOffsetBits)
+	defer h.release()
 	d := payload(1, 0, 10)
 	for i := range int64(100) {
-		h.put(1, i*1_000_000, d)
+		mustPut(t, h, 1, i*1_000_000, d)
 	}
 	// The runs slice doubled from 1 to 128.
 	if want := ledgerSize + 128*runSize + 100*(int64(RecordSize(len(d)))+firstRunSlots*slotSize); h.used != want {
@@ -166,34 +166,22 @@ func ExampleSeal() {
 	// Output: 13 bytes, sealed true
 }
 
-// residentBytes is this process's resident set, from /proc/self/statm.
-func residentBytes(t *testing.T) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		t.Skipf("no /proc/self/statm: %v", err)
-	}
-	var size, resident int64
-	if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
-		t.Fatal(err)
-	}
-	return resident * int64(os.Getpagesize())
-}
-
-// With PrefaultCache, Open allocates both halves whole and maps their pages
-// (the resident set grows by about the cache), and Puts then write into that
-// arena without growing or replacing it. Without it, Open maps nothing.
+// With PrefaultCache, Open maps both halves whole and faults in their pages
+// (every page of each arena is resident), and Puts then write into that
+// arena without growing or replacing it. Without it, Open faults in nothing.
+// Residency is the arenas' own (arenaResident), not the process's resident
+// set, which the runtime's scavenger shrinks meanwhile.
 func TestPrefaultCache(t *testing.T) {
 	const cache = 64 << 20
 	for _, prefault := range []bool{false, true} {
 		opts := smallOpts()
 		opts.WriteCacheBytes, opts.LogSize, opts.PrefaultCache = cache, 64<<20, prefault
-		runtime.GC()
-		before := residentBytes(t)
 		s := mustOpen(t, vfs.NewMemFS(), opts)
-		grew := residentBytes(t) - before
-		if prefault && grew < cache*3/4 || !prefault && grew > cache/4 {
-			t.Errorf("PrefaultCache %v: Open grew the resident set by %d MiB, cache %d MiB", prefault, grew>>20, cache>>20)
+		for _, h := range []*half{s.active, s.spare} {
+			resident := arenaResident(t, h.arena)
+			if prefault && resident != cache/2 || !prefault && resident > cache/8 {
+				t.Errorf("PrefaultCache %v: %d MiB of a %d MiB half's arena resident after Open", prefault, resident>>20, cache>>21)
+			}
 		}
 		if prefault {
 			for _, h := range []*half{s.active, s.spare} {

@@ -17,7 +17,17 @@
 // active half of the write cache (two halves of Options.WriteCacheBytes/2
 // each; each entry is charged its record size, and each slot array, run and
 // ledger the memory it holds, so a half holds at most its arena plus what
-// it charged besides the records: TestHalfHoldsWhatItCharges).
+// it charged besides the records: TestHalfHoldsWhatItCharges). On Linux
+// each half's arena is an anonymous private mapping made at Open, not Go
+// heap memory (arena_linux.go; TestCacheArenaOffHeap), so the garbage
+// collector, which lets the heap grow in proportion to the live heap,
+// does not count it; its capacity never changes but by an explicit remap
+// for an entry Put past the budget (PutOverflow; TestArenaCapacityFixed).
+// Close unmaps the arenas once no reader can touch them: readers copy out
+// of an arena with cacheMu held for reading and find the store closed
+// after Close set that under the write lock, and a flush that takes
+// flushMu after the unmap finds nothing to read
+// (TestCloseWaitsForCacheReader, TestFlushRacingCloseReadsNothing).
 // Put reads the data once, to copy it: the data arrives sealed (it ends with
 // its own xxhash64, as a wire entry does), so the record checksum covers the
 // header and that seal, not the data again. Each half finds its entries

@@ -42,9 +42,14 @@ func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
 	s.active = newHalf(opts.WriteCacheBytes/2, opts.offsetBits)
 	s.active.activeAt = time.Now()
 	s.spare = newHalf(opts.WriteCacheBytes/2, opts.offsetBits)
-	if opts.PrefaultCache {
-		s.active.prefault()
-		s.spare.prefault()
+	// Both arenas are mapped now (address space only, unless prefaulted),
+	// so a failure to map is Open's, not a Put's.
+	if err := s.active.alloc(opts.PrefaultCache); err != nil {
+		return nil, err
+	}
+	if err := s.spare.alloc(opts.PrefaultCache); err != nil {
+		s.active.release()
+		return nil, err
 	}
 	s.fw.s, s.cw.s = s, s
 	s.fw.writeback = opts.WritebackBytes
@@ -57,6 +62,8 @@ func open(fs vfs.FS, dir string, ix indexer, opts Options) (*Store, error) {
 	}
 	if err != nil {
 		s.closeLogs(bad)
+		s.active.release()
+		s.spare.release()
 		return nil, err
 	}
 	s.wg.Add(1)

@@ -113,10 +113,11 @@ type Options struct {
 	// than pages the kernel just freed (measured: 0.33-0.48 vs 1.5-3.2 ns
 	// per byte written on the development VM; see docs/benchmarks.md).
 	KeepCache bool
-	// PrefaultCache allocates both halves of the write cache at Open and
-	// touches every page of them, so that no Put pays the kernel's
-	// first-touch page fault. Without it a half is allocated at its first
-	// Put and its pages are faulted in as Puts fill it: on the development
+	// PrefaultCache faults in every page of both halves of the write cache
+	// at Open, so that no Put pays the kernel's first-touch page fault.
+	// Without it the halves are mapped at Open (address space only; on
+	// Linux they are anonymous mappings, off the Go heap) and their pages
+	// are faulted in as Puts fill them: on the development
 	// VM that made the journal's completer, which does the Puts, the
 	// slowest stage for the first 2 x WriteCacheBytes/2 of entries, and
 	// adds on fresh bookies stalled 0.5-1.8 s (docs/benchmarks.md,
@@ -143,6 +144,20 @@ type Options struct {
 	// refuses a cache whose halves it cannot address. Tests narrow it to
 	// cross the boundary with a small cache.
 	offsetBits uint
+	// hooks are called at points where tests make interleavings happen.
+	hooks storeHooks
+}
+
+// storeHooks are functions the store calls at points where a test makes an
+// interleaving happen; nil ones are skipped. Only tests set them.
+type storeHooks struct {
+	// cacheRead runs in Get when the write cache holds the entry, with
+	// cacheMu held for reading and the entry's bytes aliasing the arena,
+	// before they are copied out.
+	cacheRead func()
+	// flush runs when a flush (Flush, Checkpoint, Close's) begins, before
+	// it takes flushMu.
+	flush func()
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -230,6 +245,10 @@ type Store struct {
 	flushing *half // handed to the flusher, still served to readers; guarded by cacheMu
 	spare    *half // empty, or nil while flushing is set; guarded by cacheMu
 	closed   bool  // guarded by cacheMu
+	// released is set once Close has unmapped the halves' arenas
+	// (releaseCache); a flush that starts afterwards reads nothing.
+	// Requires flushMu and cacheMu (write) to set; either to read.
+	released bool
 
 	flushMu  sync.Mutex
 	fw       logWriter  // the flush writer; requires flushMu
@@ -334,9 +353,9 @@ func (s *Store) put(ledger uint64, entry int64, data []byte, overflow bool) erro
 		// the way.
 		s.active.fits(ledger, entry, len(data))
 	}
-	s.active.put(ledger, entry, data)
+	err := s.active.put(ledger, entry, data)
 	s.cacheMu.Unlock()
-	return nil
+	return err
 }
 
 // swapLocked hands the active half to the flusher and makes the spare
@@ -372,6 +391,9 @@ func (s *Store) Get(ledger uint64, entry int64, dst []byte) ([]byte, error) {
 		b, ok = s.flushing.get(ledger, entry)
 	}
 	if ok {
+		if hook := s.opts.hooks.cacheRead; hook != nil {
+			hook()
+		}
 		dst = append(dst, b...)
 		s.cacheMu.RUnlock()
 		return dst, nil
@@ -450,8 +472,14 @@ func (s *Store) Flush() error {
 }
 
 func (s *Store) flush() error {
+	if hook := s.opts.hooks.flush; hook != nil {
+		hook()
+	}
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
+	if s.released {
+		return ErrClosed
+	}
 	if err := s.flushPending(); err != nil {
 		return err
 	}
@@ -785,6 +813,9 @@ func (s *Store) Close() error {
 	s.flushMu.Lock()
 	s.fw.close()
 	s.flushMu.Unlock()
+	if rerr := s.releaseCache(); rerr != nil && err == nil {
+		err = rerr
+	}
 
 	s.logsMu.Lock()
 	for id, lf := range s.logs {
@@ -797,6 +828,31 @@ func (s *Store) Close() error {
 	if s.owned != nil {
 		if cerr := s.owned.Close(); cerr != nil && err == nil {
 			err = cerr
+		}
+	}
+	return err
+}
+
+// releaseCache unmaps the write cache's arenas. Every reader of an arena is
+// done by then, and none can start: Get, GetCached and InWriteCache copy
+// out of it with cacheMu held for reading and find the store closed once
+// Close has set closed under the write lock; flushes (the flusher, Flush,
+// Checkpoint) read it with flushMu held, and one that takes flushMu after
+// this finds released set. So it takes flushMu, then cacheMu for writing.
+// Requires closed set and the flusher stopped.
+func (s *Store) releaseCache() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	s.released = true
+	var err error
+	for _, h := range []*half{s.active, s.flushing, s.spare} {
+		if h == nil {
+			continue
+		}
+		if rerr := h.release(); rerr != nil && err == nil {
+			err = rerr
 		}
 	}
 	return err

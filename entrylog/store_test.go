@@ -100,6 +100,9 @@ func (s *testStore) abandon() {
 	s.compactMu.Lock()
 	s.compactMu.Unlock()
 	s.flushMu.Unlock()
+	if err := s.releaseCache(); err != nil {
+		panic(err)
+	}
 }
 
 // payload returns distinct, checkable bytes for (ledger, entry).
