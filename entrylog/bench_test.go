@@ -66,7 +66,7 @@ func BenchmarkGet(b *testing.B) {
 							e = int64(random[i%n])
 						}
 						var err error
-						if buf, err = s.Get(1, e, buf[:0]); err != nil || len(buf) != benchEntry {
+						if buf, err = s.Get(1, e, buf[:0]); err != nil || len(buf) != len(d) {
 							b.Fatal(len(buf), err)
 						}
 					}
