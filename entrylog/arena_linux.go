@@ -15,6 +15,11 @@ import (
 // its account), and Close unmaps it.
 const arenaOnHeap = false
 
+// CacheOnHeap reports whether the write cache's arenas are Go heap memory
+// (they are not on Linux): a process that sets a Go soft memory limit counts
+// the write cache in it only then.
+const CacheOnHeap = arenaOnHeap
+
 // mapArena returns an empty arena of capacity n, an anonymous private
 // mapping outside the Go heap. With prefault every page of it is faulted in
 // now (MAP_POPULATE); without, pages are faulted in as Puts first reach them.

@@ -6,6 +6,11 @@ package entrylog
 // Linux it is: an ordinary byte slice.
 const arenaOnHeap = true
 
+// CacheOnHeap reports whether the write cache's arenas are Go heap memory
+// (they are here): a process that sets a Go soft memory limit counts the
+// write cache in it only then.
+const CacheOnHeap = arenaOnHeap
+
 // mapArena returns an empty arena of capacity n. With prefault every page of
 // it is written now, so that the Puts that first reach them do not fault.
 func mapArena(n int64, prefault bool) ([]byte, error) {

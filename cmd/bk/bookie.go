@@ -16,6 +16,7 @@ import (
 	"github.com/bookie-go/bookie/bookie"
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
+	"github.com/bookie-go/bookie/entrylog"
 )
 
 func init() {
@@ -105,14 +106,10 @@ func runBookie(args []string) error {
 	}
 
 	// Keep the heap near what the caches need: without a limit, GOGC=100 lets
-	// the heap reach twice the live caches before collecting. GOMEMLIMIT in
-	// the environment wins.
+	// the heap reach twice what is live before collecting. GOMEMLIMIT in the
+	// environment wins.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		eff := cfg.Effective()
-		limit := eff.WriteCacheBytes + eff.IndexCacheBytes + 256<<20
-		if limit > 256<<20 {
-			debug.SetMemoryLimit(limit)
-		}
+		debug.SetMemoryLimit(goMemoryLimit(cfg.Effective()))
 	}
 	b, err := bookie.New(cfg)
 	if err != nil {
@@ -321,4 +318,18 @@ func autorecoveryTLS(cfg bookie.Config) (*tls.Config, error) {
 		return nil, fmt.Errorf("autorecovery TLS: %w", err)
 	}
 	return t, nil
+}
+
+// goMemoryLimit is the Go soft memory limit `bk bookie` runs under: the
+// caches that live in Go memory plus 256 MiB for everything else (the
+// ledger table, requests, journal batches). The write cache counts only
+// where it is Go heap (entrylog.CacheOnHeap): on Linux its arenas are
+// memory mappings the limit does not see, and counting them would leave the
+// heap that much more room to grow garbage.
+func goMemoryLimit(eff bookie.Config) int64 {
+	limit := eff.IndexCacheBytes + 256<<20
+	if entrylog.CacheOnHeap {
+		limit += eff.WriteCacheBytes
+	}
+	return limit
 }
