@@ -276,7 +276,9 @@ func (c *Client) Close() error {
 		w.deliver()
 	}
 	close(c.stop)
-	c.bgCancel()
+	if c.bgCancel != nil { // nil in a Client a test built without New
+		c.bgCancel()
+	}
 	for _, bc := range conns {
 		bc.close()
 	}

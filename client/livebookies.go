@@ -59,7 +59,7 @@ func (c *Client) watchedBookies() ([]meta.BookieInfo, bool) {
 	c.live.once.Do(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.closed {
+		if c.closed || c.bgCtx == nil { // nil: a Client a test built without New
 			return
 		}
 		c.wg.Add(1)
