@@ -169,8 +169,13 @@ type Client struct {
 	enforceRacks    bool          // Config.EnforceRacks
 	tls             bool          // Config.TLS is set: dial bookies' TLS addresses
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// live is the watched set new ensembles are chosen from (livebookies.go).
+	live liveSet
+
+	stop     chan struct{}
+	bgCtx    context.Context // ends when Close starts: the background goroutines' requests
+	bgCancel context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // New opens a Client. ctx bounds opening the metadata store. It fails with
@@ -206,6 +211,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		minRacks:        cfg.MinRacks,
 		enforceRacks:    cfg.EnforceRacks,
 	}
+	c.bgCtx, c.bgCancel = context.WithCancel(context.Background())
 	c.cfg.resolve = c.dialAddr
 	if c.cfg.dial == nil {
 		d := defaultDialer(c.cfg.requestTimeout)
@@ -220,6 +226,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if c.store == nil {
 		s, err := meta.Open(ctx, cfg.Metadata)
 		if err != nil {
+			c.bgCancel()
 			return nil, err // "meta: open ENDPOINT: ..."
 		}
 		c.store, c.ownsStore = s, true
@@ -269,6 +276,9 @@ func (c *Client) Close() error {
 		w.deliver()
 	}
 	close(c.stop)
+	if c.bgCancel != nil { // nil in a Client a test built without New
+		c.bgCancel()
+	}
 	for _, bc := range conns {
 		bc.close()
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -43,15 +44,11 @@ func rackOf(b meta.BookieInfo) string {
 	return "rack:" + b.Rack
 }
 
-// candidates returns the live writable bookies not in exclude (with a TLS listener when
+// candidates returns the writable bookies of live not in exclude (with a TLS listener when
 // the client requires TLS), those out of quarantine first (in random order), then as many
-// quarantined ones as needed to reach n, and the rack of every bookie known (live or not,
-// for the members of an ensemble).
-func (c *Client) candidates(ctx context.Context, n int, exclude []meta.BookieID) ([]meta.BookieInfo, map[meta.BookieID]string, error) {
-	live, err := c.store.ListBookies(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
+// quarantined ones as needed to reach n, and the rack of every bookie of live (for the
+// members of an ensemble). live is not modified.
+func (c *Client) candidates(live []meta.BookieInfo, n int, exclude []meta.BookieID) ([]meta.BookieInfo, map[meta.BookieID]string, error) {
 	racks := make(map[meta.BookieID]string, len(live))
 	var cand, held []meta.BookieInfo
 	quarantined := c.inQuarantine()
@@ -106,15 +103,33 @@ func windowRacks(ensemble []meta.BookieID, racks map[meta.BookieID]string, wq in
 	return fewest
 }
 
-// pickEnsemble returns e bookies for a new ensemble with write quorum wq: at random
-// without a placement policy (among bookies with a TLS listener when the client requires
-// TLS), else the best of placementAttempts random greedy choices
-// (see the comment at the top of this file).
+// pickEnsemble returns e bookies for a new ensemble with write quorum wq, chosen among
+// the watched live set (livebookies.go), or among the registrations read from the store
+// when there is no watched set or it holds too few bookies for the choice.
 func (c *Client) pickEnsemble(ctx context.Context, e, wq int) ([]meta.BookieID, error) {
-	if c.minRacks <= 0 && !c.tls {
-		return c.pickBookies(ctx, e, nil)
+	if live, ok := c.watchedBookies(); ok {
+		ens, err := c.ensembleFrom(live, e, wq)
+		if !errors.Is(err, ErrNotEnoughBookies) {
+			return ens, err
+		}
+		// A bookie registered since may not have reached the watch yet.
 	}
-	cand, racks, err := c.candidates(ctx, e, nil)
+	live, err := c.store.ListBookies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.ensembleFrom(live, e, wq)
+}
+
+// ensembleFrom returns e bookies of live for a new ensemble with write quorum wq: at
+// random without a placement policy (among bookies with a TLS listener when the client
+// requires TLS), else the best of placementAttempts random greedy choices (see the comment
+// at the top of this file).
+func (c *Client) ensembleFrom(live []meta.BookieInfo, e, wq int) ([]meta.BookieID, error) {
+	if c.minRacks <= 0 && !c.tls {
+		return c.pickBookies(live, e, nil)
+	}
+	cand, racks, err := c.candidates(live, e, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -159,13 +174,17 @@ func (c *Client) pickEnsemble(ctx context.Context, e, wq int) ([]meta.BookieID, 
 }
 
 // pickReplacements returns a bookie for each of positions of ensemble (in that order),
-// none in ensemble or exclude: at random without a placement policy, else, position by
+// none in ensemble or exclude, among the registrations read from the store: at random without a placement policy, else, position by
 // position, the candidate that leaves the write sets through it on the most racks.
 func (c *Client) pickReplacements(ctx context.Context, ensemble []meta.BookieID, positions []int, wq int, exclude []meta.BookieID) ([]meta.BookieID, error) {
-	if c.minRacks <= 0 && !c.tls {
-		return c.pickBookies(ctx, len(positions), append(slices.Clone(exclude), ensemble...))
+	live, err := c.store.ListBookies(ctx)
+	if err != nil {
+		return nil, err
 	}
-	cand, racks, err := c.candidates(ctx, len(positions), append(slices.Clone(exclude), ensemble...))
+	if c.minRacks <= 0 && !c.tls {
+		return c.pickBookies(live, len(positions), append(slices.Clone(exclude), ensemble...))
+	}
+	cand, racks, err := c.candidates(live, len(positions), append(slices.Clone(exclude), ensemble...))
 	if err != nil {
 		return nil, err
 	}

@@ -202,13 +202,9 @@ func (c *Client) forget(w *Writer) {
 	c.mu.Unlock()
 }
 
-// pickBookies returns n live writable bookies, at random, none of them in exclude, and none
-// in quarantine unless too few others are available.
-func (c *Client) pickBookies(ctx context.Context, n int, exclude []meta.BookieID) ([]meta.BookieID, error) {
-	live, err := c.store.ListBookies(ctx)
-	if err != nil {
-		return nil, err
-	}
+// pickBookies returns n writable bookies of live, at random, none of them in exclude, and
+// none in quarantine unless too few others are available. live is not modified.
+func (c *Client) pickBookies(live []meta.BookieInfo, n int, exclude []meta.BookieID) ([]meta.BookieID, error) {
 	var cand, held []meta.BookieID
 	quarantined := c.inQuarantine()
 	for _, b := range live {

@@ -232,42 +232,7 @@ func TestScanLedgersWorkIsLinear(t *testing.T) {
 	c := &rangeCounter{}
 	s := countingStore(t, metatest.Start(t), c)
 	const page = 50
-	md := newLedger()
-	var ops []clientv3.Op
-	var want []uint64
-	put := func(key, value string) {
-		if ops = append(ops, clientv3.OpPut(key, value)); len(ops) == 100 {
-			if _, err := s.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
-				t.Fatal(err)
-			}
-			ops = ops[:0]
-		}
-	}
-	// Runs of 1 to 500 ids, each after a gap of 1 to 2^40 ids, a mark on
-	// every tenth ledger, and keys outside the layout at both ends and
-	// in the middle.
-	put(meta.DefaultPrefix+"/ledgers/-1", "not a ledger")
-	id := uint64(0)
-	for run := range 30 {
-		id += 1 << (run * 7 % 41)
-		for i := range run * 37 % 500 {
-			md.ID = id + uint64(i)
-			want = append(want, md.ID)
-			put(fmt.Sprintf("%s/ledgers/%020d", meta.DefaultPrefix, md.ID), string(meta.AppendLedgerMetadata(nil, &md)))
-			if md.ID%10 == 0 {
-				put(fmt.Sprintf("%s/underreplicated/%020d", meta.DefaultPrefix, md.ID), "{}")
-			}
-		}
-		id += 500
-		if run == 15 {
-			put(fmt.Sprintf("%s/ledgers/%020dx", meta.DefaultPrefix, id), "not a ledger")
-		}
-	}
-	put(meta.DefaultPrefix+"/ledgers/zz", "not a ledger")
-	const bad = 3
-	if _, err := s.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
-		t.Fatal(err)
-	}
+	want, bad := sparseFixture(ctx, t, s)
 
 	c.reads.Store(0)
 	c.counted.Store(0)
@@ -298,4 +263,110 @@ func TestScanLedgersWorkIsLinear(t *testing.T) {
 	if got := c.counted.Load(); got > 4*n {
 		t.Fatalf("etcd counted %d keys to list %d (%d reads): want at most %d, linear in the keys", got, n, c.reads.Load(), 4*n)
 	}
+}
+
+// sparseFixture stores runs of 1 to 500 ledgers, each after a gap of 1 to
+// 2^40 ids, a mark on every tenth ledger, and 3 keys outside the layout at
+// both ends and in the middle. It returns the ledgers' ids and the count
+// of keys outside the layout.
+func sparseFixture(ctx context.Context, t *testing.T, s *meta.EtcdStore) (want []uint64, bad int) {
+	t.Helper()
+	md := newLedger()
+	var ops []clientv3.Op
+	put := func(key, value string) {
+		if ops = append(ops, clientv3.OpPut(key, value)); len(ops) == 100 {
+			if _, err := s.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	// Runs of 1 to 500 ids, each after a gap of 1 to 2^40 ids, a mark on
+	// every tenth ledger, and keys outside the layout at both ends and
+	// in the middle.
+	put(meta.DefaultPrefix+"/ledgers/-1", "not a ledger")
+	id := uint64(0)
+	for run := range 30 {
+		id += 1 << (run * 7 % 41)
+		for i := range run * 37 % 500 {
+			md.ID = id + uint64(i)
+			want = append(want, md.ID)
+			put(fmt.Sprintf("%s/ledgers/%020d", meta.DefaultPrefix, md.ID), string(meta.AppendLedgerMetadata(nil, &md)))
+			if md.ID%10 == 0 {
+				put(fmt.Sprintf("%s/underreplicated/%020d", meta.DefaultPrefix, md.ID), "{}")
+			}
+		}
+		id += 500
+		if run == 15 {
+			put(fmt.Sprintf("%s/ledgers/%020dx", meta.DefaultPrefix, id), "not a ledger")
+		}
+	}
+	put(meta.DefaultPrefix+"/ledgers/zz", "not a ledger")
+	if _, err := s.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return want, 3
+}
+
+// TestListLedgersWorkIsLinear: paging through the ledgers with ListLedgers,
+// as AllLedgers does, makes etcd count a few times the keys listed, not
+// every key above each page's start (n²/2/limit in all), over dense runs
+// of ids, gaps of every size and keys outside the layout; and every ledger
+// comes back once, in order, the keys outside the layout as errors.
+func TestListLedgersWorkIsLinear(t *testing.T) {
+	ctx := testCtx(t)
+	c := &rangeCounter{}
+	s := countingStore(t, metatest.Start(t), c)
+	want, _ := sparseFixture(ctx, t, s)
+	c.reads.Store(0)
+	c.counted.Store(0)
+	const limit = 50
+	var listed []uint64
+	nbad := 0
+	for after := uint64(0); ; {
+		page, err := s.ListLedgers(ctx, after, limit)
+		var bad []uint64
+		for _, e := range unwrapJoined(err) {
+			var ble *meta.BadLedgerError
+			if !errors.As(e, &ble) {
+				t.Fatal(err)
+			}
+			bad = append(bad, ble.ID)
+		}
+		if len(page)+len(bad) == 0 {
+			break
+		}
+		if len(page)+len(bad) > limit {
+			t.Fatalf("a page of %d ledgers and %d bad keys, limit %d", len(page), len(bad), limit)
+		}
+		nbad += len(bad)
+		for _, md := range page {
+			listed = append(listed, md.ID)
+			after = max(after, md.ID)
+		}
+		for _, id := range bad {
+			after = max(after, id)
+		}
+	}
+	n := int64(len(want))
+	t.Logf("%d ledgers: %d range reads, %d keys counted", n, c.reads.Load(), c.counted.Load())
+	// "/ledgers/-1" sorts before every id: a listing after 0 starts past it.
+	if !slices.Equal(listed, want) || nbad != 2 {
+		t.Fatalf("listed %d ledgers and %d bad keys, want %d and 2, in order", len(listed), nbad, len(want))
+	}
+	if got := c.counted.Load(); got > 4*n {
+		t.Fatalf("etcd counted %d keys to page through %d ledgers (%d reads): want at most %d, linear in the ledgers", got, n, c.reads.Load(), 4*n)
+	}
+}
+
+// unwrapJoined returns the errors errors.Join joined into err, or err
+// alone, or none for nil.
+func unwrapJoined(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

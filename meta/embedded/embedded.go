@@ -41,7 +41,23 @@ type Options struct {
 	// it in a package variable (wal.SegmentSizeBytes), so set it only in a
 	// program that runs one server, as bk local does.
 	WALSegmentBytes int64
+	// CompactionRetention is the history the server keeps: every
+	// CompactionRetention it compacts away the revisions older than
+	// CompactionRetention (etcd's periodic auto-compaction), so at any time
+	// between one and two of it are kept. 0 means DefaultCompactionRetention.
+	CompactionRetention time.Duration
 }
+
+// DefaultCompactionRetention is the history an embedded server keeps when
+// Options.CompactionRetention is 0. Every revision of every key stays in
+// etcd's in-memory index and in its database until compacted, so a cluster
+// that creates thousands of ledgers a second must not keep an hour of them;
+// and a reader at an old revision needs it kept for as long as it reads: a
+// ledger listing (meta.EtcdStore.ScanLedgers) reads every page at the
+// revision of its first, and a listing shorter than the retention is never
+// cut off by a compaction. docs/metadata.md, "Embedded etcd", says why two
+// minutes.
+const DefaultCompactionRetention = 2 * time.Minute
 
 // Etcd is an etcd server running inside this process: a one-member cluster
 // on 127.0.0.1. Use its Endpoint with meta.Open, or hand it to bookies and
@@ -62,8 +78,9 @@ type Etcd struct {
 // The client listener binds 127.0.0.1:ClientPort, the peer listener
 // 127.0.0.1 port 0; the client address is read back from the bound
 // listener. Heartbeat 10 ms, election timeout 100 ms: a lone member elects
-// itself within about 0.1 s. History is compacted hourly so the database
-// does not grow without bound.
+// itself within about 0.1 s. History older than Options.CompactionRetention
+// is compacted away, so the index and the database hold about one revision
+// per key.
 func Start(dir string, opts Options) (*Etcd, error) {
 	lock, err := lockDir(dir)
 	if err != nil {
@@ -110,7 +127,8 @@ func (e *Etcd) Close() error {
 
 // newConfig is the configuration every embedded member shares: data in
 // dir, the given client and peer URLs (listened on and advertised),
-// heartbeat 10 ms and election timeout 100 ms, hourly compaction.
+// heartbeat 10 ms and election timeout 100 ms, periodic compaction keeping
+// Options.CompactionRetention of history.
 func newConfig(dir string, opts Options, client, peer url.URL) *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
@@ -120,8 +138,12 @@ func newConfig(dir string, opts Options, client, peer url.URL) *embed.Config {
 	cfg.AdvertisePeerUrls = []url.URL{peer}
 	cfg.TickMs = 10
 	cfg.ElectionMs = 100
+	retention := opts.CompactionRetention
+	if retention <= 0 {
+		retention = DefaultCompactionRetention
+	}
 	cfg.AutoCompactionMode = "periodic"
-	cfg.AutoCompactionRetention = "1h"
+	cfg.AutoCompactionRetention = retention.String()
 	cfg.UnsafeNoFsync = opts.UnsafeNoFsync
 	logger := opts.Logger
 	if logger == nil {

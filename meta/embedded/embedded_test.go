@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/bookie-go/bookie/meta"
 	"github.com/bookie-go/bookie/meta/embedded"
 )
@@ -120,5 +123,48 @@ func TestClientPort(t *testing.T) {
 	defer e.Close()
 	if want := "etcd://127.0.0.1:" + strconv.Itoa(port); e.Endpoint() != want {
 		t.Fatalf("endpoint %q, want %q", e.Endpoint(), want)
+	}
+}
+
+// TestCompactsHistory: the server compacts away the revisions older than
+// Options.CompactionRetention on its own: a read at a revision overwritten
+// since fails with ErrCompacted once the retention has passed.
+func TestCompactsHistory(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e, err := embedded.Start(t.TempDir(), embedded.Options{UnsafeNoFsync: true, CompactionRetention: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	s, err := meta.Open(ctx, e.Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first, err := s.Client().Put(ctx, "k", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Client().Put(ctx, "k", "2"); err != nil {
+		t.Fatal(err)
+	}
+	old := first.Header.Revision
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := s.Client().Get(ctx, "k", clientv3.WithRev(old))
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			t.Fatalf("read at revision %d: %v", old, err)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("revision %d, overwritten, still readable 30 s after it with a retention of 1 s: no compaction", old)
+		}
 	}
 }
