@@ -294,6 +294,11 @@ type Config struct {
 	// goroutine that records it. A test cuts the connection there, as a
 	// bound on another event loop may at that moment. Nil in production.
 	BeforeUnparsedCharged func() `json:"-"`
+	// BeforeConnOpened, a test hook, is called by OnOpen on the event loop
+	// of a new plain connection, before anything is set up for it. A test
+	// holds the loop there while connections queue up behind it. Nil in
+	// production.
+	BeforeConnOpened func() `json:"-"`
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger `json:"-"`
 }

@@ -423,6 +423,9 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 // unauthenticated connections closes the oldest of them (limits.go). Runs on
 // the event loop.
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	if hook := h.b.cfg.BeforeConnOpened; hook != nil {
+		hook()
+	}
 	c := newConn(h.b, gc)
 	if !h.b.openConn(c) {
 		return refusalHello(), gnet.Close
