@@ -67,6 +67,7 @@ type Bookie struct {
 	batch  *batchReader // READ_BATCH workers and read-ahead (readbatch.go)
 	secret []byte       // cluster secret; nil: no authentication
 	conns  *connRegistry
+	rates  *connRates // new connections per address (limits.go)
 
 	// sinceCheckpoint counts journal bytes completed since the last
 	// checkpoint; past two segments the checkpointer is kicked, so freed
@@ -128,6 +129,7 @@ func New(cfg Config) (*Bookie, error) {
 		ledgers: newLedgerTable(),
 		readq:   make(chan *request, readQueueSize),
 		conns:   newConnRegistry(),
+		rates:   newConnRates(cfg),
 		gcSeen:  make(map[uint64]gcVerdict),
 
 		kickCheckpoint: make(chan struct{}, 1),
