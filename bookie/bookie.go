@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -66,6 +67,7 @@ type Bookie struct {
 	batch  *batchReader // READ_BATCH workers and read-ahead (readbatch.go)
 	secret []byte       // cluster secret; nil: no authentication
 	conns  *connRegistry
+	rates  *connRates // new connections per address (limits.go)
 
 	// sinceCheckpoint counts journal bytes completed since the last
 	// checkpoint; past two segments the checkpointer is kicked, so freed
@@ -127,6 +129,7 @@ func New(cfg Config) (*Bookie, error) {
 		ledgers: newLedgerTable(),
 		readq:   make(chan *request, readQueueSize),
 		conns:   newConnRegistry(),
+		rates:   newConnRates(cfg),
 		gcSeen:  make(map[uint64]gcVerdict),
 
 		kickCheckpoint: make(chan struct{}, 1),
@@ -531,13 +534,28 @@ func (b *Bookie) checkDisk() {
 
 // Start listens and serves until Close. It returns once the listener is bound.
 func (b *Bookie) Start() error {
+	listen, err := claimListenAddr(b.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("bookie: listen %s: %w", b.cfg.Listen, err)
+	}
 	booted := make(chan error, 1)
 	h := &handler{b: b, booted: booted}
 	go func() {
-		err := gnet.Run(h, "tcp://"+b.cfg.Listen,
+		err := gnet.Run(h, "tcp://"+listen,
 			gnet.WithMulticore(true),
 			gnet.WithNumEventLoop(b.cfg.EventLoops),
-			gnet.WithReusePort(false),
+			// Each event loop accepts on a listener of its own (one
+			// SO_REUSEPORT socket per loop, the kernel spreading new
+			// connections over them), one connection per poll of the
+			// loop, between its connections' traffic. Without it gnet
+			// accepts on a goroutine of its own, in a loop until the
+			// backlog is empty, and hands every connection to a loop
+			// that opens them all before it polls its connections again:
+			// a flood of connections held an established client's
+			// request behind hundreds of opens, and that goroutine took
+			// the CPU from the loops (docs/security.md, "Hostile load";
+			// TestAcceptsInterleaveWithTraffic).
+			gnet.WithReusePort(true),
 			gnet.WithReuseAddr(true),
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			// One read(2) per this many bytes: 64 KiB (gnet's default) is
@@ -626,6 +644,31 @@ func boundAddr(eng gnet.Engine) (string, error) {
 		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)).String(), nil
 	}
 	return "", fmt.Errorf("bookie: unexpected listener address %T", sa)
+}
+
+// claimListenAddr checks that nothing listens on addr, with a listener of
+// its own that it closes at once, and returns addr with the port that
+// listener was given (addr's own, or a free one for port 0). gnet's
+// listeners set SO_REUSEPORT, which would let a second bookie of the same
+// user bind the port of a running one and take a share of its clients; the
+// check refuses that start ("address already in use") as a listener
+// without the option would, and the concrete port makes every event loop's
+// listener bind the same one.
+func claimListenAddr(addr string) (string, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	_, port, err := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, port), nil
 }
 
 // Addr returns the address the bookie listens on.

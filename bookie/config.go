@@ -105,6 +105,17 @@ type Config struct {
 	HandshakeTimeout Duration `json:"handshake_timeout"`
 	FrameTimeout     Duration `json:"frame_timeout"`
 	IdleTimeout      Duration `json:"idle_timeout"`
+	// HandshakeFailRate and HandshakeFailBurst bound how often one address
+	// (an IPv6 /64) may fail a handshake: a token bucket of
+	// HandshakeFailBurst failures that refills at HandshakeFailRate a
+	// second. A failure (a refused AUTH, a first frame other than an AUTH,
+	// a pre-AUTH frame over an AUTH's size, a malformed Hello, a handshake
+	// or AUTH timeout, a failed TLS handshake) takes a token; while the
+	// bucket is empty, a new connection from the address is closed at
+	// once, before its Hello and without an answer. A negative
+	// HandshakeFailRate disables it.
+	HandshakeFailRate  float64 `json:"handshake_failures_per_ip_per_sec"`
+	HandshakeFailBurst int     `json:"handshake_failures_burst_per_ip"`
 	// ReadWorkers serve reads from storage off the event loops.
 	ReadWorkers int `json:"read_workers"`
 	// ReadBatchWorkers serve READ_BATCH, apart from the read workers: at
@@ -294,6 +305,14 @@ type Config struct {
 	// goroutine that records it. A test cuts the connection there, as a
 	// bound on another event loop may at that moment. Nil in production.
 	BeforeUnparsedCharged func() `json:"-"`
+	// BeforeConnOpened, a test hook, is called by OnOpen on the event loop
+	// of a new plain connection, before anything is set up for it. A test
+	// holds the loop there while connections queue up behind it. Nil in
+	// production.
+	BeforeConnOpened func() `json:"-"`
+	// ConnRateNow, a test hook, is the clock of the handshake-failure
+	// buckets (HandshakeFailRate); nil: time.Now.
+	ConnRateNow func() time.Time `json:"-"`
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger `json:"-"`
 }
@@ -338,6 +357,8 @@ func DefaultConfig() Config {
 		HandshakeTimeout:         Duration(10 * time.Second),
 		FrameTimeout:             Duration(30 * time.Second),
 		IdleTimeout:              Duration(10 * time.Minute), // negative: never
+		HandshakeFailRate:        10,
+		HandshakeFailBurst:       100,
 		JournalSegmentSize:       64 << 20,
 		JournalQueueBytes:        64 << 20,
 		JournalBatchBytes:        4 << 20,
@@ -413,6 +434,8 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.HandshakeTimeout, d.HandshakeTimeout)
 	setDefault(&c.FrameTimeout, d.FrameTimeout)
 	setDefault(&c.IdleTimeout, d.IdleTimeout)
+	setDefault(&c.HandshakeFailRate, d.HandshakeFailRate)
+	setDefault(&c.HandshakeFailBurst, d.HandshakeFailBurst)
 	setDefault(&c.JournalSegmentSize, d.JournalSegmentSize)
 	setDefault(&c.JournalQueueBytes, d.JournalQueueBytes)
 	setDefault(&c.JournalBatchBytes, d.JournalBatchBytes)

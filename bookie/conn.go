@@ -416,13 +416,21 @@ func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen sets up the connection's state. A connection over the total limit,
+// OnOpen sets up the connection's state. A connection from an address whose
+// handshake-failure bucket is empty (rateAdmits) is closed at once, with no
+// answer and nothing set up for it. A connection over the total limit,
 // with no unauthenticated connection to close for it, gets a Hello with
 // StatusTooManyRequests, sent without waiting for the client's, and is
 // closed; one that finds its address with MaxHandshakingPerIP
 // unauthenticated connections closes the oldest of them (limits.go). Runs on
 // the event loop.
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	if hook := h.b.cfg.BeforeConnOpened; hook != nil {
+		hook()
+	}
+	if !h.b.rateAdmits(sourceKey(gc.RemoteAddr())) {
+		return nil, gnet.Close
+	}
 	c := newConn(h.b, gc)
 	if !h.b.openConn(c) {
 		return refusalHello(), gnet.Close
@@ -431,6 +439,20 @@ func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c.loopConns = h.loopConns(gc.EventLoop())
 	c.loopConns.Add(1)
 	return nil, gnet.None
+}
+
+// rateAdmits reports whether a new connection from address key (sourceKey)
+// may open: its handshake-failure bucket is not empty (connRates); false:
+// the connection is to be refused at once, before its Hello, counted in
+// cut_total{reason="handshake_failures"} and not logged, since a flood
+// would log a line per connection. Runs on the connection's event loop (on
+// the TLS listener, its goroutine).
+func (b *Bookie) rateAdmits(key string) bool {
+	if b.rates.admits(key) {
+		return true
+	}
+	b.metrics.cutConns.WithLabelValues("handshake_failures").Inc()
+	return false
 }
 
 // openConn registers a new connection under the connection limits, closing
@@ -679,6 +701,7 @@ func (h *handler) refuseStream(c *conn, err error, buffered int) (closed bool) {
 	case !c.helloDone:
 		reply := wire.Hello{MinVersion: wire.MinVersion, MaxVersion: wire.MaxVersion, Status: wire.StatusBadRequest}
 		c.loopOut = wire.AppendHello(c.loopOut, &reply)
+		h.b.handshakeFailed(c)
 	case errors.Is(err, wire.ErrFrameTooLarge):
 		if buffered < wire.RequestHeaderSize {
 			return false
@@ -697,6 +720,7 @@ func (h *handler) refuseStream(c *conn, err error, buffered int) (closed bool) {
 			}
 			c.answer(&hdr, status)
 			h.b.metrics.cutConns.WithLabelValues(reason).Inc()
+			h.b.handshakeFailed(c)
 			c.closing = true
 			return true
 		}
@@ -727,6 +751,7 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 		reply.Status = wire.StatusOf(err)
 		c.loopOut = wire.AppendHello(c.loopOut, &reply)
 		h.b.metrics.cutConns.WithLabelValues("bad_hello").Inc()
+		h.b.handshakeFailed(c)
 		c.closing = true
 		return
 	}

@@ -279,6 +279,7 @@ type connClock struct {
 func (b *Bookie) sweep(now time.Time) {
 	n := now.UnixNano()
 	hs, fr, idle := int64(b.cfg.HandshakeTimeout), int64(b.cfg.FrameTimeout), int64(b.cfg.IdleTimeout)
+	b.rates.prune()
 	cs := b.conns.snapshot()
 	b.wakeCharged(cs)
 	for _, c := range cs {
@@ -299,8 +300,114 @@ func (b *Bookie) sweep(now time.Time) {
 		if !b.conns.cut(c) {
 			continue // cut or closed since the snapshot
 		}
+		if reason == "handshake_timeout" || reason == "auth_timeout" {
+			b.handshakeFailed(c)
+		}
 		b.metrics.cutConns.WithLabelValues(reason).Inc()
 		b.log.Info("closing connection", "remote", c.remote, "reason", reason)
 		c.gc.Close()
 	}
+}
+
+// connRates holds a token bucket of failed handshakes per source address
+// (sourceKey): burst tokens, refilled at rate a second. A failed handshake
+// (handshakeFailed) takes a token, down to -burst; a new connection is
+// admitted while its address has a token left and takes none, so clients
+// that authenticate are never counted, and an address that stops failing
+// is admitted again within 2 x burst / rate seconds at most. An address
+// that keeps failing is refused at open, as sshd's MaxStartups or fail2ban
+// would have it. Opening connections is not charged: a refusal costs the
+// bookie nearly what an open does (the accept, the poller's registration
+// and the close), and a client refused at once comes back at once, so
+// refusing a flood of connections that merely wait (never-auth) raised an
+// established client's latency more than admitting them under
+// max_handshaking_per_ip did (docs/security.md, "Hostile load"). Only buckets that are not full are
+// kept: the sweeper drops the others (prune), so the map holds the
+// addresses that failed a handshake in the last 2 x burst / rate seconds.
+type connRates struct {
+	rate  float64 // tokens a second; <= 0: no limit
+	burst float64
+	now   func() time.Time
+
+	mu      sync.Mutex
+	buckets map[string]*rateBucket // protected by mu
+}
+
+// rateBucket is one address's tokens as of at (unix nanoseconds).
+type rateBucket struct {
+	tokens float64
+	at     int64
+}
+
+func newConnRates(cfg Config) *connRates {
+	now := cfg.ConnRateNow
+	if now == nil {
+		now = time.Now
+	}
+	return &connRates{rate: cfg.HandshakeFailRate, burst: float64(cfg.HandshakeFailBurst), now: now,
+		buckets: make(map[string]*rateBucket)}
+}
+
+// refillLocked brings b's tokens up to now (n). Requires r.mu held.
+func (r *connRates) refillLocked(b *rateBucket, n int64) {
+	if d := n - b.at; d > 0 {
+		b.tokens = min(r.burst, b.tokens+float64(d)/float64(time.Second)*r.rate)
+		b.at = n
+	}
+}
+
+// admits reports whether a new connection from key may open: its address
+// has a token left. It takes none. Runs anywhere.
+func (r *connRates) admits(key string) bool {
+	if r.rate <= 0 {
+		return true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.buckets[key]
+	if b == nil {
+		return true
+	}
+	r.refillLocked(b, r.now().UnixNano())
+	return b.tokens >= 1
+}
+
+// charge takes a token from key's bucket for a failed handshake, down to
+// -burst. Runs anywhere.
+func (r *connRates) charge(key string) {
+	if r.rate <= 0 {
+		return
+	}
+	n := r.now().UnixNano()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.buckets[key]
+	if b == nil {
+		b = &rateBucket{tokens: r.burst, at: n}
+		r.buckets[key] = b
+	}
+	r.refillLocked(b, n)
+	b.tokens = max(-r.burst, b.tokens-1)
+}
+
+// prune drops the buckets that have refilled: a full bucket is what an
+// address without one gets. Runs on the sweeper.
+func (r *connRates) prune() {
+	if r.rate <= 0 {
+		return
+	}
+	n := r.now().UnixNano()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, b := range r.buckets {
+		if r.refillLocked(b, n); b.tokens >= r.burst {
+			delete(r.buckets, k)
+		}
+	}
+}
+
+// handshakeFailed charges c's address for a failed handshake (connRates).
+// Runs anywhere.
+func (b *Bookie) handshakeFailed(c *conn) {
+	b.rates.charge(c.ip)
 }

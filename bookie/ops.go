@@ -92,6 +92,7 @@ func (b *Bookie) authenticate(c *conn, h *wire.Header, parseErr error, frame []b
 	if parseErr != nil || h.Op != wire.OpAuth {
 		c.answer(h, wire.StatusAuthRequired)
 		b.metrics.cutConns.WithLabelValues("unauthenticated").Inc()
+		b.handshakeFailed(c)
 		c.closing = true
 		return
 	}
@@ -111,6 +112,7 @@ func (b *Bookie) authenticate(c *conn, h *wire.Header, parseErr error, frame []b
 	}
 	b.log.Warn("authentication failed", "remote", c.gc.RemoteAddr())
 	b.metrics.cutConns.WithLabelValues("auth_failed").Inc()
+	b.handshakeFailed(c)
 	c.answer(h, wire.StatusUnauthorized)
 	c.closing = true
 }

@@ -179,7 +179,7 @@ func newTLSConn(s *tlsServer, nc net.Conn) *tlsConn {
 func (t *tlsConn) serve() {
 	s, b, c := t.s, t.s.b, t.c
 	defer s.wg.Done()
-	if !b.openConn(c) {
+	if !b.rateAdmits(c.ip) || !b.openConn(c) {
 		// Over a connection limit: closed before the TLS handshake, so
 		// the client sees the handshake fail, not a refusal Hello.
 		t.Close()
@@ -202,6 +202,7 @@ func (t *tlsConn) serve() {
 	err := t.tc.Handshake()
 	if err != nil {
 		b.metrics.cutConns.WithLabelValues("tls_handshake").Inc()
+		b.handshakeFailed(c)
 		b.log.Info("closing connection: TLS handshake failed", "remote", t.addr, "err", err)
 		return
 	}

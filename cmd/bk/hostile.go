@@ -74,6 +74,11 @@ type hostileRun struct {
 	ledgers int    // how many ledgers junk-ledgers and fence-ledgers make
 	store   *meta.EtcdStore
 	tally   *attackTally // the current phase's; a new one per phase
+	// from is the attackers' source address, one per attack
+	// (attackerAddr): the bookie refuses at open an address whose
+	// handshakes keep failing, and one attack's failures must not refuse
+	// the next attack's connections.
+	from net.Addr
 }
 
 // hostileResult is one row of the report.
@@ -316,6 +321,7 @@ func hostileSuite(o hostileOptions) (hostileReport, error) {
 		}()
 		h.ledger = w.ID()
 		h.tally = &attackTally{}
+		h.from = attackerAddr(name)
 		h.target = h.addr
 		if control && iso == nil {
 			h.target = sinkAddr
@@ -536,10 +542,23 @@ func probe(ctx context.Context, h *hostileRun, w *client.Writer) (pings, adds []
 	return pings, adds, errors.Join(err, addErr)
 }
 
-// probeAddr is the legitimate client's source address: attackers connect from 127.0.0.1,
-// and a bookie's per-address limits rightly treat a client sharing their address as one
-// of them.
+// probeAddr is the legitimate client's source address: attackers connect from others
+// (attackerAddr), and a bookie's per-address limits rightly treat a client sharing their
+// address as one of them.
 var probeAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+
+// attackerAddr is the source address of the attack named name: 127.0.1.N, N its place in
+// hostileAttacks from 1, so that each attack is a host of its own and an address the bookie
+// refuses for the failures of one attack (relay, preauth-frames) does not refuse the next
+// attack's connections; 127.0.0.1 for a name that is no attack.
+func attackerAddr(name string) *net.TCPAddr {
+	for i, a := range hostileAttacks() {
+		if a.name == name {
+			return &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(i+1))}
+		}
+	}
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+}
 
 // protoConn is a raw protocol connection of an attacker or of the probe.
 type protoConn struct {
@@ -563,6 +582,8 @@ func dialHello(ctx context.Context, h *hostileRun, features wire.Features, from 
 	var d net.Dialer
 	if len(from) > 0 {
 		d.LocalAddr = from[0]
+	} else if h.from != nil {
+		d.LocalAddr = h.from
 	}
 	to := h.target
 	if len(from) > 0 && from[0] == net.Addr(probeAddr) {

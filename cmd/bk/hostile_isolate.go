@@ -212,7 +212,8 @@ func runHostileAttacker(args []string) error {
 	if err != nil || len(secret) == 0 {
 		return fmt.Errorf("$%s holds no secret (hex)", hostileSecretEnv)
 	}
-	h := &hostileRun{addr: *addr, id: *id, target: *addr, secret: secret, ledger: *ledger, ledgers: *ledgers, tally: &attackTally{}}
+	h := &hostileRun{addr: *addr, id: *id, target: *addr, secret: secret, ledger: *ledger, ledgers: *ledgers, tally: &attackTally{},
+		from: attackerAddr(*name)}
 	if *toSink {
 		sk, err := startSink(*id)
 		if err != nil {
