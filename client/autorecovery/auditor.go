@@ -251,14 +251,14 @@ func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieI
 		return time.Time{}, err
 	}
 	isLive := make(map[meta.BookieID]bool, len(live))
-	instance := make(map[meta.BookieID]string, len(live))
+	lc := &limboCheck{instance: make(map[meta.BookieID]string, len(live)),
+		limbo: make(map[meta.BookieID]bool), unreachable: make(map[meta.BookieID]bool)}
 	a.mu.Lock()
-	probed := maps.Clone(a.probed)
+	lc.probed = maps.Clone(a.probed)
 	a.mu.Unlock()
-	limbo := make(map[meta.BookieID]bool) // live bookies found in limbo by this audit
 	for _, b := range live {
 		isLive[b.ID] = true
-		instance[b.ID] = b.InstanceID
+		lc.instance[b.ID] = b.InstanceID
 		delete(st.goneSince, b.ID)
 		delete(st.overdue, b.ID)
 	}
@@ -319,15 +319,15 @@ func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieI
 			}
 		}
 		if a.cfg.Client != nil {
-			if err := a.checkLimbo(ctx, &md, isLive, instance, probed, limbo, lost); err != nil {
+			if err := a.checkLimbo(ctx, &md, isLive, lc, lost); err != nil {
 				return time.Time{}, err
 			}
 		}
 	}
 	a.mu.Lock()
 	a.live = isLive
-	for b, id := range instance {
-		if asked, ok := probed[b]; ok && asked == id {
+	for b, id := range lc.instance {
+		if asked, ok := lc.probed[b]; ok && asked == id {
 			a.probed[b] = id // asked, and every ledger naming it checked if it was in limbo
 		}
 	}
@@ -353,38 +353,49 @@ func (a *Auditor) checkLeading(ctx context.Context) error {
 	return nil
 }
 
-// checkLimbo asks each live bookie of md's vouched fragments that probed does not hold at
-// its current instance whether it lost its storage (recording it in probed, and in limbo
-// when it did), and marks md for the bookies in limbo that lack a copy md assigns them.
-// Bookies in skip (lost ones, marked already) are not asked.
-func (a *Auditor) checkLimbo(ctx context.Context, md *meta.LedgerMetadata, isLive map[meta.BookieID]bool,
-	instance, probed map[meta.BookieID]string, limbo map[meta.BookieID]bool, skip []meta.BookieID) error {
+// limboCheck is what one metadata audit knows of the bookies' instances. Used by the
+// audit's goroutine only.
+type limboCheck struct {
+	instance map[meta.BookieID]string // each live bookie's registration InstanceID
+	// probed is the instance each bookie was asked about: Auditor.probed at the audit's
+	// start, and those asked by this audit.
+	probed      map[meta.BookieID]string
+	limbo       map[meta.BookieID]bool // asked by this audit and found in limbo
+	unreachable map[meta.BookieID]bool // asked by this audit and did not answer: asked again by the next
+}
+
+// checkLimbo asks each live bookie of md's vouched fragments that lc.probed does not hold
+// at its current instance whether it lost its storage (recording it in lc.probed, and in
+// lc.limbo when it did), and marks md for the bookies in limbo that lack a copy md assigns
+// them. Bookies in skip (lost ones, marked already) are not asked.
+func (a *Auditor) checkLimbo(ctx context.Context, md *meta.LedgerMetadata, isLive map[meta.BookieID]bool, lc *limboCheck, skip []meta.BookieID) error {
 	ask := make(map[meta.BookieID]bool)
 	for i, f := range md.Fragments {
 		if end, ok := fragmentEnd(md, i); !ok || end < f.FirstEntry {
 			continue
 		}
 		for _, b := range f.Bookies {
-			if !isLive[b] || slices.Contains(skip, b) {
+			if !isLive[b] || slices.Contains(skip, b) || lc.unreachable[b] {
 				continue
 			}
-			if id, asked := probed[b]; asked && id == instance[b] {
-				if limbo[b] {
+			if id, asked := lc.probed[b]; asked && id == lc.instance[b] {
+				if lc.limbo[b] {
 					ask[b] = true
 				}
 				continue
 			}
-			probed[b] = instance[b]
 			_, err := a.repairer.ListEntriesFrom(ctx, b, md.ID, 0)
 			switch {
 			case errors.Is(err, client.ErrUnknownLedgerState):
 				a.cfg.Logger.Warn("autorecovery: bookie lost its storage (UnknownLedgerState): checking every ledger naming it",
-					"bookie", b, "instance", instance[b])
-				limbo[b] = true
+					"bookie", b, "instance", lc.instance[b])
+				lc.limbo[b] = true
 				ask[b] = true
 			case err != nil && !errors.Is(err, client.ErrNoSuchEntry):
-				delete(probed, b) // unreachable now: the next audit asks again
+				lc.unreachable[b] = true
+				continue
 			}
+			lc.probed[b] = lc.instance[b]
 		}
 	}
 	if len(ask) == 0 {
