@@ -263,6 +263,13 @@ type Config struct {
 	// gone before the auditor declares it lost; 0 means autorecovery's
 	// default (60 s). Read by the program that runs the auditor.
 	AutorecoveryLostDelay Duration `json:"autorecovery_lost_delay"`
+	// AutorecoveryDeepAuditInterval is how long after one deep audit pass
+	// (the bookies asked for their copies) the next begins, and
+	// AutorecoveryDeepAuditRate bounds its LIST_ENTRIES a second to all
+	// bookies together (negative: unpaced); 0 means autorecovery's defaults
+	// (24 h, 100/s). Read by the program that runs the auditor.
+	AutorecoveryDeepAuditInterval Duration `json:"autorecovery_deep_audit_interval"`
+	AutorecoveryDeepAuditRate     int64    `json:"autorecovery_deep_audit_rate"`
 	// PlacementMinRacks and PlacementEnforceRacks are the placement policy of
 	// the autorecovery worker beside the bookie (client.Config.MinRacks and
 	// EnforceRacks). Read by the program that runs it.

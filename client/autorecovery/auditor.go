@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -25,8 +26,16 @@ type Auditor struct {
 
 	mu      sync.Mutex // protects the fields below
 	leading bool
-	audits  int // completed audits while leading, for tests and status
+	audits  int // completed metadata audits while leading, for tests and status
 	changed chan struct{}
+	// deep is the deep audit's progress, kept across elections of this Auditor.
+	deep DeepProgress
+	// live is the live set of the last metadata audit, read by the deep audit; the map
+	// is never written after it is stored here.
+	live map[meta.BookieID]bool
+	// probed holds, for each bookie, the instance id (its registration's InstanceID) the
+	// metadata audit last asked whether it lost its storage.
+	probed map[meta.BookieID]string
 }
 
 // NewAuditor returns an auditor; cfg.Store is required.
@@ -34,7 +43,7 @@ func NewAuditor(cfg Config) (*Auditor, error) {
 	if cfg.Store == nil {
 		return nil, errNoStore
 	}
-	a := &Auditor{cfg: cfg.withDefaults(), changed: make(chan struct{})}
+	a := &Auditor{cfg: cfg.withDefaults(), changed: make(chan struct{}), probed: make(map[meta.BookieID]string)}
 	if cfg.Client != nil {
 		a.repairer = repair.New(cfg.Client)
 	}
@@ -120,7 +129,8 @@ func (a *Auditor) campaignAndLead(ctx context.Context, sess *concurrency.Session
 }
 
 // lead audits until ctx ends: at once, whenever the live set changes, when a gone bookie's
-// LostDelay is up, and every AuditInterval.
+// LostDelay is up, and every AuditInterval. After the first audit it runs the deep audit
+// (deepaudit.go) on a goroutine of its own, which ends before lead returns.
 func (a *Auditor) lead(ctx context.Context) error {
 	live, err := a.cfg.Store.WatchBookies(ctx)
 	if err != nil {
@@ -130,16 +140,26 @@ func (a *Auditor) lead(ctx context.Context) error {
 	cur := <-live
 	tick := time.NewTicker(a.cfg.AuditInterval)
 	defer tick.Stop()
-	deep := true // at election and every AuditInterval: also ask bookies for their copies
+	var deepDone chan struct{}
+	dctx, dcancel := context.WithCancel(ctx)
+	defer func() {
+		dcancel()
+		if deepDone != nil {
+			<-deepDone
+		}
+	}()
 	for {
-		next, err := a.safeAudit(ctx, st, cur, deep)
-		deep = false
+		next, err := a.safeAudit(ctx, st, cur)
 		if err != nil && ctx.Err() == nil {
 			a.cfg.Logger.Warn("autorecovery: audit failed", "err", err)
 			next = time.Now().Add(a.cfg.RetryInterval)
 		}
 		if err == nil {
 			a.update(func() { a.audits++ })
+			if deepDone == nil && a.cfg.Client != nil {
+				deepDone = make(chan struct{})
+				go func() { defer close(deepDone); a.deepAudit(dctx) }()
+			}
 		}
 		var watchErr error
 		var timer *time.Timer
@@ -158,7 +178,6 @@ func (a *Auditor) lead(ctx context.Context) error {
 			}
 		case <-due:
 		case <-tick.C:
-			deep = true
 		}
 		if timer != nil {
 			timer.Stop()
@@ -174,13 +193,13 @@ func (a *Auditor) lead(ctx context.Context) error {
 
 // safeAudit is audit, with a panic turned into the audit's error: the next audit runs
 // after RetryInterval, as after any failed one.
-func (a *Auditor) safeAudit(ctx context.Context, st *auditState, live []meta.BookieInfo, deep bool) (next time.Time, err error) {
+func (a *Auditor) safeAudit(ctx context.Context, st *auditState, live []meta.BookieInfo) (next time.Time, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			next, err = time.Time{}, a.cfg.recovered("audit", r)
 		}
 	}()
-	return a.audit(ctx, st, live, deep)
+	return a.audit(ctx, st, live)
 }
 
 // auditState is what the elected auditor remembers between audits. Used by lead's
@@ -218,21 +237,28 @@ func (a *Auditor) heldInMaintenance(st *auditState, b meta.BookieID, m meta.Main
 // registered starts its LostDelay; one gone for LostDelay is lost and its ledgers are
 // marked. It returns when the next gone bookie's delay is up (zero: none waiting).
 //
-// A deep audit (at election and every AuditInterval, when Config.Client is set) also asks
-// each live bookie of every fragment the metadata vouches an end for which entries of the
-// ledger it holds (LIST_ENTRIES): a bookie missing a copy its fragment assigns it, or one
-// that cannot tell (its storage was wiped: UnknownLedgerState), is marked to be replaced
-// in that ledger. A bookie that does not answer is left for the next audit.
+// With Config.Client set, it asks each live bookie instance it has not asked yet, once, for
+// the entries it holds of the first ledger whose vouched fragments name it (LIST_ENTRIES):
+// one that cannot tell (its storage was wiped: UnknownLedgerState) is in limbo, and for
+// every ledger naming it the audit asks it what it holds, marking the ledger where a copy
+// its fragments assign it is missing. Other bookies' copies are checked by the paced deep
+// audit (deepaudit.go), not here.
 //
 // A ledger whose stored metadata is unusable (meta.ErrBadMetadata) is skipped and
 // reported (Metrics.BadLedgers), and the audit goes on with the others.
-func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieInfo, deep bool) (time.Time, error) {
+func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieInfo) (time.Time, error) {
 	if err := a.checkLeading(ctx); err != nil {
 		return time.Time{}, err
 	}
 	isLive := make(map[meta.BookieID]bool, len(live))
+	lc := &limboCheck{instance: make(map[meta.BookieID]string, len(live)),
+		limbo: make(map[meta.BookieID]bool), unreachable: make(map[meta.BookieID]bool)}
+	a.mu.Lock()
+	lc.probed = maps.Clone(a.probed)
+	a.mu.Unlock()
 	for _, b := range live {
 		isLive[b.ID] = true
+		lc.instance[b.ID] = b.InstanceID
 		delete(st.goneSince, b.ID)
 		delete(st.overdue, b.ID)
 	}
@@ -292,14 +318,20 @@ func (a *Auditor) audit(ctx context.Context, st *auditState, live []meta.BookieI
 				return time.Time{}, err
 			}
 		}
-		if deep && a.cfg.Client != nil {
-			if missing := a.missingCopies(ctx, &md, isLive, lost); len(missing) > 0 {
-				if err := a.cfg.Store.MarkUnderReplicated(ctx, md.ID, missing, "copies missing on a live bookie"); err != nil {
-					return time.Time{}, err
-				}
+		if a.cfg.Client != nil {
+			if err := a.checkLimbo(ctx, &md, isLive, lc, lost); err != nil {
+				return time.Time{}, err
 			}
 		}
 	}
+	a.mu.Lock()
+	a.live = isLive
+	for b, id := range lc.instance {
+		if asked, ok := lc.probed[b]; ok && asked == id {
+			a.probed[b] = id // asked, and every ledger naming it checked if it was in limbo
+		}
+	}
+	a.mu.Unlock()
 	for b := range st.goneSince {
 		if !named[b] {
 			delete(st.goneSince, b) // no ledger names it any more
@@ -321,9 +353,67 @@ func (a *Auditor) checkLeading(ctx context.Context) error {
 	return nil
 }
 
-// missingCopies returns the live bookies (not in skip) that lack a copy of an entry some
-// vouched fragment of md assigns them, or cannot tell (ErrUnknownLedgerState).
-func (a *Auditor) missingCopies(ctx context.Context, md *meta.LedgerMetadata, isLive map[meta.BookieID]bool, skip []meta.BookieID) []meta.BookieID {
+// limboCheck is what one metadata audit knows of the bookies' instances. Used by the
+// audit's goroutine only.
+type limboCheck struct {
+	instance map[meta.BookieID]string // each live bookie's registration InstanceID
+	// probed is the instance each bookie was asked about: Auditor.probed at the audit's
+	// start, and those asked by this audit.
+	probed      map[meta.BookieID]string
+	limbo       map[meta.BookieID]bool // asked by this audit and found in limbo
+	unreachable map[meta.BookieID]bool // asked by this audit and did not answer: asked again by the next
+}
+
+// checkLimbo asks each live bookie of md's vouched fragments that lc.probed does not hold
+// at its current instance whether it lost its storage (recording it in lc.probed, and in
+// lc.limbo when it did), and marks md for the bookies in limbo that lack a copy md assigns
+// them. Bookies in skip (lost ones, marked already) are not asked.
+func (a *Auditor) checkLimbo(ctx context.Context, md *meta.LedgerMetadata, isLive map[meta.BookieID]bool, lc *limboCheck, skip []meta.BookieID) error {
+	ask := make(map[meta.BookieID]bool)
+	for i, f := range md.Fragments {
+		if end, ok := fragmentEnd(md, i); !ok || end < f.FirstEntry {
+			continue
+		}
+		for _, b := range f.Bookies {
+			if !isLive[b] || slices.Contains(skip, b) || lc.unreachable[b] {
+				continue
+			}
+			if id, asked := lc.probed[b]; asked && id == lc.instance[b] {
+				if lc.limbo[b] {
+					ask[b] = true
+				}
+				continue
+			}
+			_, err := a.repairer.ListEntriesFrom(ctx, b, md.ID, 0)
+			switch {
+			case errors.Is(err, client.ErrUnknownLedgerState):
+				a.cfg.Logger.Warn("autorecovery: bookie lost its storage (UnknownLedgerState): checking every ledger naming it",
+					"bookie", b, "instance", lc.instance[b])
+				lc.limbo[b] = true
+				ask[b] = true
+			case err != nil && !errors.Is(err, client.ErrNoSuchEntry):
+				lc.unreachable[b] = true
+				continue
+			}
+			lc.probed[b] = lc.instance[b]
+		}
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	missing := a.missingCopies(ctx, md, func(b meta.BookieID) bool { return ask[b] }, skip, nil)
+	if len(missing) == 0 {
+		return nil
+	}
+	return a.cfg.Store.MarkUnderReplicated(ctx, md.ID, missing, "copies missing on a live bookie")
+}
+
+// missingCopies returns the bookies that pass ask (and are not in skip) that lack a copy of
+// an entry some vouched fragment of md assigns them, or cannot tell
+// (ErrUnknownLedgerState). before, when not nil, is called before each bookie is asked;
+// its error ends the check with what was found so far.
+func (a *Auditor) missingCopies(ctx context.Context, md *meta.LedgerMetadata, ask func(meta.BookieID) bool,
+	skip []meta.BookieID, before func(context.Context) error) []meta.BookieID {
 	held := make(map[meta.BookieID][]wire.EntryRange)
 	failed := make(map[meta.BookieID]bool)
 	var missing []meta.BookieID
@@ -334,11 +424,14 @@ func (a *Auditor) missingCopies(ctx context.Context, md *meta.LedgerMetadata, is
 			continue
 		}
 		for pos, b := range f.Bookies {
-			if !isLive[b] || failed[b] || slices.Contains(skip, b) || slices.Contains(missing, b) {
+			if !ask(b) || failed[b] || slices.Contains(skip, b) || slices.Contains(missing, b) {
 				continue
 			}
 			ranges, seen := held[b]
 			if !seen {
+				if before != nil && before(ctx) != nil {
+					return missing
+				}
 				var err error
 				ranges, err = a.repairer.ListEntriesFrom(ctx, b, md.ID, 0)
 				switch {

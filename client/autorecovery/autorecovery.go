@@ -8,8 +8,12 @@
 //     marked under-replicated (meta.EtcdStore.MarkUnderReplicated). A bookie an operator
 //     put in maintenance (meta.Maintenance) is not declared lost before its maximum has
 //     passed; then it is, counted in Metrics.MaintenanceOverdue. It runs the same
-//     check over every ledger each Config.AuditInterval, which also finds under-replication
-//     that happened while no auditor ran.
+//     check over every ledger's metadata each Config.AuditInterval, which also finds
+//     under-replication that happened while no auditor ran. Apart from it, a deep audit
+//     asks the bookies which copies they hold (LIST_ENTRIES), paced at
+//     Config.DeepAuditRate requests a second, one pass over the ledger ids every
+//     Config.DeepAuditInterval, resumed where it stopped when this process is elected
+//     again (deepaudit.go).
 //   - Workers, any number (one beside each bookie by default, or `bk autorecovery`). A
 //     Worker claims one marked ledger at a time with a lease-backed etcd concurrency.Mutex,
 //     copies each affected fragment's entries from surviving replicas to a replacement
@@ -38,6 +42,7 @@ import (
 	"time"
 
 	"github.com/bookie-go/bookie/client"
+	"github.com/bookie-go/bookie/internal/pace"
 	"github.com/bookie-go/bookie/meta"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -53,8 +58,22 @@ type Config struct {
 	// LostDelay is how long a bookie's registration must stay gone before the auditor
 	// declares it lost (a restart or a flap within it copies nothing); default 60 s.
 	LostDelay time.Duration
-	// AuditInterval is how often the auditor checks every ledger; default 5 min.
+	// AuditInterval is how often the auditor checks every ledger's metadata against the
+	// registered bookies; default 5 min. It asks no bookie for its copies, except one
+	// LIST_ENTRIES to each bookie instance it has not asked yet, which finds a bookie whose
+	// storage was wiped (it answers UnknownLedgerState).
 	AuditInterval time.Duration
+	// DeepAuditInterval is how long after one deep audit pass ended the next begins; a
+	// pass asks the bookies of every ledger's vouched fragments for the copies they hold.
+	// Default DefaultDeepAuditInterval.
+	DeepAuditInterval time.Duration
+	// DeepAuditRate bounds the deep audit's LIST_ENTRIES requests a second, to all bookies
+	// together. Default DefaultDeepAuditRate; negative unpaced.
+	DeepAuditRate int64
+	// DeepAuditWait, a test hook, is how the deep audit waits d (its pace, the interval
+	// between passes, a retry) on its goroutine; it reports whether ctx is still live.
+	// Tests advance a fake clock (Now) in it. Default pace.Sleep.
+	DeepAuditWait func(ctx context.Context, d time.Duration) bool
 	// OpenLedgerGrace is how long an OPEN ledger whose last fragment names a lost bookie is
 	// left to its writer before it is fenced and recovered; default 30 s.
 	OpenLedgerGrace time.Duration
@@ -96,6 +115,19 @@ type Config struct {
 // "Re-replication copies without the journal").
 const DefaultRateBytes = 16 << 20
 
+// DefaultDeepAuditInterval is Config.DeepAuditInterval's default, 24 h: a copy lost on a
+// live bookie without its knowing (the scrubber marks what it finds itself, a wiped bookie
+// is found by the metadata audit's probe) is rare, and a pass over 1,000,000 ledgers of
+// three bookies each takes 8.3 h at DefaultDeepAuditRate, so a pass a day leaves the
+// bookies idle two thirds of the time.
+const DefaultDeepAuditInterval = 24 * time.Hour
+
+// DefaultDeepAuditRate is Config.DeepAuditRate's default, 100 LIST_ENTRIES a second to all
+// bookies together: each costs a bookie 0.4-0.55 ms of CPU on the development machine
+// (docs/operations.md, "Autorecovery"), so a deep audit takes at most 5.5% of one CPU in
+// the whole cluster, however many ledgers it holds.
+const DefaultDeepAuditRate = 100
+
 func (cfg *Config) withDefaults() Config {
 	c := *cfg
 	if c.Name == "" {
@@ -103,6 +135,13 @@ func (cfg *Config) withDefaults() Config {
 	}
 	setDefault(&c.LostDelay, 60*time.Second)
 	setDefault(&c.AuditInterval, 5*time.Minute)
+	setDefault(&c.DeepAuditInterval, DefaultDeepAuditInterval)
+	if c.DeepAuditRate == 0 {
+		c.DeepAuditRate = DefaultDeepAuditRate
+	}
+	if c.DeepAuditWait == nil {
+		c.DeepAuditWait = pace.Sleep
+	}
 	setDefault(&c.OpenLedgerGrace, 30*time.Second)
 	setDefault(&c.RetryInterval, 5*time.Second)
 	setDefault(&c.SessionTTL, 10*time.Second)

@@ -389,8 +389,10 @@ func TestClosedLedgerTailNotSpread(t *testing.T) {
 }
 
 // TestMissingCopiesOnLiveBookie: a bookie that stays registered but whose storage was wiped
-// (restarted in limbo) is found by the auditor's periodic check through LIST_ENTRIES, and
-// its ledgers are repaired elsewhere; a bookie holding its copies is left alone.
+// (restarted in limbo) is found by the metadata audit, which asks each bookie instance once
+// whether it lost its storage (LIST_ENTRIES answers UnknownLedgerState), with the deep
+// audit held before its second request; its ledgers are repaired elsewhere; a bookie
+// holding its copies is left alone.
 func TestMissingCopiesOnLiveBookie(t *testing.T) {
 	ctx := testCtx(t)
 	c := startCluster(t, 4)
@@ -418,6 +420,7 @@ func TestMissingCopiesOnLiveBookie(t *testing.T) {
 	cfg := c.fastConfig(cl, "r")
 	cfg.LostDelay = time.Hour // nobody is lost: only the copy check can find it
 	cfg.AuditInterval = 200 * time.Millisecond
+	cfg.DeepAuditWait = func(ctx context.Context, _ time.Duration) bool { <-ctx.Done(); return false }
 	startRecovery(t, cfg, 1)
 	waitFor(ctx, t, "ledger repaired", func() bool { return !c.namesAny(ctx, w.ID(), wiped) && len(c.marked(ctx)) == 0 })
 	got := c.mustGet(ctx, w.ID())

@@ -298,7 +298,7 @@ func (c *cluster) declareLost(cfg Config) func(ctx context.Context, gone ...meta
 			}
 		}
 		for range 2 { // seen gone; still gone LostDelay later: lost
-			if _, err := a.audit(ctx, st, live, false); err != nil {
+			if _, err := a.audit(ctx, st, live); err != nil {
 				c.t.Fatalf("audit declaring %v lost: %v", gone, err)
 			}
 			now = now.Add(a.cfg.LostDelay)

@@ -50,7 +50,7 @@ func TestMaintenanceHoldsOffLost(t *testing.T) {
 	audit := func(at time.Time) (next time.Time, marked []meta.BookieID) {
 		t.Helper()
 		now = at
-		next, err := a.audit(ctx, st, live, false)
+		next, err := a.audit(ctx, st, live)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,6 +27,8 @@ bk bookie runs the same beside each bookie unless its config sets disable_autore
 // recoveryOptions are the knobs of an autorecovery service run by bk.
 type recoveryOptions struct {
 	lostDelay, grace, auditInterval time.Duration
+	deepInterval                    time.Duration
+	deepRate                        int64
 	rate                            int64
 	name                            string
 	minRacks                        int
@@ -37,7 +39,9 @@ type recoveryOptions struct {
 func (o *recoveryOptions) add(fs *flag.FlagSet) {
 	fs.DurationVar(&o.lostDelay, "lost-delay", 60*time.Second, "how long a bookie's registration must stay gone before it is declared lost")
 	fs.DurationVar(&o.grace, "open-ledger-grace", 30*time.Second, "how long an open ledger's writer may replace a lost bookie itself before the ledger is fenced")
-	fs.DurationVar(&o.auditInterval, "audit-interval", 5*time.Minute, "how often the auditor checks every ledger")
+	fs.DurationVar(&o.auditInterval, "audit-interval", 5*time.Minute, "how often the auditor checks every ledger's metadata against the registered bookies")
+	fs.DurationVar(&o.deepInterval, "deep-audit-interval", autorecovery.DefaultDeepAuditInterval, "how long after one deep audit pass (the bookies asked for their copies) the next begins")
+	fs.Int64Var(&o.deepRate, "deep-audit-rate", autorecovery.DefaultDeepAuditRate, "LIST_ENTRIES a second the deep audit sends, to all bookies together (negative: unpaced)")
 	fs.Int64Var(&o.rate, "rate", autorecovery.DefaultRateBytes, "bytes per second the cluster's workers copy, all together: each takes an equal share among those repairing (negative: unlimited)")
 	fs.IntVar(&o.minRacks, "min-racks", 0, "spread each write set over at least this many racks when choosing replacements (0: racks ignored)")
 	fs.BoolVar(&o.enforceRacks, "enforce-racks", false, "refuse a replacement that cannot reach --min-racks instead of taking the most racks possible")
@@ -45,10 +49,11 @@ func (o *recoveryOptions) add(fs *flag.FlagSet) {
 
 // bookieRecoveryOptions are the options of the autorecovery that runs beside the bookie
 // configured by cfg, named name (bk bookie and bk local alike): the lost delay and the
-// placement policy of cfg; open-ledger grace, audit interval and rate at
-// autorecovery's defaults.
+// placement policy and the deep audit's interval and rate of cfg; open-ledger grace, audit
+// interval and copy rate at autorecovery's defaults.
 func bookieRecoveryOptions(cfg bookie.Config, name string, tls *tls.Config) recoveryOptions {
 	return recoveryOptions{lostDelay: time.Duration(cfg.AutorecoveryLostDelay), name: name,
+		deepInterval: time.Duration(cfg.AutorecoveryDeepAuditInterval), deepRate: cfg.AutorecoveryDeepAuditRate,
 		minRacks: cfg.PlacementMinRacks, enforceRacks: cfg.PlacementEnforceRacks, tls: tls}
 }
 
@@ -58,7 +63,7 @@ func startRecovery(endpoint string, secret []byte, o recoveryOptions, log *slog.
 	return autorecovery.StartSidecar(endpoint,
 		client.Config{Secret: secret, MinRacks: o.minRacks, EnforceRacks: o.enforceRacks, TLS: o.tls},
 		autorecovery.Config{Name: o.name, LostDelay: o.lostDelay, OpenLedgerGrace: o.grace,
-			AuditInterval: o.auditInterval, RateBytes: o.rate, Logger: log, Metrics: autorecovery.NewMetrics(reg)})
+			AuditInterval: o.auditInterval, DeepAuditInterval: o.deepInterval, DeepAuditRate: o.deepRate, RateBytes: o.rate, Logger: log, Metrics: autorecovery.NewMetrics(reg)})
 }
 
 func runAutorecovery(args []string) error {
