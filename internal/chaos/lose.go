@@ -34,6 +34,7 @@ func RecoveryConfig() autorecovery.Config {
 		RetryInterval:   100 * time.Millisecond,
 		SessionTTL:      2 * time.Second,
 		RateBytes:       -1,
+		DeepAuditRate:   -1, // unpaced: Converge waits for a whole deep pass
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
@@ -103,6 +104,22 @@ func (r *Recovery) WaitAudit(ctx context.Context, n int) error {
 	}
 }
 
+// WaitDeepPass waits until the auditor has completed n deep audit passes (every ledger's
+// bookies asked which copies they hold).
+func (r *Recovery) WaitDeepPass(ctx context.Context, n int) error {
+	for {
+		ch := r.Auditor.Changed()
+		if r.Auditor.DeepProgress().Passes >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: waiting for deep audit pass %d: %w", n, ctx.Err())
+		}
+	}
+}
+
 // LedgersNaming returns the ledgers with a fragment naming one of bookies.
 func LedgersNaming(ctx context.Context, s meta.Store, bookies []meta.BookieID) ([]uint64, error) {
 	var ids []uint64
@@ -120,9 +137,10 @@ func LedgersNaming(ctx context.Context, s meta.Store, bookies []meta.BookieID) (
 }
 
 // Converge runs autorecovery until the cluster is fully replicated: no ledger names a lost
-// bookie, and a fresh auditor's first audit, which is deep (it asks every live bookie
-// which entries it holds), finds nothing to mark. Each round starts a fresh auditor alone;
-// if its audit leaves marks or lost bookies named, a worker repairs until neither is left,
+// bookie, and a fresh auditor's first metadata audit and first deep audit pass (it asks
+// every live bookie which entries it holds) find nothing to mark. Each round starts a
+// fresh auditor alone; if its audits leave marks or lost bookies named, a worker repairs
+// until neither is left,
 // and another round checks. Every ledger must be closed (a deep audit vouches only for
 // closed fragments). It returns the rounds it took.
 func (c *Cluster) Converge(ctx context.Context, cfg autorecovery.Config, timeout time.Duration) (int, error) {
@@ -148,6 +166,9 @@ func (c *Cluster) Converge(ctx context.Context, cfg autorecovery.Config, timeout
 			return round, err
 		}
 		err = a.WaitAudit(ctx, 1)
+		if err == nil {
+			err = a.WaitDeepPass(ctx, 1)
+		}
 		a.Stop()
 		if err != nil {
 			return round, err

@@ -327,7 +327,7 @@ func runAuditor(ctx context.Context, cfg NodeConfig, cl *client.Client, logger *
 	}
 	defer store.Close()
 	ac := autorecovery.Config{Client: cl, Store: store, Name: cfg.Name, Logger: logger,
-		LostDelay: 3 * time.Second, AuditInterval: 3 * time.Second, OpenLedgerGrace: 5 * time.Second,
+		LostDelay: 3 * time.Second, AuditInterval: 3 * time.Second, DeepAuditInterval: 3 * time.Second, OpenLedgerGrace: 5 * time.Second,
 		RetryInterval: time.Second, SessionTTL: 5 * time.Second}
 	a, err := autorecovery.NewAuditor(ac)
 	if err != nil {
