@@ -176,6 +176,14 @@ type Config struct {
 	// CheckpointInterval is how often storage is flushed and the journal
 	// trimmed.
 	CheckpointInterval Duration `json:"checkpoint_interval"`
+	// CheckpointRequestGap is the least time between the end of one
+	// checkpoint and the start of one that CHECKPOINT requests ask for;
+	// the gap is also at least three times the last checkpoint's duration,
+	// so that requested checkpoints, all connections together, take at
+	// most a quarter of the time. The requests that arrive meanwhile wait
+	// for the one checkpoint that starts after it (bookie/ckptgap.go).
+	// Negative: none.
+	CheckpointRequestGap Duration `json:"checkpoint_request_gap"`
 	// DiskFullThreshold is the used fraction of a data disk above which the
 	// bookie goes read-only; it becomes writable again below
 	// DiskWritableThreshold.
@@ -346,6 +354,7 @@ func DefaultConfig() Config {
 		JournalSpareSegments:     4,
 		IndexCacheBytes:          64 << 20,
 		CheckpointInterval:       Duration(10 * time.Second),
+		CheckpointRequestGap:     Duration(100 * time.Millisecond),
 		ScrubInterval:            Duration(24 * time.Hour),
 		GCInterval:               Duration(2 * time.Minute),
 		DiskStallThreshold:       Duration(2 * time.Second),
@@ -420,6 +429,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.EntryLogSize, d.EntryLogSize)
 	setDefault(&c.IndexCacheBytes, d.IndexCacheBytes)
 	setDefault(&c.CheckpointInterval, d.CheckpointInterval)
+	setDefault(&c.CheckpointRequestGap, d.CheckpointRequestGap)
 	setDefault(&c.ScrubInterval, d.ScrubInterval)
 	setDefault(&c.GCInterval, d.GCInterval)
 	setDefault(&c.JournalSpareSegments, d.JournalSpareSegments)

@@ -427,7 +427,7 @@ func TestStorageFailureGoesReadOnly(t *testing.T) {
 		t.Fatal(s)
 	}
 	sw.Arm(vfs.OpSync, vfs.ErrInjectedIO)
-	b.runCheckpoint()
+	b.runCheckpoint(new(ckptGap))
 	if ro, why := b.ReadOnly(); !ro || !strings.Contains(why, "restart") {
 		t.Fatalf("after a failed index sync: read-only %v %q", ro, why)
 	}
