@@ -85,6 +85,11 @@ type Config struct {
 	// MaxOutboundBytes is how many reply bytes may wait for a client that
 	// does not read them before the connection is cut.
 	MaxOutboundBytes int `json:"max_outbound_bytes"`
+	// MaxRefusedUnparsedBytes is how many bytes a connection may hold
+	// unparsed while its parsing is stopped after a refusal for a
+	// per-connection bound (LIST_ENTRIES, CHECKPOINT in flight): more, and
+	// it is closed (bookie/opguard.go). Default max_frame_size.
+	MaxRefusedUnparsedBytes int64 `json:"max_refused_unparsed_bytes"`
 	// MaxConnections and MaxConnectionsPerIP bound open connections, in
 	// total and per client address (an IPv6 address counts per /64). At
 	// MaxConnections the oldest unauthenticated connection is closed to make
@@ -451,6 +456,9 @@ func (c Config) withDefaults() Config {
 		// max_frame_size they cannot take is refused by Check instead.
 		fit := min(defaultMaxFrameSize, c.JournalSegmentSize, c.JournalQueueBytes, entrylog.MaxEntry(c.WriteCacheBytes, c.EntryLogSize))
 		c.MaxFrameSize = int(fit &^ (1<<10 - 1))
+	}
+	if c.MaxRefusedUnparsedBytes == 0 {
+		c.MaxRefusedUnparsedBytes = int64(c.MaxFrameSize)
 	}
 	if c.MaxUnparsedBytes == 0 {
 		c.MaxUnparsedBytes = max(c.MaxInflightBytes, 2*int64(c.MaxFrameSize))

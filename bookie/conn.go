@@ -108,7 +108,11 @@ type conn struct {
 	batchReads    atomic.Int64 // READ_BATCHes parsed and not answered (readbatch.go)
 	listing       atomic.Int32 // LIST_ENTRIES parsed and not answered (opguard.go)
 	checkpoints   atomic.Int32 // CHECKPOINTs parsed and not answered (opguard.go)
-	paused        atomic.Bool
+	// stoppedOp is the op whose per-connection bound stopped parsing after
+	// a refusal, 0 when none (opguard.go); set and cleared by the event
+	// loop, read by whoever answers a request.
+	stoppedOp atomic.Int32
+	paused    atomic.Bool
 	// features are the optional features the Hello negotiated; owned by
 	// the event loop.
 	features wire.Features
@@ -566,6 +570,9 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 			c.pause()
 			break
 		}
+		if c.opStopped() {
+			break // until an answer takes it under its bound (countOp)
+		}
 		buffered := gc.InboundBuffered()
 		if buffered < wire.LengthSize {
 			if buffered > 0 && c.clock.partialSince.Load() == 0 {
@@ -653,6 +660,12 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 	buffered := gc.InboundBuffered()
 	if buffered > int(b.cfg.MaxConnInflightBytes)+b.cfg.MaxFrameSize {
 		b.metrics.cutConns.WithLabelValues("inbound_overflow").Inc()
+		return true
+	}
+	// One refused over a per-connection bound that keeps sending while
+	// stopped is cut well before that (opguard.go).
+	if buffered > int(b.cfg.MaxRefusedUnparsedBytes) && c.stoppedOp.Load() != 0 {
+		b.metrics.cutConns.WithLabelValues("refused_overflow").Inc()
 		return true
 	}
 	return b.boundUnparsed(c, buffered)
