@@ -85,10 +85,16 @@ type Config struct {
 	// MaxOutboundBytes is how many reply bytes may wait for a client that
 	// does not read them before the connection is cut.
 	MaxOutboundBytes int `json:"max_outbound_bytes"`
+	// MaxConnLongPolls bounds the LONG_POLL_LACs of one connection parsed
+	// and not answered (parked, or being answered): one more is answered
+	// TooManyRequests, and the connection's parsing stops until one is
+	// answered (bookie/opguard.go).
+	MaxConnLongPolls int `json:"max_conn_long_polls"`
 	// MaxRefusedUnparsedBytes is how many bytes a connection may hold
 	// unparsed while its parsing is stopped after a refusal for a
-	// per-connection bound (LIST_ENTRIES, CHECKPOINT in flight): more, and
-	// it is closed (bookie/opguard.go). Default max_frame_size.
+	// per-connection bound (LIST_ENTRIES, CHECKPOINT, LONG_POLL_LAC in
+	// flight): more, and it is closed (bookie/opguard.go). Default
+	// max_frame_size.
 	MaxRefusedUnparsedBytes int64 `json:"max_refused_unparsed_bytes"`
 	// MaxConnections and MaxConnectionsPerIP bound open connections, in
 	// total and per client address (an IPv6 address counts per /64). At
@@ -340,6 +346,7 @@ func DefaultConfig() Config {
 		MaxConnInflightBytes:     64 << 20,
 		MaxInflightBytes:         256 << 20,
 		MaxOutboundBytes:         64 << 20,
+		MaxConnLongPolls:         4096,
 		ReadWorkers:              4,
 		ReadBatchWorkers:         2,
 		ReadCacheBytes:           32 << 20,
@@ -414,6 +421,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxConnInflightBytes, d.MaxConnInflightBytes)
 	setDefault(&c.MaxInflightBytes, d.MaxInflightBytes)
 	setDefault(&c.MaxOutboundBytes, d.MaxOutboundBytes)
+	setDefault(&c.MaxConnLongPolls, d.MaxConnLongPolls)
 	setDefault(&c.ReadWorkers, d.ReadWorkers)
 	setDefault(&c.ReadBatchWorkers, d.ReadBatchWorkers)
 	setDefault(&c.ReadCacheBytes, d.ReadCacheBytes)

@@ -108,6 +108,7 @@ type conn struct {
 	batchReads    atomic.Int64 // READ_BATCHes parsed and not answered (readbatch.go)
 	listing       atomic.Int32 // LIST_ENTRIES parsed and not answered (opguard.go)
 	checkpoints   atomic.Int32 // CHECKPOINTs parsed and not answered (opguard.go)
+	longPolls     atomic.Int32 // LONG_POLL_LACs parsed and not answered (opguard.go)
 	// stoppedOp is the op whose per-connection bound stopped parsing after
 	// a refusal, 0 when none (opguard.go); set and cleared by the event
 	// loop, read by whoever answers a request.

@@ -8,7 +8,9 @@ import (
 
 // Per-connection rules checked before a request is handled: the optional
 // features a connection did not negotiate, and how many of the requests that
-// cost the bookie a scan or a flush one connection may have in flight.
+// cost the bookie a scan, a flush or a parked poll one connection may have
+// in flight (LONG_POLL_LAC: Config.MaxConnLongPolls, parked or being
+// answered).
 
 // maxConnListEntries is how many LIST_ENTRIES one connection may have in
 // flight (parsed, not answered); one more is answered TooManyRequests. A
@@ -53,7 +55,8 @@ func (c *conn) admitOp(frame []byte) bool {
 		h.Op == wire.OpAdd && flags&wire.FlagUnjournaled != 0 && have&wire.FeatureCopy != 0 && c.features&wire.FeatureCopy == 0:
 		s = wire.StatusBadRequest // a feature this connection did not negotiate
 	case h.Op == wire.OpListEntries && c.listing.Load() >= maxConnListEntries,
-		h.Op == wire.OpCheckpoint && c.checkpoints.Load() >= maxConnCheckpoints:
+		h.Op == wire.OpCheckpoint && c.checkpoints.Load() >= maxConnCheckpoints,
+		h.Op == wire.OpLongPollLAC && c.longPolls.Load() >= int32(c.b.cfg.MaxConnLongPolls):
 		s, stop = wire.StatusTooManyRequests, true
 	default:
 		return true
@@ -74,6 +77,8 @@ func (c *conn) opBound(op wire.Op) (n, bound int32) {
 		return c.listing.Load(), maxConnListEntries
 	case wire.OpCheckpoint:
 		return c.checkpoints.Load(), maxConnCheckpoints
+	case wire.OpLongPollLAC:
+		return c.longPolls.Load(), int32(c.b.cfg.MaxConnLongPolls)
 	}
 	return 0, 0
 }
@@ -106,6 +111,8 @@ func (c *conn) countOp(op wire.Op, delta int32) {
 		c.listing.Add(delta)
 	case wire.OpCheckpoint:
 		c.checkpoints.Add(delta)
+	case wire.OpLongPollLAC:
+		c.longPolls.Add(delta)
 	default:
 		return
 	}
