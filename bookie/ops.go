@@ -854,6 +854,13 @@ func (b *Bookie) serveRead(r *request, buf []byte) []byte {
 		b.answerPoll(r, buf)
 		return buf
 	}
+	if r.conn.gone() {
+		// Its reply would be dropped: a client cut for not reading its
+		// replies (or gone) leaves the reads it queued unread, not each
+		// one read from storage and copied for nobody.
+		b.release(r)
+		return buf
+	}
 	l := b.ledgers.lock(r.ledger)
 	if l == nil {
 		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)

@@ -98,6 +98,17 @@ func (b *Bookie) boundOutbound(c *conn) (closeIt bool) {
 	return false
 }
 
+// gone reports whether c is closed, or cut and about to be: a reply queued
+// for it is dropped. Runs anywhere.
+func (c *conn) gone() bool {
+	if c.cut.Load() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 // cutFromTotals marks c as chosen to be closed and takes it out of the
 // totals at once. Runs anywhere.
 func (c *conn) cutFromTotals() {

@@ -1,6 +1,14 @@
 package bookie
 
-import "testing"
+import (
+	"bytes"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/bookie-go/bookie/vfs"
+	"github.com/bookie-go/bookie/wire"
+)
 
 // TestOutboxChargedAndCut: replies queued behind an AsyncWrite that has not
 // completed (the outbox) count as the connection's unwritten reply bytes:
@@ -66,5 +74,73 @@ func TestOutboxTotalCutsSlowestReader(t *testing.T) {
 	}
 	if got := b.conns.outbound.bytes.Load(); got > cfg.MaxInflightBytes {
 		t.Fatalf("outbound total %d after the cut, over the bound %d", got, cfg.MaxInflightBytes)
+	}
+}
+
+// TestReadsOfAGoneClientNotServed: with the only read worker held, a client
+// queues reads and hangs up (as one cut for not reading its replies is
+// gone): the reads it left queued are released without reading the entry
+// from storage, and a legitimate client's READ after them is served.
+func TestReadsOfAGoneClientNotServed(t *testing.T) {
+	var hold atomic.Bool
+	var reads atomic.Int32
+	release := make(chan struct{})
+	var once sync.Once
+	cfg := testConfig(t.TempDir())
+	cfg.ReadWorkers = 1
+	cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {
+		if op == vfs.OpRead && isEntryLog(name) {
+			reads.Add(1)
+			if hold.Load() {
+				<-release
+			}
+		}
+		return nil
+	})
+	b := startBookie(t, cfg)
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	w := dial(t, b.Addr())
+	if s := w.add(testKey, 0, 1, 0, -1, bytes.Repeat([]byte("e"), 64<<10)); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if s := w.checkpoint(); s != wire.StatusOK { // entry 0 now in an entry log
+		t.Fatal(s)
+	}
+	hold.Store(true)
+	w.send(func(dst []byte, id uint64) []byte { return wire.AppendReadRequest(dst, id, 0, 1, 0, &testKey) })
+	waitUntil(t, func() bool { return reads.Load() > 0 })
+	before := reads.Load()
+
+	const n = 50
+	gone := dial(t, b.Addr())
+	for range n {
+		gone.send(func(dst []byte, id uint64) []byte { return wire.AppendReadRequest(dst, id, 0, 1, 0, &testKey) })
+	}
+	var gc *conn
+	waitUntil(t, func() bool {
+		for _, c := range b.conns.snapshot() {
+			if c.inflight.Load() == n {
+				gc = c
+			}
+		}
+		return gc != nil
+	})
+	gone.nc.Close()
+	waitUntil(t, func() bool { return gc.gone() })
+
+	hold.Store(false)
+	once.Do(func() { close(release) })
+	if r, err := wire.DecodeReadResponse(w.reply()); err != nil || r.Status != wire.StatusOK {
+		t.Fatalf("the held READ: %v %v", r.Status, err)
+	}
+	waitUntil(t, func() bool { return gc.inflight.Load() == 0 })
+	mid := reads.Load()
+	if r, s := w.read(0, 1, 0); s != wire.StatusOK || len(r.Entry.Payload) != 64<<10 {
+		t.Fatalf("a legitimate READ after them: %v", s)
+	}
+	// Since the held READ's first entry-log read: the rest of its reads,
+	// and none for the client gone; one READ takes per.
+	if got, per := mid-before, reads.Load()-mid; got >= per {
+		t.Fatalf("%d entry-log reads after the held READ's first, for it and the %d READs of a client gone; one READ makes %d", got, n, per)
 	}
 }
