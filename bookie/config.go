@@ -85,6 +85,12 @@ type Config struct {
 	// MaxOutboundBytes is how many reply bytes may wait for a client that
 	// does not read them before the connection is cut.
 	MaxOutboundBytes int `json:"max_outbound_bytes"`
+	// OutboundStopBytes is the unwritten reply bytes of one connection over
+	// which the bookie stops parsing its requests and answers its READs
+	// TooManyRequests without reading them, until the client reads its
+	// replies down to half of it (bookie/outbound.go). Default
+	// max_outbound_bytes / 16.
+	OutboundStopBytes int `json:"outbound_stop_bytes"`
 	// MaxConnLongPolls bounds the LONG_POLL_LACs of one connection parsed
 	// and not answered (parked, or being answered): one more is answered
 	// TooManyRequests, and the connection's parsing stops until one is
@@ -464,6 +470,9 @@ func (c Config) withDefaults() Config {
 		// max_frame_size they cannot take is refused by Check instead.
 		fit := min(defaultMaxFrameSize, c.JournalSegmentSize, c.JournalQueueBytes, entrylog.MaxEntry(c.WriteCacheBytes, c.EntryLogSize))
 		c.MaxFrameSize = int(fit &^ (1<<10 - 1))
+	}
+	if c.OutboundStopBytes == 0 {
+		c.OutboundStopBytes = c.MaxOutboundBytes / 16
 	}
 	if c.MaxRefusedUnparsedBytes == 0 {
 		c.MaxRefusedUnparsedBytes = int64(c.MaxFrameSize)

@@ -113,7 +113,11 @@ type conn struct {
 	// a refusal, 0 when none (opguard.go); set and cleared by the event
 	// loop, read by whoever answers a request.
 	stoppedOp atomic.Int32
-	paused    atomic.Bool
+	// stoppedOut: parsing stopped for unwritten replies over
+	// OutboundStopBytes (outbound.go); set by the event loop, read after
+	// writes.
+	stoppedOut atomic.Bool
+	paused     atomic.Bool
 	// features are the optional features the Hello negotiated; owned by
 	// the event loop.
 	features wire.Features
@@ -354,6 +358,9 @@ func (c *conn) written(_ gnet.Conn, err error) error {
 	if cut, err := c.cutIfSlow(); cut {
 		return err
 	}
+	if c.stoppedOut.Load() && !c.outboundOver() {
+		c.gc.Wake(nil) // it may parse again (outbound.go)
+	}
 	if c.b.boundOutbound(c) {
 		return c.gc.Close()
 	}
@@ -567,6 +574,9 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 			}
 			c.awaitingCheck = false
 		}
+		if c.authed && c.outboundStopped() {
+			break // until its client reads its replies (outbound.go)
+		}
 		if c.helloDone && c.overLimits() {
 			c.pause()
 			break
@@ -667,6 +677,10 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 	// stopped is cut well before that (opguard.go).
 	if buffered > int(b.cfg.MaxRefusedUnparsedBytes) && c.stoppedOp.Load() != 0 {
 		b.metrics.cutConns.WithLabelValues("refused_overflow").Inc()
+		return true
+	}
+	if buffered > int(b.cfg.MaxRefusedUnparsedBytes) && c.stoppedOut.Load() {
+		b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
 		return true
 	}
 	return b.boundUnparsed(c, buffered)

@@ -861,6 +861,14 @@ func (b *Bookie) serveRead(r *request, buf []byte) []byte {
 		b.release(r)
 		return buf
 	}
+	if r.conn.outboundOver() {
+		// Its client is not reading its replies (outbound.go): the
+		// refusal goes out with the connection's next write, not in a
+		// write of its own.
+		b.finishQueued(r, wire.StatusTooManyRequests, nil)
+		b.release(r)
+		return buf
+	}
 	l := b.ledgers.lock(r.ledger)
 	if l == nil {
 		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)

@@ -5,6 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/bookie-go/bookie/vfs"
 	"github.com/bookie-go/bookie/wire"
@@ -142,5 +145,81 @@ func TestReadsOfAGoneClientNotServed(t *testing.T) {
 	// and none for the client gone; one READ takes per.
 	if got, per := mid-before, reads.Load()-mid; got >= per {
 		t.Fatalf("%d entry-log reads after the held READ's first, for it and the %d READs of a client gone; one READ makes %d", got, n, per)
+	}
+}
+
+// TestOutboundStopBoundsUnreadReplies: a client that pipelines READs of a
+// 64 KiB entry and never reads its replies (a 4 KiB receive window) is
+// served until its unwritten replies pass outbound_stop_bytes, far under
+// max_outbound_bytes: then its READs are answered TooManyRequests without
+// reading the entry and its parsing stops, and once it goes on sending
+// past max_refused_unparsed_bytes it is cut. A legitimate client's PING,
+// READ and ADD beside it are served.
+func TestOutboundStopBoundsUnreadReplies(t *testing.T) {
+	var reads atomic.Int32
+	cfg := testConfig(t.TempDir())
+	cfg.ReadWorkers = 1
+	cfg.MaxOutboundBytes = 256 << 20 // never reached here
+	cfg.MaxInflightBytes = 512 << 20
+	cfg.OutboundStopBytes = 1 << 20
+	cfg.MaxRefusedUnparsedBytes = 4 << 10
+	cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {
+		if op == vfs.OpRead && isEntryLog(name) {
+			reads.Add(1)
+		}
+		return nil
+	})
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	if s := w.add(testKey, 0, 1, 0, -1, bytes.Repeat([]byte("e"), 64<<10)); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if s := w.checkpoint(); s != wire.StatusOK { // entry 0 now in an entry log
+		t.Fatal(s)
+	}
+	readsBefore := reads.Load()
+	refused := func() float64 {
+		return testutil.ToFloat64(b.metrics.responses.WithLabelValues(wire.OpRead.String(), wire.StatusTooManyRequests.String()))
+	}
+	served := func() float64 {
+		return testutil.ToFloat64(b.metrics.responses.WithLabelValues(wire.OpRead.String(), wire.StatusOK.String()))
+	}
+	nc := smallWindow(t, b.Addr())
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1})); err != nil {
+		t.Fatal(err)
+	}
+	var batch []byte
+	const n = 1000 // 64 MB of replies asked for
+	for i := range n {
+		batch = wire.AppendReadRequest(batch, uint64(i+1), 0, 1, 0, &testKey)
+	}
+	if _, err := nc.Write(batch); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return refused() > 0 })
+	servedAtStop := served()
+	if s := w.ping(); s != wire.StatusOK {
+		t.Fatalf("a legitimate PING beside the stopped reader: %v", s)
+	}
+	if r, s := w.read(0, 1, 0); s != wire.StatusOK || len(r.Entry.Payload) != 64<<10 {
+		t.Fatalf("a legitimate READ beside the stopped reader: %v", s)
+	}
+	if s := w.add(testKey, 0, 1, 1, 0, []byte("beside")); s != wire.StatusOK {
+		t.Fatalf("a legitimate ADD beside the stopped reader: %v", s)
+	}
+	// It goes on sending: cut.
+	for ctxErr := error(nil); ctxErr == nil; {
+		_, ctxErr = nc.Write(batch)
+		if cutCount(t, b, "slow_reader") > 0 {
+			break
+		}
+	}
+	waitUntil(t, func() bool { return cutCount(t, b, "slow_reader") == 1 })
+	if got := served(); got >= n/2 {
+		t.Fatalf("%v READs served to a client that never read (%v when the first was refused), want far fewer than the %d asked", got, servedAtStop, n)
+	}
+	if got := reads.Load() - readsBefore; float64(got) > 2*(served()+1) {
+		t.Fatalf("%d entry-log reads for %v READs served: refused READs read storage", got, served())
 	}
 }
