@@ -361,6 +361,17 @@ func (c *conn) written(_ gnet.Conn, err error) error {
 	if c.stoppedOut.Load() && !c.outboundOver() {
 		c.gc.Wake(nil) // it may parse again (outbound.go)
 	}
+	if _, ok := c.gc.(gnet.Conn); ok {
+		c.mu.Lock()
+		pending := len(c.out.B) > 0
+		c.mu.Unlock()
+		if pending {
+			// Refusals queued while this write was in progress
+			// (serveRead); a TLS connection's written runs inside its
+			// AsyncWrite and flushes nothing.
+			c.flush()
+		}
+	}
 	if c.b.boundOutbound(c) {
 		return c.gc.Close()
 	}

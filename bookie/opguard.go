@@ -37,7 +37,7 @@ const maxConnCheckpoints = 4
 // against the features its Hello negotiated and the per-connection bounds
 // above. It answers a frame it refuses and returns false; true lets
 // handleFrame take it. A refusal for a bound stops the connection's parsing
-// (stopForOp). A feature the bookie does not have at all is left to
+// (c.stoppedOp). A feature the bookie does not have at all is left to
 // handleFrame, which answers Unsupported as a bookie from before it would.
 // Runs on the event loop.
 func (c *conn) admitOp(frame []byte) bool {

@@ -861,11 +861,16 @@ func (b *Bookie) serveRead(r *request, buf []byte) []byte {
 		b.release(r)
 		return buf
 	}
-	if r.conn.outboundOver() {
-		// Its client is not reading its replies (outbound.go): the
-		// refusal goes out with the connection's next write, not in a
-		// write of its own.
+	if c := r.conn; c.outboundOver() {
+		// Its client is not reading its replies (outbound.go). While a
+		// write to it is in progress, the refusal waits in the outbox
+		// for that write's callback to flush (written), with every
+		// refusal queued meanwhile, instead of a write of its own each.
+		// (A TLS connection's writes call back inside them: always.)
 		b.finishQueued(r, wire.StatusTooManyRequests, nil)
+		if _, ok := c.gc.(gnet.Conn); !ok || !c.writing() {
+			c.flush()
+		}
 		b.release(r)
 		return buf
 	}

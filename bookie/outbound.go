@@ -142,6 +142,14 @@ func (c *conn) outboundStopped() bool {
 	return stopped
 }
 
+// writing reports whether an AsyncWrite to c has not yet called back.
+// Runs anywhere.
+func (c *conn) writing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.inWrite) > 0
+}
+
 // gone reports whether c is closed, or cut and about to be: a reply queued
 // for it is dropped. Runs anywhere.
 func (c *conn) gone() bool {

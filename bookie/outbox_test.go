@@ -153,8 +153,9 @@ func TestReadsOfAGoneClientNotServed(t *testing.T) {
 // served until its unwritten replies pass outbound_stop_bytes, far under
 // max_outbound_bytes: then its READs are answered TooManyRequests without
 // reading the entry and its parsing stops, and once it goes on sending
-// past max_refused_unparsed_bytes it is cut. A legitimate client's PING,
-// READ and ADD beside it are served.
+// past max_refused_unparsed_bytes it is cut. One that pipelined as much and
+// then reads gets an answer to every READ. A legitimate client's PING, READ
+// and ADD beside them are served.
 func TestOutboundStopBoundsUnreadReplies(t *testing.T) {
 	var reads atomic.Int32
 	cfg := testConfig(t.TempDir())
@@ -162,7 +163,7 @@ func TestOutboundStopBoundsUnreadReplies(t *testing.T) {
 	cfg.MaxOutboundBytes = 256 << 20 // never reached here
 	cfg.MaxInflightBytes = 512 << 20
 	cfg.OutboundStopBytes = 1 << 20
-	cfg.MaxRefusedUnparsedBytes = 4 << 10
+	cfg.MaxRefusedUnparsedBytes = 64 << 10
 	cfg.FS = vfs.NewFaultFS(vfs.Default, func(op vfs.Op, name string) error {
 		if op == vfs.OpRead && isEntryLog(name) {
 			reads.Add(1)
@@ -208,6 +209,29 @@ func TestOutboundStopBoundsUnreadReplies(t *testing.T) {
 	if s := w.add(testKey, 0, 1, 1, 0, []byte("beside")); s != wire.StatusOK {
 		t.Fatalf("a legitimate ADD beside the stopped reader: %v", s)
 	}
+	// A client that pipelined 200 READs (13 MB) without reading, then
+	// reads: every READ is answered, served or refused, none left behind.
+	late := smallWindow(t, b.Addr())
+	late.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := late.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1})); err != nil {
+		t.Fatal(err)
+	}
+	refusedBefore := refused()
+	if _, err := late.Write(batch[:200*len(batch)/n]); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return refused() > refusedBefore })
+	lc := &testClient{t: t, nc: late}
+	if _, err := wire.DecodeHello(lc.readFrame()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		h, err := wire.ParseHeader(lc.readFrame())
+		if err != nil || h.Op != wire.OpRead || h.Status != wire.StatusOK && h.Status != wire.StatusTooManyRequests {
+			t.Fatalf("reply %d to a client that reads late: %+v %v", i, h, err)
+		}
+	}
+
 	// It goes on sending: cut.
 	for ctxErr := error(nil); ctxErr == nil; {
 		_, ctxErr = nc.Write(batch)
