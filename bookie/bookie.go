@@ -78,6 +78,9 @@ type Bookie struct {
 	// flow (Config.ReadBatchBusyBytesPerSec).
 	addsSeen       atomic.Int64
 	kickCheckpoint chan struct{}
+	// askCheckpoint is CHECKPOINT requests asking the background goroutine
+	// for a checkpoint, which it starts after the gap (ckptgap.go).
+	askCheckpoint chan struct{}
 
 	// Garbage collection (gc.go): gcMu serializes scans and protects
 	// gcSeen, the ledgers found garbage and when first; storageMu keeps
@@ -133,6 +136,7 @@ func New(cfg Config) (*Bookie, error) {
 		gcSeen:  make(map[uint64]gcVerdict),
 
 		kickCheckpoint: make(chan struct{}, 1),
+		askCheckpoint:  make(chan struct{}, 1),
 		drained:        make(chan struct{}, 1),
 		stop:           make(chan struct{}),
 		runErr:         make(chan error, 1),
@@ -695,6 +699,10 @@ func (b *Bookie) background() {
 	defer disk.Stop()
 	ckpt := time.NewTicker(time.Duration(b.cfg.CheckpointInterval))
 	defer ckpt.Stop()
+	gap := ckptGap{gap: time.Duration(b.cfg.CheckpointRequestGap)}
+	asked := time.NewTimer(0) // a requested checkpoint waiting for its gap
+	asked.Stop()
+	var waiting bool // asked is set
 	for {
 		select {
 		case <-b.stop:
@@ -702,17 +710,34 @@ func (b *Bookie) background() {
 		case <-disk.C:
 			b.checkDisk()
 		case <-ckpt.C:
-			b.runCheckpoint()
+			b.runCheckpoint(&gap)
 		case <-b.kickCheckpoint:
-			b.runCheckpoint()
+			b.runCheckpoint(&gap)
+		case <-b.askCheckpoint:
+			if waiting {
+				continue // the waiting one answers this request too
+			}
+			if d := gap.wait(time.Now()); d > 0 {
+				b.metrics.checkpointsDeferred.Inc()
+				asked.Reset(d)
+				waiting = true
+				continue
+			}
+			b.runCheckpoint(&gap)
+		case <-asked.C:
+			waiting = false
+			b.runCheckpoint(&gap)
 		}
 	}
 }
 
-// runCheckpoint checkpoints and handles a failure. Runs on the background
-// goroutine.
-func (b *Bookie) runCheckpoint() {
-	if err := b.checkpoint(); err != nil {
+// runCheckpoint checkpoints, records it in gap and handles a failure. Runs
+// on the background goroutine.
+func (b *Bookie) runCheckpoint(gap *ckptGap) {
+	start := time.Now()
+	err := b.checkpoint()
+	gap.ran(start, time.Now())
+	if err != nil {
 		b.logCheckpointError(err)
 		switch {
 		case errors.Is(err, entrylog.ErrDiskFull):

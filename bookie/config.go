@@ -85,6 +85,23 @@ type Config struct {
 	// MaxOutboundBytes is how many reply bytes may wait for a client that
 	// does not read them before the connection is cut.
 	MaxOutboundBytes int `json:"max_outbound_bytes"`
+	// OutboundStopBytes is the unwritten reply bytes of one connection over
+	// which the bookie stops parsing its requests and answers its READs
+	// TooManyRequests without reading them, until the client reads its
+	// replies down to half of it (bookie/outbound.go). Default
+	// max_outbound_bytes / 16.
+	OutboundStopBytes int `json:"outbound_stop_bytes"`
+	// MaxConnLongPolls bounds the LONG_POLL_LACs of one connection parsed
+	// and not answered (parked, or being answered): one more is answered
+	// TooManyRequests, and the connection's parsing stops until one is
+	// answered (bookie/opguard.go).
+	MaxConnLongPolls int `json:"max_conn_long_polls"`
+	// MaxRefusedUnparsedBytes is how many bytes a connection may hold
+	// unparsed while its parsing is stopped after a refusal for a
+	// per-connection bound (LIST_ENTRIES, CHECKPOINT, LONG_POLL_LAC in
+	// flight): more, and it is closed (bookie/opguard.go). Default
+	// max_frame_size.
+	MaxRefusedUnparsedBytes int64 `json:"max_refused_unparsed_bytes"`
 	// MaxConnections and MaxConnectionsPerIP bound open connections, in
 	// total and per client address (an IPv6 address counts per /64). At
 	// MaxConnections the oldest unauthenticated connection is closed to make
@@ -187,6 +204,14 @@ type Config struct {
 	// CheckpointInterval is how often storage is flushed and the journal
 	// trimmed.
 	CheckpointInterval Duration `json:"checkpoint_interval"`
+	// CheckpointRequestGap is the least time between the end of one
+	// checkpoint and the start of one that CHECKPOINT requests ask for;
+	// the gap is also at least three times the last checkpoint's duration,
+	// so that requested checkpoints, all connections together, take at
+	// most a quarter of the time. The requests that arrive meanwhile wait
+	// for the one checkpoint that starts after it (bookie/ckptgap.go).
+	// Negative: none.
+	CheckpointRequestGap Duration `json:"checkpoint_request_gap"`
 	// DiskFullThreshold is the used fraction of a data disk above which the
 	// bookie goes read-only; it becomes writable again below
 	// DiskWritableThreshold.
@@ -353,6 +378,7 @@ func DefaultConfig() Config {
 		MaxConnInflightBytes:     64 << 20,
 		MaxInflightBytes:         256 << 20,
 		MaxOutboundBytes:         64 << 20,
+		MaxConnLongPolls:         4096,
 		ReadWorkers:              4,
 		ReadBatchWorkers:         2,
 		ReadCacheBytes:           32 << 20,
@@ -374,6 +400,7 @@ func DefaultConfig() Config {
 		JournalSpareSegments:     4,
 		IndexCacheBytes:          64 << 20,
 		CheckpointInterval:       Duration(10 * time.Second),
+		CheckpointRequestGap:     Duration(100 * time.Millisecond),
 		ScrubInterval:            Duration(24 * time.Hour),
 		GCInterval:               Duration(2 * time.Minute),
 		DiskStallThreshold:       Duration(2 * time.Second),
@@ -428,6 +455,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxConnInflightBytes, d.MaxConnInflightBytes)
 	setDefault(&c.MaxInflightBytes, d.MaxInflightBytes)
 	setDefault(&c.MaxOutboundBytes, d.MaxOutboundBytes)
+	setDefault(&c.MaxConnLongPolls, d.MaxConnLongPolls)
 	setDefault(&c.ReadWorkers, d.ReadWorkers)
 	setDefault(&c.ReadBatchWorkers, d.ReadBatchWorkers)
 	setDefault(&c.ReadCacheBytes, d.ReadCacheBytes)
@@ -450,6 +478,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.EntryLogSize, d.EntryLogSize)
 	setDefault(&c.IndexCacheBytes, d.IndexCacheBytes)
 	setDefault(&c.CheckpointInterval, d.CheckpointInterval)
+	setDefault(&c.CheckpointRequestGap, d.CheckpointRequestGap)
 	setDefault(&c.ScrubInterval, d.ScrubInterval)
 	setDefault(&c.GCInterval, d.GCInterval)
 	setDefault(&c.JournalSpareSegments, d.JournalSpareSegments)
@@ -471,6 +500,12 @@ func (c Config) withDefaults() Config {
 		// max_frame_size they cannot take is refused by Check instead.
 		fit := min(defaultMaxFrameSize, c.JournalSegmentSize, c.JournalQueueBytes, entrylog.MaxEntry(c.WriteCacheBytes, c.EntryLogSize))
 		c.MaxFrameSize = int(fit &^ (1<<10 - 1))
+	}
+	if c.OutboundStopBytes == 0 {
+		c.OutboundStopBytes = c.MaxOutboundBytes / 16
+	}
+	if c.MaxRefusedUnparsedBytes == 0 {
+		c.MaxRefusedUnparsedBytes = int64(c.MaxFrameSize)
 	}
 	if c.MaxUnparsedBytes == 0 {
 		c.MaxUnparsedBytes = max(c.MaxInflightBytes, 2*int64(c.MaxFrameSize))

@@ -108,7 +108,16 @@ type conn struct {
 	batchReads    atomic.Int64 // READ_BATCHes parsed and not answered (readbatch.go)
 	listing       atomic.Int32 // LIST_ENTRIES parsed and not answered (opguard.go)
 	checkpoints   atomic.Int32 // CHECKPOINTs parsed and not answered (opguard.go)
-	paused        atomic.Bool
+	longPolls     atomic.Int32 // LONG_POLL_LACs parsed and not answered (opguard.go)
+	// stoppedOp is the op whose per-connection bound stopped parsing after
+	// a refusal, 0 when none (opguard.go); set and cleared by the event
+	// loop, read by whoever answers a request.
+	stoppedOp atomic.Int32
+	// stoppedOut: parsing stopped for unwritten replies over
+	// OutboundStopBytes (outbound.go); set by the event loop, read after
+	// writes.
+	stoppedOut atomic.Bool
+	paused     atomic.Bool
 	// features are the optional features the Hello negotiated; owned by
 	// the event loop.
 	features wire.Features
@@ -349,6 +358,20 @@ func (c *conn) written(_ gnet.Conn, err error) error {
 	if cut, err := c.cutIfSlow(); cut {
 		return err
 	}
+	if c.stoppedOut.Load() && !c.outboundOver() {
+		c.gc.Wake(nil) // it may parse again (outbound.go)
+	}
+	if _, ok := c.gc.(gnet.Conn); ok {
+		c.mu.Lock()
+		pending := len(c.out.B) > 0
+		c.mu.Unlock()
+		if pending {
+			// Refusals queued while this write was in progress
+			// (serveRead); a TLS connection's written runs inside its
+			// AsyncWrite and flushes nothing.
+			c.flush()
+		}
+	}
 	if c.b.boundOutbound(c) {
 		return c.gc.Close()
 	}
@@ -584,9 +607,15 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 			}
 			c.awaitingCheck = false
 		}
+		if c.authed && c.outboundStopped() {
+			break // until its client reads its replies (outbound.go)
+		}
 		if c.helloDone && c.overLimits() {
 			c.pause()
 			break
+		}
+		if c.opStopped() {
+			break // until an answer takes it under its bound (countOp)
 		}
 		buffered := gc.InboundBuffered()
 		if buffered < wire.LengthSize {
@@ -675,6 +704,16 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 	buffered := gc.InboundBuffered()
 	if buffered > int(b.cfg.MaxConnInflightBytes)+b.cfg.MaxFrameSize {
 		b.metrics.cutConns.WithLabelValues("inbound_overflow").Inc()
+		return true
+	}
+	// One refused over a per-connection bound that keeps sending while
+	// stopped is cut well before that (opguard.go).
+	if buffered > int(b.cfg.MaxRefusedUnparsedBytes) && c.stoppedOp.Load() != 0 {
+		b.metrics.cutConns.WithLabelValues("refused_overflow").Inc()
+		return true
+	}
+	if buffered > int(b.cfg.MaxRefusedUnparsedBytes) && c.stoppedOut.Load() {
+		b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
 		return true
 	}
 	return b.boundUnparsed(c, buffered)

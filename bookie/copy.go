@@ -183,7 +183,8 @@ func (b *Bookie) storeUnjournaled(c *conn, h *wire.Header, l *ledger, e *wire.En
 }
 
 // handleCheckpoint queues a CHECKPOINT for the next checkpoint to begin and
-// asks the background goroutine for one. Runs on the event loop.
+// asks the background goroutine for one, which starts it after the gap
+// (ckptgap.go). Runs on the event loop.
 func (b *Bookie) handleCheckpoint(c *conn, h *wire.Header, frame []byte) {
 	if _, err := wire.DecodeCheckpointRequest(frame); err != nil {
 		c.answer(h, wire.StatusOf(err))
@@ -193,7 +194,7 @@ func (b *Bookie) handleCheckpoint(c *conn, h *wire.Header, frame []byte) {
 	b.copied.take(c, r)
 	b.ckptWaiters.add(r)
 	select {
-	case b.kickCheckpoint <- struct{}{}:
+	case b.askCheckpoint <- struct{}{}:
 	default: // one is asked for already
 	}
 }

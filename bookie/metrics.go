@@ -65,6 +65,9 @@ type metrics struct {
 	damageRepaired prometheus.Counter
 	damaged        prometheus.Gauge
 	scrubPasses    prometheus.Counter
+	// checkpointsDeferred counts checkpoints asked for by CHECKPOINT
+	// requests that waited for their gap (ckptgap.go).
+	checkpointsDeferred prometheus.Counter
 }
 
 func newMetrics(ledgerCount func() float64) *metrics {
@@ -107,6 +110,8 @@ func newMetrics(ledgerCount func() float64) *metrics {
 			Name: "bookie_read_only", Help: "1 while the bookie refuses adds (disk full or journal failure)."}),
 		checkpoints: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "bookie_checkpoints_total", Help: "Completed checkpoints."}),
+		checkpointsDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "bookie_checkpoints_deferred_total", Help: "Checkpoints asked for by CHECKPOINT requests that waited for checkpoint_request_gap after the last one."}),
 		checkpointDur: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bookie_checkpoint_seconds", Help: "Checkpoint duration (flush, sync, mark).", Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16)}),
 		cacheFullWait: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -162,7 +167,7 @@ func newMetrics(ledgerCount func() float64) *metrics {
 	m.addOK = m.responses.WithLabelValues("ADD", "OK")
 	m.registry.MustRegister(m.addLatency, m.readLatency, m.fsyncLatency, m.journalSync, m.batchRecords, m.batchBytes,
 		m.requests, m.responses, m.bytesIn, m.bytesOut, m.connections, m.inflightBytes, m.journalQueue,
-		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointDur, m.cacheFullWait, m.cacheFulls, m.cacheOverflow, m.unjournaled, m.ledgers, m.scrubBytes, m.scrubDamaged, m.scrubPasses,
+		m.readQueue, m.pausedConns, m.cutConns, m.readOnly, m.checkpoints, m.checkpointsDeferred, m.checkpointDur, m.cacheFullWait, m.cacheFulls, m.cacheOverflow, m.unjournaled, m.ledgers, m.scrubBytes, m.scrubDamaged, m.scrubPasses,
 		buildInfo, pid, goCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -856,6 +856,26 @@ func (b *Bookie) serveRead(r *request, buf []byte) []byte {
 		b.answerPoll(r, buf)
 		return buf
 	}
+	if r.conn.gone() {
+		// Its reply would be dropped: a client cut for not reading its
+		// replies (or gone) leaves the reads it queued unread, not each
+		// one read from storage and copied for nobody.
+		b.release(r)
+		return buf
+	}
+	if c := r.conn; c.outboundOver() {
+		// Its client is not reading its replies (outbound.go). While a
+		// write to it is in progress, the refusal waits in the outbox
+		// for that write's callback to flush (written), with every
+		// refusal queued meanwhile, instead of a write of its own each.
+		// (A TLS connection's writes call back inside them: always.)
+		b.finishQueued(r, wire.StatusTooManyRequests, nil)
+		if _, ok := c.gc.(gnet.Conn); !ok || !c.writing() {
+			c.flush()
+		}
+		b.release(r)
+		return buf
+	}
 	l := b.ledgers.lock(r.ledger)
 	if l == nil {
 		b.finish(r, b.negative(nil, wire.StatusNoSuchLedger), nil)

@@ -385,6 +385,7 @@ func testCounter(t *testing.T, b *Bookie, name string) float64 {
 func TestSlowReaderIsCut(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.MaxOutboundBytes = 64 << 10
+	cfg.OutboundStopBytes = cfg.MaxOutboundBytes // the cut, not the stop before it (TestOutboundStopBoundsUnreadReplies)
 	b := startBookie(t, cfg)
 	good := dial(t, b.Addr())
 	bad := dial(t, b.Addr())
@@ -427,7 +428,7 @@ func TestStorageFailureGoesReadOnly(t *testing.T) {
 		t.Fatal(s)
 	}
 	sw.Arm(vfs.OpSync, vfs.ErrInjectedIO)
-	b.runCheckpoint()
+	b.runCheckpoint(new(ckptGap))
 	if ro, why := b.ReadOnly(); !ro || !strings.Contains(why, "restart") {
 		t.Fatalf("after a failed index sync: read-only %v %q", ro, why)
 	}

@@ -98,6 +98,69 @@ func (b *Bookie) boundOutbound(c *conn) (closeIt bool) {
 	return false
 }
 
+// A connection whose unwritten replies pass OutboundStopBytes, a fraction
+// of MaxOutboundBytes, is not reading them: its parsing stops (traffic,
+// outboundStopped) and a read worker answers its READs TooManyRequests
+// instead of reading the entry (outboundOver), so a client that never reads
+// costs the bookie that fraction of reply bytes, not MaxOutboundBytes, and no
+// reads. It parses again once its unwritten replies are under half of it:
+// looked at when it sends, after each write to it, and at the sweeper's
+// remeasure (once a second) when gnet drained its buffer without a write.
+// One that goes on sending while stopped is cut past
+// MaxRefusedUnparsedBytes unparsed (slow_reader).
+
+// outboundOver reports whether c's unwritten replies are over
+// OutboundStopBytes. Runs anywhere.
+func (c *conn) outboundOver() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.outbound > int64(c.b.cfg.OutboundStopBytes)
+}
+
+// outboundStopped reports whether c's parsing stops for its unwritten
+// replies: over OutboundStopBytes, or, once stopped, not yet under half of
+// it, as measured now. Runs on the event loop of c.
+func (c *conn) outboundStopped() bool {
+	stop := int64(c.b.cfg.OutboundStopBytes)
+	c.mu.Lock()
+	charged := c.outbound
+	c.mu.Unlock()
+	stopped := c.stoppedOut.Load()
+	if !stopped && charged <= stop {
+		return false
+	}
+	c.remeasureOutbound()
+	c.mu.Lock()
+	charged = c.outbound
+	c.mu.Unlock()
+	if stopped {
+		stopped = charged >= stop/2
+	} else {
+		stopped = charged > stop
+	}
+	c.stoppedOut.Store(stopped)
+	return stopped
+}
+
+// writing reports whether an AsyncWrite to c has not yet called back.
+// Runs anywhere.
+func (c *conn) writing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.inWrite) > 0
+}
+
+// gone reports whether c is closed, or cut and about to be: a reply queued
+// for it is dropped. Runs anywhere.
+func (c *conn) gone() bool {
+	if c.cut.Load() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 // cutFromTotals marks c as chosen to be closed and takes it out of the
 // totals at once. Runs anywhere.
 func (c *conn) cutFromTotals() {

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/bookie-go/bookie/wire"
 )
 
@@ -13,6 +15,7 @@ import (
 func TestParkedPollsBounded(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.MaxConnInflight = 2 * maxParkedPolls // only the total bound applies
+	cfg.MaxConnLongPolls = 2 * maxParkedPolls
 	b := startBookie(t, cfg)
 	good := dial(t, b.Addr())
 	if s := good.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
@@ -168,5 +171,79 @@ func TestLACMoveLooksOnlyAtAnsweredPolls(t *testing.T) {
 	waitUntil(t, func() bool { return parkedPolls(b, 1) == 1000 })
 	if n := parkedTotal(b); n != 1000 {
 		t.Fatalf("%d polls in the timeout queue, want the 1000 still waiting", n)
+	}
+}
+
+// TestLongPollsBoundedPerConnection: a connection's LONG_POLL_LACs past
+// max_conn_long_polls are refused once, TooManyRequests, and its parsing
+// stops, so the polls pipelined behind are neither parsed nor parked; it is
+// closed once it goes on sending past max_refused_unparsed_bytes, and its
+// polls leave the bound. A reader within the bound beside it parks its polls
+// and is answered by the writer's add, which is served.
+func TestLongPollsBoundedPerConnection(t *testing.T) {
+	const bound = 4
+	cfg := testConfig(t.TempDir())
+	cfg.MaxConnLongPolls = bound
+	cfg.MaxRefusedUnparsedBytes = 4 << 10
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	if s := w.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	refused := func() float64 {
+		return testutil.ToFloat64(b.metrics.responses.WithLabelValues(wire.OpLongPollLAC.String(), wire.StatusTooManyRequests.String()))
+	}
+	polls := func(c *testClient, n int, prev int64) {
+		var batch []byte
+		for range n {
+			c.next++
+			batch = wire.AppendLongPollLACRequest(batch, c.next, 0, 1, prev, 60_000)
+		}
+		c.nc.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.nc.Write(batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	flood := dial(t, b.Addr())
+	polls(flood, bound+1, 1000) // far ahead of the ledger's LAC: they park
+	refusedID := flood.next
+	polls(flood, 100, 1000)
+	if h, err := wire.ParseHeader(flood.readFrame()); err != nil || h.Status != wire.StatusTooManyRequests || h.RequestID != refusedID {
+		t.Fatalf("LONG_POLL_LAC %d of one connection: %+v %v, want TooManyRequests", bound+1, h, err)
+	}
+	waitUntil(t, func() bool { return stoppedConns(b) == 1 || refused() > 1 })
+	if n, parked := refused(), parkedTotal(b); n != 1 || parked != bound {
+		t.Fatalf("%v polls refused and %d parked, want 1 and %d: the ones behind the refusal were parsed", n, parked, bound)
+	}
+
+	// A reader within the bound parks its polls beside it; the writer's
+	// add answers them.
+	r := dial(t, b.Addr())
+	polls(r, bound, 0)
+	waitUntil(t, func() bool { return parkedTotal(b) == 2*bound })
+	if s := w.add(testKey, 0, 1, 1, 0, []byte("y")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if s := w.add(testKey, 0, 1, 2, 1, []byte("z")); s != wire.StatusOK { // LAC 1
+		t.Fatal(s)
+	}
+	r.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for range bound {
+		if h, err := wire.ParseHeader(r.readFrame()); err != nil || h.Status != wire.StatusOK {
+			t.Fatalf("a reader's poll within the bound: %+v %v", h, err)
+		}
+	}
+
+	polls(flood, 1000, 1000) // over max_refused_unparsed_bytes while stopped
+	if !closedWithin(flood.nc, 10*time.Second) {
+		t.Fatal("a connection that kept sending polls while stopped was not closed")
+	}
+	if n := cutCount(t, b, "refused_overflow"); n != 1 {
+		t.Fatalf("refused_overflow cuts: %v, want 1", n)
+	}
+	waitUntil(t, func() bool { return parkedTotal(b) == 0 })
+	if s := w.ping(); s != wire.StatusOK {
+		t.Fatal(s)
 	}
 }

@@ -284,6 +284,7 @@ func TestTLSSlowReaderIsCut(t *testing.T) {
 	p := metatest.NewPKI(t)
 	cfg := tlsTestConfig(t, p, false)
 	cfg.MaxOutboundBytes = 256 << 10
+	cfg.OutboundStopBytes = cfg.MaxOutboundBytes // the cut, not the stop before it (TestOutboundStopBoundsUnreadReplies)
 	b := startBookie(t, cfg)
 	tcfg := &tls.Config{RootCAs: p.Roots, ServerName: "localhost"}
 	good := dialTLS(t, b.TLSAddr(), tcfg)
