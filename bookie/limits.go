@@ -152,6 +152,15 @@ func (r *connRegistry) cut(c *conn) bool {
 	return true
 }
 
+// holds reports whether c is still registered: no bound, eviction or
+// timeout has taken it out, and it has not closed. Runs anywhere.
+func (r *connRegistry) holds(c *conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.all[c]
+	return ok
+}
+
 // dropLocked unregisters c. Requires r.mu held.
 func (r *connRegistry) dropLocked(c *conn) {
 	if _, ok := r.all[c]; !ok {

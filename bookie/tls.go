@@ -202,7 +202,12 @@ func (t *tlsConn) serve() {
 	err := t.tc.Handshake()
 	if err != nil {
 		b.metrics.cutConns.WithLabelValues("tls_handshake").Inc()
-		b.handshakeFailed(c)
+		if b.conns.holds(c) {
+			// Not closed by the bookie: one it evicted (handshake_evicted)
+			// or cut (handshake_timeout, charged by the sweeper) failed
+			// nothing of its own.
+			b.handshakeFailed(c)
+		}
 		b.log.Info("closing connection: TLS handshake failed", "remote", t.addr, "err", err)
 		return
 	}
