@@ -305,3 +305,39 @@ func TestCookieCAS(t *testing.T) {
 }
 
 func clientLease(id int64) clientv3.LeaseID { return clientv3.LeaseID(id) }
+
+// TestBadRegistrationLeftOut: a value under the registrations that does not
+// decode (anyone with etcd write access can put one) is left out of
+// ListBookies and of WatchBookies' first set, which list the good ones;
+// before, it made every listing fail, so every ledger creation and audit.
+func TestBadRegistrationLeftOut(t *testing.T) {
+	ctx := testCtx(t)
+	s := metatest.NewStore(t)
+	if _, err := s.RegisterBookie(ctx, meta.BookieInfo{ID: "127.0.0.1:3181"}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for key, value := range map[string]string{
+		meta.DefaultPrefix + "/bookies/127.0.0.1:3182": "not json",
+		meta.DefaultPrefix + "/bookies/127.0.0.1:3183": `{"format":1,"id":"127.0.0.1:9999"}`, // names another bookie
+	} {
+		if _, err := s.Client().Put(ctx, key, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := s.ListBookies(ctx)
+	if err != nil {
+		t.Fatalf("ListBookies with a bad registration beside a good one: %v", err)
+	}
+	if got := ids(list); !slices.Equal(got, []meta.BookieID{"127.0.0.1:3181"}) {
+		t.Fatalf("ListBookies = %v, want only the registered bookie", got)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	updates, err := s.WatchBookies(wctx)
+	if err != nil {
+		t.Fatalf("WatchBookies with a bad registration: %v", err)
+	}
+	if got := ids(<-updates); !slices.Equal(got, []meta.BookieID{"127.0.0.1:3181"}) {
+		t.Fatalf("WatchBookies' first set = %v, want only the registered bookie", got)
+	}
+}
