@@ -306,7 +306,7 @@ func (b *Bookie) GC(ctx context.Context) (GCStats, error) {
 	for i, id := range ids {
 		st.Ledgers++
 		touched := notes[i]
-		garbage, err := answers[i].garbage, answers[i].err
+		garbage, err := answers.garbage[i], answers.bad[i]
 		if errors.Is(err, meta.ErrBadMetadata) {
 			// Metadata that does not decode or breaks the rules proves
 			// nothing: keep the ledger, and go on with the others, so one
@@ -385,11 +385,14 @@ func (b *Bookie) heldLedgers() []uint64 {
 	return slices.Compact(ids)
 }
 
-// gcAnswer is what the metadata says of one held ledger: garbage or not,
-// or err (a *meta.BadLedgerError: neither).
-type gcAnswer struct {
-	garbage bool
-	err     error
+// gcAnswers is what the metadata says of each held ledger, by its index in
+// the sorted ids: garbage or not, or, for the few whose metadata is not
+// valid, an error (a *meta.BadLedgerError: neither). A bool per ledger, not
+// a struct with an error, because a scan holds one per ledger held: 1 MB at
+// 1,000,000 ledgers where the struct took 24.
+type gcAnswers struct {
+	garbage []bool
+	bad     map[int]error
 }
 
 // gcListStore is what a metadata store that lists every ledger and its mark
@@ -410,20 +413,23 @@ const gcListPage = 1000
 // revision. Any error — a failed read, an incomplete listing — is returned
 // and no answer is: the scan deletes nothing. It counts its reads in st's
 // MetadataReads and ListPages.
-func (b *Bookie) gcAnswers(ctx context.Context, ids []uint64, self string, stable bool, st *GCStats) ([]gcAnswer, error) {
-	answers := make([]gcAnswer, len(ids))
+func (b *Bookie) gcAnswers(ctx context.Context, ids []uint64, self string, stable bool, st *GCStats) (gcAnswers, error) {
+	answers := gcAnswers{garbage: make([]bool, len(ids)), bad: make(map[int]error)}
 	pacer := pace.New(int64(b.cfg.GCMetadataReadsPerSec))
 	ls, lists := b.meta.(gcListStore)
 	if _, views := b.meta.(gcViewStore); !lists || !views || len(ids) == 0 {
 		for i, id := range ids {
 			if err := pacer.Wait(ctx, 1); err != nil {
-				return nil, err
+				return gcAnswers{}, err
 			}
 			garbage, err := b.garbage(ctx, id, self, stable, st)
 			if err != nil && !errors.Is(err, meta.ErrBadMetadata) {
-				return nil, err
+				return gcAnswers{}, err
 			}
-			answers[i] = gcAnswer{garbage, err}
+			answers.garbage[i] = garbage
+			if err != nil {
+				answers.bad[i] = err
+			}
 		}
 		return answers, nil
 	}
@@ -437,19 +443,19 @@ func (b *Bookie) gcAnswers(ctx context.Context, ids []uint64, self string, stabl
 		listed[i] = true
 		switch {
 		case l.Bad != nil:
-			answers[i].err = l.Bad
+			answers.bad[i] = l.Bad
 		case l.Ledger.State == meta.StateClosed && stable && !namesBookie(&l.Ledger, meta.BookieID(self)):
-			answers[i].garbage = !l.Marked
+			answers.garbage[i] = !l.Marked
 		}
 		return nil
 	})
 	st.ListPages = listing.Pages
 	if err != nil {
-		return nil, fmt.Errorf("bookie: gc: list ledgers: %w", err)
+		return gcAnswers{}, fmt.Errorf("bookie: gc: list ledgers: %w", err)
 	}
 	for i := range ids {
 		if !listed[i] {
-			answers[i].garbage = true // absent at the listing's revision
+			answers.garbage[i] = true // absent at the listing's revision
 		}
 	}
 	return answers, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/bookie-go/bookie/client"
 	"github.com/bookie-go/bookie/client/autorecovery"
 	"github.com/bookie-go/bookie/entrylog"
+	"github.com/bookie-go/bookie/index"
 )
 
 func init() {
@@ -320,16 +321,21 @@ func autorecoveryTLS(cfg bookie.Config) (*tls.Config, error) {
 	return t, nil
 }
 
-// goMemoryLimit is the Go soft memory limit `bk bookie` runs under: the
-// caches that live in Go memory plus 256 MiB for everything else (the
-// ledger table, requests, journal batches). The write cache counts only
-// where it is Go heap (entrylog.CacheOnHeap): on Linux its arenas are
-// memory mappings the limit does not see, and counting them would leave the
-// heap that much more room to grow garbage.
+// goMemoryLimit is the Go soft memory limit `bk bookie` runs under: 256 MiB
+// for what lives on the Go heap (the ledger table, requests, journal
+// batches, a GC scan's lists: about 220 MB at its peak with 1,000,000
+// one-entry ledgers, docs/benchmarks.md), plus each cache that is Go heap
+// too. The write cache's arenas are memory mappings on Linux
+// (entrylog.CacheOnHeap) and the index's cache and memtables C memory in a
+// cgo build (index.CacheOnHeap): the limit does not see them, and counting
+// them would leave the heap that much more room to grow garbage.
 func goMemoryLimit(eff bookie.Config) int64 {
-	limit := eff.IndexCacheBytes + 256<<20
+	limit := int64(256 << 20)
 	if entrylog.CacheOnHeap {
 		limit += eff.WriteCacheBytes
+	}
+	if index.CacheOnHeap {
+		limit += eff.IndexCacheBytes
 	}
 	return limit
 }
