@@ -65,6 +65,23 @@ func embeddedStore(tb testing.TB, timeout time.Duration) (context.Context, *Etcd
 	return ctx, s
 }
 
+// putLedgers stores ledgers 1 to n, valid and alike, 128 to a transaction.
+func putLedgers(ctx context.Context, tb testing.TB, s *EtcdStore, n int) {
+	tb.Helper()
+	md := validLedger()
+	var ops []clientv3.Op
+	for i := range n {
+		md.ID = uint64(i + 1)
+		ops = append(ops, clientv3.OpPut(s.ledgerKey(md.ID), string(AppendLedgerMetadata(nil, &md))))
+		if len(ops) == 128 || i == n-1 {
+			if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+				tb.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+}
+
 // BenchmarkAllLedgers pages through n ledgers with AllLedgers (pages of
 // 1,000, as the autorecovery auditor reads them) on an embedded etcd in
 // this process; ns/ledger stays flat from 10,000 to 100,000 ledgers when
@@ -74,18 +91,7 @@ func BenchmarkAllLedgers(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("ledgers=%d", n), func(b *testing.B) {
 			ctx, s := embeddedStore(b, 10*time.Minute)
-			md := validLedger()
-			var ops []clientv3.Op
-			for i := range n {
-				md.ID = uint64(i + 1)
-				ops = append(ops, clientv3.OpPut(s.ledgerKey(md.ID), string(AppendLedgerMetadata(nil, &md))))
-				if len(ops) == 128 || i == n-1 {
-					if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-						b.Fatal(err)
-					}
-					ops = ops[:0]
-				}
-			}
+			putLedgers(ctx, b, s, n)
 			b.ReportAllocs()
 			for b.Loop() {
 				listed := 0

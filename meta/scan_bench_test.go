@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // BenchmarkScanLedgers lists n ledgers with ScanLedgers, unpaced, pages of
@@ -18,18 +16,7 @@ func BenchmarkScanLedgers(b *testing.B) {
 	for _, n := range []int{100_000} {
 		b.Run(fmt.Sprintf("ledgers=%d", n), func(b *testing.B) {
 			ctx, s := embeddedStore(b, 10*time.Minute)
-			md := validLedger()
-			var ops []clientv3.Op
-			for i := range n {
-				md.ID = uint64(i + 1)
-				ops = append(ops, clientv3.OpPut(s.ledgerKey(md.ID), string(AppendLedgerMetadata(nil, &md))))
-				if len(ops) == 128 || i == n-1 {
-					if _, err := s.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-						b.Fatal(err)
-					}
-					ops = ops[:0]
-				}
-			}
+			putLedgers(ctx, b, s, n)
 			b.ReportAllocs()
 			var pages int
 			for b.Loop() {
