@@ -706,15 +706,18 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 		b.metrics.cutConns.WithLabelValues("inbound_overflow").Inc()
 		return true
 	}
-	// One refused over a per-connection bound that keeps sending while
-	// stopped is cut well before that (opguard.go).
-	if buffered > int(b.cfg.MaxRefusedUnparsedBytes) && c.stoppedOp.Load() != 0 {
-		b.metrics.cutConns.WithLabelValues("refused_overflow").Inc()
-		return true
-	}
-	if buffered > int(b.cfg.MaxRefusedUnparsedBytes) && c.stoppedOut.Load() {
-		b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
-		return true
+	// One whose parsing stopped that keeps sending is cut well before that:
+	// refused over a per-connection bound (opguard.go), or not reading its
+	// replies (outbound.go).
+	if buffered > int(b.cfg.MaxRefusedUnparsedBytes) {
+		switch {
+		case c.stoppedOp.Load() != 0:
+			b.metrics.cutConns.WithLabelValues("refused_overflow").Inc()
+			return true
+		case c.stoppedOut.Load():
+			b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+			return true
+		}
 	}
 	return b.boundUnparsed(c, buffered)
 }
