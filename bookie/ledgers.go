@@ -117,7 +117,7 @@ const ledgerShards = 64
 //
 // Each shard holds its ledgers in one of two maps. The hot map holds a
 // *ledger (with its mutex, long polls, in-flight adds) for every ledger in
-// use; the cold map (coldStore, ledgers_cold.go) holds 32 or 64 bytes
+// use; the cold store (coldStore, ledgers_cold.go) holds 32 or 64 bytes
 // without pointers for each idle one. A checkpoint moves a ledger cold when it finds it idle
 // (retireIdle): its state durable in the index (not dirty), unchanged for a
 // whole checkpoint interval, no long poll parked, no add in flight, no
