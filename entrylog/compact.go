@@ -16,17 +16,17 @@ import (
 // rebuildUsage). An estimate only decides when a log is compacted; what
 // compaction keeps is decided record by record against the index.
 type logUsage struct {
-	data    int64            // durable record bytes: header end - HeaderSize
-	records uint64           // durable records
-	live    int64            // estimated live bytes
-	ledgers map[uint64]int64 // ledger -> estimated live bytes
-	writing bool             // owned by a logWriter, or filled but not yet indexed
+	data    int64     // durable record bytes: header end - HeaderSize
+	records uint64    // durable records
+	live    int64     // estimated live bytes
+	ledgers liveBytes // ledger -> estimated live bytes
+	writing bool      // owned by a logWriter, or filled but not yet indexed
 }
 
 // addLiveLocked counts n more live bytes of ledger in u. Requires indexMu
 // (or a Store not yet shared, during Open).
 func (s *Store) addLiveLocked(u *logUsage, ledger uint64, n int64) {
-	u.ledgers[ledger] += n
+	u.ledgers.add(ledger, n)
 	u.live += n
 	s.space.live.Add(n)
 }
@@ -64,7 +64,7 @@ func (s *Store) addLog(lf *logFile, h header, writing bool) {
 	s.logs[lf.id] = lf
 	s.logsMu.Unlock()
 	s.indexMu.Lock()
-	s.putUsageLocked(lf.id, &logUsage{data: h.end - HeaderSize, records: h.records, ledgers: make(map[uint64]int64), writing: writing})
+	s.putUsageLocked(lf.id, &logUsage{data: h.end - HeaderSize, records: h.records, writing: writing})
 	s.indexMu.Unlock()
 }
 
@@ -118,10 +118,9 @@ func (s *Store) DeleteLedger(ledger uint64) error {
 		return fmt.Errorf("entrylog: delete ledger %d: index sync: %w", ledger, err)
 	}
 	for _, u := range s.usage {
-		if n, ok := u.ledgers[ledger]; ok {
+		if n := u.ledgers.take(ledger); n != 0 {
 			u.live -= n
 			s.space.live.Add(-n)
-			delete(u.ledgers, ledger)
 		}
 	}
 	return nil
@@ -546,16 +545,16 @@ func (s *Store) LedgerBytes(ledgers []uint64) int64 {
 	// min(ledgers asked, ledgers in the log) probes per log.
 	var n int64
 	for _, u := range s.usage {
-		if len(u.ledgers) < len(want) {
-			for l, b := range u.ledgers {
+		if u.ledgers.len() < len(want) {
+			u.ledgers.each(func(l uint64, b int64) {
 				if _, ok := want[l]; ok {
 					n += b
 				}
-			}
+			})
 			continue
 		}
 		for l := range want {
-			n += u.ledgers[l]
+			n += u.ledgers.get(l)
 		}
 	}
 	return n

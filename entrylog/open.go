@@ -130,7 +130,7 @@ func (s *Store) openLogs() (bad map[uint32]*logFile, err error) {
 			f.Truncate(h.end)
 		}
 		s.logs[id] = lf
-		s.putUsageLocked(id, &logUsage{data: h.end - HeaderSize, records: h.records, ledgers: make(map[uint64]int64)})
+		s.putUsageLocked(id, &logUsage{data: h.end - HeaderSize, records: h.records})
 	}
 	s.nextID.Store(next)
 	return bad, nil

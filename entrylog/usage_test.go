@@ -96,8 +96,8 @@ func TestReopenRebuildsUsagePerLedger(t *testing.T) {
 		for _, n := range want[id] {
 			live += n
 		}
-		if !maps.Equal(u.ledgers, want[id]) || u.live != live {
-			t.Fatalf("log %d after reopen: %d live bytes by ledger %v; the index's entries give %d by ledger %v", id, u.live, u.ledgers, live, want[id])
+		if !maps.Equal(u.ledgers.asMap(), want[id]) || u.live != live {
+			t.Fatalf("log %d after reopen: %d live bytes by ledger %v; the index's entries give %d by ledger %v", id, u.live, u.ledgers.asMap(), live, want[id])
 		}
 	}
 }
