@@ -273,7 +273,25 @@ func (b *Bookie) registerStorageMetrics() {
 			compaction(func(c entrylog.CompactStats) float64 { return float64(c.LogsCompacted) })),
 		counter("bookie_compaction_seconds_total", "Time spent in compaction passes; rate(moved bytes) / rate(seconds) is compaction's copy speed.",
 			compaction(func(c entrylog.CompactStats) float64 { return c.Took.Seconds() })),
+		gauge("bookie_index_memory_bytes", indexMemHelp, "block_cache", func() float64 { return b.indexMemory(false) }),
+		gauge("bookie_index_memory_bytes", indexMemHelp, "memtables", func() float64 { return b.indexMemory(true) }),
 	)
+}
+
+// indexMemHelp is the help of bookie_index_memory_bytes.
+const indexMemHelp = "Bytes the index holds in memory outside the ledger table, by kind: the blocks of its block cache, its memtables; together at most index_cache_bytes. C memory in a cgo build."
+
+// indexMemory returns the bytes of the index's memtables, or else of its
+// block cache.
+func (b *Bookie) indexMemory(memtables bool) float64 {
+	if b.store == nil {
+		return 0
+	}
+	m := b.store.IndexMemory()
+	if memtables {
+		return float64(m.MemTableBytes)
+	}
+	return float64(m.BlockCacheBytes)
 }
 
 func (b *Bookie) entryLogBytes(live bool) float64 {

@@ -59,6 +59,15 @@ func OpenDir(fs vfs.FS, dir string, opts DirOptions) (*Store, error) {
 	return s, nil
 }
 
+// IndexMemory returns what the index holds in memory besides its ledgers:
+// its block cache and memtables; zero for a Store not from OpenDir.
+func (s *Store) IndexMemory() index.MemoryStats {
+	if s.owned == nil {
+		return index.MemoryStats{}
+	}
+	return s.owned.MemoryStats()
+}
+
 // LedgerState returns the persisted state of ledger, and whether it has one.
 // Requires a Store from OpenDir.
 func (s *Store) LedgerState(ledger uint64) (LedgerState, bool, error) {
