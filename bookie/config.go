@@ -199,7 +199,8 @@ type Config struct {
 	// no writeback before the log's fdatasync (a flush then costs less CPU
 	// and writes faster; for a journal on a disk of its own).
 	EntryLogWritebackBytes int64 `json:"entry_log_writeback_bytes"`
-	// IndexCacheBytes bounds the index page cache.
+	// IndexCacheBytes bounds the index's block cache and its memtables
+	// (8-16 MiB, reserved from it).
 	IndexCacheBytes int64 `json:"index_cache_bytes"`
 	// CheckpointInterval is how often storage is flushed and the journal
 	// trimmed.
@@ -398,7 +399,7 @@ func DefaultConfig() Config {
 		WriteCacheBytes:          128 << 20,
 		EntryLogSize:             1 << 30,
 		JournalSpareSegments:     4,
-		IndexCacheBytes:          64 << 20,
+		IndexCacheBytes:          32 << 20,
 		CheckpointInterval:       Duration(10 * time.Second),
 		CheckpointRequestGap:     Duration(100 * time.Millisecond),
 		ScrubInterval:            Duration(24 * time.Hour),

@@ -279,7 +279,7 @@ func (b *Bookie) registerStorageMetrics() {
 }
 
 // indexMemHelp is the help of bookie_index_memory_bytes.
-const indexMemHelp = "Bytes the index holds in memory outside the ledger table, by kind: the blocks of its block cache, its memtables; together at most index_cache_bytes. C memory in a cgo build."
+const indexMemHelp = "Bytes the index holds in memory outside the ledger table, by kind: the blocks of its block cache, its memtables (reserved from index_cache_bytes; the blocks take the rest). C memory in a cgo build."
 
 // indexMemory returns the bytes of the index's memtables, or else of its
 // block cache.

@@ -179,8 +179,20 @@
 // 10,000 ledgers, 34-70 at 100,000 depending on how much compaction had
 // yet dropped (2026-12-07 11:57 UTC, load 13-14 on 2 cores: indicative).
 //
-// Memory: the block cache (Options.CacheBytes, 64 MiB by default), pebble's
-// memtables (4 MiB each, at most 3 queued for flushing), and about 230
+// Memory: the block cache and pebble's memtables (4 MiB each, at most 3
+// queued for flushing; 8 MiB in all when none is, the one taking writes
+// and one kept for reuse), which pebble reserves from the cache's
+// capacity: the blocks take what the memtables leave of Options.CacheBytes,
+// 32 MiB by default (MemoryStats, TestMemoryStatsFollowTheStore). What the
+// index needs cached is its tables' bloom filter and index blocks, about
+// 2.5 bytes per one-entry ledger (10 bits a key, two keys), and the blocks
+// of the ledgers in use; a pass over every ledger
+// (States, Ledgers, Entries: a bookie's start and GC scan) brings in about
+// 105 bytes of blocks per one-entry ledger that no later read needs (31.6
+// MB at 300,000 ledgers, 105 MB at 1,000,000, measured with MemoryStats),
+// so 64 MiB was full of them at 1,000,000 ledgers, and 32 MiB leaves 16-24
+// MiB for blocks. A miss reads the block from the file through the page
+// cache, which the kernel may reclaim. And about 230
 // bytes per ledger held in memory (a 184-byte record and its map entry):
 // the ledgers changed since the last Sync, and at most
 // Options.CachedLedgers others. Nothing per idle ledger, nothing per entry.

@@ -83,8 +83,10 @@ func (l Location) String() string { return fmt.Sprintf("%d:%d", l.Log(), l.Offse
 
 // Options configure an Index.
 type Options struct {
-	// CacheBytes bounds the memory used for cached blocks of the store (and
-	// of pages, for the paged reader). Zero means 64 MiB.
+	// CacheBytes bounds the memory used for cached blocks of the store and
+	// its memtables, which pebble reserves from it (and of pages, for the
+	// paged reader). Zero means 32 MiB (see "Memory" in the package
+	// documentation).
 	CacheBytes int64
 	// MaxOpenFiles bounds the number of files of the store kept open. Zero
 	// means 256.
@@ -109,7 +111,7 @@ type Options struct {
 }
 
 const (
-	defaultCacheBytes    = 64 << 20
+	defaultCacheBytes    = 32 << 20
 	minCachePages        = 16
 	defaultMaxOpenFiles  = 256
 	defaultCachedLedgers = 4096
