@@ -129,3 +129,49 @@ func TestColdStoreMatchesModel(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkColdStore times what a shard's cold store does per ledger in a
+// table of a million cold ledgers (64 shards of 15,625): a lookup (get),
+// a load and its move back cold (get, remove, put), and the move cold of a
+// new ledger above the others (put), each op on a random ledger of one
+// shard's size.
+func BenchmarkColdStore(b *testing.B) {
+	const n = 1_000_000 / ledgerShards
+	st := entrylog.LedgerState{HasMasterKey: true, MasterKey: testKey, LAC: 0, ExplicitLAC: -1, LastEntry: 0}
+	fill := func() coldStore {
+		cs := newColdStore()
+		for id := uint64(1); id <= n; id++ {
+			cs.put(id, &st, id)
+		}
+		return cs
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	b.Run("get", func(b *testing.B) {
+		cs := fill()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, ok := cs.get(1 + rng.Uint64N(n)); !ok {
+				b.Fatal("a cold ledger is not held")
+			}
+		}
+	})
+	b.Run("load and retire", func(b *testing.B) {
+		cs := fill()
+		b.ReportAllocs()
+		for b.Loop() {
+			id := 1 + rng.Uint64N(n)
+			got, stamp, _ := cs.get(id)
+			cs.remove(id)
+			cs.put(id, &got, stamp)
+		}
+	})
+	b.Run("new", func(b *testing.B) {
+		cs := fill()
+		id := uint64(n)
+		b.ReportAllocs()
+		for b.Loop() {
+			id++
+			cs.put(id, &st, id)
+		}
+	})
+}
