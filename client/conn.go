@@ -818,7 +818,7 @@ func (r *request) decode(frame []byte, h wire.Header, owned bool) (kept bool, _ 
 	r.status = h.Status
 	switch r.op {
 	case wire.OpAdd:
-		resp, err := wire.DecodeAddResponse(frame)
+		resp, err := wire.DecodeAddResponseAfter(h, frame) // readLoop parsed h from frame
 		if err != nil {
 			return false, err
 		}
