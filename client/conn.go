@@ -30,36 +30,37 @@ type completer interface {
 // Ownership moves, never shared: the caller fills it and hands it to bookieConn.send; the
 // connection owns it (queue, writer, pending table) until it calls complete exactly once.
 type request struct {
-	// What to send. key must stay valid until completion; raw (an encoded entry, ADD only)
-	// is not copied and must not change until completion.
+	// The fields a connection's reader and a writer read when an add's response comes back,
+	// together in the first two cache lines: by then the request was last used thousands of
+	// requests before, and its lines are cold (warm).
 	op        wire.Op
 	flags     wire.Flags
-	ledger    uint64
-	entry     int64 // READ: the entry id; LONG_POLL_LAC: the previous LAC
-	key       *wire.MasterKey
-	raw       []byte
-	pollMs    uint32 // LONG_POLL_LAC timeout
-	maxCount  uint32 // READ_BATCH: at most this many entries (entry is the first id)
-	maxBytes  uint32 // READ_BATCH: at most this many entry bytes past the first
-	maxRanges uint32 // LIST_ENTRIES page size
-	timeout   time.Duration
-	done      completer // nil: the result is sent on wait
-	wait      chan *request
-	bookieIdx int         // ADD: which bookie of the writer
-	tag       int64       // caller's tag
-	addRef    *pendingAdd // ADD: the writer's entry
+	status    wire.Status // the result: see err
 	copy      bool        // ADD: a copy counted in the writer's copy window (merge.go)
+	bookieIdx int         // ADD: which bookie of the writer
+	ledger    uint64
+	entry     int64       // READ: the entry id; LONG_POLL_LAC: the previous LAC
+	addRef    *pendingAdd // ADD: the writer's entry
+	done      completer   // nil: the result is sent on wait
+	id        uint64      // set by the connection
+	err       error       // the result: nil when a response arrived, and status says how it went
+	// What to send. key must stay valid until completion; raw (an encoded entry, ADD only)
+	// is not copied and must not change until completion.
+	raw       []byte
+	key       *wire.MasterKey
+	deadline  int64  // set by the connection: unix nanoseconds
+	gen       uint64 // set by the connection: the generation it was written on (copy.go)
+	timeout   time.Duration
 	target    *bookieConn // where a writer sends it
+	tag       int64       // caller's tag
+	pollMs    uint32      // LONG_POLL_LAC timeout
+	maxCount  uint32      // READ_BATCH: at most this many entries (entry is the first id)
+	maxBytes  uint32      // READ_BATCH: at most this many entry bytes past the first
+	maxRanges uint32      // LIST_ENTRIES page size
+	wait      chan *request
 
-	// Set by the connection.
-	id       uint64
-	deadline int64  // unix nanoseconds
-	gen      uint64 // the connection generation it was written on (copy.go)
-
-	// The result. err is nil when a response arrived: status says how it went. data is a
-	// copy of the entry a READ or LONG_POLL_LAC returned (owned by the caller).
-	err    error
-	status wire.Status
+	// The rest of the result. data is a copy of the entry a READ or LONG_POLL_LAC returned
+	// (owned by the caller).
 	lac    int64 // LIST_ENTRIES: where the next page starts (wire.NoEntry: complete)
 	data   []byte
 	batch  []Entry           // READ_BATCH: the entries, their Data aliasing kept (readbatch.go)
@@ -696,6 +697,7 @@ func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 			reqs = append(reqs, r)
 		}
 		c.mu.Unlock()
+		warm(reqs)
 		n := 0
 		for i, r := range reqs {
 			if r == nil {
@@ -725,6 +727,27 @@ func (c *bookieConn) readLoop(nc net.Conn, br *bufio.Reader, gen uint64) {
 			return
 		}
 	}
+}
+
+// warm loads what decode and Writer.completeBatch read first of each request of rs (nil
+// ones skipped) and of the entry an add request carries. On a busy connection each was last
+// used when it was written, thousands of requests before, so its cache lines are cold; loaded
+// here in one tight loop, independent of one another, the misses overlap, where decode and
+// completeLocked met them one at a time between other work (docs/architecture.md, "The
+// client's side of an add"). It returns a sum only so that the loads are not dropped.
+//
+//go:noinline
+func warm(rs []*request) (sum int) {
+	for _, r := range rs {
+		if r == nil {
+			continue
+		}
+		sum += int(r.op) + len(r.raw)
+		if p := r.addRef; p != nil {
+			sum += int(p.id) // set before r was sent and kept while r is in flight: no race
+		}
+	}
+	return sum
 }
 
 // maxReadBatch bounds the responses readLoop handles per wake-up: a writer's mu is held
@@ -795,7 +818,7 @@ func (r *request) decode(frame []byte, h wire.Header, owned bool) (kept bool, _ 
 	r.status = h.Status
 	switch r.op {
 	case wire.OpAdd:
-		resp, err := wire.DecodeAddResponse(frame)
+		resp, err := wire.DecodeAddResponseAfter(h, frame) // readLoop parsed h from frame
 		if err != nil {
 			return false, err
 		}

@@ -63,3 +63,43 @@ func TestCompleteLeavesRecycledEntryAlone(t *testing.T) {
 	}
 	t.Logf("the recycled entry was taken again in %d of 40 rounds", hits)
 }
+
+// TestEntryKeptWhileARequestOfItIsOut pins what warm relies on when it reads an answered
+// request's entry without the writer's mu: an entry released while a request of it is still
+// out (here: the writer failed on the other request's Fenced answer) keeps its id, and is
+// not recycled, until that request is completed. Were it recycled at its release, resetAdd
+// would zero it and the writer's next add could fill it while a connection's reader warms it.
+func TestEntryKeptWhileARequestOfItIsOut(t *testing.T) {
+	const id = 5
+	w := testWriter(t, []string{"127.0.0.1:1", "127.0.0.1:2"}, 2, 2, 2)
+	p := pendingPool.Get().(*pendingAdd)
+	*p = pendingAdd{id: id, size: 1, sentMask: 3, inflight: 2}
+	p.raw = wire.AppendEntry(getEntryBuf(wire.EntrySize(1)), w.id, id, id-1, []byte{1})
+	w.mu.Lock()
+	w.lastAdded, w.lac, w.lacSent = id, id-1, id-1
+	w.ents = append(w.ents, p)
+	w.mu.Unlock()
+	req := func(bi int, status wire.Status) *request {
+		r := getRequest()
+		r.op, r.ledger, r.entry, r.raw, r.done, r.addRef, r.bookieIdx, r.status = wire.OpAdd, w.id, id, p.raw, w, p, bi, status
+		return r
+	}
+	fenced, out := req(0, wire.StatusFenced), req(1, wire.StatusOK)
+
+	w.complete(fenced) // fails the writer: every entry is released
+	w.mu.Lock()
+	released, inflight, entryID, spares, err := p.released, p.inflight, p.id, len(w.spare.adds), w.err
+	w.mu.Unlock()
+	if err == nil {
+		t.Fatal("a Fenced answer did not stop the writer")
+	}
+	if !released || inflight != 1 || entryID != id || spares != 0 {
+		t.Fatalf("with a request out: entry released %v, %d in flight, id %d, %d spare entries; want true, 1, %d, 0 (recycled too early)",
+			released, inflight, entryID, spares, id)
+	}
+	want := int(wire.OpAdd) + len(out.raw) + id
+	if got := warm([]*request{out}); got != want || out.addRef.id != id {
+		t.Fatalf("warm read %d (entry id %d) with a request out; want %d (entry id %d)", got, out.addRef.id, want, id)
+	}
+	w.complete(out)
+}

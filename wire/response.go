@@ -45,6 +45,35 @@ func DecodeAddResponse(frame []byte) (AddResponse, error) {
 	return r, nil
 }
 
+// DecodeAddResponseAfter decodes an ADD response whose header h ParseHeader returned from
+// frame without an error: a reader that parsed the header to find the request does not parse
+// it again. It checks the rest as DecodeAddResponse does and returns what it returns
+// (TestDecodeAddResponseAfterAgrees).
+func DecodeAddResponseAfter(h Header, frame []byte) (AddResponse, error) {
+	switch {
+	case !h.Response:
+		return AddResponse{Header: h}, errNotResponse
+	case h.Op != OpAdd:
+		return AddResponse{Header: h}, ErrWrongOp
+	case h.Flags != 0:
+		return AddResponse{Header: h}, errResponseFlags
+	}
+	body := frame[ResponseHeaderSize:]
+	switch {
+	case h.Status != StatusOK && len(body) != 0:
+		return AddResponse{Header: h}, errErrorBody
+	case h.Status != StatusOK:
+		return AddResponse{Header: h}, nil
+	case len(body) != 16:
+		return AddResponse{Header: h}, errBodyLength
+	}
+	r := AddResponse{Header: h, Ledger: be.Uint64(body), EntryID: int64(be.Uint64(body[8:]))}
+	if r.EntryID < 0 {
+		return AddResponse{Header: h}, errEntryID
+	}
+	return r, nil
+}
+
 // ReadResponse is a decoded READ response. With StatusOK it carries the entry, checksum
 // verified; the client still checks that its ledger and entry id are the ones it asked for.
 //
