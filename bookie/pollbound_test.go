@@ -247,3 +247,69 @@ func TestLongPollsBoundedPerConnection(t *testing.T) {
 		t.Fatal(s)
 	}
 }
+
+// TestClosingConnReleasesPollsWithoutWakes: a connection stopped at
+// max_conn_long_polls that closes (the bookie cut it, or its client hung up)
+// has its polls released without being woken: nothing of it is parsed any
+// more, and a wake per released poll cost its event loop a task and an
+// eventfd write each, thousands per connection cycle of a client that parks
+// the bound over and over. The polls still leave the bound, the ledger's
+// waiters and the in-flight totals, and a poll of another connection on the
+// same ledger stays parked.
+func TestClosingConnReleasesPollsWithoutWakes(t *testing.T) {
+	const bound = 256
+	cfg := testConfig(t.TempDir())
+	cfg.MaxConnLongPolls = bound
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	if s := w.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	other := dial(t, b.Addr())
+	other.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := other.nc.Write(wire.AppendLongPollLACRequest(nil, 1, 0, 1, 0, 60_000)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return parkedTotal(b) == 1 })
+	charged := b.inflightBytes.Load()
+
+	ft := &fakeTransport{}
+	c := newConn(b, ft)
+	c.helloDone, c.authed = true, true
+	for i := range bound + 1 {
+		ft.in = wire.AppendLongPollLACRequest(ft.in, uint64(i), 0, 1, 1000, 60_000)
+	}
+	h := &handler{b: b}
+	for ft.InboundBuffered() > 0 && c.stoppedOp.Load() == 0 {
+		if h.traffic(c) {
+			t.Fatal("traffic closed the connection")
+		}
+	}
+	if n := parkedTotal(b); n != bound+1 || wire.Op(c.stoppedOp.Load()) != wire.OpLongPollLAC {
+		t.Fatalf("%d polls parked, stopped for %v: want %d and LONG_POLL_LAC", n, wire.Op(c.stoppedOp.Load()), bound+1)
+	}
+	before, _ := ft.counts()
+	b.closeConn(c)
+	if wakes, _ := ft.counts(); wakes != before {
+		t.Fatalf("releasing %d polls of a closing connection woke it %d times, want none", bound, wakes-before)
+	}
+	if n, onLedger := parkedTotal(b), parkedPolls(b, 1); n != 1 || onLedger != 1 {
+		t.Fatalf("%d polls in the timeout queue and %d on the ledger after the close, want the other connection's 1", n, onLedger)
+	}
+	if got := b.inflightBytes.Load(); got != charged {
+		t.Fatalf("%d in-flight bytes charged after the close, want %d (the other connection's poll)", got, charged)
+	}
+	if n := c.longPolls.Load(); n != 0 {
+		t.Fatalf("the closed connection still counts %d long polls", n)
+	}
+	// The other connection's poll is answered by the writer's next LAC.
+	if s := w.add(testKey, 0, 1, 1, 0, []byte("y")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if s := w.add(testKey, 0, 1, 2, 1, []byte("z")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if h, err := wire.ParseHeader(other.readFrame()); err != nil || h.Status != wire.StatusOK || h.RequestID != 1 {
+		t.Fatalf("the other connection's poll: %+v %v", h, err)
+	}
+}
