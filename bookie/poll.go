@@ -79,15 +79,38 @@ func (q *pollQueue) remove(w *pollWaiter) {
 }
 
 // removeAll takes the timeouts of ws out of the heap, those still there,
-// under one lock.
+// under one lock. Taken out one by one, each costs a sift of O(log n), and a
+// deep one: the polls of one connection were parked last, with the latest
+// deadlines, and the heap's last waiter that takes each one's place sinks
+// the whole way. A batch of more than a sixteenth of the heap is taken out
+// instead by keeping the others and heapifying them again, in O(n).
 func (q *pollQueue) removeAll(ws []*pollWaiter) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(ws) <= len(q.heap)/16 {
+		for _, w := range ws {
+			if i := w.heapIdx; i >= 0 {
+				q.removeAt(i)
+			}
+		}
+		return
+	}
 	for _, w := range ws {
-		if i := w.heapIdx; i >= 0 {
-			q.removeAt(i)
+		w.heapIdx = -1
+	}
+	kept := q.heap[:0]
+	for _, w := range q.heap {
+		if w.heapIdx >= 0 {
+			w.heapIdx = len(kept)
+			kept = append(kept, w)
 		}
 	}
-	q.mu.Unlock()
+	clear(q.heap[len(kept):])
+	q.heap = kept
+	for i := len(kept)/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
+	q.count.Store(int64(len(q.heap)))
 }
 
 // popExpired appends the waiters whose deadline is at or before now to dst,

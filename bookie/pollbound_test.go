@@ -1,6 +1,9 @@
 package bookie
 
 import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -311,5 +314,47 @@ func TestClosingConnReleasesPollsWithoutWakes(t *testing.T) {
 	}
 	if h, err := wire.ParseHeader(other.readFrame()); err != nil || h.Status != wire.StatusOK || h.RequestID != 1 {
 		t.Fatalf("the other connection's poll: %+v %v", h, err)
+	}
+}
+
+// TestPollQueueRemoveAll: taking a batch of timeouts out of the heap, one by
+// one for a few or by heapifying the rest again for many, leaves exactly
+// the others, each at its index, in deadline order.
+func TestPollQueueRemoveAll(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct{ n, remove int }{{1000, 10}, {1000, 62}, {1000, 63}, {1000, 400}, {1000, 1000}, {50, 49}} {
+		q := &pollQueue{kick: make(chan struct{}, 1)}
+		ws := make([]*pollWaiter, tc.n)
+		for i := range ws {
+			ws[i] = &pollWaiter{deadline: rng.Int64N(1 << 20), idx: -1, connIdx: -1}
+			if !q.push(ws[i]) {
+				t.Fatal("push refused")
+			}
+		}
+		rng.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+		gone, kept := ws[:tc.remove], ws[tc.remove:]
+		q.removeAll(gone)
+		for _, w := range gone {
+			if w.heapIdx != -1 {
+				t.Fatalf("n %d remove %d: a removed waiter keeps heap index %d", tc.n, tc.remove, w.heapIdx)
+			}
+		}
+		if len(q.heap) != len(kept) || q.count.Load() != int64(len(kept)) {
+			t.Fatalf("n %d remove %d: %d in the heap (count %d), want %d", tc.n, tc.remove, len(q.heap), q.count.Load(), len(kept))
+		}
+		for i, w := range q.heap {
+			if w.heapIdx != i {
+				t.Fatalf("n %d remove %d: the waiter at %d says %d", tc.n, tc.remove, i, w.heapIdx)
+			}
+		}
+		got, _ := q.popExpired(1<<20, nil)
+		if len(got) != len(kept) || !slices.IsSortedFunc(got, func(a, b *pollWaiter) int { return cmp.Compare(a.deadline, b.deadline) }) {
+			t.Fatalf("n %d remove %d: %d popped, in deadline order %v; want the %d kept, in order", tc.n, tc.remove, len(got), slices.IsSortedFunc(got, func(a, b *pollWaiter) int { return cmp.Compare(a.deadline, b.deadline) }), len(kept))
+		}
+		for _, w := range kept {
+			if w.heapIdx != -1 {
+				t.Fatalf("n %d remove %d: a kept waiter was not popped", tc.n, tc.remove)
+			}
+		}
 	}
 }
