@@ -67,7 +67,8 @@ type Bookie struct {
 	batch  *batchReader // READ_BATCH workers and read-ahead (readbatch.go)
 	secret []byte       // cluster secret; nil: no authentication
 	conns  *connRegistry
-	rates  *connRates // new connections per address (limits.go)
+	rates  *connRates  // new connections per address (limits.go)
+	lists  *listBudget // LIST_ENTRIES scan time, all connections (listentries.go)
 
 	// sinceCheckpoint counts journal bytes completed since the last
 	// checkpoint; past two segments the checkpointer is kicked, so freed
@@ -133,6 +134,7 @@ func New(cfg Config) (*Bookie, error) {
 		readq:   make(chan *request, readQueueSize),
 		conns:   newConnRegistry(),
 		rates:   newConnRates(cfg),
+		lists:   newListBudget(cfg),
 		gcSeen:  make(map[uint64]gcVerdict),
 
 		kickCheckpoint: make(chan struct{}, 1),

@@ -102,6 +102,12 @@ type Config struct {
 	// flight): more, and it is closed (bookie/opguard.go). Default
 	// max_frame_size.
 	MaxRefusedUnparsedBytes int64 `json:"max_refused_unparsed_bytes"`
+	// ListEntriesScanPerSec bounds the time the read workers spend scanning
+	// for LIST_ENTRIES, all connections together: a bucket refilled by this
+	// much a second, holding at most that much; a LIST_ENTRIES that finds
+	// it empty is answered TooManyRequests without a scan
+	// (bookie/listentries.go). Negative: no bound. Default 100ms.
+	ListEntriesScanPerSec Duration `json:"list_entries_scan_per_sec"`
 	// MaxConnections and MaxConnectionsPerIP bound open connections, in
 	// total and per client address (an IPv6 address counts per /64). At
 	// MaxConnections the oldest unauthenticated connection is closed to make
@@ -346,6 +352,10 @@ type Config struct {
 	// ConnRateNow, a test hook, is the clock of the handshake-failure
 	// buckets (HandshakeFailRate); nil: time.Now.
 	ConnRateNow func() time.Time `json:"-"`
+	// ListBudgetNow, a test hook, is the clock that refills the
+	// LIST_ENTRIES scan budget (ListEntriesScanPerSec); nil: time.Now.
+	// A scan's own duration is always measured on the real clock.
+	ListBudgetNow func() time.Time `json:"-"`
 	// Logger receives structured logs; default slog.Default().
 	Logger *slog.Logger `json:"-"`
 }
@@ -380,6 +390,7 @@ func DefaultConfig() Config {
 		MaxInflightBytes:         256 << 20,
 		MaxOutboundBytes:         64 << 20,
 		MaxConnLongPolls:         4096,
+		ListEntriesScanPerSec:    Duration(100 * time.Millisecond),
 		ReadWorkers:              4,
 		ReadBatchWorkers:         2,
 		ReadCacheBytes:           32 << 20,
@@ -457,6 +468,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxInflightBytes, d.MaxInflightBytes)
 	setDefault(&c.MaxOutboundBytes, d.MaxOutboundBytes)
 	setDefault(&c.MaxConnLongPolls, d.MaxConnLongPolls)
+	setDefault(&c.ListEntriesScanPerSec, d.ListEntriesScanPerSec)
 	setDefault(&c.ReadWorkers, d.ReadWorkers)
 	setDefault(&c.ReadBatchWorkers, d.ReadBatchWorkers)
 	setDefault(&c.ReadCacheBytes, d.ReadCacheBytes)

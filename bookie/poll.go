@@ -78,6 +78,41 @@ func (q *pollQueue) remove(w *pollWaiter) {
 	q.mu.Unlock()
 }
 
+// removeAll takes the timeouts of ws out of the heap, those still there,
+// under one lock. Taken out one by one, each costs a sift of O(log n), and a
+// deep one: the polls of one connection were parked last, with the latest
+// deadlines, and the heap's last waiter that takes each one's place sinks
+// the whole way. A batch of more than a sixteenth of the heap is taken out
+// instead by keeping the others and heapifying them again, in O(n).
+func (q *pollQueue) removeAll(ws []*pollWaiter) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(ws) <= len(q.heap)/16 {
+		for _, w := range ws {
+			if i := w.heapIdx; i >= 0 {
+				q.removeAt(i)
+			}
+		}
+		return
+	}
+	for _, w := range ws {
+		w.heapIdx = -1
+	}
+	kept := q.heap[:0]
+	for _, w := range q.heap {
+		if w.heapIdx >= 0 {
+			w.heapIdx = len(kept)
+			kept = append(kept, w)
+		}
+	}
+	clear(q.heap[len(kept):])
+	q.heap = kept
+	for i := len(kept)/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
+	q.count.Store(int64(len(q.heap)))
+}
+
 // popExpired appends the waiters whose deadline is at or before now to dst,
 // taking them out of the heap, and returns the next deadline (0: none).
 func (q *pollQueue) popExpired(now int64, dst []*pollWaiter) ([]*pollWaiter, int64) {
@@ -251,6 +286,15 @@ func unparkPoll(w *pollWaiter) {
 // the bound on parked polls counts only polls someone can still receive
 // (docs/security.md, "Limits"). A poll that a wake-up or timeout answers
 // concurrently is theirs (done). Runs on the event loop of c, as it closes.
+//
+// A client that parks max_conn_long_polls and is cut comes back and does it
+// again, so this is done for thousands of polls per connection cycle, on the
+// event loop: the polls are released as a batch, each ledger locked once for
+// a run of its polls, the timeout heap once, and the charges returned once.
+// c is closing and nothing more of it is parsed, so its stop for the
+// per-connection bound is lifted first: returning the polls one by one woke
+// it once per poll (a gnet task and an eventfd write each) for nothing
+// (TestClosingConnReleasesPollsWithoutWakes).
 func (b *Bookie) releasePolls(c *conn) {
 	c.pollMu.Lock()
 	ws := c.polls
@@ -259,16 +303,45 @@ func (b *Bookie) releasePolls(c *conn) {
 		w.connIdx = -1
 	}
 	c.pollMu.Unlock()
-	for _, w := range ws {
-		if !w.done.CompareAndSwap(false, true) {
-			continue
-		}
-		w.l.mu.Lock()
-		dropWaiterLocked(w.l, w)
-		w.l.mu.Unlock()
-		b.conns.polls.remove(w)
-		b.release(w.r)
+	if len(ws) == 0 {
+		return
 	}
+	c.stoppedOp.Store(0)
+	mine := ws[:0]
+	for _, w := range ws {
+		if w.done.CompareAndSwap(false, true) {
+			mine = append(mine, w)
+		}
+	}
+	var locked *ledger
+	for _, w := range mine {
+		if w.l != locked {
+			if locked != nil {
+				locked.mu.Unlock()
+			}
+			locked = w.l
+			locked.mu.Lock()
+		}
+		dropWaiterLocked(locked, w)
+	}
+	if locked != nil {
+		locked.mu.Unlock()
+	}
+	b.conns.polls.removeAll(mine)
+	var size int64
+	for _, w := range mine {
+		size += w.r.size
+	}
+	n := int32(len(mine))
+	c.countOp(wire.OpLongPollLAC, -n)
+	b.releaseN(c, int64(n), size)
+	c.mu.Lock()
+	for _, w := range mine {
+		*w.r = request{}
+		c.freeShared = append(c.freeShared, w.r)
+	}
+	c.mu.Unlock()
+	clear(ws)
 }
 
 // dropWaiterLocked takes w out of l.waiters in O(log n), if it is still

@@ -1,6 +1,9 @@
 package bookie
 
 import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -245,5 +248,113 @@ func TestLongPollsBoundedPerConnection(t *testing.T) {
 	waitUntil(t, func() bool { return parkedTotal(b) == 0 })
 	if s := w.ping(); s != wire.StatusOK {
 		t.Fatal(s)
+	}
+}
+
+// TestClosingConnReleasesPollsWithoutWakes: a connection stopped at
+// max_conn_long_polls that closes (the bookie cut it, or its client hung up)
+// has its polls released without being woken: nothing of it is parsed any
+// more, and a wake per released poll cost its event loop a task and an
+// eventfd write each, thousands per connection cycle of a client that parks
+// the bound over and over. The polls still leave the bound, the ledger's
+// waiters and the in-flight totals, and a poll of another connection on the
+// same ledger stays parked.
+func TestClosingConnReleasesPollsWithoutWakes(t *testing.T) {
+	const bound = 256
+	cfg := testConfig(t.TempDir())
+	cfg.MaxConnLongPolls = bound
+	b := startBookie(t, cfg)
+	w := dial(t, b.Addr())
+	if s := w.add(testKey, 0, 1, 0, -1, []byte("x")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	other := dial(t, b.Addr())
+	other.nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := other.nc.Write(wire.AppendLongPollLACRequest(nil, 1, 0, 1, 0, 60_000)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return parkedTotal(b) == 1 })
+	charged := b.inflightBytes.Load()
+
+	ft := &fakeTransport{}
+	c := newConn(b, ft)
+	c.helloDone, c.authed = true, true
+	for i := range bound + 1 {
+		ft.in = wire.AppendLongPollLACRequest(ft.in, uint64(i), 0, 1, 1000, 60_000)
+	}
+	h := &handler{b: b}
+	for ft.InboundBuffered() > 0 && c.stoppedOp.Load() == 0 {
+		if h.traffic(c) {
+			t.Fatal("traffic closed the connection")
+		}
+	}
+	if n := parkedTotal(b); n != bound+1 || wire.Op(c.stoppedOp.Load()) != wire.OpLongPollLAC {
+		t.Fatalf("%d polls parked, stopped for %v: want %d and LONG_POLL_LAC", n, wire.Op(c.stoppedOp.Load()), bound+1)
+	}
+	before, _ := ft.counts()
+	b.closeConn(c)
+	if wakes, _ := ft.counts(); wakes != before {
+		t.Fatalf("releasing %d polls of a closing connection woke it %d times, want none", bound, wakes-before)
+	}
+	if n, onLedger := parkedTotal(b), parkedPolls(b, 1); n != 1 || onLedger != 1 {
+		t.Fatalf("%d polls in the timeout queue and %d on the ledger after the close, want the other connection's 1", n, onLedger)
+	}
+	if got := b.inflightBytes.Load(); got != charged {
+		t.Fatalf("%d in-flight bytes charged after the close, want %d (the other connection's poll)", got, charged)
+	}
+	if n := c.longPolls.Load(); n != 0 {
+		t.Fatalf("the closed connection still counts %d long polls", n)
+	}
+	// The other connection's poll is answered by the writer's next LAC.
+	if s := w.add(testKey, 0, 1, 1, 0, []byte("y")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if s := w.add(testKey, 0, 1, 2, 1, []byte("z")); s != wire.StatusOK {
+		t.Fatal(s)
+	}
+	if h, err := wire.ParseHeader(other.readFrame()); err != nil || h.Status != wire.StatusOK || h.RequestID != 1 {
+		t.Fatalf("the other connection's poll: %+v %v", h, err)
+	}
+}
+
+// TestPollQueueRemoveAll: taking a batch of timeouts out of the heap, one by
+// one for a few or by heapifying the rest again for many, leaves exactly
+// the others, each at its index, in deadline order.
+func TestPollQueueRemoveAll(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct{ n, remove int }{{1000, 10}, {1000, 62}, {1000, 63}, {1000, 400}, {1000, 1000}, {50, 49}} {
+		q := &pollQueue{kick: make(chan struct{}, 1)}
+		ws := make([]*pollWaiter, tc.n)
+		for i := range ws {
+			ws[i] = &pollWaiter{deadline: rng.Int64N(1 << 20), idx: -1, connIdx: -1}
+			if !q.push(ws[i]) {
+				t.Fatal("push refused")
+			}
+		}
+		rng.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+		gone, kept := ws[:tc.remove], ws[tc.remove:]
+		q.removeAll(gone)
+		for _, w := range gone {
+			if w.heapIdx != -1 {
+				t.Fatalf("n %d remove %d: a removed waiter keeps heap index %d", tc.n, tc.remove, w.heapIdx)
+			}
+		}
+		if len(q.heap) != len(kept) || q.count.Load() != int64(len(kept)) {
+			t.Fatalf("n %d remove %d: %d in the heap (count %d), want %d", tc.n, tc.remove, len(q.heap), q.count.Load(), len(kept))
+		}
+		for i, w := range q.heap {
+			if w.heapIdx != i {
+				t.Fatalf("n %d remove %d: the waiter at %d says %d", tc.n, tc.remove, i, w.heapIdx)
+			}
+		}
+		got, _ := q.popExpired(1<<20, nil)
+		if len(got) != len(kept) || !slices.IsSortedFunc(got, func(a, b *pollWaiter) int { return cmp.Compare(a.deadline, b.deadline) }) {
+			t.Fatalf("n %d remove %d: %d popped, in deadline order %v; want the %d kept, in order", tc.n, tc.remove, len(got), slices.IsSortedFunc(got, func(a, b *pollWaiter) int { return cmp.Compare(a.deadline, b.deadline) }), len(kept))
+		}
+		for _, w := range kept {
+			if w.heapIdx != -1 {
+				t.Fatalf("n %d remove %d: a kept waiter was not popped", tc.n, tc.remove)
+			}
+		}
 	}
 }
