@@ -266,7 +266,7 @@ func (c *conn) queue(enc func(dst []byte) []byte) {
 	c.mu.Unlock()
 	replyPool.Put(built) // the outbox it replaced, or the reply copied into the outbox
 	if cut {
-		c.closeCut("slow_reader")
+		c.closeCut()
 		return
 	}
 	if c.b.boundOutbound(c) { // c is the slowest reader of all
@@ -398,7 +398,7 @@ func (c *conn) cutIfSlow() (cut bool, _ error) {
 	if gc.OutboundBuffered() <= c.b.cfg.MaxOutboundBytes {
 		return false, nil
 	}
-	c.b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+	c.b.slowReaderCut(c)
 	c.b.log.Warn("closing connection: client does not read its replies", "remote", gc.RemoteAddr(),
 		"buffered", gc.OutboundBuffered())
 	return true, gc.Close()
@@ -727,7 +727,7 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 			b.metrics.cutConns.WithLabelValues("refused_overflow").Inc()
 			return true
 		case c.stoppedOut.Load():
-			b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+			b.slowReaderCut(c)
 			return true
 		}
 	}

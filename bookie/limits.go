@@ -383,20 +383,24 @@ func (r *connRates) admits(key string) bool {
 
 // charge takes a token from key's bucket for a failed handshake, down to
 // -burst. Runs anywhere.
-func (r *connRates) charge(key string) {
-	if r.rate <= 0 {
+func (r *connRates) charge(key string) { r.chargeN(key, 1) }
+
+// chargeN takes n tokens from key's bucket, down to -burst: what n failed
+// handshakes would. Runs anywhere.
+func (r *connRates) chargeN(key string, n int) {
+	if r.rate <= 0 || n <= 0 {
 		return
 	}
-	n := r.now().UnixNano()
+	now := r.now().UnixNano()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := r.buckets[key]
 	if b == nil {
-		b = &rateBucket{tokens: r.burst, at: n}
+		b = &rateBucket{tokens: r.burst, at: now}
 		r.buckets[key] = b
 	}
-	r.refillLocked(b, n)
-	b.tokens = max(-r.burst, b.tokens-1)
+	r.refillLocked(b, now)
+	b.tokens = max(-r.burst, b.tokens-float64(n))
 }
 
 // prune drops the buckets that have refilled: a full bucket is what an
@@ -419,4 +423,13 @@ func (r *connRates) prune() {
 // Runs anywhere.
 func (b *Bookie) handshakeFailed(c *conn) {
 	b.rates.charge(c.ip)
+}
+
+// slowReaderCut counts a cut of c for not reading its replies and charges
+// its address SlowReaderCutCharge failed handshakes (connRates), so that a
+// client that is cut over and over is refused at open for a while. Runs
+// anywhere.
+func (b *Bookie) slowReaderCut(c *conn) {
+	b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+	b.rates.chargeN(c.ip, b.cfg.SlowReaderCutCharge)
 }
