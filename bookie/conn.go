@@ -816,7 +816,13 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 		c.closing = true
 		return
 	}
-	if !c.b.conns.established(c, c.b.cfg.MaxConnectionsPerIP) {
+	switch ok, gone := c.b.conns.established(c, c.b.cfg.MaxConnectionsPerIP); {
+	case gone:
+		// Evicted or swept before its Hello was parsed: closed without an
+		// answer, as an eviction is, and counted once, under its reason.
+		c.closing = true
+		return
+	case !ok:
 		h.b.metrics.cutConns.WithLabelValues("max_connections_per_ip").Inc()
 		c.loopOut = append(c.loopOut, refusalHello()...)
 		c.closing = true

@@ -83,22 +83,24 @@ func (r *connRegistry) oldestShakingLocked() *conn {
 
 // established counts c, whose Hello arrived, against its address's limit,
 // unless that is at maxPerIP: then c stays registered (it is about to be
-// closed) but counts for none. c stays shaking until authenticated. Runs on
-// the event loop of c.
-func (r *connRegistry) established(c *conn, maxPerIP int) bool {
+// closed) but counts for none, and ok is false. c stays shaking until
+// authenticated. gone: c was evicted or swept since it opened (its close is
+// on its way, counted under that reason), and is neither counted nor
+// refused here. Runs on the event loop of c.
+func (r *connRegistry) established(c *conn, maxPerIP int) (ok, gone bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.all[c]; !ok {
-		return false // evicted or swept meanwhile
+		return false, true
 	}
 	c.registry = regUncounted
 	if maxPerIP > 0 && r.perIP[c.ip] >= maxPerIP {
 		r.unshakeLocked(c)
-		return false
+		return false, false
 	}
 	r.perIP[c.ip]++
 	c.registry = regEstablished
-	return true
+	return true, false
 }
 
 // authenticated takes c out of the shaking count. Runs on the event loop of
