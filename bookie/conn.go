@@ -238,23 +238,35 @@ func (c *conn) underLowWater() bool {
 
 // queue appends a reply encoded by enc to the connection's outbox and
 // charges it as unwritten (outbound.go); a connection whose unwritten
-// replies pass MaxOutboundBytes so is cut (cutOutboxLocked). Runs off the
-// event loop; the reply goes out at the next flush.
+// replies pass MaxOutboundBytes so is cut (cutOutboxLocked). The reply is
+// built in a buffer of its own before c.mu is taken, and joins the outbox by
+// a swap when the outbox is empty (as it is after each flush), so that the
+// copy of a large entry into its reply (and the buffer's growth) is not made
+// under the lock the event loop takes to write, remeasure and parse
+// (TestReplyBuiltOutsideConnLock). Runs off the event loop; the reply goes
+// out at the next flush.
 func (c *conn) queue(enc func(dst []byte) []byte) {
+	built := replyPool.Get()
+	built.B = enc(built.B[:0])
+	added := len(built.B)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		replyPool.Put(built)
 		return
 	}
-	n := len(c.out.B)
-	c.out.B = enc(c.out.B)
-	added := len(c.out.B) - n
+	if len(c.out.B) == 0 {
+		c.out, built = built, c.out
+	} else {
+		c.out.B = append(c.out.B, built.B...)
+	}
 	c.b.metrics.bytesOut.Add(float64(added))
 	c.setOutboundLocked(c.outbound + int64(added))
 	cut := c.outbound > int64(c.b.cfg.MaxOutboundBytes) && c.cutOutboxLocked()
 	c.mu.Unlock()
+	replyPool.Put(built) // the outbox it replaced, or the reply copied into the outbox
 	if cut {
-		c.closeCut("slow_reader")
+		c.closeCut()
 		return
 	}
 	if c.b.boundOutbound(c) { // c is the slowest reader of all
@@ -386,7 +398,7 @@ func (c *conn) cutIfSlow() (cut bool, _ error) {
 	if gc.OutboundBuffered() <= c.b.cfg.MaxOutboundBytes {
 		return false, nil
 	}
-	c.b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+	c.b.slowReaderCut(c)
 	c.b.log.Warn("closing connection: client does not read its replies", "remote", gc.RemoteAddr(),
 		"buffered", gc.OutboundBuffered())
 	return true, gc.Close()
@@ -715,7 +727,7 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 			b.metrics.cutConns.WithLabelValues("refused_overflow").Inc()
 			return true
 		case c.stoppedOut.Load():
-			b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+			b.slowReaderCut(c)
 			return true
 		}
 	}
@@ -804,7 +816,13 @@ func (h *handler) handleHello(c *conn, frame []byte) {
 		c.closing = true
 		return
 	}
-	if !c.b.conns.established(c, c.b.cfg.MaxConnectionsPerIP) {
+	switch ok, gone := c.b.conns.established(c, c.b.cfg.MaxConnectionsPerIP); {
+	case gone:
+		// Evicted or swept before its Hello was parsed: closed without an
+		// answer, as an eviction is, and counted once, under its reason.
+		c.closing = true
+		return
+	case !ok:
 		h.b.metrics.cutConns.WithLabelValues("max_connections_per_ip").Inc()
 		c.loopOut = append(c.loopOut, refusalHello()...)
 		c.closing = true

@@ -83,22 +83,24 @@ func (r *connRegistry) oldestShakingLocked() *conn {
 
 // established counts c, whose Hello arrived, against its address's limit,
 // unless that is at maxPerIP: then c stays registered (it is about to be
-// closed) but counts for none. c stays shaking until authenticated. Runs on
-// the event loop of c.
-func (r *connRegistry) established(c *conn, maxPerIP int) bool {
+// closed) but counts for none, and ok is false. c stays shaking until
+// authenticated. gone: c was evicted or swept since it opened (its close is
+// on its way, counted under that reason), and is neither counted nor
+// refused here. Runs on the event loop of c.
+func (r *connRegistry) established(c *conn, maxPerIP int) (ok, gone bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.all[c]; !ok {
-		return false // evicted or swept meanwhile
+		return false, true
 	}
 	c.registry = regUncounted
 	if maxPerIP > 0 && r.perIP[c.ip] >= maxPerIP {
 		r.unshakeLocked(c)
-		return false
+		return false, false
 	}
 	r.perIP[c.ip]++
 	c.registry = regEstablished
-	return true
+	return true, false
 }
 
 // authenticated takes c out of the shaking count. Runs on the event loop of
@@ -383,20 +385,24 @@ func (r *connRates) admits(key string) bool {
 
 // charge takes a token from key's bucket for a failed handshake, down to
 // -burst. Runs anywhere.
-func (r *connRates) charge(key string) {
-	if r.rate <= 0 {
+func (r *connRates) charge(key string) { r.chargeN(key, 1) }
+
+// chargeN takes n tokens from key's bucket, down to -burst: what n failed
+// handshakes would. Runs anywhere.
+func (r *connRates) chargeN(key string, n int) {
+	if r.rate <= 0 || n <= 0 {
 		return
 	}
-	n := r.now().UnixNano()
+	now := r.now().UnixNano()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := r.buckets[key]
 	if b == nil {
-		b = &rateBucket{tokens: r.burst, at: n}
+		b = &rateBucket{tokens: r.burst, at: now}
 		r.buckets[key] = b
 	}
-	r.refillLocked(b, n)
-	b.tokens = max(-r.burst, b.tokens-1)
+	r.refillLocked(b, now)
+	b.tokens = max(-r.burst, b.tokens-float64(n))
 }
 
 // prune drops the buckets that have refilled: a full bucket is what an
@@ -419,4 +425,13 @@ func (r *connRates) prune() {
 // Runs anywhere.
 func (b *Bookie) handshakeFailed(c *conn) {
 	b.rates.charge(c.ip)
+}
+
+// slowReaderCut counts a cut of c for not reading its replies and charges
+// its address SlowReaderCutCharge failed handshakes (connRates), so that a
+// client that is cut over and over is refused at open for a while. Runs
+// anywhere.
+func (b *Bookie) slowReaderCut(c *conn) {
+	b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+	b.rates.chargeN(c.ip, b.cfg.SlowReaderCutCharge)
 }

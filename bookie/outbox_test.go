@@ -247,3 +247,46 @@ func TestOutboundStopBoundsUnreadReplies(t *testing.T) {
 		t.Fatalf("%d entry-log reads for %v READs served: refused READs read storage", got, served())
 	}
 }
+
+// TestReplyBuiltOutsideConnLock: a read worker builds its reply (copies the
+// entry into it) before it takes the connection's lock, which the event loop
+// takes to write, remeasure and decide whether to parse: under a client that
+// pipelines reads of 256 KiB entries, copies made under the lock held the
+// event loop, and every other client on it, behind them. The encoder here
+// waits on a gate; the lock must be free meanwhile, and the reply, once
+// built, is queued and charged whole, after the reply queued before it.
+func TestReplyBuiltOutsideConnLock(t *testing.T) {
+	b := startBookie(t, testConfig(t.TempDir()))
+	ft := &fakeTransport{}
+	c := newConn(b, ft)
+	c.queue(func(dst []byte) []byte { return append(dst, "first "...) })
+	building, release, queued := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(queued)
+		c.queue(func(dst []byte) []byte {
+			close(building)
+			<-release
+			return append(dst, "second"...)
+		})
+	}()
+	<-building
+	locked := make(chan struct{})
+	go func() {
+		c.writing() // takes c.mu, as the event loop does
+		close(locked)
+	}()
+	select {
+	case <-locked:
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the connection's lock was held for 10 s while a reply was being built")
+	}
+	close(release)
+	<-queued
+	c.mu.Lock()
+	out, charged := string(c.out.B), c.outbound
+	c.mu.Unlock()
+	if out != "first second" || charged != int64(len(out)) {
+		t.Fatalf("outbox %q charged %d, want %q charged %d", out, charged, "first second", len("first second"))
+	}
+}

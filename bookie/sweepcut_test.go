@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/bookie-go/bookie/wire"
 )
 
 // loopAddrTransport is a fakeTransport whose address belongs to its event
@@ -90,5 +92,36 @@ func TestEvictionCutsThroughTotals(t *testing.T) {
 	b.setUnparsed(newer, 5<<10)
 	if got, want := b.unparsedBytes.Load(), unparsedSum(b); got != want || got != 5<<10 {
 		t.Fatalf("unparsed total %d, registered connections hold %d, want both the 5 KiB of the one registered", got, want)
+	}
+}
+
+// TestEvictedBeforeHelloGetsNoAnswer: a connection evicted for a newer one
+// from its address (max_handshaking_per_ip) after its Hello arrived and
+// before its event loop parsed it is closed without an answer, as an
+// eviction is, and counted once, as evicted: not answered with a
+// TooManyRequests Hello and counted again under max_connections_per_ip,
+// which its address is nowhere near.
+func TestEvictedBeforeHelloGetsNoAnswer(t *testing.T) {
+	cfg := unparsedTestConfig(t)
+	cfg.MaxHandshakingPerIP = 1
+	b := startBookie(t, cfg)
+	oldT := &fakeTransport{in: wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1})}
+	old := openFake(t, b, oldT)
+	openFake(t, b, &fakeTransport{}) // the same address: evicts old
+	h := &handler{b: b}
+	if !h.traffic(old) {
+		t.Fatal("the evicted connection's traffic did not close it")
+	}
+	oldT.mu.Lock()
+	written := len(oldT.written)
+	oldT.mu.Unlock()
+	if written != 0 {
+		t.Fatalf("the evicted connection was answered %d bytes, want none", written)
+	}
+	if n := cutCount(t, b, "max_connections_per_ip"); n != 0 {
+		t.Fatalf("cut_total{max_connections_per_ip} = %v, want 0", n)
+	}
+	if n := cutCount(t, b, "handshake_evicted"); n != 1 {
+		t.Fatalf("cut_total{handshake_evicted} = %v, want 1", n)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"runtime"
@@ -102,6 +104,10 @@ type hostileResult struct {
 	// CheckpointSeconds their durations summed (the bookie's Counters).
 	Checkpoints       uint64  `json:"checkpoints"`
 	CheckpointSeconds float64 `json:"checkpoint_seconds"`
+	// Cuts is how many connections the bookie closed during the phase, by
+	// reason (bookie_connections_cut_total): how often an attacker was cut
+	// and came back.
+	Cuts map[string]int64 `json:"cuts"`
 	// Attacker is the process that ran the attack: with --isolate the child's
 	// pid, GOMAXPROCS and CPUs (zero for the baseline).
 	Attacker attackReport `json:"attacker"`
@@ -327,6 +333,7 @@ func hostileSuite(o hostileOptions) (hostileReport, error) {
 			h.target = sinkAddr
 		}
 		ckptBefore := b.Counters().Checkpoints
+		cutsBefore := readCuts(gauges)
 		// The attack runs until actx ends; one that completes ends the phase
 		// when it is done (at least d).
 		limit := d
@@ -413,7 +420,13 @@ func hostileSuite(o hostileOptions) (hostileReport, error) {
 			attacked = run.report
 		}
 		ckpt := b.Counters().Checkpoints
-		r := hostileResult{Attack: name, Seconds: took.Seconds(), Pings: len(pings), Adds: len(adds),
+		cuts := readCuts(gauges)
+		for k, v := range cutsBefore {
+			if cuts[k] -= v; cuts[k] == 0 {
+				delete(cuts, k)
+			}
+		}
+		r := hostileResult{Cuts: cuts, Attack: name, Seconds: took.Seconds(), Pings: len(pings), Adds: len(adds),
 			PingP99Ms: p99ms(pings), AddP99Ms: p99ms(adds), Peaks: peaks, Totals: hostileTotals(),
 			Checkpoints: ckpt.Count - ckptBefore.Count, CheckpointSeconds: ckpt.Sum - ckptBefore.Sum, Attacker: attacked}
 		r.Healthy = "ok"
@@ -876,6 +889,44 @@ func readGauges(g prometheus.Gatherer) map[string]int64 {
 	return out
 }
 
+// readCuts returns bookie_connections_cut_total by reason.
+func readCuts(g prometheus.Gatherer) map[string]int64 {
+	out := map[string]int64{}
+	families, _ := g.Gather()
+	for _, f := range families {
+		if f.GetName() != "bookie_connections_cut_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && m.GetCounter() != nil {
+					out[l.GetValue()] += int64(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// cutsNote says the cuts of a phase, most first: "cut: slow_reader 41, ...".
+func cutsNote(cuts map[string]int64) string {
+	if len(cuts) == 0 {
+		return ""
+	}
+	reasons := slices.Collect(maps.Keys(cuts))
+	slices.SortFunc(reasons, func(a, b string) int {
+		if c := cmp.Compare(cuts[b], cuts[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(reasons))
+	for i, k := range reasons {
+		parts[i] = fmt.Sprintf("%s %d", k, cuts[k])
+	}
+	return "cut: " + strings.Join(parts, ", ")
+}
+
 func p99ms(ds []time.Duration) float64 {
 	if len(ds) == 0 {
 		return 0
@@ -901,7 +952,7 @@ func printHostileTable(rep hostileReport) error {
 		if !r.Held {
 			held = "EXCEEDED"
 		}
-		note := r.Note
+		note := strings.TrimSpace(r.Note + " " + cutsNote(r.Cuts))
 		if r.Error != "" {
 			note = strings.TrimSpace(note + " " + r.Error)
 		}

@@ -6,13 +6,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 )
 
 // profilePhase starts profiling one phase of bk hostile into dir: a CPU profile, block
-// and mutex profiles (sampling every event while the phase runs) and a goroutine dump
-// taken halfway through. The bookie runs in this process, so the profiles show where a
+// and mutex profiles (sampling every event while the phase runs), a goroutine dump
+// taken halfway through and an execution trace of the second after it (go tool trace
+// PHASE.trace: which goroutine held the one P while the probe's waited). The bookie runs in this process, so the profiles show where a
 // legitimate client's request waits under the attack. The returned function ends the
 // phase's profiles and writes them; errors are reported on stderr, not fatal.
 func profilePhase(dir, phase string, d time.Duration) func() {
@@ -30,9 +32,17 @@ func profilePhase(dir, phase string, d time.Duration) func() {
 	}
 	runtime.SetBlockProfileRate(1)
 	runtime.SetMutexProfileFraction(1)
-	dump := time.AfterFunc(d/2, func() { writeProfile(base+".goroutines", "goroutine", 2) })
+	traced := make(chan struct{})
+	dump := time.AfterFunc(d/2, func() {
+		defer close(traced)
+		writeProfile(base+".goroutines", "goroutine", 2)
+		traceFor(base+".trace", min(time.Second, d/4))
+	})
 	return func() {
-		dump.Stop()
+		if dump.Stop() {
+			close(traced)
+		}
+		<-traced
 		if cpu != nil {
 			pprof.StopCPUProfile()
 			cpu.Close()
@@ -41,6 +51,21 @@ func profilePhase(dir, phase string, d time.Duration) func() {
 		writeProfile(base+".mutex", "mutex", 0)
 		runtime.SetBlockProfileRate(0)
 		runtime.SetMutexProfileFraction(0)
+	}
+}
+
+// traceFor writes an execution trace of the next d to path.
+func traceFor(path string, d time.Duration) {
+	f, err := os.Create(path)
+	if err == nil {
+		defer f.Close()
+		if err = trace.Start(f); err == nil {
+			time.Sleep(d)
+			trace.Stop()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bk hostile: trace %s: %v\n", path, err)
 	}
 }
 

@@ -21,7 +21,8 @@ import (
 // written, bytes in flight, parked polls) stay within their configured values, the bookie
 // accepts no relayed AUTH, and the bad etcd values were written (the auditor beside the
 // bookie read them and the process lives), and the many-ledgers attacks (at 2,000 ledgers)
-// made their ledgers and had their checkpoints answered. Latency ratios are reported by bk hostile, not
+// made their ledgers and had their checkpoints answered; each phase reports the bookie's
+// cuts (relay: its refused AUTHs, cut as auth_failed). Latency ratios are reported by bk hostile, not
 // asserted: on a busy machine they measure the machine (docs/security.md, "Hostile load").
 func TestHostileSuiteShort(t *testing.T) {
 	if testing.Short() {
@@ -39,11 +40,14 @@ func TestHostileSuiteShort(t *testing.T) {
 		t.Fatalf("the baseline measured %d PINGs and %d ADDs", rows[0].Pings, rows[0].Adds)
 	}
 	for _, r := range rows {
-		t.Logf("%s: PING p99 %.2f ms (%.1fx), ADD p99 %.2f ms (%.1fx), peaks %v %s %s", r.Attack, r.PingP99Ms, r.PingRatio,
-			r.AddP99Ms, r.AddRatio, r.Peaks, r.Note, r.Error)
+		t.Logf("%s: PING p99 %.2f ms (%.1fx), ADD p99 %.2f ms (%.1fx), peaks %v %s %s %s", r.Attack, r.PingP99Ms, r.PingRatio,
+			r.AddP99Ms, r.AddRatio, r.Peaks, cutsNote(r.Cuts), r.Note, r.Error)
 		if r.Crashed || !r.Held || r.Relayed != 0 {
 			t.Errorf("%s: crashed %v (health %q, %s), totals held %v (peaks %v, totals %v), relayed AUTHs accepted %d",
 				r.Attack, r.Crashed, r.Healthy, r.Error, r.Held, r.Peaks, r.Totals, r.Relayed)
+		}
+		if r.Attack == "relay" && r.Cuts["auth_failed"] == 0 {
+			t.Errorf("relay: %d relayed AUTHs refused, but no auth_failed cut reported (%v)", r.Refused, r.Cuts)
 		}
 		if r.Attack == "bad-ledger" && strings.HasPrefix(r.Error, "attack:") {
 			t.Errorf("bad-ledger: the hostile values were not written: %s", r.Error)
