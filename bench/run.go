@@ -407,7 +407,8 @@ func (r *Runner) runWorkload(ctx context.Context, w Workload, res *Result) error
 		l.cb = func(id int64, err error) {
 			if err != nil {
 				rec.Error()
-				failed.CompareAndSwap(nil, &err)
+				e := err // only a failure escapes to the heap, not every ack
+				failed.CompareAndSwap(nil, &e)
 			} else {
 				rec.Record(r.now()-l.sent[id%int64(ring)], w.Size)
 			}
