@@ -111,8 +111,11 @@ type hostileResult struct {
 	// Attacker is the process that ran the attack: with --isolate the child's
 	// pid, GOMAXPROCS and CPUs (zero for the baseline).
 	Attacker attackReport `json:"attacker"`
-	Error    string       `json:"error,omitempty"`
-	Note     string       `json:"note,omitempty"`
+	// ProbePID is the probe child's pid with --isolate (0: the probe ran in
+	// this process).
+	ProbePID int    `json:"probe_pid,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 // hostileReport is a suite run: how it ran, its rows, and how long the cluster took to
@@ -151,8 +154,10 @@ type hostileOptions struct {
 	profiles string // "": no profiles
 	control  bool
 	isolate  bool
-	ledgers  int // junk-ledgers' and fence-ledgers' scale
-	progress io.Writer
+	// probeInProcess keeps the probe in this process with --isolate.
+	probeInProcess bool
+	ledgers        int // junk-ledgers' and fence-ledgers' scale
+	progress       io.Writer
 	// attackerEnv is added to the attacker child's environment (--isolate):
 	// tests set what makes their binary run as bk.
 	attackerEnv []string
@@ -161,6 +166,9 @@ type hostileOptions struct {
 func runHostile(args []string) error {
 	if len(args) >= 2 && args[0] == "--role" && args[1] == "attacker" {
 		return runHostileAttacker(args[2:]) // the child of --isolate; not in the help
+	}
+	if len(args) >= 2 && args[0] == "--role" && args[1] == "probe" {
+		return runHostileProbe(args[2:]) // the probe's child with --isolate; not in the help
 	}
 	fs := flag.NewFlagSet("hostile", flag.ContinueOnError)
 	names := make([]string, 0, 10)
@@ -174,6 +182,7 @@ func runHostile(args []string) error {
 	fs.StringVar(&o.dir, "dir", "", "data directory of the local cluster (default: a temporary one, removed after)")
 	fs.BoolVar(&o.control, "control", false, "after each attack, run it again (row NAME (control)) aimed at a sink that does the least a bookie does for the attackers (in the attacker child with --isolate): the legitimate client's latency there is what the attackers' own work costs it on this machine")
 	fs.BoolVar(&o.isolate, "isolate", false, "run each attack in a child process on a CPU of its own, and this process (etcd, the bookie, the probe) on another, each with GOMAXPROCS 1, as if the attackers ran on another host; needs two CPUs")
+	fs.BoolVar(&o.probeInProcess, "probe-in-process", false, "with --isolate, run the probe in this process (sharing the bookie's Go scheduler and its one P) instead of a child process of its own on the bookie's CPU")
 	fs.IntVar(&o.ledgers, "ledgers", 200_000, "how many new ledgers junk-ledgers adds to and fence-ledgers fences")
 	fs.StringVar(&o.profiles, "profile", "", "write each phase's CPU profile, block and mutex profiles and a goroutine dump taken halfway into this directory (PHASE.cpu, .block, .mutex, .goroutines); block and mutex profiles count from the first phase on: compare one with the phase before it (go tool pprof -base)")
 	if err := fs.Parse(args); err != nil {
@@ -231,7 +240,10 @@ func hostileSuite(o hostileOptions) (hostileReport, error) {
 			return rep, err
 		}
 		defer iso.restore()
-		rep.Mode = fmt.Sprintf("isolated: etcd, the bookie and the probe on CPU %d, each attack in a child process on CPU %d, GOMAXPROCS 1 in each", iso.bookieCPU, iso.attackerCPU)
+		rep.Mode = fmt.Sprintf("isolated: etcd, the bookie and the probe (a child process of its own) on CPU %d, each attack in a child process on CPU %d, GOMAXPROCS 1 in each", iso.bookieCPU, iso.attackerCPU)
+		if o.probeInProcess {
+			rep.Mode = fmt.Sprintf("isolated: etcd, the bookie and the probe (in the bookie's process) on CPU %d, each attack in a child process on CPU %d, GOMAXPROCS 1 in each", iso.bookieCPU, iso.attackerCPU)
+		}
 	}
 	fmt.Fprintf(o.progress, "bk hostile: %s\n", rep.Mode)
 	dir := o.dir
@@ -314,18 +326,29 @@ func hostileSuite(o hostileOptions) (hostileReport, error) {
 		fmt.Fprintf(o.progress, "bk hostile: %s for %v\n", name, d)
 		// A ledger of its own per phase: a writer that an attack made give up (no
 		// replacement for its one bookie) does not end the next phase's measurement.
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		w, err := cl.CreateLedger(cctx, client.LedgerOptions{EnsembleSize: 1, WriteQuorum: 1, AckQuorum: 1, Password: []byte("probe")})
-		cancel()
-		if err != nil {
-			return hostileResult{Attack: name, Error: "create the probe's ledger: " + err.Error(), Held: true}
-		}
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			w.Close(cctx)
+		var w *client.Writer
+		var pc *probeChild
+		if iso != nil && !o.probeInProcess {
+			var err error
+			if pc, err = startProbeChild(&o, h, lc.Endpoint()); err != nil {
+				return hostileResult{Attack: name, Error: err.Error(), Held: true}
+			}
+			h.ledger = pc.ledger
+		} else {
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			var err error
+			w, err = cl.CreateLedger(cctx, client.LedgerOptions{EnsembleSize: 1, WriteQuorum: 1, AckQuorum: 1, Password: []byte("probe")})
 			cancel()
-		}()
-		h.ledger = w.ID()
+			if err != nil {
+				return hostileResult{Attack: name, Error: "create the probe's ledger: " + err.Error(), Held: true}
+			}
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				w.Close(cctx)
+				cancel()
+			}()
+			h.ledger = w.ID()
+		}
 		h.tally = &attackTally{}
 		h.from = attackerAddr(name)
 		h.target = h.addr
@@ -346,6 +369,9 @@ func hostileSuite(o hostileOptions) (hostileReport, error) {
 		if a != nil && iso != nil {
 			run, err = startChild(actx, &o, iso, a, h, lc.Endpoint(), control)
 			if err != nil {
+				if pc != nil {
+					pc.kill()
+				}
 				return hostileResult{Attack: name, Error: err.Error(), Held: true}
 			}
 		} else if a != nil {
@@ -409,7 +435,22 @@ func hostileSuite(o hostileOptions) (hostileReport, error) {
 			}
 		}()
 		began := time.Now()
-		pings, adds, perr := probe(pctx, h, w)
+		var pings, adds []time.Duration
+		var perr error
+		var probePID int
+		if pc == nil {
+			pings, adds, perr = probe(pctx, h, w)
+		} else if perr = pc.begin(); perr == nil {
+			<-pctx.Done()
+			var got probeReport
+			got, perr = pc.finish()
+			pings, adds, probePID = durations(got.PingsNs), durations(got.AddsNs), got.PID
+			if perr == nil && got.Error != "" {
+				perr = errors.New(got.Error)
+			}
+		} else {
+			pc.kill()
+		}
 		took := time.Since(began)
 		wg.Wait()
 		var attacked attackReport
@@ -426,7 +467,7 @@ func hostileSuite(o hostileOptions) (hostileReport, error) {
 				delete(cuts, k)
 			}
 		}
-		r := hostileResult{Cuts: cuts, Attack: name, Seconds: took.Seconds(), Pings: len(pings), Adds: len(adds),
+		r := hostileResult{ProbePID: probePID, Cuts: cuts, Attack: name, Seconds: took.Seconds(), Pings: len(pings), Adds: len(adds),
 			PingP99Ms: p99ms(pings), AddP99Ms: p99ms(adds), Peaks: peaks, Totals: hostileTotals(),
 			Checkpoints: ckpt.Count - ckptBefore.Count, CheckpointSeconds: ckpt.Sum - ckptBefore.Sum, Attacker: attacked}
 		r.Healthy = "ok"

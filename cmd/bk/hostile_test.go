@@ -134,7 +134,8 @@ func TestSinkAnswersLikeABookie(t *testing.T) {
 // TestHostileIsolateRunsAttackersApart: with --isolate the relay attack runs in another
 // process (its pid is not this one's), pinned by the parent to a CPU that is not the
 // bookie's (its Cpus_allowed_list, read from /proc while it ran), with GOMAXPROCS 1, and
-// its relay counters come back to the parent's row: AUTHs refused, none accepted.
+// its relay counters come back to the parent's row: AUTHs refused, none accepted. The
+// probe runs in a child process of its own too, and its latencies come back to each row.
 func TestHostileIsolateRunsAttackersApart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and an attacker process")
@@ -173,6 +174,12 @@ func TestHostileIsolateRunsAttackersApart(t *testing.T) {
 	}
 	if want := strconv.Itoa(iso.attackerCPU); r.Attacker.CPUs != want || iso.attackerCPU == iso.bookieCPU {
 		t.Errorf("the attacker process ran on CPUs %q, want only %s (the bookie's is %d)", r.Attacker.CPUs, want, iso.bookieCPU)
+	}
+	for _, row := range rep.Rows {
+		if row.ProbePID == 0 || row.ProbePID == os.Getpid() || row.Pings == 0 || row.Adds == 0 {
+			t.Errorf("%s: the probe ran in pid %d (this process is %d) and measured %d PINGs, %d ADDs: want a child of its own that measured both",
+				row.Attack, row.ProbePID, os.Getpid(), row.Pings, row.Adds)
+		}
 	}
 	if r.Attacker.GOMAXPROCS != 1 {
 		t.Errorf("the attacker process had GOMAXPROCS %d, want 1", r.Attacker.GOMAXPROCS)
