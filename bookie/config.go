@@ -139,15 +139,19 @@ type Config struct {
 	// HandshakeFailRate disables it.
 	HandshakeFailRate  float64 `json:"handshake_failures_per_ip_per_sec"`
 	HandshakeFailBurst int     `json:"handshake_failures_burst_per_ip"`
-	// SlowReaderCutCharge is how many handshake failures a connection cut
-	// for not reading its replies (slow_reader) costs its address's bucket
-	// (HandshakeFailBurst): before such a cut the bookie built, copied and
-	// wrote up to OutboundStopBytes of replies for nobody and read up to
-	// MaxRefusedUnparsedBytes it will not parse, so a client that is cut
+	// OverflowCutCharge is how many handshake failures a connection cut for
+	// sending on while its parsing is stopped costs its address's bucket
+	// (HandshakeFailBurst): stopped for not reading its replies (slow_reader)
+	// or after a refusal over a per-connection bound (refused_overflow).
+	// Before such a cut the bookie built, copied and wrote up to
+	// OutboundStopBytes of replies for nobody, or parked, answered and
+	// released the bound's worth of requests, and read up to
+	// MaxRefusedUnparsedBytes it will not parse; so a client that is cut
 	// and comes back at once is refused at open after a few cuts, not after
-	// a hundred. Which connections are cut is unchanged: a client that stops
-	// reading and sends no more is never cut. Negative: cuts cost nothing.
-	SlowReaderCutCharge int `json:"slow_reader_cut_charge"`
+	// a hundred. Which connections are cut is unchanged: a client that
+	// stops sending when refused or stopped is never cut. Negative: cuts
+	// cost nothing.
+	OverflowCutCharge int `json:"overflow_cut_charge"`
 	// ReadWorkers serve reads from storage off the event loops.
 	ReadWorkers int `json:"read_workers"`
 	// ReadBatchWorkers serve READ_BATCH, apart from the read workers: at
@@ -413,7 +417,7 @@ func DefaultConfig() Config {
 		IdleTimeout:              Duration(10 * time.Minute), // negative: never
 		HandshakeFailRate:        10,
 		HandshakeFailBurst:       100,
-		SlowReaderCutCharge:      10,
+		OverflowCutCharge:        10,
 		JournalSegmentSize:       64 << 20,
 		JournalQueueBytes:        64 << 20,
 		JournalBatchBytes:        4 << 20,
@@ -494,7 +498,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.IdleTimeout, d.IdleTimeout)
 	setDefault(&c.HandshakeFailRate, d.HandshakeFailRate)
 	setDefault(&c.HandshakeFailBurst, d.HandshakeFailBurst)
-	setDefault(&c.SlowReaderCutCharge, d.SlowReaderCutCharge)
+	setDefault(&c.OverflowCutCharge, d.OverflowCutCharge)
 	setDefault(&c.JournalSegmentSize, d.JournalSegmentSize)
 	setDefault(&c.JournalQueueBytes, d.JournalQueueBytes)
 	setDefault(&c.JournalBatchBytes, d.JournalBatchBytes)

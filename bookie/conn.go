@@ -398,7 +398,7 @@ func (c *conn) cutIfSlow() (cut bool, _ error) {
 	if gc.OutboundBuffered() <= c.b.cfg.MaxOutboundBytes {
 		return false, nil
 	}
-	c.b.slowReaderCut(c)
+	c.b.overflowCut(c, "slow_reader")
 	c.b.log.Warn("closing connection: client does not read its replies", "remote", gc.RemoteAddr(),
 		"buffered", gc.OutboundBuffered())
 	return true, gc.Close()
@@ -724,10 +724,10 @@ func (h *handler) traffic(c *conn) (closeIt bool) {
 	if buffered > int(b.cfg.MaxRefusedUnparsedBytes) {
 		switch {
 		case c.stoppedOp.Load() != 0:
-			b.metrics.cutConns.WithLabelValues("refused_overflow").Inc()
+			b.overflowCut(c, "refused_overflow")
 			return true
 		case c.stoppedOut.Load():
-			b.slowReaderCut(c)
+			b.overflowCut(c, "slow_reader")
 			return true
 		}
 	}

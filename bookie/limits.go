@@ -427,11 +427,11 @@ func (b *Bookie) handshakeFailed(c *conn) {
 	b.rates.charge(c.ip)
 }
 
-// slowReaderCut counts a cut of c for not reading its replies and charges
-// its address SlowReaderCutCharge failed handshakes (connRates), so that a
-// client that is cut over and over is refused at open for a while. Runs
-// anywhere.
-func (b *Bookie) slowReaderCut(c *conn) {
-	b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
-	b.rates.chargeN(c.ip, b.cfg.SlowReaderCutCharge)
+// overflowCut counts a cut of c for sending on while its parsing is
+// stopped (reason slow_reader or refused_overflow) and charges its address
+// OverflowCutCharge failed handshakes (connRates), so that a client that is
+// cut over and over is refused at open for a while. Runs anywhere.
+func (b *Bookie) overflowCut(c *conn, reason string) {
+	b.metrics.cutConns.WithLabelValues(reason).Inc()
+	b.rates.chargeN(c.ip, b.cfg.OverflowCutCharge)
 }

@@ -187,10 +187,10 @@ func (c *conn) cutOutboxLocked() bool {
 }
 
 // closeCut finishes a cut made under c.mu for unwritten replies over
-// MaxOutboundBytes: counts and charges it (slowReaderCut), takes c out of
+// MaxOutboundBytes: counts and charges it (overflowCut), takes c out of
 // the unparsed total and closes its transport. Runs anywhere.
 func (c *conn) closeCut() {
-	c.b.slowReaderCut(c)
+	c.b.overflowCut(c, "slow_reader")
 	// c.ip, not c.gc.RemoteAddr(): a gnet.Conn's address may be read only
 	// on its own event loop.
 	c.b.log.Warn("closing connection: client does not read its replies", "remote_ip", c.ip,

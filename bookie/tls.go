@@ -372,7 +372,7 @@ func (t *tlsConn) Write(p []byte) (int, error) {
 	over := t.queued > t.s.b.cfg.MaxOutboundBytes
 	t.mu.Unlock()
 	if over {
-		t.s.b.metrics.cutConns.WithLabelValues("slow_reader").Inc()
+		t.s.b.overflowCut(t.c, "slow_reader") // counted and charged to its address, as in conn.queue
 		t.Close()
 		return 0, net.ErrClosed
 	}
