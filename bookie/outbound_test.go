@@ -15,6 +15,12 @@ import (
 // replies pile up on its side quickly.
 func smallWindow(t *testing.T, addr string) net.Conn {
 	t.Helper()
+	return smallWindowFrom(t, "", addr)
+}
+
+// smallWindowFrom is smallWindow from local address from ("": any).
+func smallWindowFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
@@ -23,6 +29,9 @@ func smallWindow(t *testing.T, addr string) net.Conn {
 		}
 		return serr
 	}}
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
 	nc, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)

@@ -2,33 +2,11 @@ package bookie
 
 import (
 	"bytes"
-	"net"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bookie-go/bookie/wire"
 )
-
-// smallWindowFrom is smallWindow from local address from: a client with a
-// 4 KiB receive buffer at an address of its own.
-func smallWindowFrom(t *testing.T, from, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		err := rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	return nc
-}
 
 // TestSlowReaderCutChargesItsAddress: a client cut for not reading its
 // replies (it pipelines READs of a 64 KiB entry, never reads, and goes on
