@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/bookie-go/bookie/internal/repair/clientops"
 	"github.com/bookie-go/bookie/meta"
@@ -93,9 +94,13 @@ func (r repairer) ReadEntryFrom(ctx context.Context, b meta.BookieID, ledger uin
 // ListEntriesFrom returns the entry ids of ledger from from on that bookie b holds, as
 // sorted ranges, reading every page (LIST_ENTRIES, docs/protocol.md). An error wraps
 // ErrNoSuchEntry when the bookie holds nothing of the ledger, ErrUnknownLedgerState when
-// it cannot tell. Safe for concurrent use.
+// it cannot tell. A page the bookie answers TooManyRequests (its LIST_ENTRIES budget,
+// shared by every connection, is spent) is asked again after a backoff (MinBackoff,
+// doubling up to MaxBackoff) until ctx ends: backpressure, not an answer, so an audit
+// never takes it for a bookie it cannot reach. Safe for concurrent use.
 func (r repairer) ListEntriesFrom(ctx context.Context, b meta.BookieID, ledger uint64, from int64) ([]wire.EntryRange, error) {
 	var all []wire.EntryRange
+	var backoff time.Duration
 	for from != wire.NoEntry {
 		req := getRequest()
 		req.op, req.ledger, req.entry, req.maxRanges = wire.OpListEntries, ledger, from, wire.MaxListRanges
@@ -108,6 +113,12 @@ func (r repairer) ListEntriesFrom(ctx context.Context, b meta.BookieID, ledger u
 		switch {
 		case rerr != nil:
 			return nil, fmt.Errorf("list entries of %d on %s: %w", ledger, b, rerr)
+		case status == wire.StatusTooManyRequests:
+			backoff = min(max(2*backoff, r.c.cfg.minBackoff), max(r.c.cfg.maxBackoff, r.c.cfg.minBackoff))
+			if err := sleepCtx(ctx, backoff); err != nil {
+				return nil, &StatusError{Bookie: b, Op: wire.OpListEntries, Ledger: ledger, Entry: wire.NoEntry, Status: status}
+			}
+			continue
 		case status != wire.StatusOK:
 			// NoSuchLedger: ErrNoSuchEntry; UnknownLedgerState: ErrUnknownLedgerState.
 			return nil, &StatusError{Bookie: b, Op: wire.OpListEntries, Ledger: ledger, Entry: wire.NoEntry, Status: status}
