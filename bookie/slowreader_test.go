@@ -2,6 +2,7 @@ package bookie
 
 import (
 	"bytes"
+	"net"
 	"testing"
 	"time"
 
@@ -39,30 +40,16 @@ func TestSlowReaderCutChargesItsAddress(t *testing.T) {
 		batch = wire.AppendReadRequest(batch, uint64(i+1), 0, 1, 0, &testKey)
 	}
 	const attacker = "127.0.0.3"
-	for cut := 1; cut <= 2; cut++ {
+	cutTwiceThenRefused(t, b, w, attacker, "slow_reader", batch, func(cut int) net.Conn {
 		nc := smallWindowFrom(t, attacker, b.Addr())
 		nc.SetDeadline(time.Now().Add(10 * time.Second))
 		if _, err := nc.Write(wire.AppendHello(nil, &wire.Hello{MinVersion: 1, MaxVersion: 1})); err != nil {
 			t.Fatalf("connection %d: %v", cut, err)
 		}
-		for cutCount(t, b, "slow_reader") < float64(cut) {
-			if _, err := nc.Write(batch); err != nil {
-				break // cut
-			}
-		}
-		waitUntil(t, func() bool { return cutCount(t, b, "slow_reader") == float64(cut) })
-		if s := w.ping(); s != wire.StatusOK {
-			t.Fatalf("a legitimate PING after cut %d: %v", cut, s)
-		}
-	}
-	if !refusedAtOpen(t, tcpDial(t, attacker, b.Addr())) {
-		t.Fatal("a client cut twice for not reading its replies, 20 failures' worth, was admitted again at once")
-	}
+		return nc
+	})
 	if got := cutCount(t, b, "handshake_failures"); got != 1 {
 		t.Fatalf("cut_total{handshake_failures} = %v, want 1", got)
-	}
-	if refusedAtOpen(t, tcpDial(t, "127.0.0.2", b.Addr())) {
-		t.Fatal("a client at another address was refused")
 	}
 	if s := w.ping(); s != wire.StatusOK {
 		t.Fatalf("a legitimate PING after the refusal: %v", s)
@@ -101,30 +88,43 @@ func TestRefusedOverflowCutChargesItsAddress(t *testing.T) {
 		batch = wire.AppendLongPollLACRequest(batch, uint64(i+1), 0, 1, 1000, 60_000)
 	}
 	const attacker = "127.0.0.3"
-	for cut := 1; cut <= 2; cut++ {
+	cutTwiceThenRefused(t, b, w, attacker, "refused_overflow", batch, func(int) net.Conn {
 		a := dialFrom(t, attacker, b.Addr())
 		a.nc.SetDeadline(time.Now().Add(10 * time.Second))
-		for cutCount(t, b, "refused_overflow") < float64(cut) {
-			if _, err := a.nc.Write(batch); err != nil {
-				break // cut
-			}
-		}
-		waitUntil(t, func() bool { return cutCount(t, b, "refused_overflow") == float64(cut) })
-		if s := w.ping(); s != wire.StatusOK {
-			t.Fatalf("a legitimate PING after cut %d: %v", cut, s)
-		}
-	}
-	if !refusedAtOpen(t, tcpDial(t, attacker, b.Addr())) {
-		t.Fatal("a client cut twice for sending on after a refusal, 20 failures' worth, was admitted again at once")
-	}
-	if refusedAtOpen(t, tcpDial(t, "127.0.0.2", b.Addr())) {
-		t.Fatal("a client at another address was refused")
-	}
+		return a.nc
+	})
 	if s := w.add(testKey, 0, 1, 1, -1, []byte("beside")); s != wire.StatusOK {
 		t.Fatalf("a legitimate ADD after the refusal: %v", s)
 	}
 	clock.advance(time.Second) // one token
 	if refusedAtOpen(t, tcpDial(t, attacker, b.Addr())) {
 		t.Fatal("the cut client's address refused after its bucket refilled to one token")
+	}
+}
+
+// cutTwiceThenRefused opens two connections from attacker (open) that send
+// batch until the bookie cuts each for reason, checking w (at 127.0.0.2) is
+// answered after each cut; then, with 20 failures' worth charged to a
+// bucket of 20, a third connection from attacker must be refused at open
+// and one from w's address must not.
+func cutTwiceThenRefused(t *testing.T, b *Bookie, w *testClient, attacker, reason string, batch []byte, open func(cut int) net.Conn) {
+	t.Helper()
+	for cut := 1; cut <= 2; cut++ {
+		nc := open(cut)
+		for cutCount(t, b, reason) < float64(cut) {
+			if _, err := nc.Write(batch); err != nil {
+				break // cut
+			}
+		}
+		waitUntil(t, func() bool { return cutCount(t, b, reason) == float64(cut) })
+		if s := w.ping(); s != wire.StatusOK {
+			t.Fatalf("a legitimate PING after cut %d: %v", cut, s)
+		}
+	}
+	if !refusedAtOpen(t, tcpDial(t, attacker, b.Addr())) {
+		t.Fatalf("a client cut twice (%s), 20 failures' worth, was admitted again at once", reason)
+	}
+	if refusedAtOpen(t, tcpDial(t, "127.0.0.2", b.Addr())) {
+		t.Fatal("a client at another address was refused")
 	}
 }
